@@ -1,0 +1,34 @@
+# The two commands a newcomer needs:
+#   make run    start a single-node broker on localhost:9092 (data in ./kbroker-data)
+#   make test   install everything the tests need, then run the whole test suite
+VENV ?= .venv
+PYTHON ?= python3
+
+.PHONY: run test test-fast install regenerate clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(VENV)/bin/kbroker serve $(ARGS)
+
+test:
+	bash scripts/install-test-deps.sh
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+# Protocol and unit tests only: no client installs beyond the Python ones.
+test-fast:
+	bash scripts/install-test-deps.sh --python-only
+	$(VENV)/bin/python -m pytest tests/protocol tests/log $(PYTEST_ARGS)
+
+regenerate: $(VENV)/.installed
+	$(VENV)/bin/pip install -q -e '.[gen]'
+	$(VENV)/bin/python tools/gen_messages.py
+
+clean:
+	rm -rf $(VENV) kbroker-data

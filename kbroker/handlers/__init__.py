@@ -1,0 +1,49 @@
+"""Request handlers: one thin module per API (or API family), registered by api key.
+
+A handler is ``handle(ctx, request) -> response | awaitable | None``: it gets the decoded request and
+a :class:`~kbroker.server.dispatch.RequestContext`, and returns the response object, an awaitable
+of it (long-poll fetch, produce with acks=all), or None when no response is sent (acks=0).
+
+One registry drives both dispatch and ApiVersions: ``@handles("Produce")`` registers a handler; the
+version range it serves is the one our manifest advertises (schemas/manifest.json, generated into
+``kbroker.protocol.messages.ADVERTISED``). :func:`load` fails if the two disagree, so an API is
+never advertised without a handler, nor handled without being advertised.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from kbroker.protocol.messages import ADVERTISED, API_BY_KEY, API_KEY_BY_NAME
+
+HANDLERS: dict = {}
+
+# Modules holding handlers; each registers itself when imported.
+MODULES = (
+    "api_versions",
+)
+
+
+def handles(api_name: str):
+    """Register the decorated function as the handler of ``api_name`` (e.g. "Produce")."""
+    api_key = API_KEY_BY_NAME[api_name]
+
+    def register(fn):
+        if api_key in HANDLERS:
+            raise RuntimeError(f"two handlers registered for {api_name} (api key {api_key})")
+        HANDLERS[api_key] = fn
+        return fn
+
+    return register
+
+
+def load() -> dict:
+    """Import every handler module and check the registry against the advertised manifest."""
+    for name in MODULES:
+        importlib.import_module(f"{__name__}.{name}")
+    missing = sorted(API_BY_KEY[k].name for k in ADVERTISED if k not in HANDLERS)
+    unadvertised = sorted(API_BY_KEY[k].name for k in HANDLERS if k not in ADVERTISED)
+    if missing or unadvertised:
+        raise RuntimeError(f"handler registry and manifest disagree: advertised without a handler "
+                           f"{missing}, handled but not advertised {unadvertised}")
+    return HANDLERS

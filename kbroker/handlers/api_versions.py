@@ -1,0 +1,47 @@
+"""ApiVersions (key 18), v0-4.
+
+Advertises exactly what the handler registry serves, with the ranges of our manifest. Quirks:
+- KIP-511: a version newer than we know is answered in v0 format with UNSUPPORTED_VERSION and our
+  ranges (done in the dispatcher, before decoding); the response header is always v0.
+- v3+ carries the client's software name and version; Kafka rejects values that do not match
+  ``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?`` with INVALID_REQUEST, and so do we.
+- Produce is advertised from v0 although v0-2 are rejected (KAFKA-18659: librdkafka stops
+  compressing when it does not see v0 advertised). That range lives in schemas/manifest.json.
+Not supported: feature flags (no finalized features are advertised, so clients use the classic
+group protocol and transaction protocol v1).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kbroker.handlers import HANDLERS, handles
+from kbroker.protocol.errors import Errors
+from kbroker.protocol.messages import ADVERTISED
+
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def supported_api_versions(response_cls) -> list:
+    return [
+        response_cls.ApiVersion(api_key=key, min_version=lo, max_version=hi)
+        for key, (lo, hi) in sorted(ADVERTISED.items())
+        if key in HANDLERS
+    ]
+
+
+@handles("ApiVersions")
+def handle_api_versions(ctx, request):
+    from kbroker.protocol.messages.api_versions import ApiVersionsResponse
+
+    error = Errors.NONE
+    if ctx.api_version >= 3 and not (
+        _SOFTWARE.fullmatch(request.client_software_name or "")
+        and _SOFTWARE.fullmatch(request.client_software_version or "")
+    ):
+        error = Errors.INVALID_REQUEST
+    return ApiVersionsResponse(
+        error_code=error.code,
+        api_keys=supported_api_versions(ApiVersionsResponse),
+        throttle_time_ms=0,
+    )

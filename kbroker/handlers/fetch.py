@@ -1,0 +1,124 @@
+"""Fetch (key 1), v4-18.
+
+Returns whole record batches as file regions that go to the socket with sendfile; nothing is
+copied through Python. Behaviour:
+- Bounds: each partition gets at most ``partition_max_bytes`` and the response at most
+  ``max_bytes``, except that the first partition with data returns at least one whole batch
+  even if it is larger (KIP-74), so a consumer can always make progress.
+- Long poll: when fewer than ``min_bytes`` are available, the request waits until an append to
+  one of its partitions or ``max_wait_ms``, whichever comes first; other requests on the same
+  connection are handled meanwhile. Errors answer at once.
+- ``isolation_level`` 1 (read_committed) reads up to the last stable offset, which equals the
+  high watermark until transactions exist.
+- v13+ names topics by id (UNKNOWN_TOPIC_ID when unknown); older versions by name.
+- ``current_leader_epoch`` (v9+) is checked: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
+Not supported: fetch sessions (KIP-227). Every answer has session id 0, which tells clients to
+send full requests; that is allowed by the protocol. Follower fetches (replica id >= 0) are
+served like consumer fetches until replication exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from kbroker.handlers import handles
+from kbroker.protocol.errors import Errors, KafkaError
+
+READ_COMMITTED = 1
+
+
+@handles("Fetch")
+def handle_fetch(ctx, request):
+    from kbroker.protocol.messages.fetch import FetchResponse
+
+    plan = _plan(ctx, request)
+    response, total_bytes, has_error = _read(ctx, request, plan, FetchResponse)
+    if total_bytes >= request.min_bytes or request.max_wait_ms <= 0 or has_error or not plan:
+        return response
+    return _long_poll(ctx, request, plan, FetchResponse)
+
+
+async def _long_poll(ctx, request, plan, FetchResponse):
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + request.max_wait_ms / 1000
+    partitions = [partition for _, _, partition, _ in plan if partition is not None]
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        woken = loop.create_future()
+        for partition in partitions:
+            partition.add_waiter(woken)
+        try:
+            await asyncio.wait_for(woken, remaining)
+        except asyncio.TimeoutError:
+            break
+        finally:
+            for partition in partitions:
+                partition.remove_waiter(woken)
+        response, total_bytes, has_error = _read(ctx, request, plan, FetchResponse)
+        if total_bytes >= request.min_bytes or has_error:
+            return response
+    return _read(ctx, request, plan, FetchResponse)[0]
+
+
+def _plan(ctx, request):
+    """Resolve each requested partition once: (topic entry, partition request, Partition, error)."""
+    broker = ctx.broker
+    by_id = ctx.api_version >= 13
+    plan = []
+    for topic in request.topics:
+        if by_id:
+            meta = broker.metadata.topic_by_id(topic.topic_id)
+            name = meta.name if meta is not None else None
+            unknown = Errors.UNKNOWN_TOPIC_ID
+        else:
+            name = topic.topic
+            unknown = Errors.UNKNOWN_TOPIC_OR_PARTITION
+        for wanted in topic.partitions:
+            partition = broker.replicas.get(name, wanted.partition) if name else None
+            plan.append((topic, wanted, partition, None if partition is not None else unknown))
+    return plan
+
+
+def _read(ctx, request, plan, R):
+    read_committed = request.isolation_level == READ_COMMITTED
+    remaining = request.max_bytes
+    min_one_message = True
+    total_bytes = 0
+    has_error = False
+    topics: dict[int, object] = {}
+    for topic, wanted, partition, error in plan:
+        entry = topics.get(id(topic))
+        if entry is None:
+            entry = topics[id(topic)] = R.FetchableTopicResponse(
+                topic=topic.topic, topic_id=topic.topic_id, partitions=[])
+        out = R.PartitionData(partition_index=wanted.partition, high_watermark=-1,
+                              last_stable_offset=-1, log_start_offset=-1, records=b"")
+        entry.partitions.append(out)
+        if error is not None:
+            out.error_code = error.code
+            has_error = True
+            continue
+        try:
+            partition.check_leader_epoch(wanted.current_leader_epoch)
+            limit = min(wanted.partition_max_bytes, remaining)
+            result = partition.read(wanted.fetch_offset, limit, read_committed, min_one_message)
+        except KafkaError as exc:
+            out.error_code = exc.error.code
+            has_error = True
+        else:
+            size = sum(len(region) for region in result.regions)
+            if size:
+                out.records = result.regions
+                total_bytes += size
+                remaining = max(0, remaining - size)
+                min_one_message = False
+        out.high_watermark = partition.high_watermark
+        out.last_stable_offset = partition.last_stable_offset
+        out.log_start_offset = partition.log_start_offset
+        if read_committed:
+            out.aborted_transactions = []
+    return R(throttle_time_ms=0, error_code=0, session_id=0,
+             responses=list(topics.values())), total_bytes, has_error

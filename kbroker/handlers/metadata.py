@@ -1,0 +1,105 @@
+"""Metadata (key 3), v0-13.
+
+Answers with this broker (the controller too, in a single node), the cluster id (v2+), and the
+requested topics, or all topics when the list is null (v1+) or empty (v0).
+
+Behaviour:
+- Auto-creation: a requested topic that does not exist is created with ``num.partitions`` when
+  ``auto.create.topics.enable`` is on and the request allows it (v4+ ``AllowAutoTopicCreation``;
+  always allowed before v4). It is created synchronously, so the answer already describes it
+  (Kafka answers LEADER_NOT_AVAILABLE first and the client retries; both are fine for clients).
+- An illegal name gets INVALID_TOPIC_EXCEPTION; an unknown one UNKNOWN_TOPIC_OR_PARTITION.
+- v10+ topic ids; v12+ topics may be requested by id (unknown id: UNKNOWN_TOPIC_ID).
+- Authorized operations (v8+) are not computed yet: the "not requested" value is returned.
+Kafka 4 keeps v0-3 for kafka-python and aiokafka; so do we.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbroker.handlers import handles
+from kbroker.metadata.image import topic_name_problem
+from kbroker.protocol.errors import Errors
+from kbroker.protocol.primitives import ZERO_UUID
+
+log = logging.getLogger("kbroker.metadata")
+NOT_REQUESTED = -(2**31)  # authorized operations were not asked for
+
+
+@handles("Metadata")
+def handle_metadata(ctx, request):
+    from kbroker.protocol.messages.metadata import MetadataResponse as R
+
+    broker = ctx.broker
+    store = broker.metadata
+    host, port = broker.advertised_endpoint(getattr(ctx.connection, "listener_name", None))
+    response = R(
+        throttle_time_ms=0,
+        brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port,
+                                          rack=None)],
+        cluster_id=store.cluster_id,
+        controller_id=broker.node_id,
+        topics=[],
+        cluster_authorized_operations=NOT_REQUESTED,
+    )
+    if request.topics is None or (ctx.api_version == 0 and not request.topics):
+        for topic in sorted(store.topics().values(), key=lambda t: t.name):
+            response.topics.append(describe_topic(R, broker, topic))
+        return response
+
+    allow_create = (broker.config.get("auto.create.topics.enable")
+                    and (ctx.api_version < 4 or request.allow_auto_topic_creation))
+    for requested in request.topics:
+        name = requested.name
+        if name is None:
+            topic = store.topic_by_id(requested.topic_id)
+            if topic is None:
+                response.topics.append(R.MetadataResponseTopic(
+                    error_code=Errors.UNKNOWN_TOPIC_ID.code, name=None,
+                    topic_id=requested.topic_id, topic_authorized_operations=NOT_REQUESTED))
+                continue
+        else:
+            topic = store.topic(name)
+        if topic is None:
+            problem = topic_name_problem(name)
+            if problem is not None:
+                log.info("metadata request from %s for an illegal topic name: %s",
+                         ctx.client_id, problem)
+                error = Errors.INVALID_TOPIC_EXCEPTION
+            elif allow_create:
+                topic = auto_create_topic(broker, name)
+                error = Errors.NONE
+            else:
+                error = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            if topic is None:
+                response.topics.append(R.MetadataResponseTopic(
+                    error_code=error.code, name=name, topic_id=ZERO_UUID,
+                    topic_authorized_operations=NOT_REQUESTED))
+                continue
+        response.topics.append(describe_topic(R, broker, topic))
+    return response
+
+
+def auto_create_topic(broker, name: str):
+    partitions = broker.config.get("num.partitions")
+    topic = broker.metadata.create_topic(name, partitions, {})
+    broker.replicas.ensure_topic(topic)
+    log.info("auto-created topic %s with %d partition(s) (id %s)", name, partitions,
+             topic.topic_id)
+    return topic
+
+
+def describe_topic(R, broker, topic):
+    node = broker.node_id
+    partitions = []
+    for index in range(topic.num_partitions):
+        partition = broker.replicas.get(topic.name, index)
+        epoch = partition.leader_epoch if partition is not None else 0
+        partitions.append(R.MetadataResponsePartition(
+            error_code=Errors.NONE.code, partition_index=index, leader_id=node,
+            leader_epoch=epoch, replica_nodes=[node], isr_nodes=[node], offline_replicas=[]))
+    return R.MetadataResponseTopic(
+        error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
+        is_internal=topic.is_internal, partitions=partitions,
+        topic_authorized_operations=NOT_REQUESTED)

@@ -1,0 +1,63 @@
+"""All partitions this broker hosts, and the bridge from topic metadata to partition logs."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kbroker.metadata.image import TopicMetadata
+from kbroker.replica.partition import Partition
+
+log = logging.getLogger("kbroker.replicas")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ReplicaManager:
+    def __init__(self, log_manager, log_config_for):
+        """``log_config_for(topic_metadata)`` gives the LogConfig of a topic's partitions."""
+        self.log_manager = log_manager
+        self.log_config_for = log_config_for
+        self._partitions: dict[tuple[str, int], Partition] = {}
+
+    def get(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
+
+    def partitions(self):
+        return self._partitions.values()
+
+    def ensure_topic(self, topic: TopicMetadata) -> None:
+        """Open or create the log of every partition of ``topic`` (after start-up or a change)."""
+        config = self.log_config_for(topic)
+        for index in range(topic.num_partitions):
+            if (topic.name, index) in self._partitions:
+                continue
+            partition_log = self.log_manager.get(topic.name, index)
+            if partition_log is None:
+                partition_log = self.log_manager.create(topic.name, index, config, topic.topic_id)
+            else:
+                partition_log.config = config
+            self._partitions[(topic.name, index)] = Partition(
+                topic.name, index, topic.topic_id, partition_log)
+
+    def update_config(self, topic: TopicMetadata) -> None:
+        config = self.log_config_for(topic)
+        for index in range(topic.num_partitions):
+            partition = self._partitions.get((topic.name, index))
+            if partition is not None:
+                partition.log.config = config
+
+    def delete_topic(self, name: str) -> None:
+        for key in [k for k in self._partitions if k[0] == name]:
+            partition = self._partitions.pop(key)
+            partition.wake_waiters()
+            self.log_manager.delete(name, key[1])
+
+    def remove_stray_logs(self, known_topics) -> None:
+        """Delete logs of topics the metadata no longer has (a crash in the middle of a delete)."""
+        for partition_log in list(self.log_manager.all_logs()):
+            if partition_log.topic not in known_topics:
+                log.info("deleting stray log %s-%d", partition_log.topic, partition_log.partition)
+                self.log_manager.delete(partition_log.topic, partition_log.partition)

@@ -1,0 +1,167 @@
+"""The broker process: listeners, storage, metadata and background work, started and stopped.
+
+``Broker`` is usable in-process (tests: ``async with Broker(config) as broker``) and by the CLI
+through :func:`run_broker`, which logs one line when ready and shuts down cleanly on SIGTERM or
+SIGINT (stop accepting, flush logs, write checkpoints and the clean-shutdown marker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+
+from kbroker import handlers
+from kbroker.server.connection import KafkaConnection
+from kbroker.server.dispatch import Dispatcher
+
+log = logging.getLogger("kbroker")
+
+
+class Broker:
+    def __init__(self, config):
+        self.config = config
+        self.node_id: int = config.node_id
+        self.max_request_size: int = config.get("socket.request.max.bytes")
+        self.connections: set[KafkaConnection] = set()
+        self.servers: list[tuple[str, asyncio.AbstractServer]] = []
+        self.bound: dict[str, tuple[str, int]] = {}  # listener name -> (host, actual port)
+        self.metadata = None
+        self.log_manager = None
+        self.replicas = None
+        self.producer_ids = None
+        self.dispatcher: Dispatcher | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._stopped = asyncio.Event()
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        from kbroker.log.log_manager import LogManager
+        from kbroker.metadata.local_store import LocalMetadataStore
+        from kbroker.replica.replica_manager import ReplicaManager
+        from kbroker.server.topic_config import log_config_factory
+        from kbroker.server.producer_ids import ProducerIdManager
+
+        log_dirs = self.config.log_dirs
+        self.metadata = LocalMetadataStore(log_dirs[0], self.config.get("cluster.id"))
+        self.log_manager = LogManager(log_dirs, self.node_id, self.metadata.cluster_id)
+        self.log_manager.open()
+        self.replicas = ReplicaManager(self.log_manager, log_config_factory(self.config))
+        topics = self.metadata.topics()
+        self.replicas.remove_stray_logs(topics)
+        for topic in topics.values():
+            self.replicas.ensure_topic(topic)
+        self.producer_ids = ProducerIdManager(self.metadata)
+        self.dispatcher = Dispatcher(self, handlers.load())
+        for name, host, port in self.config.listeners:
+            server = await asyncio.get_running_loop().create_server(
+                lambda name=name: KafkaConnection(self, name), host or None, port,
+                reuse_address=True, backlog=1024)
+            sock_port = server.sockets[0].getsockname()[1]
+            self.bound[name] = (host, sock_port)
+            self.servers.append((name, server))
+        self._tasks = [
+            asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
+                                            self._retention), name="retention"),
+            asyncio.create_task(self._every(self.config.get("log.flush.scheduler.interval.ms"),
+                                            self._flush), name="flush"),
+            asyncio.create_task(self._every(self.config.get(
+                "log.flush.offset.checkpoint.interval.ms"), self._checkpoint), name="checkpoint"),
+        ]
+
+    async def stop(self) -> None:
+        for _, server in self.servers:
+            server.close()
+        for connection in list(self.connections):
+            connection.close()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        for _, server in self.servers:
+            await server.wait_closed()
+        if self.log_manager is not None:
+            self.log_manager.close()
+        self._stopped.set()
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.stop()
+
+    # --- what connections call -----------------------------------------------------------------
+
+    def handle_frame(self, frame, connection):
+        return self.dispatcher.handle(frame, connection)
+
+    def advertised_endpoint(self, listener_name: str | None) -> tuple[str, int]:
+        """The host and port clients should use, for the listener a request came in on."""
+        advertised = {name: (host, port) for name, host, port in self.config.advertised_listeners}
+        if listener_name in advertised:
+            host, port = advertised[listener_name]
+        else:
+            host, port = next(iter(advertised.values()))
+        if port == 0:  # an ephemeral listener port: advertise the one we got
+            port = self.bound.get(listener_name or self.servers[0][0], (host, port))[1]
+        return host, port
+
+    def port(self, listener_name: str | None = None) -> int:
+        name = listener_name or self.servers[0][0]
+        return self.bound[name][1]
+
+    # --- background work -----------------------------------------------------------------------
+
+    async def _every(self, interval_ms: int, job) -> None:
+        interval = max(interval_ms, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                job()
+            except Exception:
+                log.exception("background job %s failed", job.__name__)
+
+    def _retention(self) -> None:
+        now = int(time.time() * 1000)
+        for partition in list(self.replicas.partitions()):
+            deleted = partition.log.delete_old_segments(now)
+            if deleted:
+                log.info("retention deleted %d segment(s) of %s-%d; log start offset is now %d",
+                         deleted, partition.topic, partition.index, partition.log_start_offset)
+
+    def _flush(self) -> None:
+        now = int(time.time() * 1000)
+        for partition in self.replicas.partitions():
+            partition.log.flush_if_needed(now)
+
+    def _checkpoint(self) -> None:
+        self.log_manager.checkpoint()
+
+
+async def serve(config) -> None:
+    broker = Broker(config)
+    started = time.monotonic()
+    await broker.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    endpoints = ", ".join(f"{name}://{host or '0.0.0.0'}:{broker.bound[name][1]}"
+                          for name, (host, _) in broker.bound.items())
+    log.info("kbroker ready: node %d of cluster %s listening on %s, data in %s (started in "
+             "%.2f s)", broker.node_id, broker.metadata.cluster_id, endpoints,
+             ", ".join(config.log_dirs), time.monotonic() - started)
+    await stop.wait()
+    log.info("shutting down: flushing logs and writing checkpoints")
+    await broker.stop()
+    log.info("kbroker stopped cleanly")
+
+
+def run_broker(config) -> None:
+    asyncio.run(serve(config))

@@ -1,0 +1,164 @@
+"""From a request frame to response buffers: header, version checks, decode, handler, encode.
+
+This is the broker's ``handle(request_bytes) -> response_bytes`` seam: :meth:`Dispatcher.handle`
+takes one frame (without its size prefix) and returns the response as a list of buffers (size
+prefix included), an ``asyncio.Future`` of that list, or None when no response is due. Tests can
+call it without a socket.
+
+What a bad request gets, following Kafka:
+- an ApiVersions request of a version we do not know: a v0-format ApiVersions answer with
+  UNSUPPORTED_VERSION and our ranges, so the client can retry with a version we know (KIP-511);
+- an unknown api key, a version outside what we advertise, or a version advertised only for a
+  client's sake (Produce v0-2, KAFKA-18659): the connection is closed with a log line;
+- a frame that cannot be decoded: the connection is closed with a log line.
+Everyone else is served as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import struct
+from dataclasses import dataclass, field
+
+from kbroker.protocol import messages
+from kbroker.protocol.messages import ADVERTISED, API_BY_KEY
+from kbroker.protocol.messages.headers import RequestHeader, ResponseHeader
+from kbroker.protocol.primitives import DecodeError, records_size
+from kbroker.server.connection import Closed
+
+log = logging.getLogger("kbroker.dispatch")
+
+_KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+API_VERSIONS_KEY = 18
+
+
+@dataclass
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    broker: object
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    connection: object = None
+    header: RequestHeader | None = field(default=None, repr=False)
+
+    @property
+    def client_host(self) -> str:
+        peer = getattr(self.connection, "peer", "?")
+        return peer.rsplit(":", 1)[0]
+
+
+class Dispatcher:
+    def __init__(self, broker, handlers: dict):
+        self.broker = broker
+        self.handlers = handlers
+        # Per-api fault injection for tests: api_key -> fn(ctx, request) returning a response,
+        # None to fall through to the real handler, or raising Closed to drop the connection.
+        self.faults: dict = {}
+
+    def handle(self, frame: memoryview, connection=None):
+        if len(frame) < 8:
+            log.warning("closing connection from %s: %d-byte frame is too short for a request "
+                        "header", _peer(connection), len(frame))
+            raise Closed()
+        api_key, version, correlation_id = _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
+        info = API_BY_KEY.get(api_key)
+        advertised = ADVERTISED.get(api_key)
+        if info is None or advertised is None or api_key not in self.handlers:
+            log.warning("closing connection from %s: unknown or unsupported api key %d "
+                        "(correlation id %d)", _peer(connection), api_key, correlation_id)
+            raise Closed()
+        lo, hi = advertised
+        if not lo <= version <= hi:
+            if api_key == API_VERSIONS_KEY:
+                return self._unsupported_api_versions(correlation_id, version, connection)
+            log.warning("closing connection from %s: %s v%d is not supported (we serve v%d-%d)",
+                        _peer(connection), info.name, version, lo, hi)
+            raise Closed()
+        if version < info.valid_versions[0]:
+            # Advertised only because clients misbehave otherwise (KAFKA-18659); not served.
+            log.warning("closing connection from %s: %s v%d is advertised for compatibility but "
+                        "not supported (minimum v%d)", _peer(connection), info.name, version,
+                        info.valid_versions[0])
+            raise Closed()
+        try:
+            header, pos = RequestHeader.read(
+                frame, 0, messages.request_header_version(api_key, version))
+            request, _ = messages.request_class(api_key).read(frame, pos, version)
+        except DecodeError as exc:
+            log.warning("closing connection from %s: cannot decode %s v%d request "
+                        "(correlation id %d): %s", _peer(connection), info.name, version,
+                        correlation_id, exc)
+            raise Closed() from None
+        ctx = RequestContext(self.broker, api_key, version, correlation_id, header.client_id,
+                             connection, header)
+        try:
+            fault = self.faults.get(api_key)
+            result = fault(ctx, request) if fault is not None else None
+            if result is None:
+                result = self.handlers[api_key](ctx, request)
+        except Closed:
+            raise
+        except Exception:
+            log.exception("%s v%d from %s failed; closing the connection", info.name, version,
+                          _peer(connection))
+            raise Closed() from None
+        if result is None:
+            return None
+        if inspect.isawaitable(result):
+            future = asyncio.ensure_future(result)
+            return _chain(future, lambda response: self.encode_response(ctx, response))
+        return self.encode_response(ctx, result)
+
+    def encode_response(self, ctx: RequestContext, response) -> list | None:
+        if response is None:
+            return None
+        header_version = messages.response_header_version(ctx.api_key, ctx.api_version)
+        header = ResponseHeader(correlation_id=ctx.correlation_id).to_bytes(header_version)
+        parts = response.encode(ctx.api_version)
+        size = len(header) + sum(records_size(part) for part in parts)
+        return [_SIZE.pack(size) + header, *parts]
+
+    def _unsupported_api_versions(self, correlation_id, version, connection):
+        """KIP-511: answer an unknown ApiVersions version in v0 format with our ranges."""
+        from kbroker.handlers.api_versions import supported_api_versions
+        from kbroker.protocol.errors import Errors
+
+        log.info("ApiVersions v%d from %s is newer than we serve; answering in v0 format",
+                 version, _peer(connection))
+        response_cls = messages.response_class(API_VERSIONS_KEY)
+        response = response_cls(error_code=Errors.UNSUPPORTED_VERSION.code,
+                                api_keys=supported_api_versions(response_cls))
+        ctx = RequestContext(self.broker, API_VERSIONS_KEY, 0, correlation_id, None, connection)
+        return self.encode_response(ctx, response)
+
+
+def _chain(future: asyncio.Future, transform) -> asyncio.Future:
+    """A future of ``transform(result)``, failing if ``future`` fails."""
+    loop = asyncio.get_running_loop()
+    out = loop.create_future()
+
+    def done(fut):
+        if out.cancelled():
+            return
+        if fut.cancelled():
+            out.cancel()
+        elif fut.exception() is not None:
+            out.set_exception(fut.exception())
+        else:
+            try:
+                out.set_result(transform(fut.result()))
+            except Exception as exc:  # an encoding bug must not leave the client hanging
+                out.set_exception(exc)
+
+    future.add_done_callback(done)
+    return out
+
+
+def _peer(connection) -> str:
+    return getattr(connection, "peer", "?")
