@@ -21,6 +21,11 @@ HANDLERS: dict = {}
 # Modules holding handlers; each registers itself when imported.
 MODULES = (
     "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "init_producer_id",
 )
 
 

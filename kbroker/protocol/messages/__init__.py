@@ -78,7 +78,12 @@ API_BY_KEY = {
 API_KEY_BY_NAME = {info.name: key for key, info in API_BY_KEY.items()}
 
 ADVERTISED = {
+    0: (0, 13),  # Produce
+    1: (4, 18),  # Fetch
+    2: (1, 11),  # ListOffsets
+    3: (0, 13),  # Metadata
     18: (0, 4),  # ApiVersions
+    22: (0, 6),  # InitProducerId
 }
 
 
