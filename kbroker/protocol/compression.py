@@ -44,8 +44,8 @@ CODEC_NAMES: dict[int, str] = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4
 CODEC_IDS: dict[str, int] = {name: codec for codec, name in CODEC_NAMES.items()}
 
 # Kafka's defaults (KIP-390): gzip uses Deflater's default 6, zstd 3. For lz4 Kafka defaults to 9
-# (high compression); cramjam's default is also an HC level and compresses at ~150 MB/s, so we use
-# the fast (non-HC) compressor: ~4x faster for ~20% less ratio. Decompression speed is the same.
+# and cramjam to an HC level too (~50-250 MB/s measured); level 1 is LZ4's fast compressor at
+# ~1.3 GB/s for ~30% less ratio on JSON-like records. Decompression speed does not depend on it.
 DEFAULT_LEVELS: dict[int, int] = {GZIP: 6, LZ4: 1, ZSTD: 3}
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -111,7 +111,11 @@ def compress(codec: int, data, level: int | None = None) -> bytes:
     if codec == SNAPPY:
         return _snappy_xerial_compress(data)
     if codec == LZ4:
-        return bytes(cramjam.lz4.compress(data, level=level))
+        # Independent blocks (KIP-57: Java's KafkaLZ4BlockInputStream decodes each block on its
+        # own) and no content checksum, as Java writes; the same settings aiokafka uses.
+        compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
+        compressor.compress(data if type(data) is bytes else bytes(data))  # it takes only bytes
+        return bytes(compressor.finish())
     if codec == ZSTD:
         return bytes(cramjam.zstd.compress(data, level=level))
     raise UnsupportedCodecError(f"unknown compression codec id {codec}")
