@@ -1,0 +1,52 @@
+"""DescribeCluster (key 60), v0-2 (KIP-700).
+
+The cluster is this one node: it is the only broker and the controller, and is never fenced.
+- v1+ ``endpoint_type`` (KIP-919): 1 asks for brokers, the only kind served here. As Kafka's
+  AuthHelper: 2 (controllers) is MISMATCHED_ENDPOINT_TYPE, any other value
+  UNSUPPORTED_ENDPOINT_TYPE; the refusal carries only the code and message.
+- v2 ``include_fenced_brokers`` (KIP-1073) changes nothing: no broker is ever fenced.
+- Authorized operations are not computed (no ACLs): ``cluster_authorized_operations`` is
+  Kafka's "not requested" value, -2147483648, even when asked for.
+The host and port are the advertised ones of the listener the request came in on.
+"""
+
+from __future__ import annotations
+
+from kbroker.handlers import handles
+from kbroker.protocol.errors import Errors
+
+NOT_REQUESTED = -(2**31)
+BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
+
+
+@handles("DescribeCluster")
+def handle_describe_cluster(ctx, request):
+    from kbroker.protocol.messages.describe_cluster import DescribeClusterResponse as R
+
+    broker = ctx.broker
+    endpoint_type = request.endpoint_type if ctx.api_version >= 1 else BROKERS_ENDPOINT
+    if endpoint_type not in (BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT):
+        return R(error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE.code,
+                 error_message=f"Unsupported endpoint type {endpoint_type}", cluster_id="")
+    if endpoint_type == CONTROLLERS_ENDPOINT:
+        return R(error_code=Errors.MISMATCHED_ENDPOINT_TYPE.code,
+                 error_message="The request was sent to an endpoint of type BROKER, but we "
+                               "wanted an endpoint of type CONTROLLER", cluster_id="")
+    response = R(throttle_time_ms=0, error_code=Errors.NONE.code, error_message=None,
+                 endpoint_type=BROKERS_ENDPOINT, cluster_id=broker.metadata.cluster_id,
+                 controller_id=broker.node_id, brokers=[],
+                 cluster_authorized_operations=NOT_REQUESTED)
+    host, port = broker.advertised_endpoint(getattr(ctx.connection, "listener_name", None))
+    rack = broker.config.get("broker.rack") if _has(broker.config, "broker.rack") else None
+    response.brokers.append(R.DescribeClusterBroker(broker_id=broker.node_id, host=host,
+                                                    port=port, rack=rack or None,
+                                                    is_fenced=False))
+    return response
+
+
+def _has(config, name: str) -> bool:
+    try:
+        config.get(name)
+    except KeyError:
+        return False
+    return True

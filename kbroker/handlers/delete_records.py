@@ -1,0 +1,66 @@
+"""DeleteRecords (key 21), v0-2.
+
+Moves a partition's log start offset forward (KIP-107): records below it become unreadable at once
+and whole segments below it are deleted. Per partition:
+- offset -1 means the high watermark (delete everything committed);
+- an offset above the high watermark, or below -1, is OFFSET_OUT_OF_RANGE;
+- an offset at or below the current log start offset changes nothing and is not an error;
+- the answer's ``low_watermark`` is the log start offset afterwards (-1 with an error);
+- a partition this broker does not host is UNKNOWN_TOPIC_OR_PARTITION.
+Kafka waits (up to ``timeout_ms``) for followers to move their log start offset too; with one
+replica the new low watermark is final as soon as the leader's log has moved, so we answer at once.
+v1 is v0 with throttling after the response (KIP-219); v2 is flexible.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbroker.handlers import handles
+from kbroker.protocol.errors import Errors, KafkaError
+
+log = logging.getLogger("kbroker.delete_records")
+HIGH_WATERMARK = -1
+
+
+@handles("DeleteRecords")
+def handle_delete_records(ctx, request):
+    from kbroker.protocol.messages.delete_records import DeleteRecordsResponse as R
+
+    replicas = ctx.broker.replicas
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            out = R.DeleteRecordsPartitionResult(partition_index=wanted.partition_index,
+                                                 low_watermark=-1)
+            partition = replicas.get(topic.name, wanted.partition_index)
+            try:
+                if partition is None:
+                    raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                out.low_watermark = delete_records(partition, wanted.offset)
+            except KafkaError as exc:
+                log.info("DeleteRecords %s-%d before %d from %s: %s", topic.name,
+                         wanted.partition_index, wanted.offset, ctx.client_id, exc)
+                out.error_code = exc.code
+            partitions.append(out)
+        topics.append(R.DeleteRecordsTopicResult(name=topic.name, partitions=partitions))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+def delete_records(partition, offset: int) -> int:
+    """Make ``offset`` (-1: the high watermark) the log start offset; the new log start offset."""
+    high_watermark = partition.high_watermark
+    if offset == HIGH_WATERMARK:
+        offset = high_watermark
+    if offset < 0 or offset > high_watermark:
+        raise KafkaError(Errors.OFFSET_OUT_OF_RANGE,
+                         f"Cannot increment the log start offset to {offset} of partition "
+                         f"{partition.topic}-{partition.index} since it is larger than the high "
+                         f"watermark {high_watermark}" if offset >= 0 else
+                         f"Cannot increment the log start offset to {offset}: it is negative")
+    if offset > partition.log_start_offset:
+        partition.log.delete_records_before(offset)
+        log.info("log start offset of %s-%d moved to %d (DeleteRecords)", partition.topic,
+                 partition.index, partition.log_start_offset)
+    return partition.log_start_offset

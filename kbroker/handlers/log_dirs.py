@@ -1,0 +1,68 @@
+"""DescribeLogDirs (key 35), v1-5.
+
+One result per configured log dir (absolute path, as Kafka's ReplicaManager.describeLogDirs), with
+the partitions whose logs live there: ``partition_size`` is the log's size in bytes (all segment
+files), ``offset_lag`` is 0 (this broker leads every partition, so no log is behind) and
+``is_future_key`` is false (no AlterReplicaLogDirs moves). ``topics`` null means every partition;
+a requested partition this broker does not host is simply absent, as in Kafka.
+- v3+ top-level ``error_code`` (KIP-784): NONE.
+- v4+ ``total_bytes`` / ``usable_bytes`` of the log dir's file system (KIP-827), from statvfs.
+- v5 ``is_cordoned`` (KIP-1066): false; log dirs cannot be cordoned here.
+A log dir that cannot be read (statvfs fails) is reported with KAFKA_STORAGE_ERROR and no topics.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from kbroker.handlers import handles
+from kbroker.protocol.errors import Errors
+
+log = logging.getLogger("kbroker.log_dirs")
+
+
+@handles("DescribeLogDirs")
+def handle_describe_log_dirs(ctx, request):
+    from kbroker.protocol.messages.describe_log_dirs import DescribeLogDirsResponse as R
+
+    broker = ctx.broker
+    wanted = None
+    if request.topics is not None:
+        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+    by_dir: dict[str, dict[str, list]] = {os.path.abspath(d): {} for d in broker.config.log_dirs}
+    for partition in sorted(broker.replicas.partitions(), key=lambda p: (p.topic, p.index)):
+        if wanted is not None and (partition.topic, partition.index) not in wanted:
+            continue
+        log_dir = os.path.abspath(os.path.dirname(_partition_dir(partition.log)))
+        topics = by_dir.setdefault(log_dir, {})
+        topics.setdefault(partition.topic, []).append(R.DescribeLogDirsPartition(
+            partition_index=partition.index, partition_size=_size_in_bytes(partition.log),
+            offset_lag=0, is_future_key=False))
+    results = []
+    for log_dir, topics in by_dir.items():
+        try:
+            stats = os.statvfs(log_dir)
+        except OSError as exc:
+            log.warning("cannot read log dir %s: %s", log_dir, exc)
+            results.append(R.DescribeLogDirsResult(
+                error_code=Errors.KAFKA_STORAGE_ERROR.code, log_dir=log_dir, topics=[],
+                total_bytes=-1, usable_bytes=-1))
+            continue
+        results.append(R.DescribeLogDirsResult(
+            error_code=Errors.NONE.code, log_dir=log_dir,
+            topics=[R.DescribeLogDirsTopic(name=name, partitions=partitions)
+                    for name, partitions in topics.items()],
+            total_bytes=stats.f_blocks * stats.f_frsize,
+            usable_bytes=stats.f_bavail * stats.f_frsize,
+            is_cordoned=False))
+    return R(throttle_time_ms=0, error_code=Errors.NONE.code, results=results)
+
+
+def _partition_dir(partition_log) -> str:
+    return str(partition_log.dir)
+
+
+def _size_in_bytes(partition_log) -> int:
+    size = partition_log.size_in_bytes
+    return size() if callable(size) else size
