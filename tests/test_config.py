@@ -1,0 +1,416 @@
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from kbroker.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    ConfigSource,
+    ConfigType,
+    Endpoint,
+    TopicConfig,
+    describe_broker_configs,
+    load_config,
+    parse_properties,
+    validate_topic_configs,
+)
+
+LONG_MAX = 2**63 - 1
+
+
+# --- properties files ---
+
+
+def test_properties_separators_comments_and_blanks():
+    text = """
+# a comment
+! another comment
+   # indented comment
+a=1
+b : 2
+c 3
+d=
+e
+  f = spaced value  
+"""
+    assert parse_properties(text) == {"a": "1", "b": "2", "c": "3", "d": "", "e": "", "f": "spaced value  "}
+
+
+def test_properties_continuations():
+    text = "listeners=PLAINTEXT://:9092,\\\n    SSL://:9093\nx=a\\\\\ny=b\n# comment ends with \\\nz=c\n"
+    props = parse_properties(text)
+    assert props["listeners"] == "PLAINTEXT://:9092,SSL://:9093"
+    assert props["x"] == "a\\"  # an even run of backslashes does not continue the line
+    assert props["y"] == "b"
+    assert props["z"] == "c"  # comment lines never continue
+
+
+def test_properties_escapes_and_crlf():
+    text = "key\\ with\\=odd\\:chars=v\\tx\\u0041\\n\r\nlast=\\q\r\n"
+    assert parse_properties(text) == {"key with=odd:chars": "v\txA\n", "last": "q"}
+
+
+def test_properties_later_key_wins():
+    assert parse_properties("a=1\na=2\n") == {"a": "2"}
+
+
+def test_load_config_file_then_overrides(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("num.partitions=3\nlog.dirs=/a, /b\n")
+    cfg = load_config(str(path), ["num.partitions=5", "auto.create.topics.enable=false"])
+    assert cfg.get("num.partitions") == 5
+    assert cfg.log_dirs == ["/a", "/b"]
+    assert cfg.auto_create_topics_enable is False
+    assert cfg.originals == {"num.partitions": "5", "log.dirs": "/a, /b", "auto.create.topics.enable": "false"}
+
+
+def test_load_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(str(tmp_path / "missing.properties"))
+    with pytest.raises(ConfigError, match="expected key=value"):
+        load_config(None, ["num.partitions"])
+
+
+# --- defaults and resolution ---
+
+
+def test_defaults():
+    cfg = BrokerConfig()
+    assert cfg.node_id == 1
+    assert cfg.listeners == [Endpoint("PLAINTEXT", "localhost", 9092)]
+    assert cfg.advertised_listeners == [("PLAINTEXT", "127.0.0.1", 9092)]
+    assert cfg.log_dirs == ["./kbroker-data"]
+    assert cfg["num.partitions"] == 1
+    assert cfg.get("default.replication.factor") == 1
+    assert cfg.get("auto.create.topics.enable") is True
+    assert cfg.get("message.max.bytes") == 1048588
+    assert cfg.get("socket.request.max.bytes") == 104857600
+    assert cfg.get("log.segment.bytes") == 1073741824
+    assert cfg.get("log.index.interval.bytes") == 4096
+    assert cfg.get("log.index.size.max.bytes") == 10485760
+    assert cfg.get("log.retention.bytes") == -1
+    assert cfg.get("log.retention.check.interval.ms") == 300000
+    assert cfg.get("log.flush.interval.messages") == LONG_MAX
+    assert cfg.get("log.flush.interval.ms") is None
+    assert cfg.log_flush_interval_ms == LONG_MAX
+    assert cfg.get("log.message.timestamp.type") == "CreateTime"
+    assert cfg.get("log.message.timestamp.before.max.ms") == LONG_MAX
+    assert cfg.get("log.message.timestamp.after.max.ms") == 3600000
+    assert cfg.get("log.cleanup.policy") == ["delete"]
+    assert cfg.get("log.cleaner.min.cleanable.ratio") == 0.5
+    assert cfg.get("offsets.topic.num.partitions") == 50
+    assert cfg.get("offsets.topic.replication.factor") == 1
+    assert cfg.get("offsets.retention.minutes") == 10080
+    assert cfg.get("group.initial.rebalance.delay.ms") == 3000
+    assert cfg.get("compression.type") == "producer"
+    assert cfg.get("cluster.id") is None
+    assert cfg.log_retention_ms == 168 * 3600 * 1000
+    assert cfg.log_roll_ms == 168 * 3600 * 1000
+
+
+def test_retention_precedence_ms_minutes_hours():
+    assert BrokerConfig({"log.retention.hours": "2"}).log_retention_ms == 2 * 3600_000
+    assert BrokerConfig({"log.retention.hours": "2", "log.retention.minutes": "3"}).log_retention_ms == 180_000
+    cfg = BrokerConfig({"log.retention.hours": "2", "log.retention.minutes": "3", "log.retention.ms": "5"})
+    assert cfg.log_retention_ms == 5
+    assert BrokerConfig({"log.retention.ms": "-1"}).log_retention_ms == -1
+    assert BrokerConfig({"log.retention.hours": "-1"}).log_retention_ms == -1
+
+
+def test_roll_and_flush_precedence():
+    assert BrokerConfig({"log.roll.hours": "1"}).log_roll_ms == 3600_000
+    assert BrokerConfig({"log.roll.hours": "1", "log.roll.ms": "10"}).log_roll_ms == 10
+    assert BrokerConfig({"log.flush.scheduler.interval.ms": "7"}).log_flush_interval_ms == 7
+    cfg = BrokerConfig({"log.flush.scheduler.interval.ms": "7", "log.flush.interval.ms": "9"})
+    assert cfg.log_flush_interval_ms == 9
+
+
+def test_node_id_and_broker_id_are_synonyms():
+    assert BrokerConfig({"broker.id": "4"}).node_id == 4
+    assert BrokerConfig({"node.id": "4"}).node_id == 4
+    assert BrokerConfig({"broker.id": "-1"}).node_id == 1
+    assert BrokerConfig({"broker.id": "3", "node.id": "3"}).node_id == 3
+    with pytest.raises(ConfigError, match="node.id"):
+        BrokerConfig({"broker.id": "3", "node.id": "4"})
+
+
+def test_listeners_and_advertised_listeners():
+    cfg = BrokerConfig({"listeners": "PLAINTEXT://:9092,SSL://0.0.0.0:9093,sasl_plaintext://[::1]:0"})
+    assert cfg.listeners == [("PLAINTEXT", "", 9092), ("SSL", "0.0.0.0", 9093), ("SASL_PLAINTEXT", "::1", 0)]
+    assert cfg.advertised_listeners == [("PLAINTEXT", "127.0.0.1", 9092), ("SSL", "127.0.0.1", 9093),
+                                        ("SASL_PLAINTEXT", "::1", 0)]
+    assert cfg.listeners[0].bind_host is None
+    assert Endpoint("PLAINTEXT", "localhost", 1).bind_host == "127.0.0.1"
+    assert cfg.security_protocol("sasl_plaintext") == "SASL_PLAINTEXT"
+    cfg = BrokerConfig({"listeners": "PLAINTEXT://:9092", "advertised.listeners": "PLAINTEXT://kafka:19092"})
+    assert cfg.advertised_listeners == [("PLAINTEXT", "kafka", 19092)]
+
+
+@pytest.mark.parametrize(
+    "props, key",
+    [
+        ({"listeners": "PLAINTEXT:/localhost:9092"}, "listeners"),
+        ({"listeners": "PLAINTEXT://a:1,PLAINTEXT://b:2"}, "listeners"),
+        ({"listeners": "INTERNAL://a:1"}, "listeners"),
+        ({"advertised.listeners": "SSL://a:1"}, "advertised.listeners"),
+        ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners"),
+    ],
+)
+def test_bad_listeners(props, key):
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig(props)
+    assert info.value.key == key
+    assert key in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "key, value, reason",
+    [
+        ("num.partitions", "abc", "not an integer"),
+        ("num.partitions", "0", "at least 1"),
+        ("num.partitions", "1.5", "not an integer"),
+        ("num.partitions", "3000000000", "out of range"),
+        ("log.retention.ms", "x", "not a long"),
+        ("auto.create.topics.enable", "yes", "not a boolean"),
+        ("log.cleaner.min.cleanable.ratio", "2", "between 0 and 1"),
+        ("log.cleaner.min.cleanable.ratio", "half", "not a number"),
+        ("log.message.timestamp.type", "Now", "CreateTime"),
+        ("log.cleanup.policy", "delete,shred", "shred"),
+        ("compression.type", "brotli", "producer"),
+        ("log.segment.bytes", "13", "at least 14"),
+        ("offsets.topic.replication.factor", "40000", "short"),
+    ],
+)
+def test_bad_values_name_the_key(key, value, reason):
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [f"{key}={value}"])
+    message = str(info.value)
+    assert f"'{key}'" in message and repr(value) in message and reason in message
+    assert info.value.key == key
+
+
+def test_exact_message_format():
+    with pytest.raises(ConfigError) as info:
+        load_config(None, ["num.partitions=abc"])
+    assert str(info.value) == "invalid value 'abc' for 'num.partitions': not an integer"
+
+
+def test_values_are_trimmed_and_typed():
+    cfg = BrokerConfig({"num.partitions": " 7 ", "delete.topic.enable": "FALSE", "log.cleaner.min.cleanable.ratio": "0.25"})
+    assert cfg.num_partitions == 7
+    assert cfg.delete_topic_enable is False
+    assert cfg.get("log.cleaner.min.cleanable.ratio") == 0.25
+
+
+def test_unknown_keys_are_accepted_with_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="kbroker.config"):
+        cfg = BrokerConfig({"some.plugin.setting": "x", "num.partitions": "2"})
+    assert cfg.unknown == ["some.plugin.setting"]
+    assert cfg.originals["some.plugin.setting"] == "x"
+    assert "some.plugin.setting" in caplog.text
+    with pytest.raises(KeyError):
+        cfg.get("some.plugin.setting")
+    assert cfg.get("some.plugin.setting", None) is None
+
+
+def test_passwords_are_hidden():
+    cfg = BrokerConfig({"ssl.keystore.password": "s3cret"})
+    assert "s3cret" not in repr(cfg.get("ssl.keystore.password"))
+    assert cfg.get("ssl.keystore.password").value == "s3cret"
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig({"ssl.client.auth": "maybe", "ssl.key.password": "x"})
+    assert "ssl.client.auth" in str(info.value)
+
+
+def test_table_shapes():
+    assert BROKER_CONFIGS["num.io.threads"].ignored
+    assert "ignored" in BROKER_CONFIGS["num.io.threads"].doc
+    for definition in list(BROKER_CONFIGS.values()) + list(TOPIC_CONFIGS.values()):
+        if definition.default is not None:
+            assert definition.parse(definition.default) == definition.default, definition.name
+        for synonym, _ in definition.synonyms:
+            assert synonym in BROKER_CONFIGS, synonym
+    assert "message.downconversion.enable" not in TOPIC_CONFIGS  # removed in Kafka 4.0
+
+
+# --- topic configs ---
+
+
+def test_topic_config_resolution_order():
+    broker = BrokerConfig({"log.retention.hours": "1", "message.max.bytes": "2000", "log.cleanup.policy": "compact"})
+    tc = TopicConfig({"max.message.bytes": "500"}, broker)
+    assert tc.get("max.message.bytes") == 500                       # topic override
+    assert tc.retention_ms == 3600_000                              # broker synonym, unit-converted
+    assert tc["cleanup.policy"] == ["compact"] and tc.compacted     # broker synonym
+    assert tc.get("segment.bytes") == 1073741824                    # broker default
+    assert tc.get("segment.ms") == 604800000
+    assert tc.get("follower.replication.throttled.replicas") == []  # no broker synonym
+    assert TopicConfig().get("retention.ms") == 604800000
+    with pytest.raises(KeyError):
+        tc.get("no.such.config")
+
+
+def test_topic_config_sources_and_synonyms():
+    broker = BrokerConfig({"message.max.bytes": "2000", "log.retention.ms": "100"})
+    tc = TopicConfig({"max.message.bytes": "500"}, broker)
+    assert tc.source("max.message.bytes") == ConfigSource.TOPIC_CONFIG
+    assert [(s.name, s.value, s.source) for s in tc.synonyms("max.message.bytes")] == [
+        ("max.message.bytes", "500", ConfigSource.TOPIC_CONFIG),
+        ("message.max.bytes", "2000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG),
+    ]
+    assert tc.source("retention.ms") == ConfigSource.STATIC_BROKER_CONFIG
+    assert [(s.name, s.source) for s in tc.synonyms("retention.ms")] == [
+        ("log.retention.ms", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", ConfigSource.DEFAULT_CONFIG),
+    ]
+    assert tc.source("cleanup.policy") == ConfigSource.DEFAULT_CONFIG
+    assert [(s.name, s.value) for s in tc.synonyms("cleanup.policy")] == [("log.cleanup.policy", "delete")]
+    # Kafka quirk kept: the chain starts at log.retention.ms, so hours alone reports no synonyms.
+    hours_only = TopicConfig({}, BrokerConfig({"log.retention.hours": "1"}))
+    assert hours_only.retention_ms == 3600_000
+    assert hours_only.source("retention.ms") == ConfigSource.DEFAULT_CONFIG
+    assert hours_only.synonyms("retention.ms") == []
+
+
+def test_topic_describe_entries():
+    tc = TopicConfig({"cleanup.policy": "compact,delete", "retention.ms": -1})
+    entries = {e.name: e for e in tc.describe(include_synonyms=True, include_documentation=True)}
+    assert set(entries) == set(TOPIC_CONFIGS)
+    policy = entries["cleanup.policy"]
+    assert policy.value == "compact,delete"
+    assert policy.source == ConfigSource.TOPIC_CONFIG
+    assert policy.config_type == ConfigType.LIST
+    assert not policy.read_only and not policy.is_sensitive and policy.documentation
+    assert entries["retention.ms"].value == "-1"
+    assert entries["preallocate"].value == "false"
+    assert entries["min.cleanable.dirty.ratio"].value == "0.5"
+    assert entries["segment.bytes"].is_default
+    only = tc.describe(["retention.ms", "bogus"])
+    assert [e.name for e in only] == ["retention.ms"] and only[0].synonyms == []
+
+
+def test_with_overrides():
+    tc = TopicConfig({"retention.ms": "5"})
+    changed = tc.with_overrides({"retention.ms": None, "segment.bytes": "1024"})
+    assert changed.originals == {"segment.bytes": "1024"}
+    assert changed.retention_ms == 604800000 and tc.retention_ms == 5
+
+
+@pytest.mark.parametrize(
+    "configs, key",
+    [
+        ({"retention.ms": "abc"}, "retention.ms"),
+        ({"retention.ms": "-2"}, "retention.ms"),
+        ({"cleanup.policy": "compress"}, "cleanup.policy"),
+        ({"message.timestamp.type": "createtime"}, "message.timestamp.type"),
+        ({"min.insync.replicas": "0"}, "min.insync.replicas"),
+        ({"unknown.topic.thing": "1"}, "unknown.topic.thing"),
+        ({"segment.ms": None}, "segment.ms"),
+        ({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"}, "min.compaction.lag.ms"),
+    ],
+)
+def test_validate_topic_configs_names_the_key(configs, key):
+    with pytest.raises(ConfigError) as info:
+        validate_topic_configs(configs)
+    assert info.value.key == key
+    assert key in str(info.value)
+
+
+def test_validate_topic_configs_returns_typed_values():
+    assert validate_topic_configs({"retention.ms": "10", "cleanup.policy": "compact"}) == {
+        "retention.ms": 10, "cleanup.policy": ["compact"]}
+
+
+# --- broker DescribeConfigs ---
+
+
+def test_describe_broker_configs():
+    cfg = BrokerConfig({"log.retention.minutes": "30", "ssl.keystore.password": "pw", "node.id": "3"})
+    entries = {e.name: e for e in describe_broker_configs(cfg, include_synonyms=True)}
+    assert set(entries) == set(BROKER_CONFIGS)
+    minutes = entries["log.retention.minutes"]
+    assert minutes.value == "30" and minutes.source == ConfigSource.STATIC_BROKER_CONFIG
+    assert [(s.name, s.source) for s in minutes.synonyms] == [
+        ("log.retention.minutes", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", ConfigSource.DEFAULT_CONFIG),
+    ]
+    assert not minutes.read_only
+    assert entries["log.retention.ms"].value is None
+    assert entries["num.partitions"].source == ConfigSource.DEFAULT_CONFIG and entries["num.partitions"].read_only
+    password = entries["ssl.keystore.password"]
+    assert password.is_sensitive and password.value is None and password.synonyms[0].value is None
+    assert entries["node.id"].value == "3" and entries["broker.id"].value == "3"
+    assert describe_broker_configs(cfg, ["num.partitions"])[0].synonyms == []
+
+
+def test_dynamic_broker_configs_take_precedence():
+    cfg = BrokerConfig({"message.max.bytes": "2000"})
+    cfg.set_dynamic("message.max.bytes", "3000", cluster_default=True)
+    assert cfg.get("message.max.bytes") == 3000
+    cfg.set_dynamic("message.max.bytes", "4000")
+    assert cfg.source_of("message.max.bytes") == ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert TopicConfig({}, cfg).get("max.message.bytes") == 4000
+    entry = describe_broker_configs(cfg, ["message.max.bytes"], include_synonyms=True)[0]
+    assert [s.source for s in entry.synonyms] == [
+        ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+        ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG]
+    cfg.set_dynamic("message.max.bytes", None)
+    assert cfg.get("message.max.bytes") == 3000
+    with pytest.raises(ConfigError, match="read-only"):
+        cfg.set_dynamic("num.partitions", "3")
+    with pytest.raises(ConfigError, match="message.max.bytes"):
+        cfg.set_dynamic("message.max.bytes", "big")
+
+
+# --- CLI ---
+
+
+def test_cli_bad_config_exits_2_naming_the_key():
+    proc = subprocess.run(
+        [sys.executable, "-m", "kbroker.cli.main", "serve", "--set", "num.partitions=abc"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("kbroker: bad config: ")
+    assert "num.partitions" in proc.stderr
+
+
+def test_cli_without_subcommand_means_serve(tmp_path):
+    path = tmp_path / "bad.properties"
+    path.write_text("log.retention.hours = lots\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "kbroker.cli.main", "--config", str(path)],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 2
+    assert "log.retention.hours" in proc.stderr
+
+
+def test_cli_runs_broker_with_loaded_config(monkeypatch):
+    import types
+
+    from kbroker.cli import main as cli
+
+    seen = {}
+    fake = types.ModuleType("kbroker.server.broker")
+    fake.run_broker = lambda config: seen.setdefault("config", config)
+    monkeypatch.setitem(sys.modules, "kbroker.server.broker", fake)
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        assert cli.main(["serve", "--set", "num.partitions=4", "--log-level", "warning"]) == 0
+        assert root.level == logging.WARNING
+    finally:
+        root.handlers[:], root.level = saved[0], saved[1]
+    assert seen["config"].num_partitions == 4
+
+
+def test_cli_import_is_cheap():
+    code = "import sys, kbroker.cli.main; print(sorted(m for m in sys.modules if m.startswith(('asyncio', 'kbroker.server'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30).stdout
+    assert out.strip() == "[]"
