@@ -55,12 +55,13 @@ class Broker:
             self.replicas.ensure_topic(topic)
         self.producer_ids = ProducerIdManager(self.metadata)
         self.dispatcher = Dispatcher(self, handlers.load())
-        for name, host, port in self.config.listeners:
+        for endpoint in self.config.listeners:
+            name = endpoint.name
             server = await asyncio.get_running_loop().create_server(
-                lambda name=name: KafkaConnection(self, name), host or None, port,
+                lambda name=name: KafkaConnection(self, name), endpoint.bind_host, endpoint.port,
                 reuse_address=True, backlog=1024)
             sock_port = server.sockets[0].getsockname()[1]
-            self.bound[name] = (host, sock_port)
+            self.bound[name] = (endpoint.bind_host or "0.0.0.0", sock_port)
             self.servers.append((name, server))
         self._tasks = [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
@@ -119,6 +120,8 @@ class Broker:
     # --- background work -----------------------------------------------------------------------
 
     async def _every(self, interval_ms: int, job) -> None:
+        if interval_ms >= 2**31:  # Kafka's "never" (Long.MAX_VALUE and the like)
+            return
         interval = max(interval_ms, 10) / 1000
         while True:
             await asyncio.sleep(interval)
@@ -152,8 +155,7 @@ async def serve(config) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    endpoints = ", ".join(f"{name}://{host or '0.0.0.0'}:{broker.bound[name][1]}"
-                          for name, (host, _) in broker.bound.items())
+    endpoints = ", ".join(f"{name}://{host}:{port}" for name, (host, port) in broker.bound.items())
     log.info("kbroker ready: node %d of cluster %s listening on %s, data in %s (started in "
              "%.2f s)", broker.node_id, broker.metadata.cluster_id, endpoints,
              ", ".join(config.log_dirs), time.monotonic() - started)
