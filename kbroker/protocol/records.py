@@ -523,7 +523,7 @@ class RecordBatchBuilder:
         self._records = bytearray()
         self._count = 0
         self._base_timestamp: int | None = None
-        self._max_timestamp = NO_TIMESTAMP
+        self._max_timestamp: int | None = None
         self._next_offset_delta = 0
 
     def __len__(self) -> int:
@@ -539,8 +539,8 @@ class RecordBatchBuilder:
         elif offset_delta < self._next_offset_delta:
             raise ValueError(f"offset delta {offset_delta} is not after {self._next_offset_delta - 1}")
         if self._base_timestamp is None:
-            self._base_timestamp = timestamp_ms
-        if timestamp_ms > self._max_timestamp:
+            self._base_timestamp = self._max_timestamp = timestamp_ms
+        elif timestamp_ms > self._max_timestamp:
             self._max_timestamp = timestamp_ms
         body = bytearray((attributes & 0xFF,))
         write_varint(body, timestamp_ms - self._base_timestamp)
@@ -575,8 +575,11 @@ class RecordBatchBuilder:
             attributes |= TRANSACTIONAL_FLAG_MASK
         if self.is_control:
             attributes |= CONTROL_FLAG_MASK
-        base_timestamp = NO_TIMESTAMP if self._base_timestamp is None else self._base_timestamp
-        tail = HEADER_TAIL.pack(attributes, last_offset_delta, base_timestamp, self._max_timestamp,
+        if self._base_timestamp is None:
+            base_timestamp = max_timestamp = NO_TIMESTAMP
+        else:
+            base_timestamp, max_timestamp = self._base_timestamp, self._max_timestamp
+        tail = HEADER_TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
                                 self.producer_id, self.producer_epoch, self.base_sequence, self._count)
         crc = crc32c(body, crc32c(tail))
         batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body)
