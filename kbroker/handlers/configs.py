@@ -89,8 +89,7 @@ def handle_describe_configs(ctx, request):
         for e in entries:
             result.configs.append(R.DescribeConfigsResourceResult(
                 name=e.name, value=e.value, read_only=e.read_only,
-                config_source=int(e.source), is_default=e.source == ConfigSource.DEFAULT_CONFIG,
-                is_sensitive=e.is_sensitive,
+                config_source=int(e.source), is_sensitive=e.is_sensitive,
                 synonyms=[R.DescribeConfigsSynonym(name=s.name, value=s.value,
                                                    source=int(s.source)) for s in e.synonyms],
                 config_type=int(e.config_type), documentation=e.documentation))
