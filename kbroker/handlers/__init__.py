@@ -26,6 +26,11 @@ MODULES = (
     "fetch",
     "list_offsets",
     "init_producer_id",
+    "topics",
+    "configs",
+    "delete_records",
+    "cluster",
+    "log_dirs",
 )
 
 

@@ -84,6 +84,15 @@ ADVERTISED = {
     3: (0, 13),  # Metadata
     18: (0, 4),  # ApiVersions
     22: (0, 6),  # InitProducerId
+    19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
+    32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    35: (1, 5),  # DescribeLogDirs
+    37: (0, 3),  # CreatePartitions
+    44: (0, 1),  # IncrementalAlterConfigs
+    60: (0, 2),  # DescribeCluster
 }
 
 
