@@ -7,12 +7,12 @@ bounds a broker needs against hostile input.
 Formats, as Kafka clients write them:
 
 - **gzip**: an RFC 1952 stream (possibly several concatenated members).
-- **snappy**: the xerial ``snappy-java`` stream that Java and librdkafka write::
+- **snappy**: the xerial ``snappy-java`` stream that Java writes (and kafka-python, aiokafka)::
 
       header  = b"\\x82SNAPPY\\x00" + int32 version (1) + int32 compatible (1)   (16 bytes, big-endian)
       chunk*  = int32 length (big-endian) + raw snappy block of ``length`` bytes
 
-  Some producers send one plain raw snappy block instead; both are accepted on read.
+  librdkafka sends one plain raw snappy block instead; both are accepted on read.
 - **lz4**: the LZ4 *frame* format with independent blocks (KIP-57; the pre-0.10 broken header
   checksum only applies to magic 0/1 and is not handled here).
 - **zstd**: a standard zstd frame (KIP-110), possibly several frames.
@@ -112,7 +112,9 @@ def compress(codec: int, data, level: int | None = None) -> bytes:
         return _snappy_xerial_compress(data)
     if codec == LZ4:
         # Independent blocks (KIP-57: Java's KafkaLZ4BlockInputStream decodes each block on its
-        # own) and no content checksum, as Java writes; the same settings aiokafka uses.
+        # own) and no content checksum, as Java writes. cramjam's streaming encoder also always
+        # sets block checksums, which Java verifies and librdkafka accepts: these are exactly the
+        # frames aiokafka produces (see tests/golden/batches/aiokafka-lz4.bin).
         compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
         compressor.compress(data if type(data) is bytes else bytes(data))  # it takes only bytes
         return bytes(compressor.finish())

@@ -227,7 +227,7 @@ class BatchHeader:
         return self.base_timestamp if self.has_delete_horizon else None
 
     def fields(self) -> tuple:
-        """All header fields in layout order in one ``unpack_from`` (baseOffset .. records count)."""
+        """All 13 header fields in layout order (baseOffset .. records count), in two unpacks."""
         return HEADER.unpack_from(self.buf, self.pos) + HEADER_TAIL.unpack_from(
             self.buf, self.pos + ATTRIBUTES_OFFSET)
 
