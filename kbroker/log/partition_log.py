@@ -1,0 +1,616 @@
+"""One partition's log: segments, appends as leader, reads, recovery, retention, truncation.
+
+A :class:`PartitionLog` owns the directory ``<log.dir>/<topic>-<partition>/``::
+
+    00000000000000000000.log          segments (formats in kbroker.log.segment / .index)
+    00000000000000000000.index
+    00000000000000000000.timeindex
+    00000000000000001234.snapshot     producer state (kbroker.log.producer_state)
+    leader-epoch-checkpoint           kbroker.log.leader_epoch
+    partition.metadata                topic id (written by the LogManager)
+
+State machine of offsets: ``log_start_offset <= high_watermark <= log_end_offset``, and
+``recovery_point <= log_end_offset`` (everything below the recovery point is fsynced). The leader
+moves the log end offset by appending; the replica layer owns and sets ``high_watermark`` (it is a
+plain attribute, set to the log end offset when the log is opened); DeleteRecords and retention
+move the log start offset; ``flush`` moves the recovery point.
+
+Concurrency rule: a log is owned by the event loop thread and has no locks. Every method is
+synchronous; the I/O is a few ``pwrite``/``pread`` calls per request (and ``fsync`` in ``flush``).
+
+Appends validate the single produced batch from its header (:mod:`kbroker.log.validation`),
+check the idempotent producer's sequence (:mod:`kbroker.log.producer_state`), copy the batch once
+into a ``bytearray``, stamp its base offset and leader epoch (and LogAppendTime), and write it.
+Reads return :class:`~kbroker.log.file_region.FileRegion` slices of whole batches from one
+segment (as Kafka does: at most one segment per partition per fetch).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from kbroker.log.checkpoint import fsync_dir, read_partition_metadata
+from kbroker.log.file_region import FileRegion
+from kbroker.log.leader_epoch import LeaderEpochCache
+from kbroker.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
+from kbroker.log.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
+                                 TornBatch)
+from kbroker.log.validation import MAX_UNCOMPRESSED_BATCH_BYTES, validate_batch
+from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.protocol.records import (LOG_APPEND_TIME, decode_records, set_base_offset,
+                                      set_max_timestamp_and_log_append_time,
+                                      set_partition_leader_epoch)
+
+LONG_MAX = 2**63 - 1
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+DELETE_DIR_SUFFIX = "-delete"
+
+
+@dataclass
+class LogConfig:
+    """The per-topic settings the log needs (Kafka names and defaults, Kafka 4)."""
+
+    segment_bytes: int = 1024 * 1024 * 1024           # segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000            # segment.ms
+    segment_jitter_ms: int = 0                        # segment.jitter.ms
+    segment_index_bytes: int = 10 * 1024 * 1024       # segment.index.bytes
+    index_interval_bytes: int = 4096                  # index.interval.bytes
+    retention_bytes: int = -1                         # retention.bytes
+    retention_ms: int = 7 * 24 * 3600 * 1000          # retention.ms
+    max_message_bytes: int = 1048588                  # max.message.bytes
+    message_timestamp_type: str = "CreateTime"        # message.timestamp.type
+    message_timestamp_before_max_ms: int = LONG_MAX   # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = 3600 * 1000  # message.timestamp.after.max.ms (4.0)
+    cleanup_policy: list[str] = field(default_factory=lambda: ["delete"])
+    flush_messages: int = LONG_MAX                    # flush.messages
+    flush_ms: int = LONG_MAX                          # flush.ms
+    producer_id_expiration_ms: int = 24 * 3600 * 1000  # producer.id.expiration.ms (broker)
+
+
+@dataclass(slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time: int = -1
+    log_start_offset: int = 0
+    record_errors: list = field(default_factory=list)
+    duplicate: bool = False
+
+
+@dataclass(slots=True)
+class ReadResult:
+    regions: list[FileRegion]
+    size: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PartitionLog:
+    def __init__(self, dir_path: str, topic: str, partition: int, config: LogConfig):
+        self.dir_path = dir_path
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.topic_id: uuid.UUID | None = None
+        self.segments: list[LogSegment] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.leader_epoch_cache = LeaderEpochCache(None)
+        self.producer_state = ProducerStateManager(dir_path, self.name)
+        self._last_flush_ms = 0
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.name}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, hw={self.high_watermark}, "
+                f"segments={len(self.segments)})")
+
+    # --- opening and recovery ----------------------------------------------------------------
+
+    @classmethod
+    def open(cls, dir_path: str, topic: str, partition: int, config: LogConfig,
+             recovery_point: int = 0, log_start_offset: int = 0, now_ms: int | None = None,
+             clean_shutdown: bool = False) -> "PartitionLog":
+        """Open (or create) the log in ``dir_path`` and recover it.
+
+        Without ``clean_shutdown`` every segment from the one holding ``recovery_point`` on is
+        validated batch by batch (length, magic, CRC32C, offsets) and its indexes rebuilt; the
+        first invalid byte truncates the log there (later segments are deleted). Segments below
+        the recovery point, or all of them after a clean shutdown, only get their index files
+        sanity-checked (and are rebuilt when that fails). Producer state is rebuilt from the
+        newest snapshot plus the batch headers after it."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        log = cls(dir_path, topic, partition, config)
+        os.makedirs(dir_path, exist_ok=True)
+        log.topic_id = read_partition_metadata(dir_path)
+        log.leader_epoch_cache = LeaderEpochCache.load(dir_path)
+        log._load_segments(recovery_point, log_start_offset, clean_shutdown, now_ms)
+        log._load_producer_state(now_ms)
+        log.high_watermark = log.log_end_offset
+        log._last_flush_ms = now_ms
+        return log
+
+    def _load_segments(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool,
+                       now_ms: int) -> None:
+        config = self.config
+        bases = []
+        names = set(os.listdir(self.dir_path))
+        for name in names:
+            if name.endswith((".tmp", ".deleted", ".cleaned", ".swap")):
+                os.unlink(os.path.join(self.dir_path, name))
+            elif name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit():
+                bases.append(int(name[:-len(LOG_SUFFIX)]))
+        for name in names:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                stem = name[:-len(suffix)]
+                if name.endswith(suffix) and stem.isdigit() and int(stem) not in bases:
+                    os.unlink(os.path.join(self.dir_path, name))
+        bases.sort()
+        segments = [LogSegment.open(self.dir_path, base, config.index_interval_bytes,
+                                    config.segment_index_bytes) for base in bases]
+        first_to_recover = len(segments)
+        if not clean_shutdown:
+            first_to_recover = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+        recovered = False
+        for i, segment in enumerate(segments):
+            must_recover = segment.needs_recovery or i >= first_to_recover
+            if not must_recover:
+                try:
+                    segment.load_tail()
+                except TornBatch:
+                    must_recover = True
+            if must_recover:
+                recovered = True
+                truncated = segment.recover(self._recovered_batch)
+                if truncated and i + 1 < len(segments):
+                    for later in segments[i + 1:]:
+                        later.delete()
+                    del segments[i + 1:]
+                    break
+        if segments and log_start_offset > segments[-1].next_offset:
+            # Everything below the checkpointed log start offset is gone (DeleteRecords to the end).
+            for segment in segments:
+                segment.delete()
+            segments = []
+        if not segments:
+            base = max(log_start_offset, 0)
+            segments = [LogSegment.create(self.dir_path, base, config.index_interval_bytes,
+                                          config.segment_index_bytes, now_ms)]
+        self.segments = segments
+        self.log_end_offset = segments[-1].next_offset
+        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        if recovered:
+            for segment in segments:
+                segment.flush()
+        self.recovery_point = self.log_end_offset
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def _recovered_batch(self, header) -> None:
+        epoch = header.partition_leader_epoch
+        latest = self.leader_epoch_cache.latest_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            self.leader_epoch_cache.assign(epoch, header.base_offset)
+
+    def _load_producer_state(self, now_ms: int) -> None:
+        state = self.producer_state
+        state.delete_snapshots_above(self.log_end_offset)
+        snapshot = state.load_latest_snapshot(self.log_end_offset)
+        start = self.segments[0].base_offset if snapshot is None else max(
+            snapshot, self.segments[0].base_offset)
+        self._replay_producer_state(start)
+        state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
+
+    def _replay_producer_state(self, start: int) -> None:
+        state = self.producer_state
+        for segment in self.segments:
+            if segment.next_offset <= start:
+                continue
+            found = segment.find_batch(start)
+            if found is None:
+                continue
+            for _, header in segment.batches(found[0]):
+                if header.last_offset >= start:
+                    state.replay(header)
+        state.map_end_offset = self.log_end_offset
+
+    # --- appends -----------------------------------------------------------------------------
+
+    def append_as_leader(self, records, leader_epoch: int, now_ms: int | None = None, *,
+                         from_client: bool = True) -> AppendResult:
+        """Validate and append one produced batch; raise :class:`KafkaError` (nothing written)
+        on any failure. A retried idempotent batch returns its original offsets with
+        ``duplicate=True``. ``from_client=False`` (coordinators) allows control batches."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        header = validate_batch(records, self.config, now_ms, self.name, from_client)
+        log_append_time = self.config.message_timestamp_type == "LogAppendTime"
+        producer_id = header.producer_id
+        if producer_id >= 0 and not header.is_control:
+            duplicate = self.producer_state.check(producer_id, header.producer_epoch,
+                                                  header.base_sequence, header.last_sequence,
+                                                  self.log_end_offset)
+            if duplicate is not None:
+                return AppendResult(duplicate.first_offset, duplicate.last_offset,
+                                    duplicate.timestamp if log_append_time else -1,
+                                    self.log_start_offset, [], True)
+        batch = bytearray(header.view())
+        first_offset = self.log_end_offset
+        last_offset = first_offset + header.last_offset_delta
+        set_base_offset(batch, 0, first_offset)
+        set_partition_leader_epoch(batch, 0, leader_epoch)
+        if log_append_time:
+            set_max_timestamp_and_log_append_time(batch, 0, now_ms)
+            max_timestamp = now_ms
+        else:
+            max_timestamp = header.max_timestamp
+        self._maybe_roll(len(batch), max_timestamp, last_offset, now_ms)
+        self.active_segment.append(batch, last_offset, max_timestamp, last_offset)
+        self.log_end_offset = last_offset + 1
+        latest_epoch = self.leader_epoch_cache.latest_epoch
+        if leader_epoch >= 0 and (latest_epoch is None or leader_epoch > latest_epoch):
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        if producer_id >= 0:
+            if header.is_control:
+                self.producer_state.replay(header)
+            else:
+                self.producer_state.update(producer_id, header.producer_epoch,
+                                           header.last_sequence, first_offset, last_offset,
+                                           max_timestamp)
+        self.producer_state.map_end_offset = self.log_end_offset
+        return AppendResult(first_offset, last_offset, now_ms if log_append_time else -1,
+                            self.log_start_offset, [], False)
+
+    def _maybe_roll(self, batch_size: int, max_timestamp: int, last_offset: int,
+                    now_ms: int) -> None:
+        """Kafka's ``LogSegment.shouldRoll``: size, time since the segment's first batch
+        timestamp (else its creation), full indexes, or an offset the index cannot hold."""
+        segment = self.active_segment
+        if segment.size == 0:
+            return
+        config = self.config
+        first_ts = segment.first_batch_timestamp
+        waited = (max_timestamp - first_ts if first_ts >= 0 and max_timestamp >= 0
+                  else now_ms - segment.created_ms)
+        if (segment.size > config.segment_bytes - batch_size
+                or waited > config.segment_ms - config.segment_jitter_ms
+                or not segment.can_index or not segment.can_hold(last_offset)):
+            self.roll(now_ms)
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (a no-op when the active one is
+        empty). The producer state is snapshotted at the new base offset, as Kafka does."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        active = self.active_segment
+        if active.size == 0:
+            return active
+        active.on_become_inactive()
+        base = self.log_end_offset
+        self.producer_state.take_snapshot(base)
+        segment = LogSegment.create(self.dir_path, base, self.config.index_interval_bytes,
+                                    self.config.segment_index_bytes, now_ms)
+        self.segments.append(segment)
+        return segment
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def _check_offset(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise KafkaError(Errors.OFFSET_OUT_OF_RANGE,
+                             f"Received request for offset {offset} for partition {self.name}, "
+                             f"but we only have log segments in the range "
+                             f"{self.log_start_offset} to {self.log_end_offset}.")
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self.segments, offset,
+                                          key=lambda s: s.base_offset) - 1)
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset_exclusive: int | None = None,
+             min_one_message: bool = True) -> ReadResult:
+        """Whole batches from the one containing ``fetch_offset``, up to ``max_bytes`` (but at
+        least one batch with ``min_one_message``), never including a batch that reaches
+        ``max_offset_exclusive`` (the high watermark or last stable offset)."""
+        self._check_offset(fetch_offset)
+        bound = self.log_end_offset
+        if max_offset_exclusive is not None and max_offset_exclusive < bound:
+            bound = max_offset_exclusive
+        result = ReadResult([], 0, self.log_start_offset, self.log_end_offset,
+                            self.high_watermark)
+        if fetch_offset >= bound:
+            return result
+        try:
+            for segment in self.segments[self._segment_index(fetch_offset):]:
+                found = segment.find_batch(fetch_offset)
+                if found is None:
+                    continue
+                start, header = found
+                if header.last_offset >= bound:
+                    return result
+                limit = segment.size
+                if bound < segment.next_offset:
+                    upper = segment.find_batch(bound, start)
+                    if upper is not None:
+                        limit = upper[0]
+                end = segment.batch_boundary_at_or_below(min(limit, start + max_bytes), start)
+                if end == start:
+                    if not min_one_message:
+                        return result
+                    end = start + header.size
+                result.regions.append(segment.region(start, end))
+                result.size = end - start
+                return result
+        except TornBatch as e:
+            raise KafkaError(Errors.KAFKA_STORAGE_ERROR, f"{self.name}: {e}") from None
+        return result
+
+    # --- offsets by timestamp ----------------------------------------------------------------
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int | None] | None:
+        """ListOffsets: ``(offset, timestamp, leader_epoch or None)`` for a timestamp or one of
+        the special values (-1 latest = log end offset, -2 earliest, -3 max timestamp, -4
+        earliest local, -5 latest tiered). The handler substitutes the high watermark / last
+        stable offset for "latest" as its isolation level requires."""
+        cache = self.leader_epoch_cache
+        if timestamp == EARLIEST_TIMESTAMP:
+            earliest = cache.earliest_entry
+            epoch = earliest[0] if earliest and earliest[1] <= self.log_start_offset else None
+            return self.log_start_offset, -1, epoch
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return self.log_start_offset, -1, cache.epoch_for_offset(self.log_start_offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1, cache.latest_epoch
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1
+        if timestamp == MAX_TIMESTAMP:
+            return self.max_timestamp_offset()
+        if timestamp < 0:
+            raise KafkaError(Errors.INVALID_REQUEST, f"unknown ListOffsets timestamp {timestamp}")
+        return self.offset_for_timestamp(timestamp)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int | None] | None:
+        """The first offset whose record timestamp is >= ``timestamp`` (Kafka's semantics): the
+        time index narrows the search to a position, batch headers to a batch, and only that
+        batch's records are decoded."""
+        start_offset = self.log_start_offset
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            _, indexed_offset = segment.time_index.lookup(timestamp)
+            position = segment.index.lookup(max(indexed_offset, start_offset))[1]
+            for pos, header in segment.batches(position):
+                if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                    continue
+                found = self._first_record_at_or_after(segment, pos, header, timestamp,
+                                                       start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def _first_record_at_or_after(self, segment, position, header, timestamp, start_offset):
+        epoch = header.partition_leader_epoch
+        epoch = epoch if epoch >= 0 else None
+        if header.timestamp_type == LOG_APPEND_TIME:
+            return max(header.base_offset, start_offset), header.max_timestamp, epoch
+        batch = segment.read_batch(position)
+        for record in decode_records(batch, MAX_UNCOMPRESSED_BATCH_BYTES):
+            ts = record.timestamp(batch)
+            offset = record.offset(batch)
+            if ts >= timestamp and offset >= start_offset:
+                return offset, ts, epoch
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int, int | None] | None:
+        """ListOffsets MAX_TIMESTAMP (KIP-734): the first record carrying the largest timestamp."""
+        best = None
+        for segment in self.segments:
+            if segment.max_timestamp >= 0 and (best is None
+                                               or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        target = best.max_timestamp
+        position = best.index.lookup(best.offset_of_max_timestamp)[1]
+        for pos, header in best.batches(position):
+            if header.max_timestamp == target:
+                return self._first_record_at_or_after(best, pos, header, target, 0)
+        return None
+
+    # --- retention and DeleteRecords ---------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention: delete whole segments wholly below the log start offset, and with
+        ``cleanup.policy`` delete, those past ``retention.ms`` (by their largest timestamp) or
+        beyond ``retention.bytes``. Never deletes data above the high watermark; deleting the
+        active segment rolls first. Returns the number of segments deleted."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        deleted = self._delete_segments_while(
+            lambda segment, following: following is not None
+            and following.base_offset <= self.log_start_offset, now_ms)
+        config = self.config
+        if "delete" in config.cleanup_policy:
+            if config.retention_ms >= 0:
+                deleted += self._delete_segments_while(
+                    lambda segment, following: now_ms - segment.largest_timestamp
+                    > config.retention_ms, now_ms)
+            if config.retention_bytes >= 0:
+                excess = self.size_in_bytes - config.retention_bytes
+
+                def over_size(segment, following):
+                    nonlocal excess
+                    if excess - segment.size >= 0:
+                        excess -= segment.size
+                        return True
+                    return False
+
+                deleted += self._delete_segments_while(over_size, now_ms)
+        self.producer_state.remove_expired(now_ms, config.producer_id_expiration_ms)
+        return deleted
+
+    def _delete_segments_while(self, predicate, now_ms: int) -> int:
+        deletable = []
+        segments = self.segments
+        for i, segment in enumerate(segments):
+            following = segments[i + 1] if i + 1 < len(segments) else None
+            upper = following.base_offset if following is not None else self.log_end_offset
+            if upper > self.high_watermark:
+                break
+            if following is None and segment.size == 0:
+                break
+            if not predicate(segment, following):
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(segments):
+            self.roll(now_ms)
+        for segment in deletable:
+            segment.delete()
+        del self.segments[:len(deletable)]
+        self._log_start_moved(max(self.log_start_offset, self.segments[0].base_offset))
+        return len(deletable)
+
+    def _log_start_moved(self, new_start: int) -> None:
+        self.log_start_offset = new_start
+        self.leader_epoch_cache.truncate_from_start(new_start)
+        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset to ``offset`` (-1: the high watermark) and
+        delete the segments wholly below it. Returns the new log start offset (low watermark)."""
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise KafkaError(Errors.OFFSET_OUT_OF_RANGE,
+                             f"Cannot increment the log start offset to {offset} of partition "
+                             f"{self.name} since it is larger than the high watermark "
+                             f"{self.high_watermark}")
+        if offset > self.log_start_offset:
+            self._log_start_moved(offset)
+            self._delete_segments_while(
+                lambda segment, following: following is not None
+                and following.base_offset <= self.log_start_offset, _now_ms())
+        return self.log_start_offset
+
+    # --- flushing ----------------------------------------------------------------------------
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment with data past the recovery point; move the recovery point."""
+        end = self.log_end_offset
+        for segment in self.segments:
+            if segment.next_offset > self.recovery_point or segment is self.active_segment:
+                segment.flush()
+        self.recovery_point = end
+        self._last_flush_ms = _now_ms() if now_ms is None else now_ms
+
+    def flush_if_needed(self, now_ms: int | None = None) -> bool:
+        """Kafka's ``flush.messages`` / ``flush.ms`` policy (both off by default)."""
+        unflushed = self.log_end_offset - self.recovery_point
+        if unflushed <= 0:
+            return False
+        now_ms = _now_ms() if now_ms is None else now_ms
+        if (unflushed >= self.config.flush_messages
+                or now_ms - self._last_flush_ms >= self.config.flush_ms):
+            self.flush(now_ms)
+            return True
+        return False
+
+    # --- truncation (followers) --------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or above ``offset`` (a follower diverged from its leader)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.segments[0].base_offset or offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self.segments) > 1 and self.active_segment.base_offset > offset:
+            self.segments.pop().delete()
+        self.active_segment.truncate_to(offset)
+        self.log_end_offset = max(offset, self.active_segment.next_offset)
+        self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for segment in self.segments:
+            segment.delete()
+        self.segments = [LogSegment.create(self.dir_path, offset,
+                                           self.config.index_interval_bytes,
+                                           self.config.segment_index_bytes, _now_ms())]
+        self.log_start_offset = offset
+        self.log_end_offset = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.delete_snapshots_above(-1)
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        end = self.log_end_offset
+        self.high_watermark = min(self.high_watermark, end)
+        self.recovery_point = min(self.recovery_point, end)
+        self.leader_epoch_cache.truncate_from_end(end)
+        state = self.producer_state
+        state.delete_snapshots_above(end)
+        snapshot = state.load_latest_snapshot(end)
+        base = self.segments[0].base_offset
+        self._replay_producer_state(base if snapshot is None else max(snapshot, base))
+
+    # --- shutdown and deletion ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Clean shutdown: final time index entry, fsync, producer snapshot, close files."""
+        if self._closed:
+            return
+        self.active_segment.on_become_inactive()
+        self.flush()
+        self.producer_state.take_snapshot(self.log_end_offset)
+        for segment in self.segments:
+            segment.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Delete the partition: rename the dir to ``<topic>-<partition>.<uuid hex>-delete`` (so
+        a crash midway leaves a dir the LogManager finishes deleting) and remove it. Segment
+        files are not closed: regions in flight keep them readable."""
+        for segment in self.segments:
+            segment.index.close()
+            segment.time_index.close()
+            segment._file = None
+        self.segments = []
+        self._closed = True
+        parent = os.path.dirname(self.dir_path.rstrip(os.sep))
+        doomed = os.path.join(parent, f"{self.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(self.dir_path, doomed)
+        fsync_dir(parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+
+__all__ = ["AppendResult", "LogConfig", "PartitionLog", "ReadResult", "SNAPSHOT_SUFFIX",
+           "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP"]

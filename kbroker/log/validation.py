@@ -1,0 +1,190 @@
+"""Validation of a produced batch before the leader appends it (Kafka's ``UnifiedLog.
+analyzeAndValidateRecords`` + ``LogValidator``), from the batch header wherever possible.
+
+Checks, in Kafka's order, each with the error Kafka 4 answers:
+
+1. the records hold exactly one whole batch (produce v3+ and ``LogValidator`` for magic 2):
+   none or more than one -> INVALID_RECORD; a trailing partial batch is ignored (Kafka trims it);
+   a batch length below the v2 header size -> CORRUPT_MESSAGE;
+2. magic must be 2 -> INVALID_RECORD (Kafka 4 rejects v0/v1 in ``ProduceRequest.validateRecords``
+   with InvalidRecordException, not UNSUPPORTED_FOR_MESSAGE_FORMAT);
+3. base offset 0 from clients -> INVALID_RECORD;
+4. batch size <= ``max.message.bytes`` -> MESSAGE_TOO_LARGE;
+5. CRC32C -> CORRUPT_MESSAGE;
+6. records count > 0 and == lastOffsetDelta + 1; no control batch from clients; a producer id
+   needs a base sequence >= 0 -> INVALID_RECORD; an unknown codec -> CORRUPT_MESSAGE;
+7. records: for an uncompressed batch the length-prefixed records are counted and must match
+   (INVALID_RECORD); on a compacted topic every record is decoded and must have a key
+   (INVALID_RECORD with per-record errors); timestamps (CreateTime) must lie within
+   ``[now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]`` -> INVALID_TIMESTAMP
+   with per-record errors, and a producer may not mark a batch LogAppendTime.
+
+Deliberate difference: timestamps are checked from the header (base timestamp and max timestamp);
+only when that check fails are the records decoded to name the offending ones. Compressed batches
+are not decompressed unless the topic is compacted (Kafka always walks them).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from kbroker.protocol import compression
+from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.protocol.primitives import DecodeError
+from kbroker.protocol.records import (CREATE_TIME, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC,
+                                      MAGIC_OFFSET, MIN_BATCH_LENGTH, NO_TIMESTAMP, BatchHeader,
+                                      count_records, decode_records)
+
+# Upper bound on one batch's decompressed records when they must be decoded.
+MAX_UNCOMPRESSED_BATCH_BYTES = 256 * 1024 * 1024
+
+_LENGTH = struct.Struct(">i")
+_KNOWN_CODECS = frozenset((compression.NONE, compression.GZIP, compression.SNAPPY,
+                           compression.LZ4, compression.ZSTD))
+
+
+class RecordValidationError(KafkaError):
+    """A batch was rejected because of some of its records; ``record_errors`` lists
+    ``(batch_index, message)`` for the produce response's ``record_errors``."""
+
+    def __init__(self, error, message: str, record_errors: list[tuple[int, str]]):
+        super().__init__(error, message)
+        self.record_errors = record_errors
+
+
+def _first_batch_size(buf, pos: int) -> int | None:
+    """Size of the whole batch at ``pos``, or None when it is not complete."""
+    remaining = len(buf) - pos
+    if remaining < LOG_OVERHEAD:
+        return None
+    (length,) = _LENGTH.unpack_from(buf, pos + 8)
+    if length < MIN_BATCH_LENGTH:
+        raise KafkaError(Errors.CORRUPT_MESSAGE,
+                         f"Record batch size {length} is less than the minimum batch length "
+                         f"{MIN_BATCH_LENGTH}")
+    if remaining < length + LOG_OVERHEAD or remaining <= MAGIC_OFFSET:
+        return None
+    return length + LOG_OVERHEAD
+
+
+def validate_batch(records, config, now_ms: int, topic_partition: str,
+                   from_client: bool = True) -> BatchHeader:
+    """Validate the single batch in ``records``; returns its header (a view of ``records``)."""
+    size = _first_batch_size(records, 0)
+    if size is None:
+        raise KafkaError(Errors.INVALID_RECORD,
+                         f"Produce requests to {topic_partition} must have at least one record "
+                         f"batch per partition")
+    magic = records[MAGIC_OFFSET]
+    if magic != MAGIC:
+        raise KafkaError(Errors.INVALID_RECORD,
+                         f"Produce requests to {topic_partition} are only allowed to contain "
+                         f"record batches with magic version 2 (got {magic})")
+    if _first_batch_size(records, size) is not None:
+        raise KafkaError(Errors.INVALID_RECORD,
+                         f"Produce requests to {topic_partition} are only allowed to contain "
+                         f"exactly one record batch per partition")
+    header = BatchHeader(records, 0)
+    if from_client and header.base_offset != 0:
+        raise KafkaError(Errors.INVALID_RECORD,
+                         f"The baseOffset of the record batch in the append to {topic_partition} "
+                         f"should be 0, but it is {header.base_offset}")
+    if size > config.max_message_bytes:
+        raise KafkaError(Errors.MESSAGE_TOO_LARGE,
+                         f"The record batch size in the append to {topic_partition} is {size} "
+                         f"bytes which exceeds the maximum configured value of "
+                         f"{config.max_message_bytes}.")
+    if not header.is_valid_crc():
+        raise KafkaError(Errors.CORRUPT_MESSAGE,
+                         f"Record is corrupt (stored crc = {header.crc}) in topic partition "
+                         f"{topic_partition}.")
+    count = header.record_count
+    count_from_offsets = header.last_offset_delta + 1
+    if count_from_offsets <= 0 or count <= 0 or count != count_from_offsets:
+        raise KafkaError(Errors.INVALID_RECORD,
+                         f"Inconsistent batch offset range [0, {header.last_offset_delta}] and "
+                         f"count of records {count} in topic partition {topic_partition}")
+    if from_client and header.is_control:
+        raise KafkaError(Errors.INVALID_RECORD,
+                         f"Clients are not allowed to write control records in topic partition "
+                         f"{topic_partition}")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise KafkaError(Errors.INVALID_RECORD,
+                         f"Invalid sequence number {header.base_sequence} in record batch with "
+                         f"producerId {header.producer_id} in topic partition {topic_partition}")
+    codec = header.compression
+    if codec not in _KNOWN_CODECS:
+        raise KafkaError(Errors.CORRUPT_MESSAGE, f"Unknown compression type id {codec}")
+
+    compacted = "compact" in config.cleanup_policy
+    decoded = None
+    if compacted:
+        decoded = _decode(header, topic_partition)
+        if len(decoded) != count:
+            raise _count_mismatch(count, len(decoded), topic_partition)
+        missing = [(i, f"Compacted topic cannot accept message without key in topic partition "
+                       f"{topic_partition}") for i, record in enumerate(decoded)
+                   if record.key is None]
+        if missing:
+            raise RecordValidationError(
+                Errors.INVALID_RECORD,
+                f"One or more records have been rejected due to {len(missing)} record errors "
+                f"in total, and only showing the first three errors at most: {missing[:3]}",
+                missing)
+    elif codec == compression.NONE:
+        try:
+            counted = count_records(header, MAX_UNCOMPRESSED_BATCH_BYTES)
+        except DecodeError as e:
+            raise KafkaError(Errors.INVALID_RECORD,
+                             f"Found invalid record structure in {topic_partition}: {e}") from None
+        if counted != count:
+            raise _count_mismatch(count, counted, topic_partition)
+
+    _validate_timestamps(header, config, now_ms, topic_partition, decoded)
+    return header
+
+
+def _decode(header: BatchHeader, topic_partition: str):
+    try:
+        return decode_records(header, MAX_UNCOMPRESSED_BATCH_BYTES)
+    except DecodeError as e:
+        raise KafkaError(Errors.INVALID_RECORD,
+                         f"Found invalid record structure in {topic_partition}: {e}") from None
+
+
+def _count_mismatch(declared: int, found: int, topic_partition: str) -> KafkaError:
+    return KafkaError(Errors.INVALID_RECORD,
+                      f"Incorrect declared batch size in {topic_partition}: the batch declares "
+                      f"{declared} records but holds {found}")
+
+
+def _validate_timestamps(header: BatchHeader, config, now_ms: int, topic_partition: str,
+                         decoded) -> None:
+    create_time = config.message_timestamp_type == "CreateTime"
+    base_ts = header.base_timestamp
+    if create_time and base_ts != NO_TIMESTAMP:
+        low = now_ms - config.message_timestamp_before_max_ms
+        high = now_ms + config.message_timestamp_after_max_ms
+        if low <= base_ts and header.max_timestamp <= high:
+            return
+        if decoded is None:
+            decoded = _decode(header, topic_partition)
+        errors = []
+        for i, record in enumerate(decoded):
+            ts = base_ts + record.timestamp_delta
+            if ts != NO_TIMESTAMP and not low <= ts <= high:
+                errors.append((i, f"Timestamp {ts} of message with offset {i} is out of range. "
+                                  f"The timestamp should be within [{low}, {high}]"))
+        if errors:
+            raise RecordValidationError(
+                Errors.INVALID_TIMESTAMP,
+                "One or more records have been rejected due to invalid timestamp", errors)
+    elif header.timestamp_type == LOG_APPEND_TIME:
+        raise RecordValidationError(
+            Errors.INVALID_TIMESTAMP,
+            "One or more records have been rejected due to invalid timestamp",
+            [(0, "Invalid timestamp type in message. Producer should not set timestamp type to "
+                 "LogAppendTime.")])
+
+
+__all__ = ["RecordValidationError", "validate_batch", "CREATE_TIME", "LOG_APPEND_TIME"]
