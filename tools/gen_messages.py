@@ -190,7 +190,8 @@ def build_message(schema: dict, source: str) -> Message:
             attr=snake(fj["name"]),
             type=elem,
             is_array=is_array,
-            versions=parse_versions(fj["versions"]),
+            # As in Kafka's generator, a field without "versions" takes its "taggedVersions".
+            versions=parse_versions(fj.get("versions", fj.get("taggedVersions"))),
             nullable=parse_versions(fj.get("nullableVersions")),
             tagged=parse_versions(fj.get("taggedVersions")),
             tag=fj.get("tag"),
@@ -706,6 +707,13 @@ def module_name_for(msg_name: str, kind: str) -> str:
     return snake(msg_name)
 
 
+def key_label(msg: Message) -> str:
+    """Internal log records ("coordinator-key"/"coordinator-value") use apiKey as the record type,
+    written on disk as the int16 version prefix of the record key; they are not APIs and stay out
+    of the registry."""
+    return "record type" if msg.kind.startswith("coordinator-") else "api key"
+
+
 def generate(schema_dirs: list[Path], out_dir: Path) -> dict[str, str]:
     """Returns {relative file name: content}."""
     messages: dict[str, list[Message]] = {}
@@ -727,7 +735,7 @@ def generate(schema_dirs: list[Path], out_dir: Path) -> dict[str, str]:
     for module, msgs in sorted(messages.items()):
         msgs.sort(key=lambda m: (m.kind != "request", m.kind != "header", m.name))
         doc = "; ".join(
-            f"{m.name} (api key {m.api_key}, versions {m.valid[0]}-{m.valid[1]})"
+            f"{m.name} ({key_label(m)} {m.api_key}, versions {m.valid[0]}-{m.valid[1]})"
             if m.api_key is not None else f"{m.name} (versions {m.valid[0]}-{m.valid[1]})"
             for m in msgs)
         files[f"{module}.py"] = render_module(msgs, doc)
