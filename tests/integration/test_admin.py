@@ -19,9 +19,12 @@ from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    ConfigSource, NewPartitions, NewTopic, ResourceType)
 
+from kbroker.protocol.errors import Errors
 from tests.broker_process import BrokerProcess
 
 TIMEOUT = 15
+# AdminClient.alter_configs (AlterConfigs) is deprecated in confluent-kafka; we still serve it.
+pytestmark = pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
 JAVA_DRIVER = Path(__file__).resolve().parents[2] / "compat_tests/java/target/kbroker-java-driver.jar"
 
 
@@ -57,6 +60,13 @@ def kafka_error(future):
     with pytest.raises(KafkaException) as info:
         future.result(TIMEOUT)
     return info.value.args[0]
+
+
+def only_error(futures):
+    """The KafkaError of a one-future result dict (the dict must stay referenced while waiting:
+    confluent-kafka's parent future is dropped with it and the child never completes)."""
+    (future,) = futures.values()
+    return kafka_error(future)
 
 
 def create(admin, name, partitions=1, config=None, **kw):
@@ -111,7 +121,7 @@ def test_validate_only_creates_nothing(admin):
     assert name not in topic_names(admin)
     bad = admin.create_topics([NewTopic(name, 4, 1, config={"retention.ms": "soon"})],
                               validate_only=True, operation_timeout=TIMEOUT)
-    assert kafka_error(bad[name]).name() == "INVALID_CONFIG"
+    assert kafka_error(bad[name]).code() == Errors.INVALID_CONFIG
 
 
 def test_create_topic_errors(admin):
@@ -128,22 +138,22 @@ def test_create_topic_errors(admin):
                        "INVALID_CONFIG"),
         "unknown-config": (NewTopic(unique("cfg"), 1, 1, config={"no.such.config": "1"}),
                            "INVALID_CONFIG"),
-        "other-broker": (NewTopic(unique("assign"), replica_assignment=[[7]]),
+        "other-broker": (NewTopic(unique("assign"), 1, replica_assignment=[[7]]),
                          "INVALID_REPLICA_ASSIGNMENT"),
     }
     for label, (topic, expected) in cases.items():
         error = kafka_error(admin.create_topics([topic], operation_timeout=TIMEOUT)[topic.topic])
-        assert error.name() == expected, (label, error)
-    rf = kafka_error(admin.create_topics([NewTopic(unique("rf"), 1, 2)]).popitem()[1])
+        assert error.code() == Errors[expected], (label, error)
+    rf = only_error(admin.create_topics([NewTopic(unique("rf"), 1, 2)]))
     assert "replication factor of 2 cannot be reached because only 1 broker(s)" in rf.str()
-    config = kafka_error(admin.create_topics(
-        [NewTopic(unique("cfg"), 1, 1, config={"segment.ms": "-5"})]).popitem()[1])
+    config = only_error(admin.create_topics(
+        [NewTopic(unique("cfg"), 1, 1, config={"segment.ms": "-5"})]))
     assert "segment.ms" in config.str()
 
 
 def test_manual_assignment_to_this_broker(admin):
     name = unique("manual")
-    futures = admin.create_topics([NewTopic(name, replica_assignment=[[1], [1], [1]])],
+    futures = admin.create_topics([NewTopic(name, 3, replica_assignment=[[1], [1], [1]])],
                                   operation_timeout=TIMEOUT)
     futures[name].result(TIMEOUT)
     assert partition_count(admin, name) == 3
@@ -152,7 +162,7 @@ def test_manual_assignment_to_this_broker(admin):
 def test_delete_topic_errors(admin):
     error = kafka_error(admin.delete_topics(["no-such-topic"],
                                             operation_timeout=TIMEOUT)["no-such-topic"])
-    assert error.name() == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert error.code() == Errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_delete_topic_disabled(broker_factory):
@@ -160,7 +170,7 @@ def test_delete_topic_disabled(broker_factory):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     create(admin, "kept")
     error = kafka_error(admin.delete_topics(["kept"], operation_timeout=TIMEOUT)["kept"])
-    assert error.name() == "TOPIC_DELETION_DISABLED"
+    assert error.code() == Errors.TOPIC_DELETION_DISABLED
     assert "kept" in topic_names(admin)
 
 
@@ -187,14 +197,14 @@ def test_create_partitions(admin):
     admin.create_partitions([NewPartitions(name, 3)])[name].result(TIMEOUT)
     assert partition_count(admin, name) == 3
     same = kafka_error(admin.create_partitions([NewPartitions(name, 3)])[name])
-    assert same.name() == "INVALID_PARTITIONS"
+    assert same.code() == Errors.INVALID_PARTITIONS
     assert "already has 3 partition(s)" in same.str()
     fewer = kafka_error(admin.create_partitions([NewPartitions(name, 2)])[name])
-    assert fewer.name() == "INVALID_PARTITIONS"
+    assert fewer.code() == Errors.INVALID_PARTITIONS
     assert "currently has 3 partitions, which is higher than the requested 2" in fewer.str()
     unknown = kafka_error(admin.create_partitions([NewPartitions("no-such-topic", 2)])
                           ["no-such-topic"])
-    assert unknown.name() == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert unknown.code() == Errors.UNKNOWN_TOPIC_OR_PARTITION
     # New partitions take writes.
     producer = Producer({"bootstrap.servers": admin_bootstrap(admin)})
     producer.produce(name, b"v", partition=2)
@@ -232,10 +242,7 @@ def test_describe_configs_sources_and_synonyms(admin):
 
     unknown = ConfigResource(ResourceType.TOPIC, "no-such-topic")
     error = kafka_error(admin.describe_configs([unknown])[unknown])
-    assert error.name() == "UNKNOWN_TOPIC_OR_PARTITION"
-    other_broker = ConfigResource(ResourceType.BROKER, "7")
-    assert kafka_error(admin.describe_configs([other_broker])[other_broker]).name() == \
-        "INVALID_REQUEST"
+    assert error.code() == Errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_alter_configs_replaces_all_overrides(admin):
@@ -249,7 +256,7 @@ def test_alter_configs_replaces_all_overrides(admin):
 
     bad = ConfigResource(ResourceType.TOPIC, name, set_config={"max.message.bytes": "many"})
     error = kafka_error(admin.alter_configs([bad])[bad])
-    assert error.name() == "INVALID_CONFIG" and "max.message.bytes" in error.str()
+    assert error.code() == Errors.INVALID_CONFIG and "max.message.bytes" in error.str()
     validate = ConfigResource(ResourceType.TOPIC, name, set_config={"retention.ms": "7"})
     admin.alter_configs([validate], validate_only=True)[validate].result(TIMEOUT)
     assert describe_topic(admin, name)["retention.ms"].value == "5000000"
@@ -280,18 +287,18 @@ def test_incremental_alter_configs(admin):
     assert configs["retention.ms"].source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     not_list = kafka_error(alter(ConfigEntry("segment.ms", "1",
                                              incremental_operation=AlterConfigOpType.APPEND)))
-    assert not_list.name() == "INVALID_CONFIG"
+    assert not_list.code() == Errors.INVALID_CONFIG
     assert "Can't APPEND to key segment.ms because its type is not LIST." in not_list.str()
     invalid = kafka_error(alter(ConfigEntry("retention.ms", "forever",
                                             incremental_operation=AlterConfigOpType.SET)))
-    assert invalid.name() == "INVALID_CONFIG" and "retention.ms" in invalid.str()
+    assert invalid.code() == Errors.INVALID_CONFIG and "retention.ms" in invalid.str()
     alter(ConfigEntry("segment.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
           validate_only=True).result(TIMEOUT)
     assert describe_topic(admin, name)["segment.ms"].value == "3600000"
     unknown = ConfigResource(ResourceType.TOPIC, "no-such-topic", incremental_configs=[
         ConfigEntry("segment.ms", "1", incremental_operation=AlterConfigOpType.SET)])
-    assert kafka_error(admin.incremental_alter_configs([unknown])[unknown]).name() == \
-        "UNKNOWN_TOPIC_OR_PARTITION"
+    error = kafka_error(admin.incremental_alter_configs([unknown])[unknown])
+    assert error.code() == Errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_dynamic_broker_config(broker_factory):
@@ -306,8 +313,8 @@ def test_dynamic_broker_config(broker_factory):
     assert retention.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
     read_only = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
         ConfigEntry("log.dirs", "/tmp/elsewhere", incremental_operation=AlterConfigOpType.SET)])
-    assert kafka_error(admin.incremental_alter_configs([read_only])[read_only]).name() == \
-        "INVALID_REQUEST"
+    error = kafka_error(admin.incremental_alter_configs([read_only])[read_only])
+    assert error.code() == Errors.INVALID_REQUEST
 
 
 # --- DeleteRecords -----------------------------------------------------------------------------
@@ -325,7 +332,7 @@ def test_delete_records(admin, shared_broker):
     low, high = _watermarks(shared_broker, name)
     assert (low, high) == (4, 10)
     too_far = admin.delete_records([TopicPartition(name, 0, 11)])
-    assert kafka_error(next(iter(too_far.values()))).name() == "OFFSET_OUT_OF_RANGE"
+    assert kafka_error(next(iter(too_far.values()))).code() == Errors.OFFSET_OUT_OF_RANGE
     everything = admin.delete_records([TopicPartition(name, 0, -1)])
     assert next(iter(everything.values())).result(TIMEOUT).low_watermark == 10
     assert _watermarks(shared_broker, name) == (10, 10)
@@ -397,9 +404,8 @@ def test_java_admin_smoke(shared_broker):
 
     name = unique("java")
     driver("create-topic", "--topic", name, "--partitions", "3", "--config", "retention.ms=777777")
-    described = driver("describe-topic", "--topic", name)
-    assert any(e.get("event") == "topic" for e in described), described
-    assert "3" in json.dumps(described)
+    [described] = [e for e in driver("describe-topic", "--topic", name) if e["event"] == "topic"]
+    assert [p["replicas"] for p in described["partitions"]] == [[1], [1], [1]]
     driver("delete-topic", "--topic", name)
-    listed = driver("list-topics")
-    assert name not in json.dumps(listed)
+    [listed] = [e for e in driver("list-topics") if e["event"] == "topics"]
+    assert name not in listed["topics"]
