@@ -1,0 +1,50 @@
+import os
+
+import pytest
+
+from kbroker.log import LogConfig, PartitionLog
+from kbroker.protocol.records import RecordBatchBuilder
+
+NOW = 1_700_000_000_000
+
+
+def make_batch(count=3, ts=NOW, key=b"k", value=b"v" * 40, producer_id=-1, producer_epoch=-1,
+               base_sequence=-1, compression=0, ts_step=0):
+    builder = RecordBatchBuilder(compression=compression, producer_id=producer_id,
+                                 producer_epoch=producer_epoch, base_sequence=base_sequence)
+    for i in range(count):
+        builder.append(ts + i * ts_step, key, value)
+    return builder.build()
+
+
+@pytest.fixture
+def log_dir(tmp_path):
+    return str(tmp_path / "topic-0")
+
+
+@pytest.fixture
+def open_log(log_dir):
+    opened = []
+
+    def _open(config=None, **kwargs):
+        kwargs.setdefault("now_ms", NOW)
+        log = PartitionLog.open(log_dir, "topic", 0, config or LogConfig(), **kwargs)
+        opened.append(log)
+        return log
+
+    yield _open
+
+
+def append(log, batch, epoch=0, now=NOW):
+    result = log.append_as_leader(batch, epoch, now)
+    log.high_watermark = log.log_end_offset
+    return result
+
+
+def read_all(log, offset=0, max_bytes=1 << 30, bound=None):
+    result = log.read(offset, max_bytes, bound)
+    return b"".join(region.read() for region in result.regions)
+
+
+def files(log_dir):
+    return sorted(os.listdir(log_dir))
