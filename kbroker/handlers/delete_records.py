@@ -50,17 +50,14 @@ def handle_delete_records(ctx, request):
 
 def delete_records(partition, offset: int) -> int:
     """Make ``offset`` (-1: the high watermark) the log start offset; the new log start offset."""
-    high_watermark = partition.high_watermark
-    if offset == HIGH_WATERMARK:
-        offset = high_watermark
-    if offset < 0 or offset > high_watermark:
+    if offset < HIGH_WATERMARK:
         raise KafkaError(Errors.OFFSET_OUT_OF_RANGE,
                          f"Cannot increment the log start offset to {offset} of partition "
-                         f"{partition.topic}-{partition.index} since it is larger than the high "
-                         f"watermark {high_watermark}" if offset >= 0 else
-                         f"Cannot increment the log start offset to {offset}: it is negative")
-    if offset > partition.log_start_offset:
-        partition.log.delete_records_before(offset)
-        log.info("log start offset of %s-%d moved to %d (DeleteRecords)", partition.topic,
-                 partition.index, partition.log_start_offset)
-    return partition.log_start_offset
+                         f"{partition.topic}-{partition.index}: it is negative")
+    before = partition.log_start_offset
+    # Checks the offset against the high watermark (OFFSET_OUT_OF_RANGE) and deletes segments.
+    after = partition.log.delete_records_before(offset)
+    if after != before:
+        log.info("log start offset of %s-%d moved from %d to %d (DeleteRecords)",
+                 partition.topic, partition.index, before, after)
+    return after

@@ -30,14 +30,18 @@ def handle_describe_log_dirs(ctx, request):
     wanted = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-    by_dir: dict[str, dict[str, list]] = {os.path.abspath(d): {} for d in broker.config.log_dirs}
+    log_manager = broker.log_manager
+    by_dir: dict[str, dict[str, list]] = {os.path.abspath(d): {} for d in log_manager.log_dirs}
     for partition in sorted(broker.replicas.partitions(), key=lambda p: (p.topic, p.index)):
         if wanted is not None and (partition.topic, partition.index) not in wanted:
             continue
-        log_dir = os.path.abspath(os.path.dirname(_partition_dir(partition.log)))
+        log_dir = log_manager.log_dir_of(partition.topic, partition.index)
+        if log_dir is None:
+            continue
+        log_dir = os.path.abspath(log_dir)
         topics = by_dir.setdefault(log_dir, {})
         topics.setdefault(partition.topic, []).append(R.DescribeLogDirsPartition(
-            partition_index=partition.index, partition_size=_size_in_bytes(partition.log),
+            partition_index=partition.index, partition_size=partition.log.size_in_bytes,
             offset_lag=0, is_future_key=False))
     results = []
     for log_dir, topics in by_dir.items():
@@ -58,11 +62,3 @@ def handle_describe_log_dirs(ctx, request):
             is_cordoned=False))
     return R(throttle_time_ms=0, error_code=Errors.NONE.code, results=results)
 
-
-def _partition_dir(partition_log) -> str:
-    return str(partition_log.dir)
-
-
-def _size_in_bytes(partition_log) -> int:
-    size = partition_log.size_in_bytes
-    return size() if callable(size) else size
