@@ -36,7 +36,8 @@ def handle_list_offsets(ctx, request):
                     raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 partition.check_leader_epoch(wanted.current_leader_epoch)
                 offset, timestamp, epoch = _lookup(partition, wanted.timestamp, read_committed)
-                out.offset, out.timestamp, out.leader_epoch = offset, timestamp, epoch
+                out.offset, out.timestamp = offset, timestamp
+                out.leader_epoch = epoch if ctx.api_version >= 4 else -1  # LeaderEpoch is v4+
             except KafkaError as exc:
                 out.error_code = exc.error.code
             partitions.append(out)
