@@ -72,11 +72,20 @@ class LogManager:
              now_ms: int | None = None) -> None:
         """Validate each log dir's meta.properties and load every partition dir in it."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-            self._lock(log_dir)
-            self._check_meta_properties(log_dir)
-            self._load_dir(log_dir, config_for, now_ms)
+        try:
+            for log_dir in self.log_dirs:
+                os.makedirs(log_dir, exist_ok=True)
+                self._lock(log_dir)
+                self._check_meta_properties(log_dir)
+                self._load_dir(log_dir, config_for, now_ms)
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _unlock(self) -> None:
+        for fd in self._lock_fds.values():
+            os.close(fd)
+        self._lock_fds.clear()
 
     def _lock(self, log_dir: str) -> None:
         fd = os.open(os.path.join(log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
@@ -224,6 +233,4 @@ class LogManager:
         for log_dir in self.log_dirs:
             write_atomic(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE),
                          b'{"version":"0","broker_epoch":"-1"}')
-        for fd in self._lock_fds.values():
-            os.close(fd)
-        self._lock_fds.clear()
+        self._unlock()
