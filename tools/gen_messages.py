@@ -593,6 +593,14 @@ def gen_struct(em: Emitter, st: Struct, msg: Message):
                 em.emit(2, "else:")
                 for f in absent:
                     gen_absent_check(em, 3, f, valid)
+    for f in tagged_fields:
+        if f.ignorable or not is_tagged_only(f, valid):
+            continue
+        tc = cond(f.tagged, valid)
+        if tc is not None:
+            # A tagged field that this version cannot carry must hold its default.
+            em.emit(2, f"if not ({tc}) and self.{f.attr} != {default_expr(f, valid)}:")
+            em.emit(3, f"raise EncodeError('{f.name} is not supported in version %d' % version)")
     if flex:
         em.emit(2, "if flexible:")
         if not tagged_fields:

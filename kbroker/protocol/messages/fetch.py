@@ -522,6 +522,8 @@ class FetchRequest:
                 write_compact_string(out, self.rack_id)
             else:
                 write_string(out, self.rack_id)
+        if not (version >= 15) and self.replica_state != _FetchRequest_ReplicaState():
+            raise EncodeError('ReplicaState is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
             if version >= 12 and self.cluster_id != None:
@@ -927,6 +929,12 @@ class _FetchResponse_PartitionData:
             if self.preferred_read_replica != -1:
                 raise EncodeError('PreferredReadReplica is not supported in version %d' % version)
         write_records(out, self.records, splices, flexible)
+        if not (version >= 12) and self.diverging_epoch != _FetchResponse_EpochEndOffset():
+            raise EncodeError('DivergingEpoch is not supported in version %d' % version)
+        if not (version >= 12) and self.current_leader != _FetchResponse_LeaderIdAndEpoch():
+            raise EncodeError('CurrentLeader is not supported in version %d' % version)
+        if not (version >= 12) and self.snapshot_id != _FetchResponse_SnapshotId():
+            raise EncodeError('SnapshotId is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
             if version >= 12 and self.diverging_epoch != _FetchResponse_EpochEndOffset():
@@ -1246,6 +1254,8 @@ class FetchResponse:
                 out += _S_i.pack(len(self.responses))
             for item in self.responses:
                 item._write(out, version, splices)
+        if not (version >= 16) and self.node_endpoints != []:
+            raise EncodeError('NodeEndpoints is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
             if version >= 16 and self.node_endpoints != []:

@@ -515,6 +515,8 @@ class _ProduceResponse_PartitionProduceResponse:
                 write_compact_nullable_string(out, self.error_message)
             else:
                 write_nullable_string(out, self.error_message)
+        if not (version >= 10) and self.current_leader != _ProduceResponse_LeaderIdAndEpoch():
+            raise EncodeError('CurrentLeader is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
             if version >= 10 and self.current_leader != _ProduceResponse_LeaderIdAndEpoch():
@@ -813,6 +815,8 @@ class ProduceResponse:
             for item in self.responses:
                 item._write(out, version, splices)
         out += _S_i.pack(self.throttle_time_ms)
+        if not (version >= 10) and self.node_endpoints != []:
+            raise EncodeError('NodeEndpoints is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
             if version >= 10 and self.node_endpoints != []:

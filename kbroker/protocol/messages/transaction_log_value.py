@@ -192,6 +192,14 @@ class TransactionLogValue:
             for item in self.transaction_partitions:
                 item._write(out, version, splices)
         out += _S_qq.pack(self.transaction_last_update_timestamp_ms, self.transaction_start_timestamp_ms)
+        if not (version >= 1) and self.previous_producer_id != -1:
+            raise EncodeError('PreviousProducerId is not supported in version %d' % version)
+        if not (version >= 1) and self.next_producer_id != -1:
+            raise EncodeError('NextProducerId is not supported in version %d' % version)
+        if not (version >= 1) and self.next_producer_epoch != -1:
+            raise EncodeError('NextProducerEpoch is not supported in version %d' % version)
+        if not (version >= 1) and self.client_transaction_version != 0:
+            raise EncodeError('ClientTransactionVersion is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
             if version >= 1 and self.previous_producer_id != -1:
