@@ -42,8 +42,9 @@ CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 CLIENTS = ("confluent", "kafka-python", "aiokafka", "kcat")
 
 # Api keys used by the tests.
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = (
-    0, 1, 2, 3, 18, 19, 22)
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS = (
+    0, 1, 2, 3, 10, 18, 19)
+INIT_PRODUCER_ID = 22
 
 # ListOffsets special timestamps.
 LATEST, EARLIEST = -1, -2

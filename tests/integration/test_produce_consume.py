@@ -15,8 +15,8 @@ import time
 import pytest
 
 from tests.integration.clients import (
-    CLIENTS, CODEC_IDS, CODECS, CONSUMERS, CREATE_TOPICS, EARLIEST, LATEST, PRODUCERS,
-    ProduceFailed, Rec, Wire, build_batch, confluent_consumer, ensure_topic, now_ms,
+    CLIENTS, CODEC_IDS, CODECS, CONSUMERS, CREATE_TOPICS, EARLIEST, FIND_COORDINATOR, LATEST,
+    PRODUCERS, ProduceFailed, Rec, Wire, build_batch, confluent_consumer, ensure_topic, now_ms,
     partition_dir, running_broker, segment_batches, segment_files, skip_reason, wait_until,
 )
 
@@ -66,6 +66,12 @@ def _check_consumed(got, sent: list[Rec], partition: int, consumer: str,
                 f"{where}: timestamp {g.timestamp} outside {ts_window}"
 
 
+def _advertises(broker, api_key: int) -> bool:
+    with Wire(broker.bootstrap) as wire:
+        wire.api_versions()
+        return api_key in wire.versions
+
+
 def _disk_codecs(broker, topic: str, partition: int = 0) -> set[int]:
     codecs = set()
     for path in segment_files(broker, topic, partition):
@@ -92,13 +98,19 @@ def test_roundtrip_every_codec(shared, producer, codec):
     if producer != "kcat":
         assert [(a.partition, a.offset) for a in acks] == [(0, i) for i in range(len(sent))]
 
-    assert _disk_codecs(shared, topic) == {CODEC_IDS[codec]}, \
-        f"batches on disk should be {codec}-compressed"
     for consumer in CLIENTS:
         if consumer == "kafka-python" and skip_reason(consumer, codec):
             continue  # it cannot decompress this codec here (see skip_reason)
         got = CONSUMERS[consumer](shared.bootstrap, topic, len(sent), partitions=[0])
         _check_consumed(got, sent, 0, consumer, ts_window=(before - 1000, after + 1000))
+
+    on_disk = _disk_codecs(shared, topic)
+    if codec == "lz4" and producer in ("confluent", "kcat") and on_disk == {0} \
+            and not _advertises(shared, FIND_COORDINATOR):
+        # librdkafka enables lz4 only when the broker advertises FindCoordinator (its "LZ4"
+        # feature dates from Kafka 0.9); until groups are served it sends lz4 uncompressed.
+        pytest.xfail("librdkafka sends lz4 uncompressed while FindCoordinator is not advertised")
+    assert on_disk == {CODEC_IDS[codec]}, f"batches on disk should be {codec}-compressed"
 
 
 # --- timestamps ---------------------------------------------------------------------------------
