@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from kbroker.log.checkpoint import fsync_dir, read_partition_metadata
 from kbroker.log.file_region import FileRegion
 from kbroker.log.leader_epoch import LeaderEpochCache
-from kbroker.log.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
+from kbroker.log.producer_state import ProducerStateManager
 from kbroker.log.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
                                  TornBatch)
 from kbroker.log.validation import MAX_UNCOMPRESSED_BATCH_BYTES, validate_batch
@@ -375,20 +375,22 @@ class PartitionLog:
 
     # --- offsets by timestamp ----------------------------------------------------------------
 
-    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int | None] | None:
-        """ListOffsets: ``(offset, timestamp, leader_epoch or None)`` for a timestamp or one of
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """ListOffsets: ``(offset, timestamp, leader_epoch)`` for a timestamp or one of
         the special values (-1 latest = log end offset, -2 earliest, -3 max timestamp, -4
         earliest local, -5 latest tiered). The handler substitutes the high watermark / last
         stable offset for "latest" as its isolation level requires."""
         cache = self.leader_epoch_cache
         if timestamp == EARLIEST_TIMESTAMP:
             earliest = cache.earliest_entry
-            epoch = earliest[0] if earliest and earliest[1] <= self.log_start_offset else None
+            epoch = earliest[0] if earliest and earliest[1] <= self.log_start_offset else -1
             return self.log_start_offset, -1, epoch
         if timestamp == EARLIEST_LOCAL_TIMESTAMP:
-            return self.log_start_offset, -1, cache.epoch_for_offset(self.log_start_offset)
+            epoch = cache.epoch_for_offset(self.log_start_offset)
+            return self.log_start_offset, -1, -1 if epoch is None else epoch
         if timestamp == LATEST_TIMESTAMP:
-            return self.log_end_offset, -1, cache.latest_epoch
+            latest = cache.latest_epoch
+            return self.log_end_offset, -1, -1 if latest is None else latest
         if timestamp == LATEST_TIERED_TIMESTAMP:
             return -1, -1, -1
         if timestamp == MAX_TIMESTAMP:
@@ -397,10 +399,11 @@ class PartitionLog:
             raise KafkaError(Errors.INVALID_REQUEST, f"unknown ListOffsets timestamp {timestamp}")
         return self.offset_for_timestamp(timestamp)
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int | None] | None:
-        """The first offset whose record timestamp is >= ``timestamp`` (Kafka's semantics): the
-        time index narrows the search to a position, batch headers to a batch, and only that
-        batch's records are decoded."""
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """``(offset, timestamp, leader_epoch)`` of the first record whose timestamp is >=
+        ``timestamp`` (Kafka's semantics), or None. The time index narrows the search to a
+        position, batch headers to a batch, and only that batch's records are decoded. The
+        leader epoch is the batch's (-1 when it has none)."""
         start_offset = self.log_start_offset
         for segment in self.segments:
             if segment.max_timestamp < timestamp:
@@ -417,8 +420,7 @@ class PartitionLog:
         return None
 
     def _first_record_at_or_after(self, segment, position, header, timestamp, start_offset):
-        epoch = header.partition_leader_epoch
-        epoch = epoch if epoch >= 0 else None
+        epoch = max(header.partition_leader_epoch, -1)
         if header.timestamp_type == LOG_APPEND_TIME:
             return max(header.base_offset, start_offset), header.max_timestamp, epoch
         batch = segment.read_batch(position)
@@ -429,7 +431,7 @@ class PartitionLog:
                 return offset, ts, epoch
         return None
 
-    def max_timestamp_offset(self) -> tuple[int, int, int | None] | None:
+    def max_timestamp_offset(self) -> tuple[int, int, int] | None:
         """ListOffsets MAX_TIMESTAMP (KIP-734): the first record carrying the largest timestamp."""
         best = None
         for segment in self.segments:
@@ -612,5 +614,6 @@ class PartitionLog:
         shutil.rmtree(doomed, ignore_errors=True)
 
 
-__all__ = ["AppendResult", "LogConfig", "PartitionLog", "ReadResult", "SNAPSHOT_SUFFIX",
-           "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "EARLIEST_LOCAL_TIMESTAMP"]
+__all__ = ["AppendResult", "LogConfig", "PartitionLog", "ReadResult", "EARLIEST_TIMESTAMP",
+           "EARLIEST_LOCAL_TIMESTAMP", "LATEST_TIMESTAMP", "LATEST_TIERED_TIMESTAMP",
+           "MAX_TIMESTAMP"]

@@ -31,7 +31,7 @@ import struct
 from kbroker.protocol import compression
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.primitives import DecodeError
-from kbroker.protocol.records import (CREATE_TIME, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC,
+from kbroker.protocol.records import (LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC,
                                       MAGIC_OFFSET, MIN_BATCH_LENGTH, NO_TIMESTAMP, BatchHeader,
                                       count_records, decode_records)
 
@@ -186,5 +186,3 @@ def _validate_timestamps(header: BatchHeader, config, now_ms: int, topic_partiti
             [(0, "Invalid timestamp type in message. Producer should not set timestamp type to "
                  "LogAppendTime.")])
 
-
-__all__ = ["RecordValidationError", "validate_batch", "CREATE_TIME", "LOG_APPEND_TIME"]

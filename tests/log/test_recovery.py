@@ -3,7 +3,7 @@ import os
 from kbroker.log import LogConfig
 from kbroker.protocol.records import iter_batches
 
-from .conftest import NOW, append, files, make_batch, read_all
+from .conftest import append, files, make_batch, read_all
 
 CONFIG = LogConfig(segment_bytes=1500, index_interval_bytes=200)
 
