@@ -183,9 +183,16 @@ def test_duplicate_detection_survives_a_restart(broker_factory, how):
         broker.kill()
     broker.start()
     with Wire(broker.bootstrap) as wire:
-        for i, batch in enumerate(batches):
+        # Kafka's producer snapshot keeps only each producer's last batch, so after a clean
+        # restart only that one is surely recognised; older retries may get
+        # OUT_OF_ORDER_SEQUENCE_NUMBER. Either way nothing may be written twice.
+        r = wire.produce(topic, 0, batches[-1])
+        assert (r.error_code, r.base_offset) == (0, 4), f"retry of the last batch after {how}"
+        for i, batch in enumerate(batches[:-1]):
             r = wire.produce(topic, 0, batch)
-            assert (r.error_code, r.base_offset) == (0, 2 * i), f"retry of batch {i} after {how}"
+            assert (r.error_code, r.base_offset) in ((0, 2 * i),
+                                                     (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)), i
+        assert wire.list_offset(topic, 0, LATEST).offset == 6, "a retry was written again"
         nxt = wire.produce(topic, 0, idempotent_batch(pid, epoch, 6, [b"next"]))
         assert (nxt.error_code, nxt.base_offset) == (0, 6)
         gap = wire.produce(topic, 0, idempotent_batch(pid, epoch, 9, [b"gap"]))
