@@ -47,9 +47,13 @@ class Broker:
         log_dirs = self.config.log_dirs
         self.metadata = LocalMetadataStore(log_dirs[0], self.config.get("cluster.id"))
         self.log_manager = LogManager(log_dirs, self.node_id, self.metadata.cluster_id)
-        self.log_manager.open()
-        self.replicas = ReplicaManager(self.log_manager, log_config_factory(self.config))
         topics = self.metadata.topics()
+        log_config_for = log_config_factory(self.config)
+        default_config = log_config_for(None)
+        # Recovery validates and indexes with each topic's own settings.
+        self.log_manager.open(config_for=lambda name: log_config_for(topics[name])
+                              if name in topics else default_config)
+        self.replicas = ReplicaManager(self.log_manager, log_config_for)
         self.replicas.remove_stray_logs(topics)
         for topic in topics.values():
             self.replicas.ensure_topic(topic)

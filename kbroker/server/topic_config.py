@@ -8,7 +8,7 @@ from kbroker.log.partition_log import LogConfig
 
 def log_config_factory(broker_config):
     def log_config_for(topic) -> LogConfig:
-        tc = TopicConfig(topic.configs, broker_config)
+        tc = TopicConfig(topic.configs if topic is not None else {}, broker_config)
         return LogConfig(
             segment_bytes=tc.get("segment.bytes"),
             segment_ms=tc.get("segment.ms"),
