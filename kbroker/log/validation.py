@@ -13,8 +13,8 @@ Checks, in Kafka's order, each with the error Kafka 4 answers:
 5. CRC32C -> CORRUPT_MESSAGE;
 6. records count > 0 and == lastOffsetDelta + 1; no control batch from clients; a producer id
    needs a base sequence >= 0 -> INVALID_RECORD; an unknown codec -> CORRUPT_MESSAGE;
-7. records: for an uncompressed batch the length-prefixed records are counted and must match
-   (INVALID_RECORD); on a compacted topic every record is decoded and must have a key
+7. records: an uncompressed batch's records are walked field by field without copying (every
+   field inside its record, the count matching the header) -> INVALID_RECORD; on a compacted topic every record is decoded and must have a key
    (INVALID_RECORD with per-record errors); timestamps (CreateTime) must lie within
    ``[now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]`` -> INVALID_TIMESTAMP
    with per-record errors, and a producer may not mark a batch LogAppendTime.
@@ -33,7 +33,8 @@ from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.primitives import DecodeError
 from kbroker.protocol.records import (LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC,
                                       MAGIC_OFFSET, MIN_BATCH_LENGTH, NO_TIMESTAMP, BatchHeader,
-                                      count_records, decode_records)
+                                      CorruptRecordError, decode_records, read_varint,
+                                      read_varlong)
 
 # Upper bound on one batch's decompressed records when they must be decoded.
 MAX_UNCOMPRESSED_BATCH_BYTES = 256 * 1024 * 1024
@@ -133,7 +134,7 @@ def validate_batch(records, config, now_ms: int, topic_partition: str,
                 missing)
     elif codec == compression.NONE:
         try:
-            counted = count_records(header, MAX_UNCOMPRESSED_BATCH_BYTES)
+            counted = check_record_structure(header.records_view())
         except DecodeError as e:
             raise KafkaError(Errors.INVALID_RECORD,
                              f"Found invalid record structure in {topic_partition}: {e}") from None
@@ -142,6 +143,82 @@ def validate_batch(records, config, now_ms: int, topic_partition: str,
 
     _validate_timestamps(header, config, now_ms, topic_partition, decoded)
     return header
+
+
+def check_record_structure(data) -> int:
+    """Walk uncompressed records without copying anything: every field (key, value, headers)
+    must fit its record, and each record must end exactly where its length says (what Kafka's
+    record iterator enforces while validating). Returns the number of records.
+
+    One-byte varints (nearly all of them) are decoded inline: this runs for every produced
+    uncompressed batch."""
+    end = len(data)
+    pos = 0
+    count = 0
+    try:
+        while pos < end:
+            b = data[pos]
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                size, pos = read_varint(data, pos)
+            record_end = pos + size
+            if size <= 0 or record_end > end:
+                raise CorruptRecordError(f"record {count} has length {size}, "
+                                         f"{end - pos} bytes remain")
+            # attributes (1 byte), then timestamp delta and offset delta
+            pos = pos + 2 if data[pos + 1] < 0x80 else read_varlong(data, pos + 1)[1]
+            pos = pos + 1 if data[pos] < 0x80 else read_varint(data, pos)[1]
+            b = data[pos]                               # key length
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = read_varint(data, pos)
+            if length > 0:
+                pos += length
+            elif length < -1:
+                raise CorruptRecordError(f"record {count}: key length {length}")
+            b = data[pos]                               # value length
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = read_varint(data, pos)
+            if length > 0:
+                pos += length
+            elif length < -1:
+                raise CorruptRecordError(f"record {count}: value length {length}")
+            if data[pos] == 0:                          # no headers: the common case
+                pos += 1
+            else:
+                pos = _skip_headers(data, pos, record_end, count)
+            if pos != record_end:
+                raise CorruptRecordError(f"record {count} declares {size} bytes but its fields "
+                                         f"end {pos - record_end:+d} bytes off")
+            count += 1
+    except IndexError:
+        raise CorruptRecordError(f"record {count} is truncated") from None
+    return count
+
+
+def _skip_headers(data, pos: int, record_end: int, count: int) -> int:
+    headers, pos = read_varint(data, pos)
+    if headers < 0:
+        raise CorruptRecordError(f"record {count} has {headers} headers")
+    for _ in range(headers):
+        length, pos = read_varint(data, pos)
+        if length < 0:
+            raise CorruptRecordError(f"record {count}: header key length {length}")
+        length, pos = read_varint(data, pos + length)
+        if length > 0:
+            pos += length
+        elif length < -1:
+            raise CorruptRecordError(f"record {count}: header value length {length}")
+        if pos > record_end:
+            break
+    return pos
 
 
 def _decode(header: BatchHeader, topic_partition: str):

@@ -116,3 +116,18 @@ def test_keyless_record_on_compacted_topic(open_log):
     builder = RecordBatchBuilder()
     builder.append(NOW, None, b"v")
     append(log, builder.build())
+
+
+def test_record_fields_must_fit_their_record(open_log):
+    """The CRC and counts are right but a value claims more bytes than its record holds."""
+    from kbroker.log.validation import check_record_structure
+    builder = RecordBatchBuilder()
+    builder.append(NOW, b"k", b"v")
+    good = make_batch(1, key=b"k", value=b"v")
+    assert check_record_structure(good[61:]) == 1
+    data = bytearray(builder.build())
+    # record: length, attributes, ts delta, offset delta, key len (1) 'k', value len (1) 'v', 0
+    value_length_at = 61 + 1 + 1 + 1 + 1 + 1 + 1
+    assert data[value_length_at] == 2   # zig-zag 1
+    data[value_length_at] = 8           # zig-zag 4: runs past the record
+    rejected(open_log(), fix_crc(bytes(data)), Errors.INVALID_RECORD)
