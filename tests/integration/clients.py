@@ -70,19 +70,25 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05, message
 
 @contextlib.contextmanager
 def running_broker(data_dir: Path, overrides: dict | None = None):
-    """A broker for a whole module (the conftest fixtures are per test)."""
+    """A broker for a whole module (the conftest fixtures are per test). On the way out it must
+    stop cleanly and its log must hold no traceback or ERROR line."""
     process = BrokerProcess(Path(data_dir), overrides).start()
     try:
         yield process
     finally:
-        if process.alive():
-            process.stop(timeout=10)
+        code = process.stop(timeout=10) if process.alive() else process.proc.returncode
+    problems = broker_tracebacks(process)
+    assert not problems, f"broker log {process.log_path} has errors:\n" + "\n".join(problems[:5])
+    assert code == 0, f"broker exited with {code} on SIGTERM"
 
 
 def broker_tracebacks(broker: BrokerProcess) -> list[str]:
-    """Tracebacks in the broker's log: a bad request must get an error, never an exception."""
-    text = broker.log()
-    return [chunk for chunk in text.split("\n\n") if "Traceback" in chunk]
+    """Tracebacks and ERROR lines in the broker's log (with the next lines for context): a bad
+    request must get a Kafka error or a closed connection, never an exception."""
+    lines = broker.log().splitlines()
+    return ["\n".join(lines[i:i + 12]) for i, line in enumerate(lines)
+            if " ERROR " in line or (line.startswith("Traceback") and
+                                     (i == 0 or " ERROR " not in lines[i - 1]))]
 
 
 def partition_dir(broker: BrokerProcess, topic: str, partition: int) -> Path:

@@ -500,3 +500,25 @@ def test_retention_by_time_deletes_old_segments(tmp_path):
             batches = segment_batches(path)
             assert max(b.max_timestamp for b in batches) >= now_ms() - 600_000, \
                 f"{path.name} holds only expired records but was kept"
+
+
+# --- fetching from inside a batch ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def one_big_batch(shared):
+    topic = "mid-batch"
+    ensure_topic(shared.bootstrap, topic, 1)
+    values = [f"mid-{i:03d}".encode() for i in range(40)]
+    with Wire(shared.bootstrap) as wire:
+        r = wire.produce(topic, 0, build_batch([Rec(value=v) for v in values], codec="gzip"))
+        assert (r.error_code, r.base_offset) == (0, 0)
+    return topic, values
+
+
+@pytest.mark.parametrize("consumer", CLIENTS)
+def test_consume_from_an_offset_inside_a_compressed_batch(shared, one_big_batch, consumer):
+    """The broker returns the whole batch holding the offset; the client skips what is before."""
+    topic, values = one_big_batch
+    got = CONSUMERS[consumer](shared.bootstrap, topic, 15, partitions=[0], start_offset=25)
+    assert [g.offset for g in got] == list(range(25, 40))
+    assert [g.value for g in got] == values[25:]
