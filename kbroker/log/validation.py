@@ -13,15 +13,16 @@ Checks, in Kafka's order, each with the error Kafka 4 answers:
 5. CRC32C -> CORRUPT_MESSAGE;
 6. records count > 0 and == lastOffsetDelta + 1; no control batch from clients; a producer id
    needs a base sequence >= 0 -> INVALID_RECORD; an unknown codec -> CORRUPT_MESSAGE;
-7. records: an uncompressed batch's records are walked field by field without copying (every
-   field inside its record, the count matching the header) -> INVALID_RECORD; on a compacted topic every record is decoded and must have a key
+7. records: a batch's records (decompressed, bounded, when compressed; a batch that does not
+   decompress -> CORRUPT_MESSAGE) are walked field by field without copying (every field inside
+   its record, the count matching the header) -> INVALID_RECORD; on a compacted topic every
+   record is decoded and must have a key
    (INVALID_RECORD with per-record errors); timestamps (CreateTime) must lie within
    ``[now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]`` -> INVALID_TIMESTAMP
    with per-record errors, and a producer may not mark a batch LogAppendTime.
 
 Deliberate difference: timestamps are checked from the header (base timestamp and max timestamp);
-only when that check fails are the records decoded to name the offending ones. Compressed batches
-are not decompressed unless the topic is compacted (Kafka always walks them).
+only when that check fails are the records decoded to name the offending ones.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from kbroker.protocol.records import (LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC,
 
 # Upper bound on one batch's decompressed records when they must be decoded.
 MAX_UNCOMPRESSED_BATCH_BYTES = 256 * 1024 * 1024
+# Upper bound when a compressed batch is only walked for validation: a produced batch that
+# inflates beyond this is refused (CORRUPT_MESSAGE) rather than allowed to exhaust memory.
+MAX_DECOMPRESSED_FOR_VALIDATION = 64 * 1024 * 1024
 
 _LENGTH = struct.Struct(">i")
 _KNOWN_CODECS = frozenset((compression.NONE, compression.GZIP, compression.SNAPPY,
@@ -132,9 +136,21 @@ def validate_batch(records, config, now_ms: int, topic_partition: str,
                 f"One or more records have been rejected due to {len(missing)} record errors "
                 f"in total, and only showing the first three errors at most: {missing[:3]}",
                 missing)
-    elif codec == compression.NONE:
+    else:
+        if codec == compression.NONE:
+            data = header.records_view()
+        else:
+            # Like Kafka, walk compressed batches too, so no consumer ever meets a batch that
+            # does not decompress or whose records do not parse. Bounded against bombs.
+            try:
+                data = compression.decompress(codec, header.records_view(),
+                                              MAX_DECOMPRESSED_FOR_VALIDATION)
+            except DecodeError as e:
+                raise KafkaError(Errors.CORRUPT_MESSAGE,
+                                 f"Record batch in {topic_partition} does not decompress with "
+                                 f"{compression.CODEC_NAMES[codec]}: {e}") from None
         try:
-            counted = check_record_structure(header.records_view())
+            counted = check_record_structure(data)
         except DecodeError as e:
             raise KafkaError(Errors.INVALID_RECORD,
                              f"Found invalid record structure in {topic_partition}: {e}") from None
