@@ -67,6 +67,10 @@ def handle_produce(ctx, request):
                 failed = True
                 out.error_code = exc.error.code
                 out.error_message = exc.message
+                # KIP-467: which records of the batch were at fault (v8+; ignorable before).
+                out.record_errors = [
+                    R.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=text)
+                    for index, text in getattr(exc, "record_errors", ())]
                 if exc.error not in (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.UNKNOWN_TOPIC_ID,
                                      Errors.NOT_LEADER_OR_FOLLOWER):
                     log.info("produce to %s-%d from %s rejected: %s: %s", name, data.index,
