@@ -324,9 +324,6 @@ def test_unknown_compression_codec_is_refused(wire):
     assert r.error_code in BAD_BATCH, r
 
 
-@pytest.mark.xfail(reason="deliberate (kbroker/log/validation.py): compressed batches are not "
-                          "decompressed on produce unless the topic is compacted; Kafka walks "
-                          "them and answers CORRUPT_MESSAGE", strict=False)
 def test_undecompressable_payload_is_refused(wire):
     r = produce_response(wire, build_batch([Rec(value=b"x")], codec="gzip",
                                            payload=b"\x1f\x8b\x08\x00garbage-not-deflate"))
