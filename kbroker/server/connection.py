@@ -175,10 +175,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         return
                 else:
                     parts = item
+                if parts is not None:
+                    await self._send(loop, parts)
+                # Only now: while this response is being sent, later ones must queue behind it.
                 pending.popleft()
-                if parts is None:
-                    continue
-                await self._send(loop, parts)
         except (ConnectionError, asyncio.CancelledError):
             pass
 
