@@ -31,6 +31,9 @@ MODULES = (
     "delete_records",
     "cluster",
     "log_dirs",
+    "find_coordinator",
+    "groups",
+    "offsets",
 )
 
 

@@ -32,6 +32,7 @@ class Broker:
         self.replicas = None
         self.producer_ids = None
         self.dispatcher: Dispatcher | None = None
+        self.group_coordinator = None
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
 
@@ -58,6 +59,10 @@ class Broker:
         for topic in topics.values():
             self.replicas.ensure_topic(topic)
         self.producer_ids = ProducerIdManager(self.metadata)
+        from kbroker.coordinator.group.coordinator import GroupCoordinator
+        # Loads the shards of __consumer_offsets (when it exists) by replaying them.
+        self.group_coordinator = GroupCoordinator(self)
+        self.group_coordinator.start()
         self.dispatcher = Dispatcher(self, handlers.load())
         for endpoint in self.config.listeners:
             name = endpoint.name
@@ -90,6 +95,8 @@ class Broker:
                 pass
         for _, server in self.servers:
             await server.wait_closed()
+        if self.group_coordinator is not None:
+            await self.group_coordinator.stop()
         if self.log_manager is not None:
             self.log_manager.close()
         self._stopped.set()

@@ -93,6 +93,17 @@ ADVERTISED = {
     37: (0, 3),  # CreatePartitions
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 2),  # DescribeCluster
+    8: (2, 10),  # OffsetCommit
+    9: (1, 10),  # OffsetFetch
+    10: (0, 6),  # FindCoordinator
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 6),  # DescribeGroups
+    16: (0, 5),  # ListGroups
+    42: (0, 2),  # DeleteGroups
+    47: (0, 0),  # OffsetDelete
 }
 
 

@@ -1,0 +1,11 @@
+"""The classic group coordinator over ``__consumer_offsets``.
+
+Key files: ``coordinator`` (the facade the handlers call: group -> shard routing, offset expiry
+task), ``shard`` (one partition's groups and offsets, replay, the rebalance core and timers),
+``state`` (ClassicGroup, Member, and the transitions table), one module per sub-protocol (``join``,
+``sync``, ``heartbeat``, ``leave``, ``offsets``, ``admin``), ``records`` (Kafka's record formats and
+the group -> partition hash).
+
+Concurrency rule: everything runs on the event loop; a shard's operations are synchronous and its
+timers are handles it owns, so a shard never sees two things at once.
+"""

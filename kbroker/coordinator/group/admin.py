@@ -1,0 +1,48 @@
+"""DescribeGroups, ListGroups and DeleteGroups over one shard's groups."""
+
+from __future__ import annotations
+
+import logging
+
+from kbroker.coordinator.group import records as rec
+from kbroker.coordinator.group.shard import GroupShard
+from kbroker.coordinator.group.state import GroupState
+from kbroker.protocol.errors import Errors, KafkaError
+
+log = logging.getLogger("kbroker.coordinator.group")
+S = GroupState
+
+
+def describe(shard: GroupShard, group_id: str):
+    """The group, or None when it does not exist. Members carry their protocol metadata and
+    assignment only while the group is Stable (Kafka)."""
+    return shard.group(group_id)
+
+
+def list_groups(shard: GroupShard, states: set[str] | None) -> list:
+    """[(group_id, protocol_type, state name)] of this shard, filtered by lower-cased states."""
+    out = []
+    for group in shard.groups.values():
+        if group.is_in(S.DEAD):
+            continue
+        if states and group.state.value.lower() not in states:
+            continue
+        out.append((group.group_id, group.protocol_type or "", group.state.value))
+    return out
+
+
+def delete_group(shard: GroupShard, group_id: str) -> Errors:
+    group = shard.group(group_id)
+    if group is None:
+        return Errors.GROUP_ID_NOT_FOUND
+    if not group.is_in(S.EMPTY):
+        return Errors.NON_EMPTY_GROUP
+    records = [(rec.offset_commit_key(group_id, topic, partition), None)
+               for topic, partition in shard.offsets.get(group_id, {})]
+    records.append((rec.group_metadata_key(group_id), None))
+    try:
+        shard.write(records)
+    except KafkaError as exc:
+        return exc.error
+    log.info("deleted group %s and %d committed offset(s)", group_id, len(records) - 1)
+    return Errors.NONE

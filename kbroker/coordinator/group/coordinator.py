@@ -1,0 +1,68 @@
+"""GroupCoordinator: routes a group to its shard and runs the periodic offset expiry."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kbroker.coordinator.group import offsets
+from kbroker.coordinator.group.records import partition_for
+from kbroker.coordinator.group.shard import GroupShard
+from kbroker.coordinator.runtime import CoordinatorRuntime
+
+log = logging.getLogger("kbroker.coordinator.group")
+
+TOPIC = "__consumer_offsets"
+
+
+class GroupCoordinator:
+    def __init__(self, broker):
+        config = broker.config
+        self.broker = broker
+        self.config = config
+        topic_configs = {"cleanup.policy": "compact", "compression.type": "producer",
+                         "segment.bytes": str(config.get("offsets.topic.segment.bytes"))}
+        self.runtime = CoordinatorRuntime(
+            broker, TOPIC, config.get("offsets.topic.num.partitions"), topic_configs,
+            lambda runtime, index: GroupShard(runtime, index, config))
+        self._expiry: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self.runtime.start()
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_periodically(),
+                                                              name="offset expiry")
+
+    async def stop(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            try:
+                await self._expiry
+            except asyncio.CancelledError:
+                pass
+        await self.runtime.stop()
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.runtime.num_partitions)
+
+    def shard_for(self, group_id: str) -> GroupShard:
+        """The loaded shard of a group (creating ``__consumer_offsets`` on first use); raises
+        KafkaError COORDINATOR_LOAD_IN_PROGRESS while it loads."""
+        self.runtime.ensure_topic()
+        return self.runtime.shard(self.partition_for(group_id))
+
+    def shards(self):
+        return self.runtime.shards.values()
+
+    def expire_offsets(self, now: int | None = None) -> int:
+        retention = self.config.offsets_retention_ms
+        return sum(offsets.expire(shard, retention, now) for shard in list(self.shards())
+                   if not shard.loading)
+
+    async def _expire_periodically(self) -> None:
+        interval = self.config.get("offsets.retention.check.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.expire_offsets()
+            except Exception:
+                log.exception("offset expiry failed")

@@ -1,0 +1,57 @@
+"""FindCoordinator (key 10), v0-6.
+
+Key type 0 (group): this broker, which leads every partition of ``__consumer_offsets``; the topic
+is created on the first request (``offsets.topic.num.partitions`` partitions, compacted), as Kafka
+does. A shard that is still loading is still named: the group requests themselves answer
+COORDINATOR_LOAD_IN_PROGRESS. v4+ (KIP-699) batches keys in ``coordinator_keys``.
+Not supported yet: key type 1 (transactions) answers COORDINATOR_NOT_AVAILABLE (retriable, what
+Kafka answers while its transaction coordinator is unavailable); key type 2 (share groups) and
+unknown types answer INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbroker.handlers import handles
+from kbroker.protocol.errors import Errors, KafkaError
+
+log = logging.getLogger("kbroker.find_coordinator")
+GROUP, TRANSACTION = 0, 1
+
+
+def _find(ctx, key: str | None, key_type: int) -> tuple[Errors, str | None]:
+    if key_type == GROUP:
+        if key is None:
+            return Errors.INVALID_REQUEST, "a group id is required"
+        try:
+            ctx.broker.group_coordinator.runtime.ensure_topic()
+        except KafkaError as exc:
+            return exc.error, exc.message
+        return Errors.NONE, None
+    if key_type == TRANSACTION:
+        return Errors.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet"
+    return Errors.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
+
+
+@handles("FindCoordinator")
+def handle_find_coordinator(ctx, request):
+    from kbroker.protocol.messages.find_coordinator import FindCoordinatorResponse as R
+
+    broker = ctx.broker
+    host, port = broker.advertised_endpoint(getattr(ctx.connection, "listener_name", None))
+    if ctx.api_version >= 4:
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, message = _find(ctx, key, request.key_type)
+            ok = error is Errors.NONE
+            coordinators.append(R.Coordinator(
+                key=key, node_id=broker.node_id if ok else -1, host=host if ok else "",
+                port=port if ok else -1, error_code=error.code, error_message=message))
+        return R(throttle_time_ms=0, coordinators=coordinators)
+    error, message = _find(ctx, request.key, request.key_type)
+    ok = error is Errors.NONE
+    return R(throttle_time_ms=0, error_code=error.code,
+             error_message=message if ctx.api_version >= 1 else None,
+             node_id=broker.node_id if ok else -1, host=host if ok else "",
+             port=port if ok else -1)

@@ -1,0 +1,188 @@
+"""OffsetCommit (key 8) v2-10, OffsetFetch (key 9) v1-10, OffsetDelete (key 47) v0.
+
+Thin wrappers over :mod:`kbroker.coordinator.group.offsets` (validation and expiry rules there).
+Version quirks:
+- OffsetCommit v2-4 carry a retention time (an explicit expire timestamp, written as an
+  OffsetCommitValue v1 as Kafka does); v6+ the leader epoch; v7+ group.instance.id; v10 names
+  topics by id (KIP-848; UNKNOWN_TOPIC_ID when unknown). A topic this broker does not know gets
+  UNKNOWN_TOPIC_OR_PARTITION (Kafka's KafkaApis check); metadata longer than
+  ``offset.metadata.max.bytes`` OFFSET_METADATA_TOO_LARGE.
+- OffsetFetch: null topics (v2+) means every committed offset of the group; v5+ leader epochs;
+  v7 require_stable (KIP-447: there are no pending transactional offsets yet, so it changes
+  nothing); v8+ several groups at once (KIP-709); v10 topic ids. An offset never committed is
+  -1 with empty metadata.
+- OffsetDelete: GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP for a non-empty group
+  whose subscriptions cannot be read, GROUP_SUBSCRIBED_TO_TOPIC per partition of a subscribed
+  topic.
+"""
+
+from __future__ import annotations
+
+from kbroker.coordinator.group import offsets
+from kbroker.coordinator.runtime import now_ms
+from kbroker.handlers import handles
+from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.protocol.primitives import ZERO_UUID
+
+DEFAULT_RETENTION_TIME = -1
+
+
+# --- OffsetCommit ------------------------------------------------------------------------------
+
+@handles("OffsetCommit")
+def handle_offset_commit(ctx, request):
+    from kbroker.protocol.messages.offset_commit import OffsetCommitResponse as R
+
+    v = ctx.api_version
+    store = ctx.broker.metadata
+    group_error = Errors.NONE
+    try:
+        shard = ctx.broker.group_coordinator.shard_for(request.group_id)
+        offsets.validate_commit(shard, request.group_id, request.generation_id_or_member_epoch,
+                                request.member_id,
+                                request.group_instance_id if v >= 7 else None)
+    except KafkaError as exc:
+        group_error = exc.error
+    # Per partition: an error now, or an index into `wanted` for the commit.
+    outcome, wanted = [], []
+    for topic in request.topics:
+        if v >= 10:
+            meta = store.topic_by_id(topic.topic_id)
+            error = Errors.UNKNOWN_TOPIC_ID if meta is None else Errors.NONE
+        else:
+            meta = store.topic(topic.name)
+            error = Errors.UNKNOWN_TOPIC_OR_PARTITION if meta is None else Errors.NONE
+        for p in topic.partitions:
+            if group_error is not Errors.NONE or error is not Errors.NONE:
+                outcome.append(group_error if group_error is not Errors.NONE else error)
+                continue
+            outcome.append(len(wanted))
+            wanted.append((meta.name, p.partition_index, meta.topic_id, p.committed_offset,
+                           p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata))
+    expire = -1
+    if v <= 4 and request.retention_time_ms != DEFAULT_RETENTION_TIME:
+        expire = now_ms() + request.retention_time_ms
+    errors = offsets.commit(shard, request.group_id, wanted, expire) if wanted else []
+    results, i = [], 0
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            o = outcome[i]
+            i += 1
+            error = errors[o] if isinstance(o, int) else o
+            partitions.append(R.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                              error_code=error.code))
+        results.append(R.OffsetCommitResponseTopic(
+            name=topic.name if v < 10 else "", topic_id=topic.topic_id if v >= 10 else ZERO_UUID,
+            partitions=partitions))
+    return R(throttle_time_ms=0, topics=results)
+
+
+# --- OffsetFetch -------------------------------------------------------------------------------
+
+def _fetch_group(ctx, group_id: str, topics, by_id: bool):
+    """[(name, topic_id, [(partition, CommittedOffset|None, error)])] and the group error."""
+    store = ctx.broker.metadata
+    try:
+        shard = ctx.broker.group_coordinator.shard_for(group_id)
+    except KafkaError as exc:
+        return [], exc.error
+    if topics is None:
+        found = offsets.fetch(shard, group_id, None)
+        by_topic: dict = {}
+        for topic, partition, committed in found:
+            by_topic.setdefault(topic, []).append((partition, committed, Errors.NONE))
+        out = []
+        for name, parts in by_topic.items():
+            meta = store.topic(name)
+            if by_id and meta is None:
+                continue
+            out.append((name, meta.topic_id if meta is not None else ZERO_UUID, parts))
+        return out, Errors.NONE
+    out = []
+    for topic in topics:
+        if by_id:
+            meta = store.topic_by_id(topic.topic_id)
+            if meta is None:
+                out.append(("", topic.topic_id, [(p, None, Errors.UNKNOWN_TOPIC_ID)
+                                                 for p in topic.partition_indexes]))
+                continue
+            name = meta.name
+        else:
+            name = topic.name
+        found = offsets.fetch(shard, group_id, [(name, topic.partition_indexes)])
+        out.append((name, getattr(topic, "topic_id", ZERO_UUID),
+                    [(p, c, Errors.NONE) for _, p, c in found]))
+    return out, Errors.NONE
+
+
+def _partition(P, v, partition, committed, error):
+    if committed is None:
+        return P(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1,
+                 metadata="", error_code=error.code)
+    return P(partition_index=partition, committed_offset=committed.offset,
+             committed_leader_epoch=committed.leader_epoch if v >= 5 else -1,
+             metadata=committed.metadata, error_code=error.code)
+
+
+@handles("OffsetFetch")
+def handle_offset_fetch(ctx, request):
+    from kbroker.protocol.messages.offset_fetch import OffsetFetchResponse as R
+
+    v = ctx.api_version
+    if v >= 8:
+        groups = []
+        for group in request.groups:
+            found, error = _fetch_group(ctx, group.group_id, group.topics, v >= 10)
+            topics = [R.OffsetFetchResponseTopics(
+                name=name if v < 10 else "", topic_id=topic_id if v >= 10 else ZERO_UUID,
+                partitions=[_partition(R.OffsetFetchResponsePartitions, v, *p) for p in parts])
+                for name, topic_id, parts in found]
+            groups.append(R.OffsetFetchResponseGroup(group_id=group.group_id, topics=topics,
+                                                     error_code=error.code))
+        return R(throttle_time_ms=0, groups=groups)
+    found, error = _fetch_group(ctx, request.group_id, request.topics, False)
+    if error is not Errors.NONE and v < 2:
+        # v1 has no group-level error: every requested partition carries it.
+        found = [(t.name, ZERO_UUID, [(p, None, error) for p in t.partition_indexes])
+                 for t in request.topics or ()]
+    topics = [R.OffsetFetchResponseTopic(
+        name=name, partitions=[_partition(R.OffsetFetchResponsePartition, v, *p) for p in parts])
+        for name, _, parts in found]
+    return R(throttle_time_ms=0, topics=topics, error_code=error.code if v >= 2 else 0)
+
+
+# --- OffsetDelete ------------------------------------------------------------------------------
+
+@handles("OffsetDelete")
+def handle_offset_delete(ctx, request):
+    from kbroker.protocol.messages.offset_delete import OffsetDeleteResponse as R
+
+    store = ctx.broker.metadata
+    wanted, positions = [], []
+    for topic in request.topics:
+        known = store.topic(topic.name) is not None
+        for p in topic.partitions:
+            if known:
+                positions.append(len(wanted))
+                wanted.append((topic.name, p.partition_index))
+            else:
+                positions.append(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+    try:
+        shard = ctx.broker.group_coordinator.shard_for(request.group_id)
+        group_error, errors = offsets.delete(shard, request.group_id, wanted)
+    except KafkaError as exc:
+        group_error, errors = exc.error, []
+    if group_error is not Errors.NONE:
+        return R(error_code=group_error.code, throttle_time_ms=0, topics=[])
+    results, i = [], 0
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            pos = positions[i]
+            i += 1
+            error = errors[pos] if isinstance(pos, int) else pos
+            partitions.append(R.OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                                              error_code=error.code))
+        results.append(R.OffsetDeleteResponseTopic(name=topic.name, partitions=partitions))
+    return R(error_code=0, throttle_time_ms=0, topics=results)
