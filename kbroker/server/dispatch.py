@@ -113,7 +113,12 @@ class Dispatcher:
         if inspect.isawaitable(result):
             future = asyncio.ensure_future(result)
             return _chain(future, lambda response: self.encode_response(ctx, response))
-        return self.encode_response(ctx, result)
+        try:
+            return self.encode_response(ctx, result)
+        except Exception:
+            log.exception("cannot encode the %s v%d response for %s; closing the connection",
+                          info.name, version, _peer(connection))
+            raise Closed() from None
 
     def encode_response(self, ctx: RequestContext, response) -> list | None:
         if response is None:
