@@ -35,6 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from kbroker.log.checkpoint import fsync_dir, read_partition_metadata
+from kbroker.log.cleaner_swap import complete_interrupted_swaps, swap_in
 from kbroker.log.file_region import FileRegion
 from kbroker.log.leader_epoch import LeaderEpochCache
 from kbroker.log.producer_state import ProducerStateManager
@@ -77,6 +78,10 @@ class LogConfig:
     flush_messages: int = LONG_MAX                    # flush.messages
     flush_ms: int = LONG_MAX                          # flush.ms
     producer_id_expiration_ms: int = 24 * 3600 * 1000  # producer.id.expiration.ms (broker)
+    min_cleanable_dirty_ratio: float = 0.5            # min.cleanable.dirty.ratio
+    delete_retention_ms: int = 24 * 3600 * 1000       # delete.retention.ms
+    min_compaction_lag_ms: int = 0                    # min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX             # max.compaction.lag.ms
 
 
 @dataclass(slots=True)
@@ -165,6 +170,7 @@ class PartitionLog:
                        now_ms: int) -> None:
         config = self.config
         bases = []
+        complete_interrupted_swaps(self.dir_path)  # a log cleaner's swap cut short by a crash
         names = set(os.listdir(self.dir_path))
         for name in names:
             if name.endswith((".tmp", ".deleted", ".cleaned", ".swap")):
@@ -321,6 +327,18 @@ class PartitionLog:
                                     self.config.segment_index_bytes, now_ms)
         self.segments.append(segment)
         return segment
+
+    def replace_segments(self, cleaned: LogSegment, old_segments: list[LogSegment]) -> None:
+        """Swap in the log cleaner's segment (``.cleaned`` files, flushed) for the consecutive,
+        inactive ``old_segments`` it was written from, crash-safely
+        (:mod:`kbroker.log.cleaner_swap`). Offsets are unchanged; old files are unlinked, so
+        regions already handed out keep reading the old data."""
+        first = self.segments.index(old_segments[0])
+        if (self.segments[first:first + len(old_segments)] != old_segments
+                or first + len(old_segments) >= len(self.segments)):
+            raise ValueError("only consecutive inactive segments can be replaced")
+        swap_in(self.dir_path, cleaned, old_segments)
+        self.segments[first:first + len(old_segments)] = [cleaned]
 
     # --- reads -------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ class Broker:
         self.producer_ids = None
         self.dispatcher: Dispatcher | None = None
         self.group_coordinator = None
+        self.log_cleaner = None
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
 
@@ -80,6 +81,11 @@ class Broker:
             asyncio.create_task(self._every(self.config.get(
                 "log.flush.offset.checkpoint.interval.ms"), self._checkpoint), name="checkpoint"),
         ]
+        if self.config.get("log.cleaner.enable"):
+            from kbroker.log.cleaner import LogCleaner
+            self.log_cleaner = LogCleaner(self.log_manager,
+                                          backoff_ms=self.config.get("log.cleaner.backoff.ms"))
+            self._tasks.append(asyncio.create_task(self.log_cleaner.run(), name="log-cleaner"))
 
     async def stop(self) -> None:
         for _, server in self.servers:

@@ -23,6 +23,10 @@ def log_config_factory(broker_config):
             cleanup_policy=tc.get("cleanup.policy"),
             flush_messages=tc.get("flush.messages"),
             flush_ms=tc.get("flush.ms"),
+            min_cleanable_dirty_ratio=tc.get("min.cleanable.dirty.ratio"),
+            delete_retention_ms=tc.get("delete.retention.ms"),
+            min_compaction_lag_ms=tc.get("min.compaction.lag.ms"),
+            max_compaction_lag_ms=tc.get("max.compaction.lag.ms"),
         )
 
     return log_config_for
