@@ -126,8 +126,9 @@ def expire(shard: GroupShard, retention_ms: int, now: int | None = None) -> int:
         for (topic, partition), c in committed.items():
             if _expired(group, topic, c, retention_ms, now):
                 records.append((rec.offset_commit_key(group_id, topic, partition), None))
-        remaining = len(committed) - len(records)
-        if group is not None and group.is_in(S.EMPTY) and remaining == 0:
+        expired = len(records)
+        drop_group = group is not None and group.is_in(S.EMPTY) and expired == len(committed)
+        if drop_group:
             records.append((rec.group_metadata_key(group_id), None))
         if not records:
             continue
@@ -136,10 +137,9 @@ def expire(shard: GroupShard, retention_ms: int, now: int | None = None) -> int:
         except KafkaError as exc:
             log.warning("could not expire offsets of group %s: %s", group_id, exc)
             continue
-        expired_total += len(committed) - remaining
-        log.info("expired %d offset(s) of group %s%s", len(committed) - remaining, group_id,
-                 "; removed the empty group" if remaining == 0 and group is not None
-                 and group.group_id not in shard.groups else "")
+        expired_total += expired
+        log.info("expired %d offset(s) of group %s%s", expired, group_id,
+                 "; removed the empty group" if drop_group else "")
     return expired_total
 
 

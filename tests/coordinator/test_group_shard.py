@@ -1,0 +1,320 @@
+"""The group coordinator's state machines, fed operations and records directly (no broker).
+
+A fake runtime stands in for the partition log: ``write`` keeps the records (as the log would)
+and replays them, so a test can also rebuild a second shard from what the first one wrote —
+exactly what loading after a restart does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from kbroker.config import BrokerConfig
+from kbroker.coordinator.group import admin, heartbeat, leave, offsets, sync
+from kbroker.coordinator.group import records as rec
+from kbroker.coordinator.group.join import JoinRequest, join
+from kbroker.coordinator.group.shard import GroupShard, JoinResult
+from kbroker.coordinator.group.state import TRANSITIONS, ClassicGroup, GroupState
+from kbroker.protocol.errors import Errors, KafkaError
+
+S = GroupState
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "internal" / "records.jsonl"
+
+
+class FakeRuntime:
+    def __init__(self):
+        self.log: list[tuple[int, bytes, bytes | None]] = []
+
+    def write(self, shard, records):
+        for key, value in records:
+            offset = len(self.log)
+            self.log.append((offset, key, value))
+            shard.replay(offset, key, value)
+
+
+def make_shard(runtime=None, **overrides):
+    config = BrokerConfig({"group.initial.rebalance.delay.ms": 0,
+                           "group.min.session.timeout.ms": 10, **overrides})
+    shard = GroupShard(runtime or FakeRuntime(), 0, config)
+    shard.loading = False
+    return shard
+
+
+def reload(shard) -> GroupShard:
+    """A new shard rebuilt from the records the first one wrote."""
+    fresh = GroupShard(shard.runtime, 0, shard.config)
+    for offset, key, value in shard.runtime.log:
+        fresh.replay(offset, key, value)
+    fresh.loading = False
+    return fresh
+
+
+def request(group="g", member_id="", instance=None, protocols=(("range", b"r"),), version=9,
+            session=1000, rebalance=1000):
+    return JoinRequest(group, member_id, instance, "consumer", list(protocols), session,
+                       rebalance, "client", "/127.0.0.1", version)
+
+
+async def resolve(result, timeout=2.0) -> JoinResult:
+    if isinstance(result, asyncio.Future):
+        return await asyncio.wait_for(result, timeout)
+    return result
+
+
+async def join_member(shard, **kw) -> JoinResult:
+    """The v4+ round trip: MEMBER_ID_REQUIRED, then the join with the id."""
+    first = join(shard, request(**kw))
+    assert isinstance(first, JoinResult) and first.error is Errors.MEMBER_ID_REQUIRED
+    kw["member_id"] = first.member_id
+    return await resolve(join(shard, request(**kw)))
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+# --- records ----------------------------------------------------------------------------------
+
+def test_group_partition_is_javas_hash():
+    assert rec.java_string_hash("hello") == 99162322
+    assert rec.java_string_hash("") == 0
+    # Integer.MIN_VALUE: Kafka's Utils.abs maps it to 0.
+    assert rec.java_string_hash("polygenelubricants") == -(2**31)
+    assert rec.partition_for("polygenelubricants", 50) == 0
+    assert rec.partition_for("hello", 50) == 99162322 % 50
+    assert rec.java_string_hash("\U0001F600") == 0xD83D * 31 + 0xDE00  # UTF-16 code units
+
+
+def test_golden_records_replay_and_reencode():
+    """Records Apache Kafka 4.3.1 wrote to __consumer_offsets replay into the group and its
+    offsets, and our encoders write the same bytes."""
+    shard = make_shard()
+    lines = [json.loads(line) for line in GOLDEN.read_text().splitlines()]
+    mine = [line for line in lines if line["topic"] == "__consumer_offsets"]
+    shard.loading = True
+    for line in mine:
+        shard.replay(line["offset"], bytes.fromhex(line["key"]), bytes.fromhex(line["value"]))
+    shard.loading = False
+    group = shard.groups["golden-group"]
+    assert group.is_in(S.EMPTY) and group.generation == 2
+    committed = shard.offsets["golden-group"][("golden-internal", 0)]
+    # librdkafka sent the metadata string with its C terminator.
+    assert (committed.offset, committed.metadata) == (2, "golden-meta\x00")
+    for line in mine:
+        key, value = bytes.fromhex(line["key"]), bytes.fromhex(line["value"])
+        kind, k = rec.decode_key(key)
+        if kind == rec.OFFSET_COMMIT_TYPE:
+            assert rec.offset_commit_key(k.group, k.topic, k.partition) == key
+            assert rec.offset_commit_value(rec.decode_offset_commit_value(value, 0)) == value
+        else:
+            assert rec.group_metadata_key(k.group) == key
+            assert rec.group_metadata_value(rec.decode_group_metadata_value(value)) == value
+
+
+# --- the transitions table ----------------------------------------------------------------------
+
+def test_transitions_table():
+    group = ClassicGroup("g")
+    with pytest.raises(KafkaError):
+        group.transition(S.STABLE, 0)
+    for target, sources in TRANSITIONS.items():
+        for source in S:
+            group.state = source
+            if source in sources:
+                group.transition(target, 1)
+                assert group.state is target and group.previous_state is source
+            else:
+                with pytest.raises(KafkaError):
+                    group.transition(target, 1)
+
+
+# --- joining ------------------------------------------------------------------------------------
+
+def test_join_round_ends_when_all_members_rejoined():
+    async def scenario():
+        shard = make_shard()
+        a = await join_member(shard, rebalance=60000)
+        assert (a.error, a.generation, a.leader) == (Errors.NONE, 1, a.member_id)
+        assert [m[0] for m in a.members] == [a.member_id]
+        sync.sync(shard, "g", 1, a.member_id, None, None, None, {a.member_id: b"A"})
+        assert shard.groups["g"].is_in(S.STABLE)
+        # A second member joins: the group rebalances; the first learns it from its heartbeat.
+        b_first = join(shard, request(rebalance=60000))
+        b_join = join(shard, request(member_id=b_first.member_id, rebalance=60000))
+        assert shard.groups["g"].is_in(S.PREPARING_REBALANCE)
+        assert heartbeat.heartbeat(shard, "g", 1, a.member_id, None) is \
+            Errors.REBALANCE_IN_PROGRESS
+        started = time.monotonic()
+        a2 = await resolve(join(shard, request(member_id=a.member_id, rebalance=60000)))
+        b = await resolve(b_join)
+        assert time.monotonic() - started < 1  # not the 60 s rebalance timeout
+        assert a2.generation == b.generation == 2
+        assert a2.leader == a.member_id and len(a2.members) == 2 and b.members == []
+        # Sync: the follower waits for the leader's assignment.
+        waiting = sync.sync(shard, "g", 2, b.member_id, None, "consumer", "range", {})
+        leader = sync.sync(shard, "g", 2, a.member_id, None, "consumer", "range",
+                           {a.member_id: b"A2", b.member_id: b"B2"})
+        assert (await waiting).assignment == b"B2"
+        assert (await leader).assignment == b"A2"
+        assert heartbeat.heartbeat(shard, "g", 2, b.member_id, None) is Errors.NONE
+        assert heartbeat.heartbeat(shard, "g", 1, b.member_id, None) is Errors.ILLEGAL_GENERATION
+        assert heartbeat.heartbeat(shard, "g", 2, "nobody", None) is Errors.UNKNOWN_MEMBER_ID
+        # A member leaving rebalances at once; the other rejoins and is alone.
+        assert leave.leave(shard, "g", [(b.member_id, None, "bye")]) == (Errors.NONE,
+                                                                          [Errors.NONE])
+        assert shard.groups["g"].is_in(S.PREPARING_REBALANCE)
+        a3 = await resolve(join(shard, request(member_id=a.member_id)))
+        assert a3.generation == 3 and len(a3.members) == 1
+        shard.cancel_all_timers()
+
+    run(scenario())
+
+
+def test_protocol_selection_by_votes_and_inconsistent_protocols():
+    async def scenario():
+        shard = make_shard()
+        group = ClassicGroup("g")
+        shard.groups["g"] = group
+        r1 = join(shard, request(protocols=[("range", b""), ("roundrobin", b"")], version=3))
+        r2 = join(shard, request(protocols=[("roundrobin", b""), ("range", b"")], version=3))
+        r3 = join(shard, request(protocols=[("roundrobin", b""), ("sticky", b"")], version=3))
+        results = [await resolve(r) for r in (r1, r2, r3)]
+        assert {r.protocol_name for r in results} == {"roundrobin"}
+        bad = join(shard, request(protocols=[("other", b"")], version=3))
+        assert bad.error is Errors.INCONSISTENT_GROUP_PROTOCOL
+        shard.cancel_all_timers()
+
+    run(scenario())
+
+
+def test_initial_rebalance_delay_extends_while_members_join():
+    async def scenario():
+        shard = make_shard(**{"group.initial.rebalance.delay.ms": 200})
+        started = time.monotonic()
+        a = join(shard, request(version=3, rebalance=5000))
+        await asyncio.sleep(0.1)
+        b = join(shard, request(version=3, rebalance=5000))
+        ra, rb = await resolve(a), await resolve(b)
+        elapsed = time.monotonic() - started
+        # First window 0-200 ms saw a new member: one more 200 ms window.
+        assert 0.35 < elapsed < 1.5, elapsed
+        assert ra.generation == rb.generation == 1
+        shard.cancel_all_timers()
+
+    run(scenario())
+
+
+def test_session_expiry_removes_member_and_empties_group():
+    async def scenario():
+        shard = make_shard()
+        a = await join_member(shard, session=100)
+        sync.sync(shard, "g", 1, a.member_id, None, None, None, {a.member_id: b"x"})
+        await asyncio.sleep(0.3)
+        group = shard.groups["g"]
+        assert group.is_in(S.EMPTY) and not group.members and group.generation == 2
+        assert heartbeat.heartbeat(shard, "g", 1, a.member_id, None) is Errors.UNKNOWN_MEMBER_ID
+        # The emptied group is on the log; a reload sees it.
+        assert reload(shard).groups["g"].is_in(S.EMPTY)
+
+    run(scenario())
+
+
+def test_static_member_rejoins_without_rebalance_and_old_id_is_fenced():
+    async def scenario():
+        shard = make_shard()
+        a = await resolve(join(shard, request(instance="i-a")))
+        sync.sync(shard, "g", 1, a.member_id, "i-a", None, None, {a.member_id: b"mine"})
+        again = await resolve(join(shard, request(instance="i-a")))  # restarted: no member id
+        group = shard.groups["g"]
+        assert group.is_in(S.STABLE) and again.generation == 1
+        assert again.member_id != a.member_id and again.skip_assignment
+        result = sync.sync(shard, "g", 1, again.member_id, "i-a", None, None, {})
+        assert result.assignment == b"mine"
+        assert heartbeat.heartbeat(shard, "g", 1, a.member_id, "i-a") is \
+            Errors.FENCED_INSTANCE_ID
+        assert join(shard, request(member_id=a.member_id, instance="i-a")).error is \
+            Errors.FENCED_INSTANCE_ID
+        # The new member id is what a reload sees.
+        assert list(reload(shard).groups["g"].members) == [again.member_id]
+        shard.cancel_all_timers()
+
+    run(scenario())
+
+
+def test_group_max_size():
+    async def scenario():
+        shard = make_shard(**{"group.max.size": 1})
+        a = await join_member(shard)
+        # Kafka's acceptJoiningMember: a stable full group refuses new members at once...
+        assert join(shard, request()).error is Errors.GROUP_MAX_SIZE_REACHED
+        # ...but a member of the group may always rejoin.
+        assert (await resolve(join(shard, request(member_id=a.member_id)))).error is Errors.NONE
+        shard.cancel_all_timers()
+
+    run(scenario())
+
+
+# --- offsets ------------------------------------------------------------------------------------
+
+def test_commit_validation_and_standalone_commits():
+    async def scenario():
+        shard = make_shard()
+        # Standalone commits (generation -1) create an Empty group.
+        offsets.validate_commit(shard, "solo", -1, "", None)
+        assert offsets.commit(shard, "solo", [("t", 0, rec.ZERO_UUID, 5, -1, "meta")]) == \
+            [Errors.NONE]
+        assert shard.groups["solo"].is_in(S.EMPTY)
+        with pytest.raises(KafkaError) as e:
+            offsets.validate_commit(shard, "nogroup", 3, "m", None)
+        assert e.value.error is Errors.ILLEGAL_GENERATION
+        assert offsets.commit(shard, "solo", [("t", 1, rec.ZERO_UUID, 1, -1, "x" * 5000)]) == \
+            [Errors.OFFSET_METADATA_TOO_LARGE]
+        a = await join_member(shard)
+        for generation, member, error in [(1, "nobody", Errors.UNKNOWN_MEMBER_ID),
+                                          (7, a.member_id, Errors.ILLEGAL_GENERATION),
+                                          (-1, "", Errors.UNKNOWN_MEMBER_ID),
+                                          (1, a.member_id, Errors.REBALANCE_IN_PROGRESS)]:
+            with pytest.raises(KafkaError) as e:
+                offsets.validate_commit(shard, "g", generation, member, None)
+            assert e.value.error is error
+        sync.sync(shard, "g", 1, a.member_id, None, None, None, {})
+        offsets.validate_commit(shard, "g", 1, a.member_id, None)
+        fetched = offsets.fetch(shard, "solo", [("t", [0, 1])])
+        assert [(p, c.offset if c else None) for _, p, c in fetched] == [(0, 5), (1, None)]
+        fresh = reload(shard)
+        assert fresh.offsets["solo"][("t", 0)].metadata == "meta"
+        shard.cancel_all_timers()
+
+    run(scenario())
+
+
+def test_offset_expiry_and_delete():
+    async def scenario():
+        shard = make_shard()
+        offsets.commit(shard, "solo", [("t", 0, rec.ZERO_UUID, 5, -1, "")])
+        now = shard.offsets["solo"][("t", 0)].commit_timestamp
+        assert offsets.expire(shard, 1000, now + 999) == 0
+        assert offsets.expire(shard, 1000, now + 1000) == 1
+        assert "solo" not in shard.offsets and "solo" not in shard.groups
+        assert "solo" not in reload(shard).groups
+        # OffsetDelete and DeleteGroups.
+        offsets.commit(shard, "e", [("t", 0, rec.ZERO_UUID, 1, -1, ""),
+                                    ("u", 0, rec.ZERO_UUID, 2, -1, "")])
+        assert offsets.delete(shard, "e", [("t", 0)]) == (Errors.NONE, [Errors.NONE])
+        assert list(shard.offsets["e"]) == [("u", 0)]
+        assert offsets.delete(shard, "missing", [("t", 0)])[0] is Errors.GROUP_ID_NOT_FOUND
+        a = await join_member(shard, protocols=[("range", b"")])
+        assert admin.delete_group(shard, "g") is Errors.NON_EMPTY_GROUP
+        assert admin.delete_group(shard, "e") is Errors.NONE
+        assert admin.delete_group(shard, "e") is Errors.GROUP_ID_NOT_FOUND
+        assert "e" not in reload(shard).groups and "e" not in reload(shard).offsets
+        assert [g for g, _, _ in admin.list_groups(shard, {"completingrebalance"})] == ["g"]
+        assert a.error is Errors.NONE
+        shard.cancel_all_timers()
+
+    run(scenario())
