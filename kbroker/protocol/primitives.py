@@ -57,46 +57,10 @@ def read_uvarint(buf, pos):
         pos += 1
         value |= (b & 0x7F) << shift
         if b < 0x80:
-            return value, pos
+            return value & 0xFFFFFFFF, pos  # Java's int arithmetic drops bits past 32
         shift += 7
         if shift > 28:
             raise DecodeError("varint is longer than 5 bytes")
-
-
-def read_varint(buf, pos):
-    """Signed zig-zag varint of at most 32 bits."""
-    raw, pos = read_uvarint(buf, pos)
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def read_uvarlong(buf, pos):
-    value = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise DecodeError("varlong is longer than 10 bytes")
-
-
-def read_varlong(buf, pos):
-    raw, pos = read_uvarlong(buf, pos)
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def uvarint_bytes(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
@@ -111,16 +75,10 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def write_varint(out: bytearray, value: int) -> None:
-    write_uvarint(out, ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
-
-
-def write_varlong(out: bytearray, value: int) -> None:
-    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
+def uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    write_uvarint(out, value)
+    return bytes(out)
 
 
 # --- lengths -----------------------------------------------------------------------------------
