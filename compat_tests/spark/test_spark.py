@@ -1,0 +1,342 @@
+"""Spark's Kafka connector (``spark-sql-kafka-0-10``) against kbroker, driven from PySpark.
+
+Spark is the one client of the matrix that does not fit the produce/consume driver contract: it
+reads and writes DataFrames. So it has this module instead of a driver, and reports its results as
+the ``spark`` client through ``conftest.py`` (see there).
+
+- **batch read**: ``spark.read.format("kafka")`` of a 3-partition topic produced by confluent-kafka,
+  with ``startingOffsets``/``endingOffsets`` as "earliest"/"latest" and as per-partition JSON
+  (including -2/-1), by timestamp, and with ``includeHeaders``; the rows are compared exactly
+  (key, value, topic, partition, offset, timestamp, timestampType, headers).
+- **streaming**: a Structured Streaming query reads a topic, counts per key, and writes the counts
+  to another topic with a checkpoint; it runs twice (``availableNow``) with more input in between,
+  the second time resuming from the checkpoint. Every input record must be counted exactly once,
+  and the output topic's last value per key must be the total count.
+- **batch write**: ``df.write.format("kafka")`` with keys, null keys, headers and explicit
+  partitions, read back with confluent-kafka.
+
+What the connector does on the wire: the driver resolves offsets with the AdminClient
+(Metadata, ListOffsets; Spark 4 default ``useDeprecatedOffsetFetching=false``), executors read
+with ``assign()`` + ``seek()`` (Fetch, ListOffsets) and never commit; the sink is an idempotent
+KafkaProducer (InitProducerId, Produce). Nothing here needs consumer groups.
+
+One SparkSession (one JVM) for the module: local[2], no UI, 2 shuffle partitions. The connector
+jars come from Maven Central through ``compat_tests/spark/pom.xml``
+(``scripts/install-test-deps.sh`` copies them to ``target/jars``) and reach Spark with
+``spark.jars``; Spark's own ``--packages`` resolution is not used.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.integration.clients import (Rec, confluent_consumer, consume_confluent, ensure_topic,
+                                       produce_confluent, running_broker)
+
+HERE = Path(__file__).resolve().parent
+JARS_DIR = HERE / "target" / "jars"
+REQUIRED_JARS = ("spark-sql-kafka-0-10_", "spark-token-provider-kafka-0-10_", "kafka-clients-",
+                 "commons-pool2-")
+BASE_TS = 1_700_000_000_000  # CreateTime of produced records (ms), far from "now" on purpose
+
+
+def pom_spark_version() -> str:
+    match = re.search(r"<spark\.version>([^<]+)</spark\.version>", (HERE / "pom.xml").read_text())
+    assert match, "compat_tests/spark/pom.xml has no <spark.version>"
+    return match.group(1)
+
+
+def connector_jars() -> list[Path]:
+    jars = sorted(JARS_DIR.glob("*.jar"))
+    missing = [p for p in REQUIRED_JARS if not any(j.name.startswith(p) for j in jars)]
+    if missing:
+        pytest.fail(f"Spark's Kafka connector jars are missing from {JARS_DIR} ({missing}): run "
+                    f"`bash scripts/install-test-deps.sh` (mvn dependency:copy-dependencies)",
+                    pytrace=False)
+    return jars
+
+
+# --- fixtures -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    # Topics are created explicitly; auto-creation stays off so a connector that relied on it
+    # would show up as a failure rather than silently work.
+    with running_broker(tmp_path_factory.mktemp("spark-broker") / "data",
+                        {"auto.create.topics.enable": "false"}) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    try:
+        import pyspark
+        from pyspark.sql import SparkSession
+    except ImportError:
+        pytest.fail("pyspark is not installed: run `bash scripts/install-test-deps.sh`",
+                    pytrace=False)
+    jars = connector_jars()
+    assert pyspark.__version__ == pom_spark_version(), (
+        f"pyspark {pyspark.__version__} but the connector in pom.xml is {pom_spark_version()}: "
+        "they must match exactly")
+    scratch = tmp_path_factory.mktemp("spark")
+    session = (SparkSession.builder
+               .master("local[2]")
+               .appName("kbroker-compat")
+               .config("spark.jars", ",".join(str(j) for j in jars))
+               .config("spark.driver.memory", "768m")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.default.parallelism", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.local.dir", str(scratch / "local"))
+               .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.streaming.stopTimeout", "30s")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def new_topic(broker, prefix: str, partitions: int) -> str:
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    ensure_topic(broker.bootstrap, topic, partitions)
+    return topic
+
+
+def kafka_options(broker) -> dict:
+    # Short timeouts so a broker problem fails the test in seconds, not minutes.
+    return {"kafka.bootstrap.servers": broker.bootstrap,
+            "kafka.request.timeout.ms": "15000",
+            "kafka.default.api.timeout.ms": "20000"}
+
+
+def read_batch(spark, broker, topic: str, **options):
+    reader = spark.read.format("kafka").options(**kafka_options(broker)).option("subscribe", topic)
+    for name, value in options.items():
+        reader = reader.option(name, value if isinstance(value, str) else json.dumps(value))
+    return reader.load()
+
+
+# The rows Spark reads, as plain tuples; the timestamp in ms (UTC session) to compare exactly.
+ROW_SQL = ["key", "value", "topic", "partition", "offset", "unix_millis(timestamp) AS ts",
+           "timestampType"]
+
+
+def rows_of(df, with_headers: bool = False) -> list[tuple]:
+    cols = ROW_SQL + (["headers"] if with_headers else [])
+    out = []
+    for row in df.selectExpr(*cols).collect():
+        item = (None if row.key is None else bytes(row.key),
+                None if row.value is None else bytes(row.value),
+                row.topic, row.partition, row.offset, row.ts, row.timestampType)
+        if with_headers:
+            item += (tuple((h.key, None if h.value is None else bytes(h.value))
+                           for h in (row.headers or ())),)
+        out.append(item)
+    return sorted(out, key=lambda r: (r[3], r[4]))
+
+
+# --- batch read -----------------------------------------------------------------------------------
+
+PARTITIONS = 3
+PER_PARTITION = 6
+
+
+@pytest.fixture(scope="module")
+def produced(broker):
+    """A 3-partition topic with 6 records per partition, produced by confluent-kafka: keys (one
+    null per partition), values, CreateTime timestamps BASE_TS + 1000*i, headers including a
+    repeated key and a null value. Returns (topic, expected rows with headers)."""
+    topic = new_topic(broker, "spark-batch", PARTITIONS)
+    records = []
+    for p in range(PARTITIONS):
+        for i in range(PER_PARTITION):
+            n = p * PER_PARTITION + i
+            headers = ((("h-index", str(n).encode()), ("h-dup", b"a"), ("h-dup", b"b"),
+                        ("h-null", None)) if i % 2 == 0 else ())
+            records.append(Rec(value=f"value-{n}".encode(),
+                               key=None if i == 3 else f"key-{n}".encode(),
+                               headers=headers, partition=p, timestamp=BASE_TS + 1000 * n))
+    acks = produce_confluent(broker.bootstrap, topic, records)
+    expected = []
+    for rec, ack in zip(records, acks):
+        assert (ack.partition, ack.timestamp) == (rec.partition, rec.timestamp)
+        expected.append((rec.key, rec.value, topic, ack.partition, ack.offset, rec.timestamp, 0,
+                         tuple(rec.headers)))
+    expected.sort(key=lambda r: (r[3], r[4]))
+    assert [r[4] for r in expected if r[3] == 0] == list(range(PER_PARTITION))
+    return topic, expected
+
+
+def test_batch_read_earliest_latest_with_headers(spark, broker, produced):
+    topic, expected = produced
+    df = read_batch(spark, broker, topic, startingOffsets="earliest", endingOffsets="latest",
+                    includeHeaders="true")
+    assert rows_of(df, with_headers=True) == expected
+
+
+def test_batch_read_default_offsets_without_headers(spark, broker, produced):
+    # Batch defaults are earliest..latest; without includeHeaders there is no headers column.
+    topic, expected = produced
+    df = read_batch(spark, broker, topic)
+    assert "headers" not in df.columns
+    assert rows_of(df) == [r[:7] for r in expected]
+
+
+def test_batch_read_json_offsets(spark, broker, produced):
+    # -2 = earliest, -1 = latest in the JSON forms.
+    topic, expected = produced
+    starting = {topic: {"0": 2, "1": -2, "2": 5}}
+    ending = {topic: {"0": 4, "1": 3, "2": -1}}
+    df = read_batch(spark, broker, topic, startingOffsets=starting, endingOffsets=ending,
+                    includeHeaders="true")
+    bounds = {0: (2, 4), 1: (0, 3), 2: (5, PER_PARTITION)}
+    want = [r for r in expected if bounds[r[3]][0] <= r[4] < bounds[r[3]][1]]
+    assert rows_of(df, with_headers=True) == want
+
+
+def test_batch_read_by_timestamp(spark, broker, produced):
+    # startingOffsetsByTimestamp/endingOffsetsByTimestamp go through ListOffsets with a timestamp:
+    # the first offset whose timestamp is >= the given one.
+    topic, expected = produced
+    def ts(p, i):
+        return BASE_TS + 1000 * (p * PER_PARTITION + i)
+    starting = {topic: {"0": ts(0, 1), "1": ts(1, 0) - 500, "2": ts(2, 4) - 1}}
+    ending = {topic: {"0": ts(0, 3) + 1, "1": ts(1, 2), "2": ts(2, 5) + 10_000_000}}
+    df = read_batch(spark, broker, topic, startingOffsetsByTimestamp=starting,
+                    endingOffsetsByTimestamp=ending)
+    # ending: first offset with timestamp >= t (exclusive bound); past the last record = latest.
+    bounds = {0: (1, 4), 1: (0, 2), 2: (4, PER_PARTITION)}
+    want = [r[:7] for r in expected if bounds[r[3]][0] <= r[4] < bounds[r[3]][1]]
+    assert rows_of(df) == want
+
+
+def test_batch_read_assign_and_sql(spark, broker, produced):
+    # "assign" instead of "subscribe", then plain Spark SQL over the result.
+    topic, expected = produced
+    df = (spark.read.format("kafka").options(**kafka_options(broker))
+          .option("assign", json.dumps({topic: [0, 2]})).load())
+    df.createOrReplaceTempView("kbroker_assigned")
+    got = spark.sql("SELECT partition, count(*) AS n, min(offset) AS lo, max(offset) AS hi, "
+                    "count(key) AS keyed FROM kbroker_assigned GROUP BY partition "
+                    "ORDER BY partition").collect()
+    assert [tuple(r) for r in got] == [(0, PER_PARTITION, 0, PER_PARTITION - 1, PER_PARTITION - 1),
+                                       (2, PER_PARTITION, 0, PER_PARTITION - 1, PER_PARTITION - 1)]
+
+
+# --- batch write ----------------------------------------------------------------------------------
+
+def test_batch_write(spark, broker):
+    from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructField,
+                                   StructType)
+
+    topic = new_topic(broker, "spark-write", 2)
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    schema = StructType([StructField("key", StringType()), StructField("value", StringType()),
+                         StructField("partition", IntegerType()),
+                         StructField("headers", ArrayType(header))])
+    data = []
+    for i in range(20):
+        data.append((None if i % 5 == 4 else f"k{i}", f"v{i}", i % 2,
+                     [("h-index", str(i).encode()), ("h-null", None)] if i % 3 == 0 else []))
+    df = spark.createDataFrame(data, schema)
+    (df.write.format("kafka").options(**kafka_options(broker)).option("topic", topic)
+     .option("kafka.linger.ms", "5").save())
+
+    got = consume_confluent(broker.bootstrap, topic, len(data), timeout=30)
+    assert len(got) == len(data), f"read back {len(got)} of {len(data)} records"
+    seen = sorted(((g.partition, None if g.key is None else g.key.decode(), g.value.decode(),
+                    tuple(g.headers)) for g in got), key=lambda r: r[2])
+    want = sorted(((p, k, v, tuple((hk, hv) for hk, hv in h)) for k, v, p, h in data),
+                  key=lambda r: r[2])
+    assert seen == want
+    # Offsets are dense per partition; timestamps are the producer's CreateTime ("now").
+    for p in (0, 1):
+        assert [g.offset for g in got if g.partition == p] == list(range(10))
+    now = int(time.time() * 1000)
+    assert all(g.timestamp_type == "create" and now - 600_000 < g.timestamp <= now + 1000
+               for g in got)
+
+
+# --- structured streaming -------------------------------------------------------------------------
+
+def run_counting_query(spark, broker, source: str, sink: str, checkpoint: Path) -> int:
+    """Run the count-per-key query once over everything available (trigger availableNow), writing
+    update-mode counts to ``sink``; returns the number of input rows its batches processed."""
+    counts = (spark.readStream.format("kafka").options(**kafka_options(broker))
+              .option("subscribe", source).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", "25")  # several micro-batches per run
+              .load()
+              .selectExpr("CAST(key AS STRING) AS k")
+              .groupBy("k").count()
+              .selectExpr("k AS key", "CAST(count AS STRING) AS value"))
+    query = (counts.writeStream.format("kafka").options(**kafka_options(broker))
+             .option("topic", sink).option("checkpointLocation", str(checkpoint))
+             .outputMode("update").trigger(availableNow=True).queryName(f"count-{sink}")
+             .start())
+    try:
+        finished = query.awaitTermination(120)
+        assert finished, "the availableNow query did not finish within 120 s"
+        if query.exception() is not None:
+            raise AssertionError(f"streaming query failed: {query.exception()}")
+        return sum(p["numInputRows"] for p in query.recentProgress)
+    finally:
+        query.stop()
+
+
+def produce_keyed(broker, topic: str, counts: dict[str, int], start: int) -> None:
+    records = []
+    for key, n in counts.items():
+        records += [Rec(value=f"{key}-{start + i}".encode(), key=key.encode()) for i in range(n)]
+    produce_confluent(broker.bootstrap, topic, records)
+
+
+def latest_per_key(broker, topic: str) -> dict[str, int]:
+    """The last value per key of the 1-partition ``topic`` (update mode emits a key each time its
+    count changes, so the last one is the current count)."""
+    from confluent_kafka import TopicPartition
+
+    consumer = confluent_consumer(broker.bootstrap)
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        consumer.close()
+    got = consume_confluent(broker.bootstrap, topic, high - low, partitions=[0], timeout=20)
+    assert len(got) == high - low, f"read {len(got)} of {high - low} records of {topic}"
+    return {g.key.decode(): int(g.value) for g in got}  # in offset order: the last one wins
+
+
+def test_streaming_count_restart_from_checkpoint(spark, broker, tmp_path):
+    source = new_topic(broker, "spark-stream-in", 2)
+    sink = new_topic(broker, "spark-stream-out", 1)
+    checkpoint = tmp_path / "checkpoint"
+
+    first = {"alpha": 17, "beta": 9, "gamma": 30}
+    produce_keyed(broker, source, first, 0)
+    processed = run_counting_query(spark, broker, source, sink, checkpoint)
+    assert processed == sum(first.values())
+    assert latest_per_key(broker, sink) == first
+
+    second = {"alpha": 4, "delta": 12, "gamma": 1}
+    produce_keyed(broker, source, second, 1000)
+    processed = run_counting_query(spark, broker, source, sink, checkpoint)
+    # Resumed from the checkpoint: only the new records are read, each exactly once.
+    assert processed == sum(second.values())
+    total = collections.Counter(first) + collections.Counter(second)
+    assert latest_per_key(broker, sink) == dict(total)
+
+    # A third run with no new input reads nothing and changes nothing.
+    assert run_counting_query(spark, broker, source, sink, checkpoint) == 0
+    assert latest_per_key(broker, sink) == dict(total)
