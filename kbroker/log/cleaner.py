@@ -253,13 +253,15 @@ class LogCleaner:
         producers = {pid: entry.batches[-1].last_offset
                      for pid, entry in partition_log.producer_state.producers.items()
                      if entry.batches}
-        ctx = RoundContext(offset_map, now_ms, config.delete_retention_ms, producers, stats)
+        ctx = RoundContext(offset_map, now_ms, config.delete_retention_ms, producers,
+                           stats=stats)
         # Hold every file the round reads: a concurrent deletion only unlinks them.
         held = [segment.file for segment in partition_log.segments[:-1]]
         try:
             yield from build_offset_map(partition_log, ltc.first_dirty_offset,
                                         ltc.first_uncleanable_offset, offset_map, stats)
             end_offset = max(offset_map.latest_offset + 1, ltc.first_dirty_offset)
+            ctx.end_offset = end_offset
             candidates = [s for s in partition_log.segments[:-1] if s.base_offset < end_offset]
             groups = group_segments_by_size(candidates, config.segment_bytes,
                                             config.segment_index_bytes,

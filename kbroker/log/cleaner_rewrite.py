@@ -19,10 +19,9 @@ This is Kafka's ``Cleaner`` (``doClean``, ``buildOffsetMap``, ``groupSegmentsByS
   rebuilt with the kept records at their original offsets, the same base offset *and last offset
   delta* (so the last sequence of an idempotent producer survives), producer id, epoch, base
   sequence, leader epoch, flags, timestamp type and codec. A batch left empty is dropped, except
-  an active producer's last batch (Kafka: it carries the sequence needed to dedupe) and the last
-  batch of each group, which keep their header with no records: the cleaned segment then ends at
-  the same offset as the group it replaces (the swap recovery in :mod:`kbroker.log.cleaner_swap`
-  relies on it, and Kafka keeps the round's last batch for the same reason).
+  an active producer's last batch (it carries the sequence needed to dedupe) and the last batch
+  of the round (so the last offset is not lost), which keep their header with no records, as in
+  Kafka. A cleaned segment may end up empty, like Kafka's; reads skip it.
 
 All of it runs on the event loop thread, as a generator that yields between batches so that the
 caller can give the loop back (see :class:`kbroker.log.cleaner.LogCleaner`). The log may change
@@ -96,6 +95,7 @@ class RoundContext:
     now_ms: int
     delete_retention_ms: int
     last_offsets_of_producers: dict[int, int]   # producer id -> last data offset
+    end_offset: int = -1                         # where the round stops (its last batch is kept)
     stats: CleanerStats = field(default_factory=CleanerStats)
 
 
@@ -110,7 +110,6 @@ def build_offset_map(log, start: int, end: int, offset_map: OffsetMap, stats: Cl
         for _, header in segment.batches(position, full=True):
             if header.base_offset >= end:
                 break
-            stats.batches_read += 1
             if not header.is_control:
                 for record in decode_records(header, MAX_UNCOMPRESSED_BATCH_BYTES):
                     offset = header.base_offset + record.offset_delta
@@ -175,12 +174,9 @@ def create_cleaned_segment(dir_path: str, base_offset: int, config, now_ms: int)
 
 def clean_group(log, group: list[LogSegment], ctx: RoundContext, cleaned: LogSegment):
     """Generator: filter every batch of ``group`` into ``cleaned``; yields between batches."""
-    for n, segment in enumerate(group):
-        last_segment = n == len(group) - 1
-        size = segment.size
-        for position, header in segment.batches(0, size, full=True):
-            is_group_last = last_segment and position + header.size == size
-            data = filter_batch(header, ctx, is_group_last)
+    for segment in group:
+        for _, header in segment.batches(0, segment.size, full=True):
+            data = filter_batch(header, ctx, header.next_offset == ctx.end_offset)
             ctx.stats.bytes_read += header.size
             if data is not None:
                 out = BatchHeader(data)

@@ -14,8 +14,9 @@ deletes ``.deleted`` and ``.cleaned`` files (and, as Kafka does, any ``.swap`` a
 smallest ``.cleaned`` base offset: a swap of that cleaning round was not finished), deletes index
 ``.swap`` files (the segment's indexes are rebuilt from its log), and completes each log ``.swap``:
 the segments whose base offset lies in ``[B, next offset of the swap)`` are removed and the swap
-is renamed into place. That range is exactly the replaced group because the cleaner always keeps
-the group's last batch (empty if need be), so the cleaned segment ends where the group ended.
+is renamed into place (Kafka's ``LogLoader``). A replaced segment left in place because it
+lies past the swap's last batch held only records the cleaning dropped (superseded, or expired
+tombstones): keeping it is harmless, the next round drops them again.
 
 Old segment files are unlinked, never closed: readers holding a :class:`FileRegion` of them keep
 reading the old data (see :mod:`kbroker.log.file_region`).

@@ -95,8 +95,9 @@ def read_all_segments(log):
 
 
 def check_segments(log):
+    """Segments keep their order; a cleaned one may end before the next begins (a gap)."""
     for segment, following in zip(log.segments, log.segments[1:]):
-        assert segment.next_offset == following.base_offset
+        assert segment.base_offset <= segment.next_offset <= following.base_offset
 
 
 def latest(records):
@@ -388,7 +389,7 @@ def test_crash_at_each_step_recovers_to_before_or_after(manager, data_dir, monke
                                                         tmp_path):
     m = manager()
     log = m.create("t", 0, compact_config(segment_bytes=1500))
-    produce_updates(log)
+    produce_updates(log, keys=10)
     log.roll(NOW)
     before = records_of(log)
     m.close()
@@ -401,7 +402,7 @@ def test_crash_at_each_step_recovers_to_before_or_after(manager, data_dir, monke
     LogCleaner(ref_manager).clean_once(NOW)
     after = records_of(reference)
     reference.close()
-    assert len(after) == 20
+    assert len(after) == 10
 
     real_replace, real_unlink = os.replace, os.unlink
     outcomes = set()
@@ -451,7 +452,7 @@ def test_crash_at_each_step_recovers_to_before_or_after(manager, data_dir, monke
         if not crashed:
             break
         step += 1
-    assert step > 10 and outcomes == {"before", "between", "after"}
+    assert step > 10 and outcomes == {"before", "between", "after"}, (step, outcomes)
 
 
 class _OneLog:
