@@ -5,10 +5,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -206,15 +206,23 @@ func createPartitions(ctx context.Context, adm *kadm.Client, a *args) error {
 	if err != nil {
 		return err
 	}
-	tds, err := adm.ListTopics(ctx, topic)
+	total, err := a.getInt("partitions", 0)
 	if err != nil {
 		return err
 	}
-	emit(obj{"event", "partitions-created", "topic", topic, "partitions", len(tds[topic].Partitions)})
+	if !a.has("partitions") {
+		tds, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return err
+		}
+		total = int64(len(tds[topic].Partitions))
+	}
+	emit(obj{"event", "partitions-created", "topic", topic, "partitions", total})
 	return nil
 }
 
-// describe-configs --topic T [--name k ...]
+// describe-configs --topic T [--name k ...]: "configs" maps name to value; "sources" maps name
+// to where the value comes from (DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, ...).
 func describeConfigs(ctx context.Context, adm *kadm.Client, a *args) error {
 	topic, err := a.require("topic")
 	if err != nil {
@@ -236,7 +244,7 @@ func describeConfigs(ctx context.Context, adm *kadm.Client, a *args) error {
 		want[n] = true
 	}
 	sort.Slice(rc.Configs, func(i, j int) bool { return rc.Configs[i].Key < rc.Configs[j].Key })
-	configs := []any{}
+	configs, sources := obj{}, obj{}
 	for _, c := range rc.Configs {
 		if len(want) > 0 && !want[c.Key] {
 			continue
@@ -245,16 +253,17 @@ func describeConfigs(ctx context.Context, adm *kadm.Client, a *args) error {
 		if c.Value != nil {
 			v = *c.Value
 		}
-		configs = append(configs, obj{"name", c.Key, "value", v, "source", c.Source.String(),
-			"sensitive", c.Sensitive})
+		configs = append(configs, c.Key, v)
+		sources = append(sources, c.Key, c.Source.String())
 	}
-	emit(obj{"event", "configs", "topic", topic, "configs", configs})
+	emit(obj{"event", "configs", "topic", topic, "configs", configs, "sources", sources})
 	return nil
 }
 
-// alter-configs --topic T [--set k=v ...] [--delete k ...] [--append k=v ...] [--subtract k=v ...]
-// [--incremental true|false]; --incremental false uses the legacy AlterConfigs (whole state:
-// only --set, every other dynamic config of the topic is reset).
+// alter-configs --topic T [--config k=v ...] [--delete k ...] [--append k=v ...]
+// [--subtract k=v ...] [--incremental true|false]: IncrementalAlterConfigs (SET for --config);
+// --incremental false uses the legacy AlterConfigs, which replaces the topic's whole dynamic
+// config with the --config values.
 func alterConfigs(ctx context.Context, adm *kadm.Client, a *args) error {
 	topic, err := a.require("topic")
 	if err != nil {
@@ -265,30 +274,34 @@ func alterConfigs(ctx context.Context, adm *kadm.Client, a *args) error {
 		return err
 	}
 	var alters []kadm.AlterConfig
+	wanted := obj{}
 	for _, op := range []struct {
 		name string
 		op   kadm.IncrementalOp
-	}{{"set", kadm.SetConfig}, {"append", kadm.AppendConfig}, {"subtract", kadm.SubtractConfig}} {
+	}{{"config", kadm.SetConfig}, {"append", kadm.AppendConfig}, {"subtract", kadm.SubtractConfig}} {
 		kvs, err := a.keyValues(op.name)
 		if err != nil {
 			return err
 		}
 		for _, kv := range kvs {
 			alters = append(alters, kadm.AlterConfig{Op: op.op, Name: kv[0], Value: kadm.StringPtr(kv[1])})
+			if op.op == kadm.SetConfig {
+				wanted = append(wanted, kv[0], kv[1])
+			}
 		}
 	}
 	for _, k := range a.all("delete") {
 		alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
 	}
 	if len(alters) == 0 {
-		return usagef("alter-configs needs --set, --delete, --append or --subtract")
+		return usagef("alter-configs needs --config k=v, --delete k, --append k=v or --subtract k=v")
 	}
 	var resps kadm.AlterConfigsResponses
 	if incremental {
 		resps, err = adm.AlterTopicConfigs(ctx, alters, topic)
 	} else {
 		if a.has("delete") || a.has("append") || a.has("subtract") {
-			return usagef("--incremental false takes only --set")
+			return usagef("--incremental false takes only --config")
 		}
 		resps, err = adm.AlterTopicConfigsState(ctx, alters, topic)
 	}
@@ -302,104 +315,111 @@ func alterConfigs(ctx context.Context, adm *kadm.Client, a *args) error {
 	if err != nil {
 		return err
 	}
-	emit(obj{"event", "configs-altered", "topic", topic, "incremental", incremental, "count", len(alters)})
+	deleted := a.all("delete")
+	if deleted == nil {
+		deleted = []string{}
+	}
+	emit(obj{"event", "configs-altered", "topic", topic, "configs", wanted, "deleted", deleted,
+		"incremental", incremental})
 	return nil
 }
 
-// list-offsets --topic T [--spec earliest|latest|<timestamp ms>]
+// list-offsets --topic T [--timestamp MS]: per partition the earliest and latest offsets and,
+// with --timestamp, the first offset whose timestamp is at or after MS (-1 when none is).
 func listOffsets(ctx context.Context, adm *kadm.Client, a *args) error {
 	topic, err := a.require("topic")
 	if err != nil {
 		return err
 	}
-	spec := a.get("spec", "latest")
-	var listed kadm.ListedOffsets
-	switch spec {
-	case "earliest":
-		listed, err = adm.ListStartOffsets(ctx, topic)
-	case "latest":
-		listed, err = adm.ListEndOffsets(ctx, topic)
-	default:
-		ms, perr := strconv.ParseInt(spec, 10, 64)
-		if perr != nil {
-			return usagef("--spec wants earliest, latest or a timestamp in ms, got %s", spec)
+	type lister func() (kadm.ListedOffsets, error)
+	specs := []struct {
+		name string
+		list lister
+	}{
+		{"earliest", func() (kadm.ListedOffsets, error) { return adm.ListStartOffsets(ctx, topic) }},
+		{"latest", func() (kadm.ListedOffsets, error) { return adm.ListEndOffsets(ctx, topic) }},
+	}
+	if a.has("timestamp") {
+		ms, err := a.getInt("timestamp", 0)
+		if err != nil {
+			return err
 		}
-		listed, err = adm.ListOffsetsAfterMilli(ctx, ms, topic)
+		specs = append(specs, struct {
+			name string
+			list lister
+		}{"forTimestamp", func() (kadm.ListedOffsets, error) { return adm.ListOffsetsAfterMilli(ctx, ms, topic) }})
 	}
-	if err != nil {
-		return err
+	found := map[int32]obj{}
+	for _, spec := range specs {
+		listed, err := spec.list()
+		if err != nil {
+			return err
+		}
+		if err := listed.Error(); err != nil {
+			return err
+		}
+		listed.Each(func(o kadm.ListedOffset) {
+			if o.Topic != topic {
+				return
+			}
+			if found[o.Partition] == nil {
+				found[o.Partition] = obj{"partition", o.Partition}
+			}
+			offset := o.Offset
+			// kadm answers "no record at or after MS" with the end offset and no timestamp;
+			// Kafka's own answer (and the contract's) is -1.
+			if spec.name == "forTimestamp" && o.Timestamp < 0 {
+				offset = -1
+			}
+			found[o.Partition] = append(found[o.Partition], spec.name, offset)
+		})
 	}
-	if err := listed.Error(); err != nil {
-		return err
+	if len(found) == 0 {
+		return kerr.UnknownTopicOrPartition
 	}
-	var ps []kadm.ListedOffset
-	listed.Each(func(o kadm.ListedOffset) { ps = append(ps, o) })
-	if len(ps) == 0 {
-		return errors.New("no partitions listed (unknown topic?)")
+	var ps []int32
+	for p := range found {
+		ps = append(ps, p)
 	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i].Partition < ps[j].Partition })
 	parts := []any{}
-	for _, o := range ps {
-		var epoch any
-		if o.LeaderEpoch >= 0 {
-			epoch = o.LeaderEpoch
-		}
-		parts = append(parts, obj{"partition", o.Partition, "offset", o.Offset, "timestamp", o.Timestamp,
-			"leaderEpoch", epoch})
+	for _, p := range sortedParts(ps) {
+		parts = append(parts, found[p])
 	}
-	emit(obj{"event", "offsets", "topic", topic, "spec", spec, "partitions", parts})
+	emit(obj{"event", "offsets", "topic", topic, "partitions", parts})
 	return nil
 }
 
-// delete-records --topic T --offset O [--partition P]: every partition unless --partition.
+// delete-records --topic T [--partition P (default 0)] --offset O (-1: the high watermark)
 func deleteRecords(ctx context.Context, adm *kadm.Client, a *args) error {
 	topic, err := a.require("topic")
-	if err != nil {
-		return err
-	}
-	offset, err := a.getInt("offset", -1)
 	if err != nil {
 		return err
 	}
 	if !a.has("offset") {
 		return usagef("--offset is required (-1 for the high watermark)")
 	}
-	var parts []int32
-	if a.has("partition") {
-		p, err := a.getInt("partition", 0)
-		if err != nil {
-			return err
-		}
-		parts = []int32{int32(p)}
-	} else {
-		tds, err := adm.ListTopics(ctx, topic)
-		if err != nil {
-			return err
-		}
-		if d := tds[topic]; d.Err != nil {
-			return d.Err
-		}
-		for _, p := range tds[topic].Partitions.Sorted() {
-			parts = append(parts, p.Partition)
-		}
+	offset, err := a.getInt("offset", -1)
+	if err != nil {
+		return err
 	}
-	os := kadm.Offsets{}
-	for _, p := range parts {
-		os.Add(kadm.Offset{Topic: topic, Partition: p, At: offset, LeaderEpoch: -1})
+	partition, err := a.getInt("partition", 0)
+	if err != nil {
+		return err
 	}
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: topic, Partition: int32(partition), At: offset, LeaderEpoch: -1})
 	resps, err := adm.DeleteRecords(ctx, os)
 	if err != nil {
 		return err
 	}
-	if err := resps.Error(); err != nil {
-		return err
+	r, ok := resps.Lookup(topic, int32(partition))
+	if !ok {
+		return kerr.UnknownTopicOrPartition
 	}
-	out := []any{}
-	for _, p := range parts {
-		r, _ := resps.Lookup(topic, p)
-		out = append(out, obj{"partition", p, "lowWatermark", r.LowWatermark})
+	if r.Err != nil {
+		return r.Err
 	}
-	emit(obj{"event", "records-deleted", "topic", topic, "partitions", out})
+	emit(obj{"event", "records-deleted", "topic", topic, "partition", partition, "lowWatermark", r.LowWatermark})
 	return nil
 }
 

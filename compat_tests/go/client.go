@@ -16,10 +16,16 @@ func baseOpts(a *args) ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
 		kgo.ClientID(a.get("client-id", defaultClientID)),
-	}, nil
+	}
+	// KBROKER_DRIVER_DEBUG=1 (or debug, info, warn) logs franz-go's view of things on stderr.
+	if level, ok := map[string]kgo.LogLevel{"1": kgo.LogLevelDebug, "debug": kgo.LogLevelDebug,
+		"info": kgo.LogLevelInfo, "warn": kgo.LogLevelWarn}[os.Getenv("KBROKER_DRIVER_DEBUG")]; ok {
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, nil)))
+	}
+	return opts, nil
 }
 
 // propertyOpts maps the Java-style "--property k=v" settings that have a franz-go equivalent.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -56,7 +57,20 @@ func consume(ctx context.Context, a *args) (int, error) {
 
 	if group != "" {
 		opts = append(opts, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-			kgo.ConsumeResetOffset(start), kgo.DisableAutoCommit())
+			kgo.ConsumeResetOffset(start), kgo.DisableAutoCommit(),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				emit(obj{"event", "assigned", "partitions", sortedParts(m[topic])})
+			}),
+			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				if len(m[topic]) > 0 {
+					emit(obj{"event", "revoked", "partitions", sortedParts(m[topic])})
+				}
+			}),
+			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				if len(m[topic]) > 0 {
+					emit(obj{"event", "revoked", "partitions", sortedParts(m[topic]), "lost", true})
+				}
+			}))
 	} else {
 		parts, err := partitionsOf(ctx, opts, topic)
 		if err != nil {
@@ -158,4 +172,10 @@ func partitionsOf(ctx context.Context, opts []kgo.Opt, topic string) ([]int32, e
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+func sortedParts(ps []int32) []int32 {
+	out := append([]int32{}, ps...)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/token"
 	"os"
 	"reflect"
 	"runtime"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 const defaultClientID = "kbroker-go-driver"
@@ -101,15 +103,15 @@ func errorName(err error) (string, int16) {
 	if errors.As(err, &ke) {
 		return ke.Message, ke.Code
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrRecordTimeout) {
 		return "TimeoutException", 0
 	}
 	t := reflect.TypeOf(err)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t.Name() == "" {
-		return "error", 0
+	if t.Name() == "" || !token.IsExported(t.Name()) {
+		return "KafkaError", 0
 	}
 	return t.Name(), 0
 }
@@ -129,17 +131,11 @@ func moduleVersion(path string) string {
 }
 
 func versionEvent() obj {
-	franz := moduleVersion("github.com/twmb/franz-go")
 	return obj{
 		"event", "version",
 		"client", "go",
-		"library", "franz-go",
-		"libraryVersion", strings.TrimPrefix(franz, "v"),
-		"franzGo", franz,
-		"kadm", moduleVersion("github.com/twmb/franz-go/pkg/kadm"),
-		"kmsg", moduleVersion("github.com/twmb/franz-go/pkg/kmsg"),
-		"goVersion", runtime.Version(),
-		"codecs", []string{"none", "gzip", "snappy", "lz4", "zstd"},
-		"unsupportedCodecs", obj{},
+		"version", strings.TrimPrefix(moduleVersion("github.com/twmb/franz-go"), "v"),
+		"kadm", strings.TrimPrefix(moduleVersion("github.com/twmb/franz-go/pkg/kadm"), "v"),
+		"go", runtime.Version(),
 	}
 }

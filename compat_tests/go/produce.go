@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -26,6 +28,18 @@ func produce(ctx context.Context, a *args) (int, error) {
 		return 64, err
 	}
 	lingerMs, err := a.getInt("linger-ms", 5)
+	if err != nil {
+		return 64, err
+	}
+	timestamp, err := a.getInt("timestamp", -1)
+	if err != nil {
+		return 64, err
+	}
+	valueSize, err := a.getInt("value-size", 0)
+	if err != nil {
+		return 64, err
+	}
+	timeoutMs, err := a.getInt("timeout-ms", 0)
 	if err != nil {
 		return 64, err
 	}
@@ -74,6 +88,19 @@ func produce(ctx context.Context, a *args) (int, error) {
 		kgo.ProducerLinger(time.Duration(lingerMs)*time.Millisecond),
 		kgo.DefaultProduceTopic(topic),
 	)
+	if timeoutMs > 0 {
+		// Not kgo.RecordDeliveryTimeout: franz-go measures it from the record's Timestamp, so an
+		// explicit --timestamp in the past would expire records before they are sent. The
+		// records' context ends delivery instead.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
+		defer cancel()
+	}
+	if valueSize > 0 {
+		// Leave room for the batch and request framing around the largest record.
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(valueSize)+64<<10),
+			kgo.BrokerMaxWriteBytes(int32(valueSize)+1<<20))
+	}
 	if !idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
@@ -100,7 +127,14 @@ func produce(ctx context.Context, a *args) (int, error) {
 	var wg sync.WaitGroup
 	for i := int64(0); i < count; i++ {
 		idx := i
-		r := &kgo.Record{Topic: topic, Partition: partition, Value: []byte(valuePrefix + strconv.FormatInt(i, 10))}
+		value := []byte(valuePrefix + strconv.FormatInt(i, 10))
+		if int64(len(value)) < valueSize {
+			value = append(value, bytes.Repeat([]byte{'.'}, int(valueSize)-len(value))...)
+		}
+		r := &kgo.Record{Topic: topic, Partition: partition, Value: value}
+		if a.has("timestamp") {
+			r.Timestamp = time.UnixMilli(timestamp + i)
+		}
 		if !(nullKeyEvery > 0 && i%nullKeyEvery == nullKeyEvery-1) {
 			r.Key = []byte(keyPrefix + strconv.FormatInt(i, 10))
 		}
@@ -128,12 +162,30 @@ func produce(ctx context.Context, a *args) (int, error) {
 		})
 	}
 	if err := cl.Flush(ctx); err != nil {
-		return 1, err
+		// --timeout-ms passed: fail what is still buffered (their callbacks print the errors).
+		emit(obj{"event", "error", "error", "TimeoutError", "message",
+			fmt.Sprintf("records undelivered after %d ms", timeoutMs)})
+		cl.PurgeTopicsFromProducing(topic)
+		waitUpTo(&wg, 5*time.Second)
+		mu.Lock()
+		failed = true
+		mu.Unlock()
 	}
-	wg.Wait()
+	waitUpTo(&wg, 5*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
 	emit(obj{"event", "done", "produced", acked, "requested", count})
 	if failed || int64(acked) != count {
 		return 1, nil
 	}
 	return 0, nil
+}
+
+func waitUpTo(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
 }
