@@ -261,7 +261,8 @@ class LogCleaner:
             yield from build_offset_map(partition_log, ltc.first_dirty_offset,
                                         ltc.first_uncleanable_offset, offset_map, stats)
             end_offset = max(offset_map.latest_offset + 1, ltc.first_dirty_offset)
-            ctx.end_offset = end_offset
+            # Kafka keeps the batch ending at the round's upper bound, even emptied.
+            ctx.end_offset = ltc.first_uncleanable_offset
             candidates = [s for s in partition_log.segments[:-1] if s.base_offset < end_offset]
             groups = group_segments_by_size(candidates, config.segment_bytes,
                                             config.segment_index_bytes,

@@ -95,7 +95,7 @@ class RoundContext:
     now_ms: int
     delete_retention_ms: int
     last_offsets_of_producers: dict[int, int]   # producer id -> last data offset
-    end_offset: int = -1                         # where the round stops (its last batch is kept)
+    end_offset: int = -1                         # the round's upper bound: its last batch stays
     stats: CleanerStats = field(default_factory=CleanerStats)
 
 

@@ -1,16 +1,20 @@
 """The log cleaner over real partition logs in a temp dir (kbroker.log.cleaner*)."""
 
+import asyncio
 import os
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
 from kbroker.log import LogConfig, LogManager, PartitionLog
 from kbroker.log.checkpoint import read_offset_checkpoint
+from kbroker.config import BrokerConfig
+from kbroker.log import cleaner as cleaner_module
 from kbroker.log.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner
 from kbroker.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kbroker.protocol.records import RecordBatchBuilder, decode_records, iter_batches
-from tests.log.conftest import NOW, append, read_all
+from tests.log.conftest import NOW, append
 
 DAY = 24 * 3600 * 1000
 
@@ -377,6 +381,47 @@ def test_log_changed_during_cleaning_abandons_the_round(manager):
     assert not [n for n in os.listdir(log.dir_path) if n.endswith((".cleaned", ".swap"))]
     assert cleaner.clean_once(NOW)
     assert {k for _, k, _ in records_of(log)} == {f"key-{k}".encode() for k in range(20)}
+
+
+def test_async_cleaning_gives_the_event_loop_back(manager, monkeypatch):
+    monkeypatch.setattr(cleaner_module, "TIME_SLICE_S", 0)
+    m = manager()
+    log = m.create("t", 0, compact_config())
+    produce_updates(log)
+    log.roll(NOW)
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        cleaned = await LogCleaner(m).clean_once_async(NOW)
+        task.cancel()
+        return cleaned, ticks
+
+    cleaned, ticks = asyncio.run(main())
+    assert cleaned and ticks > 50   # about one per batch
+    assert len(records_of(log)) == 20
+
+
+def test_topic_configs_reach_the_log_config():
+    from kbroker.server.topic_config import log_config_factory
+
+    broker = BrokerConfig({"log.cleaner.min.cleanable.ratio": "0.2",
+                           "log.cleaner.delete.retention.ms": "1000"})
+    config = log_config_factory(broker)(SimpleNamespace(configs={
+        "cleanup.policy": "compact", "min.compaction.lag.ms": "5",
+        "max.compaction.lag.ms": "60000"}))
+    assert config.cleanup_policy == ["compact"]
+    assert config.min_cleanable_dirty_ratio == 0.2
+    assert config.delete_retention_ms == 1000
+    assert config.min_compaction_lag_ms == 5
+    assert config.max_compaction_lag_ms == 60000
 
 
 # --- crash safety ---------------------------------------------------------------------------
