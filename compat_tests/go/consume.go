@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -55,21 +57,20 @@ func consume(ctx context.Context, a *args) (int, error) {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 
+	owned := &assignment{parts: map[int32]bool{}}
 	if group != "" {
 		opts = append(opts, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(start), kgo.DisableAutoCommit(),
+			// "assigned" carries the whole current assignment (as an eager rebalance hands it
+			// out); franz-go's default cooperative-sticky balancer reports increments.
 			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-				emit(obj{"event", "assigned", "partitions", sortedParts(m[topic])})
+				owned.add(m[topic])
 			}),
 			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-				if len(m[topic]) > 0 {
-					emit(obj{"event", "revoked", "partitions", sortedParts(m[topic])})
-				}
+				owned.remove(m[topic], false)
 			}),
 			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-				if len(m[topic]) > 0 {
-					emit(obj{"event", "revoked", "partitions", sortedParts(m[topic]), "lost", true})
-				}
+				owned.remove(m[topic], true)
 			}))
 	} else {
 		parts, err := partitionsOf(ctx, opts, topic)
@@ -94,7 +95,7 @@ func consume(ctx context.Context, a *args) (int, error) {
 	seen := int64(0)
 	reported := map[string]bool{}
 	for seen < count && ctx.Err() == nil {
-		fetches := cl.PollFetches(ctx)
+		fetches := cl.PollRecords(ctx, int(count-seen))
 		fetches.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 				return
@@ -178,4 +179,49 @@ func sortedParts(ps []int32) []int32 {
 	out := append([]int32{}, ps...)
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// assignment tracks a group member's partitions and prints "assigned" when they change.
+type assignment struct {
+	mu      sync.Mutex
+	parts   map[int32]bool
+	printed string
+}
+
+func (a *assignment) add(ps []int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range ps {
+		a.parts[p] = true
+	}
+	now := a.sorted()
+	if key := fmt.Sprint(now); key != a.printed {
+		a.printed = key
+		emit(obj{"event", "assigned", "partitions", now})
+	}
+}
+
+func (a *assignment) remove(ps []int32, lost bool) {
+	if len(ps) == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range ps {
+		delete(a.parts, p)
+	}
+	a.printed = ""
+	o := obj{"event", "revoked", "partitions", sortedParts(ps)}
+	if lost {
+		o = append(o, "lost", true)
+	}
+	emit(o)
+}
+
+func (a *assignment) sorted() []int32 {
+	out := make([]int32, 0, len(a.parts))
+	for p := range a.parts {
+		out = append(out, p)
+	}
+	return sortedParts(out)
 }
