@@ -3,6 +3,7 @@
 import asyncio
 import os
 import shutil
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +16,7 @@ from kbroker.log.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner
 from kbroker.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kbroker.protocol.records import RecordBatchBuilder, decode_records, iter_batches
 from tests.log.conftest import NOW, append
+from tests.log.test_formats import _kafka_classpath
 
 DAY = 24 * 3600 * 1000
 
@@ -422,6 +424,44 @@ def test_topic_configs_reach_the_log_config():
     assert config.delete_retention_ms == 1000
     assert config.min_compaction_lag_ms == 5
     assert config.max_compaction_lag_ms == 60000
+
+
+@pytest.mark.skipif(_kafka_classpath() is None, reason="no cached Apache Kafka jars (tools/kafka_ref)")
+def test_kafka_dump_log_segments_reads_cleaned_segments(manager):
+    m = manager()
+    log = m.create("t", 0, compact_config())
+    produce_updates(log, compression=ZSTD)
+    for sequence in (0, 1):
+        append(log, keyed_batch([(b"key-3", b"from-producer-%d" % sequence)], producer_id=5,
+                                producer_epoch=0, base_sequence=sequence))
+    append(log, keyed_batch([(b"key-1", None), (b"key-3", b"after")], compression=GZIP))
+    log.roll(NOW)
+    assert LogCleaner(m).clean_once(NOW)
+    headers = list(iter_batches(read_all_segments(log)))
+    assert any(h.has_delete_horizon for h in headers)
+    assert any(h.record_count == 0 and h.producer_id == 5 for h in headers)
+    for segment in log.segments:
+        segment.flush()
+    names = sorted(n for n in os.listdir(log.dir_path) if n.endswith((".log", ".index",
+                                                                      ".timeindex")))
+    paths = ",".join(os.path.join(log.dir_path, n) for n in names)
+    out = subprocess.run(["java", "-cp", _kafka_classpath(),
+                          "org.apache.kafka.tools.DumpLogSegments", "--index-sanity-check",
+                          "--files", paths], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Exception" not in out.stderr and "mismatch" not in out.stdout.lower()
+    for name in names:
+        if name.endswith((".index", ".timeindex")):
+            assert f"{name} passed sanity check" in out.stdout or f"{name} is empty" in out.stdout
+    out = subprocess.run(["java", "-cp", _kafka_classpath(),
+                          "org.apache.kafka.tools.DumpLogSegments", "--deep-iteration",
+                          "--print-data-log", "--files", paths],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "Exception" not in out.stderr, out.stderr
+    assert "isvalid: false" not in out.stdout
+    assert out.stdout.count("baseOffset:") == len(headers)
+    assert out.stdout.count("| offset:") == sum(h.record_count for h in headers)
+    assert "deleteHorizonMs" in out.stdout or "DeleteHorizon" in out.stdout.replace(" ", "")
 
 
 # --- crash safety ---------------------------------------------------------------------------
