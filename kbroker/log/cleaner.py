@@ -185,6 +185,14 @@ class LogCleaner:
         for log_dir, entries in by_dir.items():
             write_offset_checkpoint(os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT), entries)
 
+    def maybe_truncate_checkpoint(self, partition_log, offset: int) -> None:
+        """A follower truncated its log to ``offset``: what it appends from there is dirty
+        (Kafka's ``maybeTruncateCheckpoint``, for the replica layer to call)."""
+        if self.first_dirty_offset(partition_log) > offset:
+            self._first_dirty[(partition_log.topic, partition_log.partition)] = (
+                partition_log, offset)
+            self._write_checkpoints()
+
     # --- choosing ------------------------------------------------------------------------------
 
     def grab_filthiest(self, now_ms: int | None = None) -> LogToClean | None:
@@ -238,7 +246,9 @@ class LogCleaner:
         try:
             end_offset = yield from self.clean(ltc, now_ms)
         except CleaningAborted as e:
-            log.info("cleaning of %s abandoned: %s", partition_log.name, e)
+            corrupt = isinstance(e.__cause__, (TornBatch, DecodeError))
+            log.log(logging.WARNING if corrupt else logging.INFO,
+                    "cleaning of %s abandoned: %s", partition_log.name, e)
             return
         self._first_dirty[key] = (partition_log, end_offset)
         self._write_checkpoints()

@@ -176,6 +176,22 @@ def test_reopened_log_reads_the_same(manager, data_dir):
     assert not LogCleaner(m2).clean_once(NOW)
 
 
+def test_truncation_below_the_checkpoint_makes_the_rest_dirty(manager, data_dir):
+    m = manager()
+    log = m.create("t", 0, compact_config())
+    produce_updates(log)
+    log.roll(NOW)
+    cleaner = LogCleaner(m)
+    assert cleaner.clean_once(NOW)
+    assert cleaner.first_dirty_offset(log) == 200
+    cleaner.maybe_truncate_checkpoint(log, 150)
+    assert cleaner.first_dirty_offset(log) == 150
+    assert read_offset_checkpoint(os.path.join(data_dir, CLEANER_OFFSET_CHECKPOINT)) == {
+        ("t", 0): 150}
+    cleaner.maybe_truncate_checkpoint(log, 180)
+    assert cleaner.first_dirty_offset(log) == 150
+
+
 def test_only_non_active_segments_are_cleaned(manager):
     m = manager()
     log = m.create("t", 0, compact_config(segment_bytes=1 << 20))
