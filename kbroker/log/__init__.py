@@ -13,6 +13,10 @@ Key files:
 - ``leader_epoch`` - the leader epoch cache and ``leader-epoch-checkpoint``.
 - ``checkpoint`` - the small text files (checkpoints, partition.metadata, meta.properties).
 - ``file_region`` - :class:`FileRegion`, a slice of a segment sent with ``sendfile``.
+- ``cleaner`` - log compaction for ``cleanup.policy=compact`` topics: which log to clean and how
+  far, the ``cleaner-offset-checkpoint``, the background loop; ``cleaner_rewrite`` does one pass
+  (offset map, regrouping, rewriting batches) and ``cleaner_swap`` the crash-safe segment swap
+  (``.cleaned`` -> ``.swap`` -> ``.deleted``), completed or rolled back at start-up.
 
 State machine per partition: ``log_start_offset <= high_watermark <= log_end_offset`` and
 ``recovery_point <= log_end_offset``; see :mod:`kbroker.log.partition_log`.
