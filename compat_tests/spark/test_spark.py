@@ -180,6 +180,7 @@ def produced(broker):
     return topic, expected
 
 
+@pytest.mark.compat("spark: batch read, earliest to latest, headers")
 def test_batch_read_earliest_latest_with_headers(spark, broker, produced):
     topic, expected = produced
     df = read_batch(spark, broker, topic, startingOffsets="earliest", endingOffsets="latest",
@@ -187,6 +188,7 @@ def test_batch_read_earliest_latest_with_headers(spark, broker, produced):
     assert rows_of(df, with_headers=True) == expected
 
 
+@pytest.mark.compat("spark: batch read, default offsets")
 def test_batch_read_default_offsets_without_headers(spark, broker, produced):
     # Batch defaults are earliest..latest; without includeHeaders there is no headers column.
     topic, expected = produced
@@ -195,6 +197,7 @@ def test_batch_read_default_offsets_without_headers(spark, broker, produced):
     assert rows_of(df) == [r[:7] for r in expected]
 
 
+@pytest.mark.compat("spark: batch read, per-partition offsets")
 def test_batch_read_json_offsets(spark, broker, produced):
     # -2 = earliest, -1 = latest in the JSON forms.
     topic, expected = produced
@@ -207,6 +210,7 @@ def test_batch_read_json_offsets(spark, broker, produced):
     assert rows_of(df, with_headers=True) == want
 
 
+@pytest.mark.compat("spark: batch read, by timestamp")
 def test_batch_read_by_timestamp(spark, broker, produced):
     # startingOffsetsByTimestamp/endingOffsetsByTimestamp go through ListOffsets with a timestamp:
     # the first offset whose timestamp is >= the given one.
@@ -223,6 +227,7 @@ def test_batch_read_by_timestamp(spark, broker, produced):
     assert rows_of(df) == want
 
 
+@pytest.mark.compat("spark: batch read, assign and SQL")
 def test_batch_read_assign_and_sql(spark, broker, produced):
     # "assign" instead of "subscribe", then plain Spark SQL over the result.
     topic, expected = produced
@@ -236,8 +241,40 @@ def test_batch_read_assign_and_sql(spark, broker, produced):
                                        (2, PER_PARTITION, 0, PER_PARTITION - 1, PER_PARTITION - 1)]
 
 
+@pytest.mark.compat("spark: batch read after delete records")
+def test_batch_read_after_delete_records(spark, broker, cell):
+    # The log start offset moves to 4: "earliest" must start there (ListOffsets), and a read from
+    # offset 1 meets OFFSET_OUT_OF_RANGE on Fetch, which Spark reports or skips (failOnDataLoss).
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = new_topic(broker, "spark-deleted", 1)
+    produce_confluent(broker.bootstrap, topic,
+                      [Rec(value=f"v{i}".encode(), key=f"k{i}".encode()) for i in range(10)])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, 0, 4)], request_timeout=15)
+    for future in futures.values():
+        assert future.result(timeout=20).low_watermark == 4
+
+    def offsets(df):
+        return [r.offset for r in df.select("offset").orderBy("offset").collect()]
+
+    assert offsets(read_batch(spark, broker, topic)) == list(range(4, 10))
+    from_one = {topic: {"0": 1}}
+    assert offsets(read_batch(spark, broker, topic, startingOffsets=from_one,
+                              failOnDataLoss="false")) == list(range(4, 10))
+    with pytest.raises(Exception) as raised:
+        read_batch(spark, broker, topic, startingOffsets=from_one, failOnDataLoss="true").collect()
+    message = str(raised.value)
+    found = re.search(r"[^\n]*(data (may have been|was) lost|out of range|OffsetOutOfRange)[^\n]*",
+                      message, re.I)
+    assert found, message[:2000]
+    cell.note(f"failOnDataLoss=true reports: {found.group(0).strip()[:300]}")
+
+
 # --- batch write ----------------------------------------------------------------------------------
 
+@pytest.mark.compat("spark: batch write")
 def test_batch_write(spark, broker):
     from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, StringType, StructField,
                                    StructType)
@@ -318,6 +355,7 @@ def latest_per_key(broker, topic: str) -> dict[str, int]:
     return {g.key.decode(): int(g.value) for g in got}  # in offset order: the last one wins
 
 
+@pytest.mark.compat("spark: streaming count, restart from checkpoint")
 def test_streaming_count_restart_from_checkpoint(spark, broker, tmp_path):
     source = new_topic(broker, "spark-stream-in", 2)
     sink = new_topic(broker, "spark-stream-out", 1)

@@ -1,0 +1,161 @@
+"""Report the Spark tests as the ``spark`` client of the compatibility matrix.
+
+``compat_tests/conftest.py`` turns each test marked ``@pytest.mark.compat(scenario)`` into a cell
+whose client is the test's ``driver`` parameter, and writes ``COMPATIBILITY.md`` from the cells and
+the versions of the registered drivers. Spark has no driver: it reads and writes DataFrames, and a
+JVM start per driver command would not fit the cross-client matrix. So its tests take no
+``driver``, and this plugin
+
+- names their cells ``spark`` (after the matrix plugin has recorded them),
+- adds ``spark`` to the report's clients with the PySpark, connector and kafka-clients versions,
+  and the Spark scenarios to its scenario list, then renders the report again,
+- counts this directory's modules when the matrix decides whether a run was complete (it only
+  looks at ``compat_tests/test_*.py``),
+- honours ``COMPAT_CLIENTS``: a narrowed run without ``spark`` in it deselects the Spark tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+COMPAT = HERE.parent
+ROOT = COMPAT.parent
+CLIENT = "spark"
+PREFIX = "spark: "  # every Spark scenario's name starts with it
+
+SCENARIOS = {
+    "spark: batch read, earliest to latest, headers":
+        "spark.read of a 3-partition topic produced by confluent-kafka (keys, null keys, "
+        "CreateTime timestamps, repeated and null-valued headers), includeHeaders=true; every "
+        "row checked exactly (key, value, topic, partition, offset, timestamp, timestampType, "
+        "headers)",
+    "spark: batch read, default offsets":
+        "the same without offsets or headers options (earliest..latest, no headers column)",
+    "spark: batch read, per-partition offsets":
+        "startingOffsets/endingOffsets as per-partition JSON, including -2 (earliest) and -1 "
+        "(latest)",
+    "spark: batch read, by timestamp":
+        "startingOffsetsByTimestamp/endingOffsetsByTimestamp (ListOffsets by timestamp), "
+        "including a bound past the last record",
+    "spark: batch read, assign and SQL":
+        "the assign option (2 of 3 partitions) and a Spark SQL aggregate over the rows",
+    "spark: batch read after delete records":
+        "after DeleteRecords, earliest starts at the new log start offset; an explicit older "
+        "start offset fails with failOnDataLoss=true and is skipped with failOnDataLoss=false",
+    "spark: batch write":
+        "df.write.format('kafka') with keys, null keys, headers and explicit partitions, read "
+        "back with confluent-kafka",
+    "spark: streaming count, restart from checkpoint":
+        "a Structured Streaming query counts records per key (availableNow, several "
+        "micro-batches) and writes the counts to a topic with a checkpoint; it is restarted "
+        "twice from the checkpoint with more input in between; every input record is counted "
+        "exactly once and the last value per key in the output topic is the total",
+}
+
+
+def _ours(item) -> bool:
+    return HERE in Path(str(item.fspath)).resolve().parents
+
+
+def _matrix_state(config) -> dict | None:
+    return getattr(config, "_compat", None)
+
+
+def pytest_collection_modifyitems(config, items):
+    wanted = os.environ.get("COMPAT_CLIENTS")
+    if not wanted or CLIENT in {n.strip() for n in wanted.split(",")}:
+        return
+    dropped = [i for i in items if _ours(i)]
+    if dropped:
+        items[:] = [i for i in items if not _ours(i)]
+        config.hook.pytest_deselected(items=dropped)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_finish(session):
+    state = _matrix_state(session.config)
+    before = state.get("partial") if state is not None else None
+    yield
+    if state is None:
+        return
+    # The matrix compares the collected modules with compat_tests/test_*.py only; with this
+    # directory collected that can never match. Decide again, over every compat module.
+    modules = {Path(str(i.fspath)).resolve() for i in session.items
+               if i.get_closest_marker("compat")}
+    every = {p.resolve() for p in COMPAT.rglob("test_*.py")
+             if not any(part in ("target", "node_modules", "build") for part in p.parts)}
+    state["partial"] = bool(before) or (bool(modules) and modules != every)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    yield
+    state = _matrix_state(item.config)
+    if state is None or not _ours(item):
+        return
+    cells = state["cells"]
+    fresh = [c for c in cells if c["client"] == "" and c["scenario"].startswith(PREFIX)]
+    if not fresh:
+        return
+    renamed = {c["scenario"] for c in fresh}
+    cells[:] = [c for c in cells if not (c["client"] == CLIENT and c["scenario"] in renamed)]
+    for c in fresh:
+        c["client"] = CLIENT
+
+
+def spark_versions() -> dict:
+    """The client line of the report: pyspark, and the connector jars spark.jars loads."""
+    try:
+        import pyspark
+        version = pyspark.__version__
+    except ImportError:
+        version = "unavailable: pyspark is not installed (run scripts/install-test-deps.sh)"
+    jars = sorted(p.name for p in (HERE / "target" / "jars").glob("*.jar"))
+    details = []
+    for pattern, label in ((r"spark-sql-kafka-0-10_([\d.]+)-(.+)\.jar", "spark-sql-kafka-0-10_{}"),
+                           (r"kafka-clients-(.+)\.jar", "kafka-clients")):
+        for name in jars:
+            match = re.fullmatch(pattern, name)
+            if match:
+                *scala, ver = match.groups()
+                details.append(f"{label.format(*scala)} {ver}")
+    return {"client": "PySpark, Spark's Kafka connector",
+            "version": version,
+            **({"details": ", ".join(details)} if details else {})}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_sessionfinish(session, exitstatus):
+    yield
+    state = _matrix_state(session.config)
+    if state is None or not any(c["client"] == CLIENT for c in state["cells"]):
+        return
+    matrix = next((p for p in session.config.pluginmanager.get_plugins()
+                   if getattr(p, "__file__", None)
+                   and Path(p.__file__).resolve() == COMPAT / "conftest.py"), None)
+    build = getattr(matrix, "BUILD", ROOT / "build" / "compat")
+    full_report = getattr(matrix, "FULL_REPORT", ROOT / "COMPATIBILITY.md")
+    results_path = build / "results.json"
+    if not results_path.exists():
+        return
+    results = json.loads(results_path.read_text())
+    if CLIENT not in results["drivers"]:
+        results["drivers"].append(CLIENT)
+    results["clients"][CLIENT] = spark_versions()
+    results_path.write_text(json.dumps(results, indent=1))
+    sys.path.insert(0, str(ROOT / "tools"))
+    import compat_report
+
+    # Spark's scenarios are described next to the matrix's own.
+    with mock.patch.dict(compat_report.SCENARIOS, SCENARIOS):
+        text = compat_report.render(results)
+    target = full_report if results.get("complete") else build / "COMPATIBILITY.partial.md"
+    target.write_text(text)
