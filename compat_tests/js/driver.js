@@ -443,6 +443,10 @@ async function consume (a) {
 // ------------------------------------------------------------------------------------- admin
 
 const DYNAMIC_TOPIC_CONFIG = 1
+// DescribeConfigs' ConfigSource values by Kafka's names (KafkaJS exports them as numbers).
+const CONFIG_SOURCES = ['UNKNOWN', 'DYNAMIC_TOPIC_CONFIG', 'DYNAMIC_BROKER_CONFIG',
+  'DYNAMIC_DEFAULT_BROKER_CONFIG', 'STATIC_BROKER_CONFIG', 'DEFAULT_CONFIG',
+  'DYNAMIC_BROKER_LOGGER_CONFIG', 'CLIENT_METRICS_CONFIG', 'GROUP_CONFIG']
 
 async function admin (a) {
   if (a.positional.length === 0) throw new Usage('admin needs an action')
@@ -507,7 +511,7 @@ async function admin (a) {
       for (const e of entries.sort((x, y) => x.configName.localeCompare(y.configName))) {
         if (want.size && !want.has(e.configName)) continue
         configs[e.configName] = e.configValue
-        sources[e.configName] = e.configSource
+        sources[e.configName] = CONFIG_SOURCES[e.configSource] || String(e.configSource)
       }
       emit({ event: 'configs', topic, configs, sources })
     },
@@ -534,6 +538,8 @@ async function admin (a) {
     },
     'list-offsets': async () => {
       const topic = a.require('topic')
+      // Loads the topic's metadata; an unknown topic fails here rather than being retried.
+      await adm.fetchTopicMetadata({ topics: [topic] })
       const offsets = await adm.fetchTopicOffsets(topic)
       const found = new Map(offsets.map(o => [o.partition, {
         partition: o.partition, earliest: Number(o.low), latest: Number(o.high)
@@ -550,6 +556,8 @@ async function admin (a) {
       const partition = a.int('partition', 0)
       const offset = a.int('offset')
       if (offset === undefined) throw new Usage('--offset is required (-1 for the high watermark)')
+      // deleteTopicRecords looks the leaders up in metadata it does not load itself.
+      await adm.fetchTopicMetadata({ topics: [topic] })
       await adm.deleteTopicRecords({ topic, partitions: [{ partition, offset: String(offset) }] })
       const low = (await adm.fetchTopicOffsets(topic)).find(o => o.partition === partition)
       emit({ event: 'records-deleted', topic, partition, lowWatermark: Number(low.low) })
