@@ -65,13 +65,15 @@ def wait_for_split(bootstrap, group, topic, members: int, partitions: int, timeo
     want = sorted((topic, p) for p in range(partitions))
 
     def split():
-        state, _, assigned = describe(bootstrap, group)
+        state, protocol, assigned = describe(bootstrap, group)
         owned = sorted(tp for parts in assigned.values() for tp in parts)
         if state == "Stable" and len(assigned) == members and owned == want:
+            split.protocol = protocol
             return assigned
         return None
 
-    return wait_until(split, timeout, 0.2, f"{members} member(s) of {group} to own {want}")
+    assigned = wait_until(split, timeout, 0.2, f"{members} member(s) of {group} to own {want}")
+    return assigned, split.protocol
 
 
 # --- member subprocesses ----------------------------------------------------------------------
@@ -128,6 +130,9 @@ class Member:
 def _member_main(client, bootstrap, topic, group, assignor, instance_id):
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if os.environ.get("KPDEBUG"):
+        import logging
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
     instance_id = instance_id or None
     if client == "confluent":
         from confluent_kafka import Consumer
@@ -153,8 +158,11 @@ def _member_main(client, bootstrap, topic, group, assignor, instance_id):
                                  partition_assignment_strategy=[cls],
                                  session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500,
                                  auto_offset_reset="earliest", group_instance_id=instance_id)
+        # kafka-python 3.0.12 stops heartbeating when a poll times out just as its JoinGroup/
+        # SyncGroup round completes (join_group_async never re-enables the heartbeat), so poll
+        # with a timeout longer than any rebalance here.
         while not stop.is_set():
-            consumer.poll(200)
+            consumer.poll(2000)
         consumer.close()
     elif client == "aiokafka":
         import asyncio
@@ -211,15 +219,19 @@ def test_three_members_split_six_partitions(group_broker, members, client, assig
     ensure_topic(bootstrap, topic, 6)
     for _ in range(3):
         members.append(Member(client, bootstrap, topic, group, assignor))
-    three = wait_for_split(bootstrap, group, topic, 3, 6, timeout=60)
+    try:
+        three, protocol = wait_for_split(bootstrap, group, topic, 3, 6, timeout=60)
+    except AssertionError:
+        for member in members:
+            print("\n".join(member.output[-30:]))
+        raise
     assert all(len(parts) == 2 for parts in three.values()), three
-    _, protocol, _ = describe(bootstrap, group)
     assert protocol == assignor
 
     if client != "java":  # the Java driver has no clean-stop signal; it is only killed
         started = time.monotonic()
         members[0].leave()
-        two = wait_for_split(bootstrap, group, topic, 2, 6)
+        two, _ = wait_for_split(bootstrap, group, topic, 2, 6)
         assert time.monotonic() - started < SESSION_MS / 1000 + 2
         assert set(two) < set(three)
         survivors = members[1:]
@@ -227,7 +239,7 @@ def test_three_members_split_six_partitions(group_broker, members, client, assig
         survivors = members
     survivors[0].kill()
     started = time.monotonic()
-    remaining = wait_for_split(bootstrap, group, topic, len(survivors) - 1, 6)
+    remaining, _ = wait_for_split(bootstrap, group, topic, len(survivors) - 1, 6)
     # Removed by its session expiring, not before.
     assert time.monotonic() - started > SESSION_MS / 1000 - 1.5
     assert all(len(parts) in (3, 6) for parts in remaining.values())
