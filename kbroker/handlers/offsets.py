@@ -21,7 +21,7 @@ from __future__ import annotations
 from kbroker.coordinator.group import offsets
 from kbroker.coordinator.runtime import now_ms
 from kbroker.handlers import handles
-from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.protocol.errors import ErrorCode, Errors, KafkaError
 from kbroker.protocol.primitives import ZERO_UUID
 
 DEFAULT_RETENTION_TIME = -1
@@ -69,7 +69,7 @@ def handle_offset_commit(ctx, request):
         for p in topic.partitions:
             o = outcome[i]
             i += 1
-            error = errors[o] if isinstance(o, int) else o
+            error = o if isinstance(o, ErrorCode) else errors[o]
             partitions.append(R.OffsetCommitResponsePartition(partition_index=p.partition_index,
                                                               error_code=error.code))
         results.append(R.OffsetCommitResponseTopic(
@@ -181,7 +181,7 @@ def handle_offset_delete(ctx, request):
         for p in topic.partitions:
             pos = positions[i]
             i += 1
-            error = errors[pos] if isinstance(pos, int) else pos
+            error = pos if isinstance(pos, ErrorCode) else errors[pos]
             partitions.append(R.OffsetDeleteResponsePartition(partition_index=p.partition_index,
                                                               error_code=error.code))
         results.append(R.OffsetDeleteResponseTopic(name=topic.name, partitions=partitions))

@@ -35,7 +35,7 @@ BROKER = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms":
           "offsets.topic.num.partitions": 10}
 
 FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST = 10, 11, 12, 13, 14, 15, 16
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+OFFSET_COMMIT, OFFSET_FETCH, DELETE_GROUPS, OFFSET_DELETE = 8, 9, 42, 47
 
 
 # --- the group as the broker sees it ----------------------------------------------------------
@@ -459,3 +459,115 @@ def test_hundred_groups_then_kill9_rebuilds_them(group_broker):
 if __name__ == "__main__" and len(sys.argv) >= 2 and sys.argv[1] == "member":
     _member_main(*sys.argv[2:7], sys.argv[7] if len(sys.argv) > 7 else "")
     os._exit(0)
+
+
+def test_every_version_of_every_group_api(group_broker):
+    """Each advertised version of each group API is answered (never a closed connection), with
+    the errors Kafka gives for the basic cases."""
+    from kbroker.protocol import messages
+
+    def req(name, **fields):
+        return messages.request_class(messages.API_KEY_BY_NAME[name])(**fields)
+
+    from kbroker.protocol.messages.join_group import JoinGroupRequest
+    from kbroker.protocol.messages.leave_group import LeaveGroupRequest
+    from kbroker.protocol.messages.offset_commit import OffsetCommitRequest
+    from kbroker.protocol.messages.offset_delete import OffsetDeleteRequest
+    from kbroker.protocol.messages.offset_fetch import OffsetFetchRequest
+    from kbroker.protocol.messages.sync_group import SyncGroupRequest
+
+    bootstrap = group_broker.bootstrap
+    ensure_topic(bootstrap, "sweep", 1)
+    metadata = _protocol_metadata("sweep")
+    with Wire(bootstrap) as wire:
+        def find(v, key, key_type):
+            fields = {"coordinator_keys": [key, key + "2"]} if v >= 4 else {"key": key}
+            if v >= 1:
+                fields["key_type"] = key_type
+            r = wire.call(FIND_COORDINATOR, v, req("FindCoordinator", **fields))
+            return {c.error_code for c in r.coordinators} if v >= 4 else {r.error_code}
+
+        for v in range(0, 7):
+            assert find(v, "g", 0) == {0}
+            if v >= 1:
+                assert find(v, "t", 1) == {15}  # COORDINATOR_NOT_AVAILABLE
+        for v in range(0, 10):
+            group = f"sweep-{v}"
+            join = JoinGroupRequest(group_id=group, session_timeout_ms=6000,
+                                    rebalance_timeout_ms=6000 if v >= 1 else -1, member_id="",
+                                    protocol_type="consumer", protocols=[
+                                        JoinGroupRequest.JoinGroupRequestProtocol(
+                                            name="range", metadata=metadata)])
+            r = wire.call(JOIN, v, join)
+            if v >= 4:
+                assert r.error_code == 79 and r.member_id
+                join.member_id = r.member_id
+                r = wire.call(JOIN, v, join)
+            assert r.error_code == 0 and r.generation_id == 1 and r.leader == r.member_id
+            member, sync_version = r.member_id, min(v, 5)
+            r = wire.call(SYNC, sync_version, SyncGroupRequest(
+                group_id=group, generation_id=1, member_id=member,
+                assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+                    member_id=member, assignment=_assignment("sweep", [0]))]))
+            assert r.error_code == 0 and r.assignment == _assignment("sweep", [0])
+            r = wire.call(HEARTBEAT, min(v, 4), req("Heartbeat", group_id=group,
+                                                     generation_id=1, member_id=member))
+            assert r.error_code == 0
+            r = wire.call(HEARTBEAT, min(v, 4), req("Heartbeat", group_id=group,
+                                                     generation_id=2, member_id=member))
+            assert r.error_code == 22  # ILLEGAL_GENERATION
+            commit_version = max(2, min(v + 1, 9))
+            r = wire.call(OFFSET_COMMIT, commit_version, OffsetCommitRequest(
+                group_id=group, generation_id_or_member_epoch=1, member_id=member, topics=[
+                    OffsetCommitRequest.OffsetCommitRequestTopic(name="sweep", partitions=[
+                        OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=v, committed_metadata="x")]),
+                    OffsetCommitRequest.OffsetCommitRequestTopic(name="nope", partitions=[
+                        OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=1)])]))
+            assert [p.error_code for t in r.topics for p in t.partitions] == [0, 3]
+            for fv in range(1, 8):
+                r = wire.call(OFFSET_FETCH, fv, OffsetFetchRequest(group_id=group, topics=[
+                    OffsetFetchRequest.OffsetFetchRequestTopic(name="sweep",
+                                                               partition_indexes=[0, 1])]))
+                assert [(p.committed_offset, p.metadata) for p in r.topics[0].partitions] == \
+                    [(v, "x"), (-1, "")]
+            r = wire.call(DESCRIBE, min(v, 6), req("DescribeGroups", groups=[group, "none"]))
+            assert [(g.group_state, len(g.members)) for g in r.groups] == [("Stable", 1),
+                                                                             ("Dead", 0)]
+            leave_version = min(v, 5)
+            if leave_version >= 3:
+                leave = LeaveGroupRequest(group_id=group, members=[
+                    LeaveGroupRequest.MemberIdentity(member_id=member),
+                    LeaveGroupRequest.MemberIdentity(member_id="ghost")])
+                r = wire.call(LEAVE, leave_version, leave)
+                assert r.error_code == 0 and [m.error_code for m in r.members] == [0, 25]
+            else:
+                r = wire.call(LEAVE, leave_version, LeaveGroupRequest(group_id=group,
+                                                                      member_id=member))
+                assert r.error_code == 0
+        for v in range(0, 6):
+            r = wire.call(LIST, v, req("ListGroups", states_filter=["Empty"] if v >= 4 else [],
+                                       types_filter=["classic"] if v >= 5 else []))
+            assert r.error_code == 0 and {g.group_id for g in r.groups} >= \
+                {f"sweep-{i}" for i in range(10)}
+        r = wire.call(OFFSET_DELETE, 0, OffsetDeleteRequest(group_id="sweep-0", topics=[
+            OffsetDeleteRequest.OffsetDeleteRequestTopic(name="sweep", partitions=[
+                OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])]))
+        assert r.error_code == 0 and r.topics[0].partitions[0].error_code == 0
+        for v in range(0, 3):
+            r = wire.call(DELETE_GROUPS, v, req("DeleteGroups",
+                                                groups_names=[f"sweep-{v}", "never"]))
+            assert [g.error_code for g in r.results] == [0, 69]  # GROUP_ID_NOT_FOUND
+        # v8+ OffsetFetch for several groups; v10 by topic id.
+        topic_id = wire.call(3, 12, req("Metadata", topics=[
+            messages.request_class(3).MetadataRequestTopic(name="sweep")])).topics[0].topic_id
+        for fv in (8, 9, 10):
+            topics = [OffsetFetchRequest.OffsetFetchRequestTopics(
+                name="sweep", topic_id=topic_id if fv >= 10 else None, partition_indexes=[0])]
+            if fv < 10:
+                topics[0].topic_id = OffsetFetchRequest.OffsetFetchRequestTopics().topic_id
+            r = wire.call(OFFSET_FETCH, fv, OffsetFetchRequest(groups=[
+                OffsetFetchRequest.OffsetFetchRequestGroup(group_id=f"sweep-{i}", topics=topics)
+                for i in (5, 6)]))
+            assert [g.topics[0].partitions[0].committed_offset for g in r.groups] == [5, 6]
