@@ -1,0 +1,272 @@
+"""The compatibility matrix as a pytest plugin.
+
+- Brokers: one real ``kbroker serve`` for the whole session (every cell uses its own topics);
+  scenarios that need other broker settings start their own per module.
+- Parametrization: a test that takes ``driver`` runs once per registered driver; one that takes
+  ``producer`` and ``consumer`` runs for every pair; ``codec`` runs for every compression codec.
+  ``COMPAT_CLIENTS=confluent,java`` and ``COMPAT_CODECS=none,zstd`` narrow a local run.
+- Results: every test marked ``@pytest.mark.compat("scenario {param}")`` is one cell of the
+  matrix. Its outcome (pass, fail and why, or a skip whose reason starts with ``n/a:``, ``gap:`` or
+  ``pending:``) and the notes it adds through the ``cell`` fixture are collected, and at the end of
+  the session ``tools/compat_report.py`` writes ``COMPATIBILITY.md`` (a full run) or
+  ``build/compat/COMPATIBILITY.partial.md`` (a subset).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from compat_tests import harness, reference
+from compat_tests.drivers.registry import DRIVERS, FEATURES, ROOT, Driver
+from tests.broker_process import BrokerProcess
+from tests.integration.clients import Wire
+
+sys.path.insert(0, str(ROOT / "tools"))
+import compat_report  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+FULL_REPORT = ROOT / "COMPATIBILITY.md"
+BUILD = ROOT / "build" / "compat"
+
+# Api keys a consumer group needs from the broker.
+GROUP_APIS = {10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup",
+              14: "SyncGroup", 8: "OffsetCommit", 9: "OffsetFetch"}
+
+
+def selected_drivers() -> list[Driver]:
+    wanted = os.environ.get("COMPAT_CLIENTS")
+    if not wanted:
+        return list(DRIVERS)
+    names = {n.strip() for n in wanted.split(",") if n.strip()}
+    unknown = names - {d.name for d in DRIVERS}
+    if unknown:
+        raise pytest.UsageError(f"COMPAT_CLIENTS names unknown drivers {sorted(unknown)}; "
+                                f"known: {[d.name for d in DRIVERS]}")
+    return [d for d in DRIVERS if d.name in names]
+
+
+def selected_codecs() -> list[str]:
+    wanted = os.environ.get("COMPAT_CODECS")
+    return [c for c in harness.CODECS if not wanted or c in wanted.split(",")]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "compat(scenario): one cell of the compatibility matrix "
+                                       "per parametrization; the scenario may name params")
+    config._compat = {"cells": [], "partial": bool(os.environ.get("COMPAT_CLIENTS")
+                                                   or os.environ.get("COMPAT_CODECS")),
+                      "started": time.time()}
+
+
+def pytest_generate_tests(metafunc):
+    drivers = selected_drivers()
+    ids = [d.name for d in drivers]
+    if "driver" in metafunc.fixturenames:
+        metafunc.parametrize("driver", drivers, ids=ids)
+    if "producer" in metafunc.fixturenames:
+        metafunc.parametrize("producer", drivers, ids=[f"{i}-to" for i in ids])
+    if "consumer" in metafunc.fixturenames:
+        metafunc.parametrize("consumer", drivers, ids=ids)
+    if "codec" in metafunc.fixturenames:
+        metafunc.parametrize("codec", selected_codecs())
+
+
+def pytest_collection_modifyitems(config, items):
+    # Cross-client cells share one production per (producer, codec): keep them together.
+    def key(item):
+        params = getattr(item, "callspec", None)
+        params = params.params if params else {}
+        return (str(item.fspath), params.get("codec", ""),
+                getattr(params.get("producer"), "name", ""))
+    compat = [i for i in items if i.get_closest_marker("compat")]
+    if compat:
+        order = {id(i): n for n, i in enumerate(sorted(compat, key=key))}
+        slots = [n for n, i in enumerate(items) if i.get_closest_marker("compat")]
+        ordered = sorted(compat, key=lambda i: order[id(i)])
+        for slot, item in zip(slots, ordered):
+            items[slot] = item
+
+
+def pytest_deselected(items):
+    if any(i.get_closest_marker("compat") for i in items):
+        items[0].config._compat["partial"] = True
+
+
+def pytest_collection_finish(session):
+    state = session.config._compat
+    modules = {Path(str(i.fspath)).name for i in session.items if i.get_closest_marker("compat")}
+    state["collected"] = bool(modules)
+    if modules and modules != {p.name for p in HERE.glob("test_*.py")}:
+        state["partial"] = True
+
+
+# ------------------------------------------------------------------------------------ fixtures
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    """The shared broker: Kafka's defaults (auto-create on, message.max.bytes 1 MiB)."""
+    process = BrokerProcess(tmp_path_factory.mktemp("compat") / "data",
+                            {"group.initial.rebalance.delay.ms": 0}).start()
+    yield process
+    reference.forget(process.bootstrap)
+    process.stop(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def advertised(broker) -> dict[int, tuple[int, int]]:
+    with Wire(broker.bootstrap) as wire:
+        wire.api_versions()
+        return dict(wire.versions)
+
+
+@pytest.fixture(scope="session")
+def groups_pending(advertised) -> str | None:
+    """Why consumer-group scenarios cannot run yet, or None once the broker serves groups."""
+    missing = [name for key, name in GROUP_APIS.items() if key not in advertised]
+    if missing:
+        return ("pending: consumer groups not implemented in broker (ApiVersions does not "
+                f"advertise {', '.join(missing)})")
+    return None
+
+
+class Cell:
+    def __init__(self, item):
+        self.item = item
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def need(self, driver: Driver, *features: str) -> None:
+        """Skip (reported as n/a or gap, with the reason) unless ``driver`` can run all of
+        ``features``; fail when the driver cannot run at all (it should have been installed)."""
+        reason = driver.unavailable()
+        if reason:
+            pytest.fail(f"driver unavailable: {reason}")
+        for feature in features:
+            assert feature in FEATURES, f"unknown feature {feature}"
+            why = driver.why_not(feature)
+            if why:
+                pytest.skip(f"{why[0]}: {why[1]}")
+
+
+@pytest.fixture
+def cell(request) -> Cell:
+    c = Cell(request.node)
+    request.node._compat_cell = c
+    return c
+
+
+# ------------------------------------------------------------------------------------- results
+
+def _label(item) -> tuple[str, str] | None:
+    marker = item.get_closest_marker("compat")
+    if marker is None:
+        return None
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    names = {k: getattr(v, "name", v) for k, v in params.items()}
+    scenario = marker.args[0].format(**names)
+    if "producer" in names and "consumer" in names:
+        client = f"{names['producer']} → {names['consumer']}"
+    else:
+        client = names.get("driver", "")
+    return scenario, client
+
+
+def _reason(report) -> str:
+    if report.skipped:
+        longrepr = report.longrepr
+        text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        return text.removeprefix("Skipped: ")
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return " ".join(lines[:3])[:400] if lines else "failed"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    label = _label(item)
+    if label is None:
+        return
+    decisive = (report.when == "call") or (report.when == "setup" and not report.passed)
+    if report.when == "teardown" and report.failed:
+        decisive = True
+    if not decisive:
+        return
+    if report.passed:
+        status, reason = "pass", ""
+    elif report.skipped:
+        reason = _reason(report)
+        status = reason.split(":", 1)[0] if reason.split(":", 1)[0] in (
+            "n/a", "gap", "pending") else "skipped"
+        reason = reason.split(":", 1)[1].strip() if status != "skipped" else reason
+    else:
+        status, reason = "fail", _reason(report)
+    cell = getattr(item, "_compat_cell", None)
+    cells = item.config._compat["cells"]
+    cells[:] = [c for c in cells if (c["scenario"], c["client"]) != label] + [{
+        "scenario": label[0], "client": label[1], "status": status, "reason": reason,
+        "notes": list(cell.notes) if cell else [], "seconds": round(report.duration, 1)}]
+
+
+def _versions(names: set[str]) -> dict:
+    out = {}
+    for d in DRIVERS:
+        if d.name not in names:
+            continue
+        info = {"client": d.client, "version": "?"}
+        if d.unavailable() is None:
+            try:
+                r = harness.run(d, "version", None, timeout=30)
+                event = next(iter(r.of("version")), {})
+                details = {k: v for k, v in event.items() if k not in ("event", "client")}
+                info["version"] = str(details.pop("version", details.pop("kafkaClients", "?")))
+                details.pop("commitId", None)
+                if details:
+                    info["details"] = ", ".join(f"{k} {v}" for k, v in details.items())
+            except Exception as exc:  # noqa: BLE001 - the report says so
+                info["version"] = f"? ({exc})"
+        else:
+            info["version"] = f"unavailable: {d.unavailable()}"
+        out[d.name] = info
+    return out
+
+
+def pytest_sessionfinish(session, exitstatus):
+    state = session.config._compat
+    if not state.get("collected") or not state["cells"]:
+        return
+    partial = state["partial"] or session.shouldstop or session.shouldfail or \
+        exitstatus == pytest.ExitCode.INTERRUPTED
+    names = {d.name for d in DRIVERS}
+    used = {n for c in state["cells"] for n in c["client"].split(" → ") if n in names}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    results = {
+        "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit or "?",
+        "minutes": round((time.time() - state["started"]) / 60, 1),
+        "complete": not partial,
+        "clients": _versions(used),
+        "drivers": [d.name for d in DRIVERS if d.name in used],
+        "codecs": list(harness.CODECS),
+        "cells": state["cells"],
+    }
+    BUILD.mkdir(parents=True, exist_ok=True)
+    (BUILD / "results.json").write_text(json.dumps(results, indent=1))
+    target = FULL_REPORT if not partial else BUILD / "COMPATIBILITY.partial.md"
+    target.write_text(compat_report.render(results))
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"compatibility matrix written to {target.relative_to(ROOT)}")

@@ -1,0 +1,1 @@
+"""Client drivers for the compatibility matrix; see registry.py."""

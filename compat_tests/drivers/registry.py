@@ -1,0 +1,121 @@
+"""The client drivers of the compatibility matrix: one line each.
+
+A driver is a command line that speaks the contract of ``compat_tests/README.md`` (the Java
+driver's CLI and JSON-lines events). Every scenario runs against every driver listed in
+``DRIVERS``; to add a client, build its driver in ``scripts/install-test-deps.sh`` and add one
+``Driver(...)`` line below.
+
+What a driver cannot do is declared, never guessed:
+
+- ``lacks``: the *client* has no such feature (kcat has no CreateTopics). The matrix reports the
+  cell as "n/a" with the reason.
+- ``todo``: the client has the feature but the *driver* does not implement that part of the
+  contract yet. The matrix reports the cell as a "gap" (not passing) with the reason, so the gap is
+  visible until someone closes it.
+
+Feature names are the keys of ``FEATURES``. Commands are relative to the repository root.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+FEATURES = {
+    "timestamps": "produce --timestamp MS (explicit CreateTime per record)",
+    "value-size": "produce --value-size N (values padded to N bytes)",
+    "produce-timeout": "produce --timeout-ms MS (give up delivering after MS)",
+    "groups": "consume --group G (subscribe, commit at the end)",
+    "admin.create-topic": "admin create-topic",
+    "admin.delete-topic": "admin delete-topic",
+    "admin.create-partitions": "admin create-partitions --topic T --partitions N",
+    "admin.describe-configs": "admin describe-configs --topic T",
+    "admin.alter-configs": "admin alter-configs --topic T --config k=v",
+    "admin.list-offsets": "admin list-offsets --topic T [--timestamp MS]",
+    "admin.delete-records": "admin delete-records --topic T --partition P --offset O",
+}
+
+
+@dataclass(frozen=True)
+class Driver:
+    name: str                      # short id used in test ids and the report
+    client: str                    # the client library under test, as users know it
+    command: tuple[str, ...]       # argv prefix; the subcommand and its options follow
+    lacks: dict[str, str] = field(default_factory=dict)
+    todo: dict[str, str] = field(default_factory=dict)
+    client_header: str | None = None   # the h-client header value it writes (default: name)
+    # Why the driver cannot run at all here (e.g. not built), or None when it can.
+    unavailable: Callable[[], str | None] = lambda: None
+    # Options that make `produce` give up after ms (drivers without --timeout-ms use properties).
+    timeout_args: Callable[[int], list[str]] = lambda ms: ["--timeout-ms", str(ms)]
+
+    @property
+    def header_value(self) -> str:
+        return self.client_header or self.name
+
+    def why_not(self, feature: str) -> tuple[str, str] | None:
+        """("n/a" | "gap", reason) when this driver cannot run ``feature``, else None."""
+        if feature in self.lacks:
+            return "n/a", self.lacks[feature]
+        if feature in self.todo:
+            return "gap", self.todo[feature]
+        return None
+
+
+def _needs_file(path: str, how: str) -> Callable[[], str | None]:
+    return lambda: None if (ROOT / path).exists() else f"{path} is missing: {how}"
+
+
+def _needs_program(program: str, how: str) -> Callable[[], str | None]:
+    return lambda: None if shutil.which(program) else f"{program} is not installed: {how}"
+
+
+PYTHON = (sys.executable, str(HERE / "python_driver.py"), "--client")
+JAVA_JAR = "compat_tests/java/target/kbroker-java-driver.jar"
+# Short-lived JVMs: C1 only and the serial collector start fastest.
+JAVA = ("java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-jar", JAVA_JAR)
+JAVA_TODO = "the Java driver (compat_tests/java/src) does not implement {} yet; kafka-clients has {}"
+GO_BIN = "compat_tests/go/bin/kbroker-go-driver"
+KCAT_NO_ADMIN = "kcat has no admin API: only metadata (-L) and offset queries (-Q)"
+INSTALL = "run scripts/install-test-deps.sh"
+
+DRIVERS: list[Driver] = [
+    Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent")),
+    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka")),
+    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python")),
+    Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
+           lacks={"timestamps": "kcat -P cannot set per-message timestamps",
+                  **{f"admin.{op}": KCAT_NO_ADMIN for op in (
+                      "create-topic", "delete-topic", "create-partitions", "describe-configs",
+                      "alter-configs", "delete-records")}},
+           unavailable=_needs_program("kcat", INSTALL)),
+    Driver("java", "Apache Kafka kafka-clients", JAVA,
+           todo={"timestamps": JAVA_TODO.format("--timestamp", "ProducerRecord timestamps"),
+                 "value-size": JAVA_TODO.format("--value-size", "any value size"),
+                 "admin.create-partitions": JAVA_TODO.format("create-partitions",
+                                                             "Admin.createPartitions"),
+                 "admin.describe-configs": JAVA_TODO.format("describe-configs",
+                                                            "Admin.describeConfigs"),
+                 "admin.alter-configs": JAVA_TODO.format("alter-configs",
+                                                         "Admin.incrementalAlterConfigs"),
+                 "admin.list-offsets": JAVA_TODO.format("list-offsets", "Admin.listOffsets"),
+                 "admin.delete-records": JAVA_TODO.format("delete-records",
+                                                          "Admin.deleteRecords")},
+           unavailable=_needs_file(JAVA_JAR, INSTALL),
+           timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",
+                                    "--property", f"request.timeout.ms={ms // 2}",
+                                    "--property", f"delivery.timeout.ms={ms}"]),
+    Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL)),
+    Driver("kafkajs", "KafkaJS", ("node", "compat_tests/js/driver.js"),
+           unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
+    # Spark registers here the same way.
+]
+
+BY_NAME = {d.name: d for d in DRIVERS}
+assert len(BY_NAME) == len(DRIVERS), "duplicate driver names"

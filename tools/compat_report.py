@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Render the compatibility matrix (``COMPATIBILITY.md``) from a run's results.
+
+The compat test session (``compat_tests/conftest.py``) collects one result per (scenario, client)
+cell and calls :func:`render`; it also leaves the raw results in ``build/compat/results.json``, so
+``python tools/compat_report.py build/compat/results.json > COMPATIBILITY.md`` re-renders them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+SYMBOL = {"pass": "✅", "fail": "❌", "n/a": "➖", "gap": "🚧", "pending": "⏳",
+          "skipped": "⏭"}
+CROSS = "cross-client"
+
+SCENARIOS = {
+    "produce-consume": "one client produces 12 records (keys, a null key every 3rd, two headers, "
+                       "explicit timestamps where the client can set them) to a 3-partition "
+                       "topic and consumes them back; every field checked exactly, per-partition "
+                       "order preserved, acknowledged offsets match",
+    CROSS: "every producer x every consumer, per codec: 6 records on a 1-partition topic, checked "
+           "exactly (key, null key, headers, timestamp); the batches on disk must carry the codec",
+    "auto-create on": "produce to a topic that does not exist; the broker creates it; consume "
+                      "it back",
+    "auto-create off": "the same against a broker with auto.create.topics.enable=false: the "
+                       "producer must fail and the topic must not appear; the error the client "
+                       "reports is recorded in the notes",
+    "admin.create-topic": "create a 3-partition topic with a config override (checked through "
+                          "Metadata and DescribeConfigs)",
+    "admin.delete-topic": "delete a topic (checked through Metadata)",
+    "admin.create-partitions": "grow a topic from 1 to 3 partitions",
+    "admin.describe-configs": "read a topic's override and a default",
+    "admin.alter-configs": "set a topic config (checked through DescribeConfigs)",
+    "admin.list-offsets": "earliest, latest and by-timestamp offsets of 2 partitions, one with "
+                          "records deleted",
+    "admin.delete-records": "delete records below an offset (checked through ListOffsets)",
+    "idempotent producer": "20 records with enable.idempotence: on disk, one producer id and "
+                           "gap-free sequences; exactly 20 records",
+    "large message": "two 900 KiB records (default message.max.bytes, 1 MiB) produced and "
+                     "consumed back intact",
+    "groups: commit and resume": "a group member consumes part of a topic and commits; a "
+                                 "restarted member resumes at the committed offsets (nothing "
+                                 "lost, nothing repeated)",
+    "groups: rebalance": "a second member joins (partitions are shared) and leaves (the first "
+                         "gets them back); every record is consumed",
+}
+
+
+def cell_text(cell: dict | None) -> str:
+    return SYMBOL.get(cell["status"], cell["status"]) if cell else " "
+
+
+def esc(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render(results: dict) -> str:
+    cells = results["cells"]
+    drivers = results["drivers"]
+    clients = results["clients"]
+    out = ["# Compatibility matrix", ""]
+    out.append(f"Generated {results['generated']} from kbroker commit `{results['commit']}` by "
+               f"the compat suite (`make compat`, also part of `make test`); the run took "
+               f"{results['minutes']} min. Do not edit by hand: it is rewritten by every full "
+               f"run of `compat_tests/`.")
+    out.append("")
+    if not results.get("complete"):
+        out += ["**Partial run** (a subset of clients, codecs or scenarios).", ""]
+    counts = {}
+    for c in cells:
+        counts[c["status"]] = counts.get(c["status"], 0) + 1
+    out.append("Legend: ✅ pass · ❌ fail · ➖ n/a (the client has no such feature) · 🚧 gap "
+               "(the client has it, our driver does not drive it yet) · ⏳ pending (the broker "
+               "does not implement it yet). Every cell that is not ✅ is listed with its reason "
+               "under [Not passing](#not-passing).")
+    out.append("")
+    out.append("**Totals:** " + ", ".join(f"{SYMBOL.get(k, k)} {k} {v}"
+                                          for k, v in sorted(counts.items())) + ".")
+    out += ["", "## Clients", "", "| driver | client | version |", "| --- | --- | --- |"]
+    for name in drivers:
+        info = clients.get(name, {})
+        version = info.get("version", "?")
+        if info.get("details"):
+            version += f" ({info['details']})"
+        out.append(f"| {name} | {esc(info.get('client', ''))} | {esc(version)} |")
+
+    singles = [c for c in cells if " → " not in c["client"]]
+    scenarios = list(dict.fromkeys(c["scenario"] for c in singles))
+    by_key = {(c["scenario"], c["client"]): c for c in cells}
+    out += ["", "## Scenarios per client", "",
+            "| scenario | " + " | ".join(drivers) + " |",
+            "| --- |" + " :-: |" * len(drivers)]
+    for s in scenarios:
+        out.append(f"| {s} | " + " | ".join(cell_text(by_key.get((s, d))) for d in drivers)
+                   + " |")
+
+    cross = [c for c in cells if " → " in c["client"]]
+    if cross:
+        out += ["", "## Cross-client: producer (row) → consumer (column)", ""]
+        for scenario in dict.fromkeys(c["scenario"] for c in cross):
+            out += [f"**{scenario}**", "", "| producer \\ consumer | " + " | ".join(drivers)
+                    + " |", "| --- |" + " :-: |" * len(drivers)]
+            for p in drivers:
+                row = [cell_text(by_key.get((scenario, f"{p} → {c}"))) for c in drivers]
+                out.append(f"| {p} | " + " | ".join(row) + " |")
+            out.append("")
+
+    bad = [c for c in cells if c["status"] != "pass"]
+    out += ["", "## Not passing", ""]
+    if bad:
+        out += ["| scenario | client | status | reason |", "| --- | --- | --- | --- |"]
+        for c in sorted(bad, key=lambda c: (c["status"], c["scenario"], c["client"])):
+            out.append(f"| {c['scenario']} | {c['client']} | {SYMBOL.get(c['status'], '')} "
+                       f"{c['status']} | {esc(c['reason'])} |")
+    else:
+        out.append("Nothing: every cell passes.")
+
+    noted = [c for c in cells if c.get("notes")]
+    if noted:
+        out += ["", "## Notes", "", "What the clients reported where the scenario records it "
+                "(for instance the error a producer sees when auto-create is off).", "",
+                "| scenario | client | note |", "| --- | --- | --- |"]
+        for c in noted:
+            out.append(f"| {c['scenario']} | {c['client']} | "
+                       f"{esc('; '.join(c['notes']))} |")
+
+    out += ["", "## Scenarios", ""]
+    for name, text in SCENARIOS.items():
+        out.append(f"- **{name}**: {text}.")
+    out += ["", "Scenario code: `compat_tests/test_*.py`; drivers and what each client lacks: "
+            "`compat_tests/drivers/registry.py`; the driver contract: `compat_tests/README.md`.",
+            ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: compat_report.py build/compat/results.json > COMPATIBILITY.md")
+    with open(sys.argv[1]) as f:
+        sys.stdout.write(render(json.load(f)))
