@@ -33,10 +33,11 @@ PREFIX = "spark: "  # every Spark scenario's name starts with it
 
 SCENARIOS = {
     "spark: batch read, earliest to latest, headers":
-        "spark.read of a 3-partition topic produced by confluent-kafka (keys, null keys, "
+        "spark.read of a 3-partition topic produced by confluent-kafka in zstd, lz4 and snappy "
+        "batches (keys, null keys, "
         "CreateTime timestamps, repeated and null-valued headers), includeHeaders=true; every "
         "row checked exactly (key, value, topic, partition, offset, timestamp, timestampType, "
-        "headers)",
+        "headers); again with minPartitions=9 (ranges split inside batches)",
     "spark: batch read, default offsets":
         "the same without offsets or headers options (earliest..latest, no headers column)",
     "spark: batch read, per-partition offsets":
@@ -50,9 +51,13 @@ SCENARIOS = {
     "spark: batch read after delete records":
         "after DeleteRecords, earliest starts at the new log start offset; an explicit older "
         "start offset fails with failOnDataLoss=true and is skipped with failOnDataLoss=false",
+    "spark: streaming with consumer-group offset fetching":
+        "the streaming count with spark.sql.streaming.kafka.useDeprecatedOffsetFetching=true: the "
+        "driver resolves offsets with a subscribed KafkaConsumer (a consumer group, as Spark < 3.4 "
+        "did); restarted once from its checkpoint",
     "spark: batch write":
-        "df.write.format('kafka') with keys, null keys, headers and explicit partitions, read "
-        "back with confluent-kafka",
+        "df.write.format('kafka') with keys, null keys, headers and explicit partitions, gzip, "
+        "read back with confluent-kafka; on disk gzip batches of an idempotent producer",
     "spark: streaming count, restart from checkpoint":
         "a Structured Streaming query counts records per key (availableNow, several "
         "micro-batches) and writes the counts to a topic with a checkpoint; it is restarted "

@@ -38,14 +38,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clients import (Rec, confluent_consumer, consume_confluent, ensure_topic,
-                                       produce_confluent, running_broker)
+from tests.integration.clients import (CODEC_IDS, Rec, Wire, confluent_consumer, consume_confluent,
+                                       ensure_topic, produce_confluent, running_broker,
+                                       segment_batches, segment_files)
 
 HERE = Path(__file__).resolve().parent
 JARS_DIR = HERE / "target" / "jars"
 REQUIRED_JARS = ("spark-sql-kafka-0-10_", "spark-token-provider-kafka-0-10_", "kafka-clients-",
                  "commons-pool2-")
 BASE_TS = 1_700_000_000_000  # CreateTime of produced records (ms), far from "now" on purpose
+# What a classic consumer group needs from the broker (FindCoordinator, JoinGroup, Heartbeat,
+# LeaveGroup, SyncGroup, OffsetCommit, OffsetFetch).
+GROUP_APIS = {10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup",
+              14: "SyncGroup", 8: "OffsetCommit", 9: "OffsetFetch"}
 
 
 def pom_spark_version() -> str:
@@ -88,6 +93,7 @@ def spark(tmp_path_factory):
         f"pyspark {pyspark.__version__} but the connector in pom.xml is {pom_spark_version()}: "
         "they must match exactly")
     scratch = tmp_path_factory.mktemp("spark")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname lookup, no warning
     session = (SparkSession.builder
                .master("local[2]")
                .appName("kbroker-compat")
@@ -148,17 +154,24 @@ def rows_of(df, with_headers: bool = False) -> list[tuple]:
     return sorted(out, key=lambda r: (r[3], r[4]))
 
 
+def codecs_on_disk(broker, topic: str, partition: int) -> set[int]:
+    return {b.codec for path in segment_files(broker, topic, partition)
+            for b in segment_batches(path)}
+
+
 # --- batch read -----------------------------------------------------------------------------------
 
 PARTITIONS = 3
 PER_PARTITION = 6
+CODECS_BY_PARTITION = ("zstd", "lz4", "snappy")
 
 
 @pytest.fixture(scope="module")
 def produced(broker):
-    """A 3-partition topic with 6 records per partition, produced by confluent-kafka: keys (one
-    null per partition), values, CreateTime timestamps BASE_TS + 1000*i, headers including a
-    repeated key and a null value. Returns (topic, expected rows with headers)."""
+    """A 3-partition topic with 6 records per partition, produced by confluent-kafka in zstd, lz4
+    and snappy batches: keys (one null per partition), values, CreateTime timestamps
+    BASE_TS + 1000*i, headers including a repeated key and a null value. Returns (topic, expected
+    rows with headers)."""
     topic = new_topic(broker, "spark-batch", PARTITIONS)
     records = []
     for p in range(PARTITIONS):
@@ -169,7 +182,11 @@ def produced(broker):
             records.append(Rec(value=f"value-{n}".encode(),
                                key=None if i == 3 else f"key-{n}".encode(),
                                headers=headers, partition=p, timestamp=BASE_TS + 1000 * n))
-    acks = produce_confluent(broker.bootstrap, topic, records)
+    # Each partition in its own codec: Spark's kafka-clients decompresses what the broker kept.
+    acks = []
+    for p, codec in enumerate(CODECS_BY_PARTITION):
+        acks += produce_confluent(broker.bootstrap, topic,
+                                  [r for r in records if r.partition == p], codec=codec)
     expected = []
     for rec, ack in zip(records, acks):
         assert (ack.partition, ack.timestamp) == (rec.partition, rec.timestamp)
@@ -177,6 +194,8 @@ def produced(broker):
                          tuple(rec.headers)))
     expected.sort(key=lambda r: (r[3], r[4]))
     assert [r[4] for r in expected if r[3] == 0] == list(range(PER_PARTITION))
+    for p, codec in enumerate(CODECS_BY_PARTITION):
+        assert codecs_on_disk(broker, topic, p) == {CODEC_IDS[codec]}
     return topic, expected
 
 
@@ -186,6 +205,10 @@ def test_batch_read_earliest_latest_with_headers(spark, broker, produced):
     df = read_batch(spark, broker, topic, startingOffsets="earliest", endingOffsets="latest",
                     includeHeaders="true")
     assert rows_of(df, with_headers=True) == expected
+    # minPartitions splits each partition's range: several tasks fetch from inside one batch.
+    split = read_batch(spark, broker, topic, includeHeaders="true", minPartitions="9")
+    assert split.rdd.getNumPartitions() > PARTITIONS
+    assert rows_of(split, with_headers=True) == expected
 
 
 @pytest.mark.compat("spark: batch read, default offsets")
@@ -290,7 +313,7 @@ def test_batch_write(spark, broker):
                      [("h-index", str(i).encode()), ("h-null", None)] if i % 3 == 0 else []))
     df = spark.createDataFrame(data, schema)
     (df.write.format("kafka").options(**kafka_options(broker)).option("topic", topic)
-     .option("kafka.linger.ms", "5").save())
+     .option("kafka.linger.ms", "5").option("kafka.compression.type", "gzip").save())
 
     got = consume_confluent(broker.bootstrap, topic, len(data), timeout=30)
     assert len(got) == len(data), f"read back {len(got)} of {len(data)} records"
@@ -305,16 +328,23 @@ def test_batch_write(spark, broker):
     now = int(time.time() * 1000)
     assert all(g.timestamp_type == "create" and now - 600_000 < g.timestamp <= now + 1000
                for g in got)
+    # The sink's KafkaProducer compresses as asked and is idempotent (kafka-clients' default).
+    for p in (0, 1):
+        batches = [b for path in segment_files(broker, topic, p) for b in segment_batches(path)]
+        assert {b.codec for b in batches} == {CODEC_IDS["gzip"]}
+        assert all(b.producer_id >= 0 for b in batches), "expected idempotent batches"
 
 
 # --- structured streaming -------------------------------------------------------------------------
 
-def run_counting_query(spark, broker, source: str, sink: str, checkpoint: Path) -> int:
+def run_counting_query(spark, broker, source: str, sink: str, checkpoint: Path,
+                       source_options: dict | None = None) -> int:
     """Run the count-per-key query once over everything available (trigger availableNow), writing
     update-mode counts to ``sink``; returns the number of input rows its batches processed."""
     counts = (spark.readStream.format("kafka").options(**kafka_options(broker))
               .option("subscribe", source).option("startingOffsets", "earliest")
               .option("maxOffsetsPerTrigger", "25")  # several micro-batches per run
+              .options(**(source_options or {}))
               .load()
               .selectExpr("CAST(key AS STRING) AS k")
               .groupBy("k").count()
@@ -378,3 +408,35 @@ def test_streaming_count_restart_from_checkpoint(spark, broker, tmp_path):
     # A third run with no new input reads nothing and changes nothing.
     assert run_counting_query(spark, broker, source, sink, checkpoint) == 0
     assert latest_per_key(broker, sink) == dict(total)
+
+
+@pytest.mark.compat("spark: streaming with consumer-group offset fetching")
+def test_streaming_deprecated_offset_fetching(spark, broker, tmp_path):
+    # spark.sql.streaming.kafka.useDeprecatedOffsetFetching=true: the driver finds offsets with a
+    # KafkaConsumer that subscribe()s under a generated group id (JoinGroup/SyncGroup/Heartbeat/
+    # LeaveGroup), as Spark < 3.4 always did; executors still assign().
+    with Wire(broker.bootstrap) as wire:
+        wire.api_versions()
+        missing = [name for key, name in GROUP_APIS.items() if key not in wire.versions]
+    if missing:
+        pytest.skip("pending: consumer groups not implemented in broker (ApiVersions does not "
+                    f"advertise {', '.join(missing)})")
+    source = new_topic(broker, "spark-group-in", 2)
+    sink = new_topic(broker, "spark-group-out", 1)
+    checkpoint = tmp_path / "checkpoint"
+    conf = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
+    spark.conf.set(conf, "true")
+    try:
+        first = {"alpha": 11, "beta": 30}
+        produce_keyed(broker, source, first, 0)
+        assert run_counting_query(spark, broker, source, sink, checkpoint,
+                                  {"kafka.session.timeout.ms": "10000"}) == sum(first.values())
+        assert latest_per_key(broker, sink) == first
+        second = {"beta": 5, "gamma": 7}
+        produce_keyed(broker, source, second, 1000)
+        assert run_counting_query(spark, broker, source, sink, checkpoint,
+                                  {"kafka.session.timeout.ms": "10000"}) == sum(second.values())
+        assert latest_per_key(broker, sink) == dict(collections.Counter(first)
+                                                    + collections.Counter(second))
+    finally:
+        spark.conf.unset(conf)
