@@ -125,7 +125,7 @@ const { Kafka, CompressionTypes, CompressionCodecs, logLevel } = kafkajs
 /**
  * KafkaJS ships gzip only; snappy, lz4 and zstd come from codec packages (lz4 and zstd are
  * native builds). A codec whose package does not load is reported, with the reason, by `version`
- * and by `produce --compression` (error "UnsupportedCodec").
+ * and by `produce --compression` (error "unsupported", exit 64).
  */
 const codecs = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP }
 const unsupportedCodecs = {}
@@ -254,9 +254,9 @@ async function produce (a) {
     throw new Usage(`unknown --compression ${compressionName}`)
   }
   if (!(compressionName in codecs)) {
-    const e = new Error(`KafkaJS has no ${compressionName} codec here: ${unsupportedCodecs[compressionName]}`)
-    e.name = 'UnsupportedCodec'
-    throw e
+    // The contract's "unsupported feature": exit 64 with error "unsupported".
+    emit({ event: 'error', error: 'unsupported', message: `KafkaJS has no ${compressionName} codec here: ${unsupportedCodecs[compressionName]}` })
+    return EXIT_USAGE
   }
   const props = properties(a)
 
@@ -299,28 +299,35 @@ async function produce (a) {
   try {
     await withTimeout(producer.connect(), timeoutMs, 'connecting')
     const codec = codecs[compressionName]
-    const results = await withTimeout(
-      producer.send({ topic, messages, acks, compression: codec, timeout: timeoutMs }),
-      timeoutMs, `delivering ${count} records`)
-    const byPartition = new Map(results.map(r => [r.partition, r]))
-    const seen = new Map()
-    messages.forEach((m, i) => {
-      const p = placed.has(m) ? placed.get(m) : m.partition
-      const md = byPartition.get(p)
-      const pos = seen.get(p) || 0
-      seen.set(p, pos + 1)
-      const base = md && md.baseOffset !== undefined ? Number(md.baseOffset) : -1
-      const appendTime = md && md.logAppendTime !== undefined ? Number(md.logAppendTime) : -1
-      emit({
-        event: 'produced',
-        index: i,
-        topic,
-        partition: p,
-        offset: base >= 0 ? base + pos : -1,
-        timestamp: appendTime >= 0 ? appendTime : Number(m.timestamp)
-      })
-      acked++
-    })
+    const deadline = Date.now() + timeoutMs
+    // KafkaJS puts everything one send() gets for a partition into one batch, with no size
+    // bound (Java splits at batch.size): keep each send under the broker's default
+    // max.message.bytes (1 MiB) as KafkaJS users must.
+    for (const chunk of chunks(messages, 512 * 1024)) {
+      const results = await withTimeout(
+        producer.send({ topic, messages: chunk.map(i => messages[i]), acks, compression: codec, timeout: timeoutMs }),
+        Math.max(1, deadline - Date.now()), `delivering ${count} records`)
+      const byPartition = new Map(results.map(r => [r.partition, r]))
+      const seen = new Map()
+      for (const i of chunk) {
+        const m = messages[i]
+        const p = placed.has(m) ? placed.get(m) : m.partition
+        const md = byPartition.get(p)
+        const pos = seen.get(p) || 0
+        seen.set(p, pos + 1)
+        const base = md && md.baseOffset !== undefined ? Number(md.baseOffset) : -1
+        const appendTime = md && md.logAppendTime !== undefined ? Number(md.logAppendTime) : -1
+        emit({
+          event: 'produced',
+          index: i,
+          topic,
+          partition: p,
+          offset: base >= 0 ? base + pos : -1,
+          timestamp: appendTime >= 0 ? appendTime : Number(m.timestamp)
+        })
+        acked++
+      }
+    }
   } catch (e) {
     emit(errorEvent(e))
   } finally {
@@ -328,6 +335,25 @@ async function produce (a) {
   }
   emit({ event: 'done', produced: acked, requested: count })
   return acked === count ? EXIT_OK : EXIT_ERROR
+}
+
+/** Indexes of messages, in order, grouped so that each group's keys and values stay under max bytes. */
+function chunks (messages, max) {
+  const out = []
+  let current = []
+  let size = 0
+  messages.forEach((m, i) => {
+    const bytes = (m.key ? m.key.length : 0) + m.value.length + 64
+    if (current.length && size + bytes > max) {
+      out.push(current)
+      current = []
+      size = 0
+    }
+    current.push(i)
+    size += bytes
+  })
+  if (current.length) out.push(current)
+  return out
 }
 
 // ------------------------------------------------------------------------------------- consume
