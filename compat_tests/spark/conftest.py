@@ -48,6 +48,9 @@ SCENARIOS = {
         "including a bound past the last record",
     "spark: batch read, assign and SQL":
         "the assign option (2 of 3 partitions) and a Spark SQL aggregate over the rows",
+    "spark: batch read, subscribePattern":
+        "subscribePattern (every topic listed through Metadata, the matching ones read): two "
+        "topics match, nothing else is read",
     "spark: batch read after delete records":
         "after DeleteRecords, earliest starts at the new log start offset; an explicit older "
         "start offset fails with failOnDataLoss=true and is skipped with failOnDataLoss=false",

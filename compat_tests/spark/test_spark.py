@@ -264,6 +264,22 @@ def test_batch_read_assign_and_sql(spark, broker, produced):
                                        (2, PER_PARTITION, 0, PER_PARTITION - 1, PER_PARTITION - 1)]
 
 
+@pytest.mark.compat("spark: batch read, subscribePattern")
+def test_batch_read_subscribe_pattern(spark, broker, produced):
+    # subscribePattern lists every topic (Metadata for all topics) and keeps the matching ones;
+    # a second topic with the same prefix must be read too, and nothing else.
+    topic, expected = produced
+    prefix = topic + "-also"
+    other = new_topic(broker, prefix, 1)
+    produce_confluent(broker.bootstrap, other, [Rec(value=b"other", key=b"o")])
+    df = (spark.read.format("kafka").options(**kafka_options(broker))
+          .option("subscribePattern", re.escape(topic) + ".*").load())
+    got = rows_of(df)
+    assert [r for r in got if r[2] == topic] == [r[:7] for r in expected]
+    assert [(r[0], r[1], r[3], r[4]) for r in got if r[2] == other] == [(b"o", b"other", 0, 0)]
+    assert {r[2] for r in got} == {topic, other}
+
+
 @pytest.mark.compat("spark: batch read after delete records")
 def test_batch_read_after_delete_records(spark, broker, cell):
     # The log start offset moves to 4: "earliest" must start there (ListOffsets), and a read from
