@@ -330,7 +330,10 @@ def test_static_member_restarts_without_rebalance(group_broker):
         a.poll(0.1)
         b.poll(0.1)
         state, _, assigned = describe(bootstrap, group)
-        return state == "Stable" and len(assigned) == 2 and \
+        # Both the broker's view and each member's own (its latest callback) must show 2+2.
+        settled = all(events[n] and events[n][-1][0] == "assign" and len(events[n][-1][1]) == 2
+                      for n in events)
+        return settled and state == "Stable" and len(assigned) == 2 and \
             all(len(parts) == 2 for parts in assigned.values()) and assigned
 
     before = wait_until(poll_both, 30, 0, "two static members to split 4 partitions")
