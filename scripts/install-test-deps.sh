@@ -45,3 +45,25 @@ if [ -f compat_tests/spark/pom.xml ]; then
     touch "$spark_stamp"
   fi
 fi
+
+# The franz-go driver (Go modules from the module proxy, pinned by compat_tests/go/go.sum).
+if [ -f compat_tests/go/go.mod ]; then
+  go_bin=compat_tests/go/bin/kbroker-go-driver
+  if ! command -v go >/dev/null 2>&1; then
+    echo "install-test-deps: go not found; the franz-go driver is not built" >&2
+  elif [ ! -e "$go_bin" ] || [ -n "$(find compat_tests/go -maxdepth 1 \( -name '*.go' -o \
+       -name 'go.mod' -o -name 'go.sum' \) -newer "$go_bin" | head -n 1)" ]; then
+    (cd compat_tests/go && go build -o bin/kbroker-go-driver .)
+  fi
+fi
+
+# The KafkaJS driver (npm ci from compat_tests/js/package-lock.json). The lz4 and zstd codecs are
+# native addons; cppzst's build asks for C++11, which Node 20's headers reject, hence C++17.
+if [ -f compat_tests/js/package-lock.json ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-test-deps: npm not found; the KafkaJS driver is not installed" >&2
+  elif [ ! -e compat_tests/js/node_modules/.package-lock.json ] || \
+       [ compat_tests/js/package-lock.json -nt compat_tests/js/node_modules/.package-lock.json ]; then
+    (cd compat_tests/js && CXXFLAGS="${CXXFLAGS:-} -std=c++17" npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi
