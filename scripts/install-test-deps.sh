@@ -4,6 +4,8 @@
 #   - kcat from Debian's packages;
 #   - the Java driver (Apache Kafka's kafka-clients from Maven Central), built with Maven;
 #   - Spark's Kafka connector jars for compat_tests/spark (Maven Central, copied by Maven).
+#   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
+#     (npm ci, native lz4/zstd codecs built by node-gyp).
 # --python-only skips the system packages and the Java build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
