@@ -74,9 +74,11 @@ def connector_jars() -> list[Path]:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     # Topics are created explicitly; auto-creation stays off so a connector that relied on it
-    # would show up as a failure rather than silently work.
+    # would show up as a failure rather than silently work. Groups (the deprecated offset
+    # fetching) rebalance at once: one member per group, nobody to wait for.
     with running_broker(tmp_path_factory.mktemp("spark-broker") / "data",
-                        {"auto.create.topics.enable": "false"}) as process:
+                        {"auto.create.topics.enable": "false",
+                         "group.initial.rebalance.delay.ms": "0"}) as process:
         yield process
 
 
