@@ -134,7 +134,7 @@ class Dispatcher:
         from kbroker.handlers.api_versions import supported_api_versions
         from kbroker.protocol.errors import Errors
 
-        log.info("ApiVersions v%d from %s is newer than we serve; answering in v0 format",
+        log.debug("ApiVersions v%d from %s is newer than we serve; answering in v0 format",
                  version, _peer(connection))
         response_cls = messages.response_class(API_VERSIONS_KEY)
         response = response_cls(error_code=Errors.UNSUPPORTED_VERSION.code,
