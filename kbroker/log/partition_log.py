@@ -254,10 +254,12 @@ class PartitionLog:
     # --- appends -----------------------------------------------------------------------------
 
     def append_as_leader(self, records, leader_epoch: int, now_ms: int | None = None, *,
-                         from_client: bool = True) -> AppendResult:
+                         from_client: bool = True, in_place: bool = False) -> AppendResult:
         """Validate and append one produced batch; raise :class:`KafkaError` (nothing written)
         on any failure. A retried idempotent batch returns its original offsets with
-        ``duplicate=True``. ``from_client=False`` (coordinators) allows control batches."""
+        ``duplicate=True``. ``from_client=False`` (coordinators) allows control batches.
+        ``in_place``: the caller gives ``records`` up, so a writable buffer (a large request
+        frame) is stamped where it is instead of being copied first."""
         now_ms = _now_ms() if now_ms is None else now_ms
         header = validate_batch(records, self.config, now_ms, self.name, from_client)
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
@@ -270,7 +272,9 @@ class PartitionLog:
                 return AppendResult(duplicate.first_offset, duplicate.last_offset,
                                     duplicate.timestamp if log_append_time else -1,
                                     self.log_start_offset, [], True)
-        batch = bytearray(header.view())
+        batch = header.view()
+        if not in_place or batch.readonly:
+            batch = bytearray(batch)
         first_offset = self.log_end_offset
         last_offset = first_offset + header.last_offset_delta
         set_base_offset(batch, 0, first_offset)

@@ -54,7 +54,8 @@ class Partition:
     # --- writes and reads ----------------------------------------------------------------------
 
     def append(self, records, now_ms: int):
-        result = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        """Append one batch as leader; a writable ``records`` buffer is stamped in place."""
+        result = self.log.append_as_leader(records, self.leader_epoch, now_ms, in_place=True)
         # The ISR is this broker alone: an appended batch is committed at once.
         self.log.high_watermark = self.log.log_end_offset
         self.log.flush_if_needed(now_ms)
