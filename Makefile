@@ -4,7 +4,7 @@
 VENV ?= .venv
 PYTHON ?= python3
 
-.PHONY: run test test-fast install regenerate clean
+.PHONY: run test test-fast compat install regenerate clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ test:
 test-fast:
 	bash scripts/install-test-deps.sh --python-only
 	$(VENV)/bin/python -m pytest tests/protocol tests/log $(PYTEST_ARGS)
+
+# The cross-client compatibility matrix alone (also part of `make test`); writes COMPATIBILITY.md.
+# A subset for local iteration: make compat COMPAT_CLIENTS=confluent,java COMPAT_CODECS=none
+compat:
+	bash scripts/install-test-deps.sh
+	$(VENV)/bin/python -m pytest compat_tests $(PYTEST_ARGS)
 
 regenerate: $(VENV)/.installed
 	$(VENV)/bin/pip install -q -e '.[gen]'
