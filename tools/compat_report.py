@@ -48,6 +48,18 @@ SCENARIOS = {
 }
 
 
+CODEC_ORDER = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def scenario_order(name: str) -> tuple:
+    """The order of ``SCENARIOS`` (then codec order for cross-client), unknown names last."""
+    names = list(SCENARIOS)
+    base = name.split(" (", 1)[0]
+    codec = name.split("(", 1)[1].rstrip(")") if "(" in name else ""
+    return (names.index(base) if base in names else len(names), base,
+            CODEC_ORDER.index(codec) if codec in CODEC_ORDER else len(CODEC_ORDER), codec)
+
+
 def cell_text(cell: dict | None) -> str:
     return SYMBOL.get(cell["status"], cell["status"]) if cell else " "
 
@@ -87,7 +99,7 @@ def render(results: dict) -> str:
         out.append(f"| {name} | {esc(info.get('client', ''))} | {esc(version)} |")
 
     singles = [c for c in cells if " → " not in c["client"]]
-    scenarios = list(dict.fromkeys(c["scenario"] for c in singles))
+    scenarios = sorted(dict.fromkeys(c["scenario"] for c in singles), key=scenario_order)
     by_key = {(c["scenario"], c["client"]): c for c in cells}
     out += ["", "## Scenarios per client", "",
             "| scenario | " + " | ".join(drivers) + " |",
@@ -99,7 +111,7 @@ def render(results: dict) -> str:
     cross = [c for c in cells if " → " in c["client"]]
     if cross:
         out += ["", "## Cross-client: producer (row) → consumer (column)", ""]
-        for scenario in dict.fromkeys(c["scenario"] for c in cross):
+        for scenario in sorted(dict.fromkeys(c["scenario"] for c in cross), key=scenario_order):
             out += [f"**{scenario}**", "", "| producer \\ consumer | " + " | ".join(drivers)
                     + " |", "| --- |" + " :-: |" * len(drivers)]
             for p in drivers:
@@ -111,7 +123,8 @@ def render(results: dict) -> str:
     out += ["", "## Not passing", ""]
     if bad:
         out += ["| scenario | client | status | reason |", "| --- | --- | --- | --- |"]
-        for c in sorted(bad, key=lambda c: (c["status"], c["scenario"], c["client"])):
+        for c in sorted(bad, key=lambda c: (c["status"], scenario_order(c["scenario"]),
+                                            c["client"])):
             out.append(f"| {c['scenario']} | {c['client']} | {SYMBOL.get(c['status'], '')} "
                        f"{c['status']} | {esc(c['reason'])} |")
     else:
@@ -122,7 +135,7 @@ def render(results: dict) -> str:
         out += ["", "## Notes", "", "What the clients reported where the scenario records it "
                 "(for instance the error a producer sees when auto-create is off).", "",
                 "| scenario | client | note |", "| --- | --- | --- |"]
-        for c in noted:
+        for c in sorted(noted, key=lambda c: (scenario_order(c["scenario"]), c["client"])):
             out.append(f"| {c['scenario']} | {c['client']} | "
                        f"{esc('; '.join(c['notes']))} |")
 
