@@ -6,7 +6,8 @@
   ``producer`` and ``consumer`` runs for every pair; ``codec`` runs for every compression codec.
   ``COMPAT_CLIENTS=confluent,java`` and ``COMPAT_CODECS=none,zstd`` narrow a local run.
 - Results: every test marked ``@pytest.mark.compat("scenario {param}")`` is one cell of the
-  matrix. Its outcome (pass, fail and why, or a skip whose reason starts with ``n/a:``, ``gap:`` or
+  matrix (the client is the ``driver`` param, or ``client="name"`` on the marker for a
+  client-specific scenario, with ``version="..."`` if it is not a registered driver). Its outcome (pass, fail and why, or a skip whose reason starts with ``n/a:``, ``gap:`` or
   ``pending:``) and the notes it adds through the ``cell`` fixture are collected, and at the end of
   the session ``tools/compat_report.py`` writes ``COMPATIBILITY.md`` (a full run) or
   ``build/compat/COMPATIBILITY.partial.md`` (a subset).
@@ -63,7 +64,7 @@ def pytest_configure(config):
                                        "per parametrization; the scenario may name params")
     config._compat = {"cells": [], "partial": bool(os.environ.get("COMPAT_CLIENTS")
                                                    or os.environ.get("COMPAT_CODECS")),
-                      "started": time.time()}
+                      "started": time.time(), "versions": {}}
 
 
 def pytest_generate_tests(metafunc):
@@ -102,9 +103,10 @@ def pytest_deselected(items):
 
 def pytest_collection_finish(session):
     state = session.config._compat
-    modules = {Path(str(i.fspath)).name for i in session.items if i.get_closest_marker("compat")}
+    modules = {Path(str(i.fspath)) for i in session.items if i.get_closest_marker("compat")}
     state["collected"] = bool(modules)
-    if modules and modules != {p.name for p in HERE.glob("test_*.py")}:
+    expected = {p for p in HERE.rglob("test_*.py") if "mark.compat" in p.read_text()}
+    if modules and not expected <= modules:
         state["partial"] = True
 
 
@@ -177,7 +179,8 @@ def _label(item) -> tuple[str, str] | None:
     if "producer" in names and "consumer" in names:
         client = f"{names['producer']} → {names['consumer']}"
     else:
-        client = names.get("driver", "")
+        # A scenario of one client only (Spark's) names it: compat("...", client="spark").
+        client = marker.kwargs.get("client") or names.get("driver", "")
     return scenario, client
 
 
@@ -214,6 +217,9 @@ def pytest_runtest_makereport(item, call):
     else:
         status, reason = "fail", _reason(report)
     cell = getattr(item, "_compat_cell", None)
+    marker = item.get_closest_marker("compat")
+    if marker.kwargs.get("version"):
+        item.config._compat["versions"][label[1]] = marker.kwargs["version"]
     cells = item.config._compat["cells"]
     cells[:] = [c for c in cells if (c["scenario"], c["client"]) != label] + [{
         "scenario": label[0], "client": label[1], "status": status, "reason": reason,
@@ -251,6 +257,9 @@ def pytest_sessionfinish(session, exitstatus):
         exitstatus == pytest.ExitCode.INTERRUPTED
     names = {d.name for d in DRIVERS}
     used = {n for c in state["cells"] for n in c["client"].split(" → ") if n in names}
+    others = list(dict.fromkeys(c["client"] for c in state["cells"]
+                                if c["client"] and " → " not in c["client"]
+                                and c["client"] not in names))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
     results = {
@@ -258,8 +267,9 @@ def pytest_sessionfinish(session, exitstatus):
         "commit": commit or "?",
         "minutes": round((time.time() - state["started"]) / 60, 1),
         "complete": not partial,
-        "clients": _versions(used),
-        "drivers": [d.name for d in DRIVERS if d.name in used],
+        "clients": {**_versions(used), **{n: {"client": n, "version": state["versions"].get(
+            n, "?")} for n in others}},
+        "drivers": [d.name for d in DRIVERS if d.name in used] + others,
         "codecs": list(harness.CODECS),
         "cells": state["cells"],
     }
