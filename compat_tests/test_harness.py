@@ -1,0 +1,73 @@
+"""The matrix's own machinery: the exact comparison and the report (no broker, no clients)."""
+
+from __future__ import annotations
+
+import sys
+
+from compat_tests import harness
+from compat_tests.drivers.registry import BY_NAME, ROOT, Driver
+from compat_tests.harness import Run, Spec
+
+sys.path.insert(0, str(ROOT / "tools"))
+import compat_report  # noqa: E402
+
+PRODUCER = Driver("p", "a producer", ("true",))
+
+
+def consumed_as_expected(spec: Spec) -> list[dict]:
+    return [{"partition": 0, "offset": e["index"], "key": e["key"], "value": e["value"],
+             "headers": e["headers"], "timestamp": e["timestamp"],
+             "timestampType": "CreateTime"} for e in harness.expected(spec, PRODUCER)]
+
+
+def test_compare_accepts_exact_records():
+    spec = Spec(count=4, timestamp=1_000)
+    assert harness.compare(spec, PRODUCER, Run(PRODUCER, []), consumed_as_expected(spec)) == []
+
+
+def test_compare_finds_every_kind_of_difference():
+    spec = Spec(count=4, timestamp=1_000)
+    got = consumed_as_expected(spec)
+    got[0]["headers"] = got[0]["headers"][::-1]           # header order matters
+    got[1]["key"] = ""                                     # empty is not null (and not the key)
+    got[2]["timestamp"] += 1
+    del got[3]
+    got.append(dict(got[0]))                               # a duplicate
+    problems = " | ".join(harness.compare(spec, PRODUCER, Run(PRODUCER, []), got))
+    for expected in ("record 0: headers", "record 1: key", "record 2: timestamp",
+                     "missing records [3]", "duplicated records [0]"):
+        assert expected in problems, problems
+
+
+def test_compare_checks_acknowledged_offsets_and_timestamps():
+    spec = Spec(count=2)
+    got = consumed_as_expected(spec)
+    got[0]["timestamp"], got[1]["timestamp"] = 5, 6
+    produced = Run(PRODUCER, [], events=[
+        {"event": "produced", "index": 0, "partition": 0, "offset": 0, "timestamp": 5},
+        {"event": "produced", "index": 1, "partition": 0, "offset": 7, "timestamp": 9}])
+    problems = " | ".join(harness.compare(spec, PRODUCER, produced, got))
+    assert "record 1: timestamp 6 != 9" in problems and "acknowledged at 0/7" in problems
+    assert "record 0" not in problems
+
+
+def test_report_lists_every_cell_that_does_not_pass():
+    results = {"generated": "now", "commit": "abc", "minutes": 1, "complete": True,
+               "clients": {"kcat": {"client": "kcat", "version": "1"}},
+               "drivers": ["kcat"], "codecs": ["none"], "cells": [
+                   {"scenario": "produce-consume", "client": "kcat", "status": "pass",
+                    "reason": "", "notes": []},
+                   {"scenario": "admin.create-topic", "client": "kcat", "status": "n/a",
+                    "reason": "no admin | API", "notes": []},
+                   {"scenario": "cross-client (none)", "client": "kcat → kcat",
+                    "status": "fail", "reason": "boom", "notes": ["said x"]}]}
+    text = compat_report.render(results)
+    assert "| admin.create-topic | kcat | ➖ n/a | no admin \\| API |" in text
+    assert "| cross-client (none) | kcat → kcat | ❌ fail | boom |" in text
+    assert "| kcat | ❌ |" in text and "said x" in text
+
+
+def test_registry_features_are_known():
+    from compat_tests.drivers.registry import FEATURES
+    for driver in BY_NAME.values():
+        assert set(driver.lacks) | set(driver.todo) <= set(FEATURES), driver.name
