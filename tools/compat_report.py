@@ -99,23 +99,36 @@ def render(results: dict) -> str:
         out.append(f"| {name} | {esc(info.get('client', ''))} | {esc(version)} |")
 
     singles = [c for c in cells if " → " not in c["client"]]
-    scenarios = sorted(dict.fromkeys(c["scenario"] for c in singles), key=scenario_order)
     by_key = {(c["scenario"], c["client"]): c for c in cells}
+    clients_of: dict[str, set] = {}
+    for c in singles:
+        clients_of.setdefault(c["scenario"], set()).add(c["client"])
+    # Scenarios every driver runs go in the grid; a client's own ones (Spark's) in a list.
+    own = {s for s, who in clients_of.items() if len(who) == 1 and
+           s.split(" (", 1)[0] not in SCENARIOS}
+    shared = sorted((s for s in clients_of if s not in own), key=scenario_order)
+    columns = [d for d in drivers if any(d in clients_of[s] for s in shared)] or drivers
     out += ["", "## Scenarios per client", "",
-            "| scenario | " + " | ".join(drivers) + " |",
-            "| --- |" + " :-: |" * len(drivers)]
-    for s in scenarios:
-        out.append(f"| {s} | " + " | ".join(cell_text(by_key.get((s, d))) for d in drivers)
+            "| scenario | " + " | ".join(columns) + " |",
+            "| --- |" + " :-: |" * len(columns)]
+    for s in shared:
+        out.append(f"| {s} | " + " | ".join(cell_text(by_key.get((s, d))) for d in columns)
                    + " |")
+    if own:
+        out += ["", "### Client-specific scenarios", "", "| client | scenario | result |",
+                "| --- | --- | :-: |"]
+        for c in sorted((c for c in singles if c["scenario"] in own),
+                        key=lambda c: (c["client"], scenario_order(c["scenario"]))):
+            out.append(f"| {c['client']} | {c['scenario']} | {cell_text(c)} |")
 
     cross = [c for c in cells if " → " in c["client"]]
     if cross:
         out += ["", "## Cross-client: producer (row) → consumer (column)", ""]
         for scenario in sorted(dict.fromkeys(c["scenario"] for c in cross), key=scenario_order):
-            out += [f"**{scenario}**", "", "| producer \\ consumer | " + " | ".join(drivers)
-                    + " |", "| --- |" + " :-: |" * len(drivers)]
-            for p in drivers:
-                row = [cell_text(by_key.get((scenario, f"{p} → {c}"))) for c in drivers]
+            out += [f"**{scenario}**", "", "| producer \\ consumer | " + " | ".join(columns)
+                    + " |", "| --- |" + " :-: |" * len(columns)]
+            for p in columns:
+                row = [cell_text(by_key.get((scenario, f"{p} → {c}"))) for c in columns]
                 out.append(f"| {p} | " + " | ".join(row) + " |")
             out.append("")
 
