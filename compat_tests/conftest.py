@@ -270,6 +270,7 @@ def pytest_sessionfinish(session, exitstatus):
         "clients": {**_versions(used), **{n: {"client": n, "version": state["versions"].get(
             n, "?")} for n in others}},
         "drivers": [d.name for d in DRIVERS if d.name in used] + others,
+        "registered": [d.name for d in DRIVERS if d.name in used],
         "codecs": list(harness.CODECS),
         "cells": state["cells"],
     }

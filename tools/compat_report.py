@@ -104,8 +104,8 @@ def render(results: dict) -> str:
     for c in singles:
         clients_of.setdefault(c["scenario"], set()).add(c["client"])
     # Scenarios every driver runs go in the grid; a client's own ones (Spark's) in a list.
-    own = {s for s, who in clients_of.items() if len(who) == 1 and
-           s.split(" (", 1)[0] not in SCENARIOS}
+    registered = set(results.get("registered", drivers))
+    own = {s for s, who in clients_of.items() if len(who) == 1 and not who <= registered}
     shared = sorted((s for s in clients_of if s not in own), key=scenario_order)
     columns = [d for d in drivers if any(d in clients_of[s] for s in shared)] or drivers
     out += ["", "## Scenarios per client", "",

@@ -1,4 +1,8 @@
-"""The matrix's own machinery: the exact comparison and the report (no broker, no clients)."""
+"""The matrix's own machinery: the exact comparison and the report (no broker, no clients).
+
+Named ``*_test.py`` (pytest collects it all the same) so that no ``test_*.py`` under
+``compat_tests/`` is anything but matrix scenarios.
+"""
 
 from __future__ import annotations
 
