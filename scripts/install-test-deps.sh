@@ -15,10 +15,12 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
-stamp="$VENV/.test-deps-$(sha1sum pyproject.toml | cut -c1-12)"
+extras=test,spark
+[ "${1:-}" = "--python-only" ] && extras=test
+stamp="$VENV/.test-deps-${extras/,/-}-$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -e "$stamp" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -e '.[test]'
+  "$VENV/bin/pip" install -q -e ".[$extras]"
   touch "$stamp" "$VENV/.installed"
 fi
 

@@ -105,11 +105,6 @@ def test_roundtrip_every_codec(shared, producer, codec):
         _check_consumed(got, sent, 0, consumer, ts_window=(before - 1000, after + 1000))
 
     on_disk = _disk_codecs(shared, topic)
-    if codec == "lz4" and producer in ("confluent", "kcat") and on_disk == {0} \
-            and not _advertises(shared, FIND_COORDINATOR):
-        # librdkafka enables lz4 only when the broker advertises FindCoordinator (its "LZ4"
-        # feature dates from Kafka 0.9); until groups are served it sends lz4 uncompressed.
-        pytest.xfail("librdkafka sends lz4 uncompressed while FindCoordinator is not advertised")
     assert on_disk == {CODEC_IDS[codec]}, f"batches on disk should be {codec}-compressed"
 
 
