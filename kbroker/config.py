@@ -815,6 +815,12 @@ class BrokerConfig:
             layer.update(previous)
             raise
 
+    def dynamic_configs(self, *, cluster_default: bool = False) -> dict[str, str]:
+        """The dynamic broker configs of one layer (per-broker or cluster default), as strings:
+        what AlterConfigs set and the metadata store keeps across restarts."""
+        layer = self._dynamic_default if cluster_default else self._dynamic_broker
+        return {name: BROKER_CONFIGS[name].to_string(value) for name, value in layer.items()}
+
     def _layers(self) -> list[tuple[ConfigSource, Mapping[str, Any]]]:
         defaults = {n: d.default for n, d in BROKER_CONFIGS.items() if d.default is not None}
         return [(ConfigSource.DYNAMIC_BROKER_CONFIG, self._dynamic_broker),

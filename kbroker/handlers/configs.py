@@ -24,9 +24,9 @@ INVALID_CONFIG with a message naming the key; an unknown topic is UNKNOWN_TOPIC_
 change is stored (metadata.set_topic_configs) and applied to its partition logs at once.
 
 Dynamic broker configs: supported for the keys kbroker.config marks dynamic, per broker (our node
-id) or cluster-wide (""), and applied to every topic's logs at once. They live in memory only and
-are lost on restart (Kafka persists them in the metadata log) — put lasting settings in
-server.properties. A read-only key is INVALID_REQUEST, as Kafka ("Cannot update these configs
+id) or cluster-wide (""), and applied to every topic's logs at once. Like Kafka (which keeps them
+in its metadata log) they survive restarts: the metadata store keeps them and start-up re-applies
+them over server.properties. A read-only key is INVALID_REQUEST, as Kafka ("Cannot update these configs
 dynamically"). Loggers (BROKER_LOGGER) can be changed with IncrementalAlterConfigs only (SET a
 level, DELETE to reset to the root level); AlterConfigs on them is INVALID_REQUEST, as in Kafka.
 Not supported: AlterConfigPolicy plugins, authorization.
@@ -107,7 +107,8 @@ def _describe(broker, resource, include_synonyms: bool, include_documentation: b
                                       include_documentation=include_documentation)
     if kind == BROKER:
         if name == "":
-            names = [n for n in broker.config._dynamic_default if names is None or n in names]
+            names = [n for n in broker.config.dynamic_configs(cluster_default=True)
+                     if names is None or n in names]
             entries = describe_broker_configs(broker.config, names,
                                               include_synonyms=include_synonyms,
                                               include_documentation=include_documentation)
@@ -268,8 +269,7 @@ def _alter_broker(broker, cluster_default: bool, changes: dict, replace_all: boo
     from kbroker.config import BROKER_CONFIGS
 
     config = broker.config
-    layer = config._dynamic_default if cluster_default else config._dynamic_broker
-    current = {k: BROKER_CONFIGS[k].to_string(v) for k, v in layer.items()}
+    current = config.dynamic_configs(cluster_default=cluster_default)
     if replace_all:
         new = {k: v for k, v in changes.items() if v is not None}
     else:
@@ -305,20 +305,32 @@ def _alter_broker(broker, cluster_default: bool, changes: dict, replace_all: boo
             raise KafkaError(Errors.INVALID_CONFIG, str(exc)) from None
     if validate_only:
         return
-    saved = dict(layer)
     try:
-        for key in current.keys() - new.keys():
-            config.set_dynamic(key, None, cluster_default=cluster_default)
-        for key, value in new.items():
-            config.set_dynamic(key, value, cluster_default=cluster_default)
+        _apply_dynamic(config, current, new, cluster_default)
     except ConfigError as exc:  # a cross-key check failed: put the layer back as it was
-        layer.clear()
-        layer.update(saved)
+        _apply_dynamic(config, config.dynamic_configs(cluster_default=cluster_default), current,
+                       cluster_default)
         raise KafkaError(Errors.INVALID_CONFIG, str(exc)) from None
+    # Kept in the metadata store, like Kafka's dynamic configs, so a restart keeps them.
+    broker.metadata.set_broker_configs(new, cluster_default=cluster_default)
     for topic in broker.metadata.topics().values():
         broker.replicas.update_config(topic)
     log.info("dynamic %s broker configs are now %s",
              "cluster-default" if cluster_default else "per-broker", new)
+
+
+def _apply_dynamic(config, current: dict, new: dict, cluster_default: bool) -> None:
+    for key in current.keys() - new.keys():
+        config.set_dynamic(key, None, cluster_default=cluster_default)
+    for key, value in new.items():
+        config.set_dynamic(key, value, cluster_default=cluster_default)
+
+
+def restore_dynamic_configs(config, store) -> None:
+    """At start-up: re-apply the dynamic broker configs the metadata store kept."""
+    for cluster_default in (True, False):
+        stored = store.broker_configs(cluster_default=cluster_default)
+        _apply_dynamic(config, {}, stored, cluster_default)
 
 
 # --- loggers (BROKER_LOGGER) -------------------------------------------------------------------

@@ -3,6 +3,7 @@
 File ``<log.dir>/kbroker-metadata.json``::
 
     {"version": 1, "cluster_id": "<22-char base64url>", "next_producer_id_block": N,
+     "broker_configs": {"cluster": {...}, "broker": {...}},
      "topics": {"<name>": {"topic_id": "<uuid>", "partitions": N, "configs": {...}}}}
 
 It is rewritten atomically (temporary file, fsync, rename, fsync of the directory) on every
@@ -47,11 +48,13 @@ class LocalMetadataStore:
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
         self._next_producer_id_block = 0
+        self._broker_configs: dict[str, dict[str, str]] = {"cluster": {}, "broker": {}}
         if os.path.exists(self.path):
             with open(self.path, "rb") as f:
                 state = json.load(f)
             self.cluster_id = state["cluster_id"]
             self._next_producer_id_block = state.get("next_producer_id_block", 0)
+            self._broker_configs.update(state.get("broker_configs", {}))
             for name, t in state["topics"].items():
                 self._put(TopicMetadata(name, uuid.UUID(t["topic_id"]), t["partitions"],
                                         t.get("configs", {})))
@@ -72,6 +75,7 @@ class LocalMetadataStore:
             "version": 1,
             "cluster_id": self.cluster_id,
             "next_producer_id_block": self._next_producer_id_block,
+            "broker_configs": self._broker_configs,
             "topics": {
                 t.name: {"topic_id": str(t.topic_id), "partitions": t.num_partitions,
                          "configs": t.configs}
@@ -91,7 +95,15 @@ class LocalMetadataStore:
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
         return self._by_id.get(topic_id)
 
+    def broker_configs(self, *, cluster_default: bool) -> dict[str, str]:
+        return dict(self._broker_configs["cluster" if cluster_default else "broker"])
+
     # --- changes -------------------------------------------------------------------------------
+
+    def set_broker_configs(self, configs: dict, *, cluster_default: bool) -> None:
+        """Dynamic broker configs (AlterConfigs on a BROKER resource), as strings."""
+        self._broker_configs["cluster" if cluster_default else "broker"] = dict(configs)
+        self._save()
 
     def allocate_producer_id_block(self, size: int) -> int:
         """Reserve ``size`` producer ids and return the first; never handed out twice, even

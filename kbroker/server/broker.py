@@ -40,6 +40,7 @@ class Broker:
     # --- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        from kbroker.handlers.configs import restore_dynamic_configs
         from kbroker.log.log_manager import LogManager
         from kbroker.metadata.local_store import LocalMetadataStore
         from kbroker.replica.replica_manager import ReplicaManager
@@ -48,6 +49,7 @@ class Broker:
 
         log_dirs = self.config.log_dirs
         self.metadata = LocalMetadataStore(log_dirs[0], self.config.get("cluster.id"))
+        restore_dynamic_configs(self.config, self.metadata)
         self.log_manager = LogManager(log_dirs, self.node_id, self.metadata.cluster_id)
         topics = self.metadata.topics()
         log_config_for = log_config_factory(self.config)

@@ -315,6 +315,12 @@ def test_dynamic_broker_config(broker_factory):
         ConfigEntry("log.dirs", "/tmp/elsewhere", incremental_operation=AlterConfigOpType.SET)])
     error = kafka_error(admin.incremental_alter_configs([read_only])[read_only])
     assert error.code() == Errors.INVALID_REQUEST
+    # Dynamic configs outlive the process, as in Kafka.
+    broker.restart()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    retention = describe_topic(admin, "follows-broker")["retention.ms"]
+    assert retention.value == "123456789"
+    assert retention.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
 
 
 # --- DeleteRecords -----------------------------------------------------------------------------
