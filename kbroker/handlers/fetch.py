@@ -23,7 +23,8 @@ import asyncio
 import time
 
 from kbroker.handlers import handles
-from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.handlers.topic_ids import resolve_topic
+from kbroker.protocol.errors import KafkaError
 
 READ_COMMITTED = 1
 
@@ -69,13 +70,7 @@ def _plan(ctx, request):
     by_id = ctx.api_version >= 13
     plan = []
     for topic in request.topics:
-        if by_id:
-            meta = broker.metadata.topic_by_id(topic.topic_id)
-            name = meta.name if meta is not None else None
-            unknown = Errors.UNKNOWN_TOPIC_ID
-        else:
-            name = topic.topic
-            unknown = Errors.UNKNOWN_TOPIC_OR_PARTITION
+        name, unknown = resolve_topic(broker, by_id, topic.topic, topic.topic_id)
         for wanted in topic.partitions:
             partition = broker.replicas.get(name, wanted.partition) if name else None
             plan.append((topic, wanted, partition, None if partition is not None else unknown))

@@ -19,6 +19,7 @@ import logging
 import time
 
 from kbroker.handlers import handles
+from kbroker.handlers.topic_ids import resolve_topic
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.server.connection import Closed
 
@@ -36,13 +37,7 @@ def handle_produce(ctx, request):
     failed = False
     responses = []
     for topic_data in request.topic_data:
-        if by_id:
-            meta = broker.metadata.topic_by_id(topic_data.topic_id)
-            name = meta.name if meta is not None else None
-            unknown = Errors.UNKNOWN_TOPIC_ID
-        else:
-            name = topic_data.name
-            unknown = Errors.UNKNOWN_TOPIC_OR_PARTITION
+        name, unknown = resolve_topic(broker, by_id, topic_data.name, topic_data.topic_id)
         partition_responses = []
         for data in topic_data.partition_data:
             out = R.PartitionProduceResponse(index=data.index, base_offset=-1,
