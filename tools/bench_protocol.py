@@ -126,7 +126,7 @@ def main(argv=None):
         print("codecs: kbroker.protocol.compression not available")
         return 0
     sample = compressible(MIB)
-    print(f"\ncodecs over 1 MiB of JSON-like text:")
+    print("\ncodecs over 1 MiB of JSON-like text:")
     for codec in (compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD):
         packed = compression.compress(codec, sample)
         c = best_of(lambda: compression.compress(codec, sample), max(2, repeat // 2), 3)

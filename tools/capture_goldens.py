@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import gzip
 import hashlib
 import json
-import os
 import re
 import shutil
 import struct

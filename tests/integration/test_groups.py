@@ -14,7 +14,6 @@ leave, removal after the session timeout), never for fixed sleeps.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests.integration.clients import (
-    CLIENTS, CODEC_IDS, CODECS, CONSUMERS, CREATE_TOPICS, EARLIEST, FIND_COORDINATOR, LATEST,
+    CLIENTS, CODEC_IDS, CODECS, CONSUMERS, CREATE_TOPICS, EARLIEST, LATEST,
     PRODUCERS, ProduceFailed, Rec, Wire, build_batch, confluent_consumer, ensure_topic, now_ms,
     partition_dir, running_broker, segment_batches, segment_files, skip_reason, wait_until,
 )
@@ -64,12 +64,6 @@ def _check_consumed(got, sent: list[Rec], partition: int, consumer: str,
         elif ts_window is not None:
             assert ts_window[0] <= g.timestamp <= ts_window[1], \
                 f"{where}: timestamp {g.timestamp} outside {ts_window}"
-
-
-def _advertises(broker, api_key: int) -> bool:
-    with Wire(broker.bootstrap) as wire:
-        wire.api_versions()
-        return api_key in wire.versions
 
 
 def _disk_codecs(broker, topic: str, partition: int = 0) -> set[int]:
