@@ -80,7 +80,6 @@ PYTHON = (sys.executable, str(HERE / "python_driver.py"), "--client")
 JAVA_JAR = "compat_tests/java/target/kbroker-java-driver.jar"
 # Short-lived JVMs: C1 only and the serial collector start fastest.
 JAVA = ("java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-jar", JAVA_JAR)
-JAVA_TODO = "the Java driver (compat_tests/java/src) does not implement {} yet; kafka-clients has {}"
 GO_BIN = "compat_tests/go/bin/kbroker-go-driver"
 KCAT_NO_ADMIN = "kcat has no admin API: only metadata (-L) and offset queries (-Q)"
 INSTALL = "run scripts/install-test-deps.sh"
@@ -96,17 +95,6 @@ DRIVERS: list[Driver] = [
                       "alter-configs", "delete-records")}},
            unavailable=_needs_program("kcat", INSTALL)),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
-           todo={"timestamps": JAVA_TODO.format("--timestamp", "ProducerRecord timestamps"),
-                 "value-size": JAVA_TODO.format("--value-size", "any value size"),
-                 "admin.create-partitions": JAVA_TODO.format("create-partitions",
-                                                             "Admin.createPartitions"),
-                 "admin.describe-configs": JAVA_TODO.format("describe-configs",
-                                                            "Admin.describeConfigs"),
-                 "admin.alter-configs": JAVA_TODO.format("alter-configs",
-                                                         "Admin.incrementalAlterConfigs"),
-                 "admin.list-offsets": JAVA_TODO.format("list-offsets", "Admin.listOffsets"),
-                 "admin.delete-records": JAVA_TODO.format("delete-records",
-                                                          "Admin.deleteRecords")},
            unavailable=_needs_file(JAVA_JAR, INSTALL),
            timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",
                                     "--property", f"request.timeout.ms={ms // 2}",

@@ -3,11 +3,14 @@ package dev.kbroker;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -15,7 +18,14 @@ import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -28,6 +38,7 @@ import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -42,7 +53,7 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * java -jar kbroker-java-driver.jar produce --bootstrap H:P --topic T --count N
  *      [--compression none|gzip|snappy|lz4|zstd] [--acks all|1|0] [--idempotent true|false]
  *      [--key-prefix k] [--value-prefix v] [--null-key-every N] [--headers] [--partition P]
- *      [--linger-ms MS] [--client-id ID] [--property k=v ...]
+ *      [--linger-ms MS] [--client-id ID] [--property k=v ...] [--timestamp MS] [--value-size N]
  * java -jar kbroker-java-driver.jar consume --bootstrap H:P --topic T --count N [--group G]
  *      [--from-beginning] [--timeout-ms MS] [--isolation read_committed|read_uncommitted]
  *      [--client-id ID] [--property k=v ...]
@@ -50,6 +61,11 @@ import org.apache.kafka.common.utils.AppInfoParser;
  *      [--replication-factor R] [--config k=v ...]
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P delete-topic|describe-topic --topic T
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P list-topics [--internal]
+ * java -jar kbroker-java-driver.jar admin --bootstrap H:P create-partitions --topic T --partitions N
+ * java -jar kbroker-java-driver.jar admin --bootstrap H:P describe-configs --topic T
+ * java -jar kbroker-java-driver.jar admin --bootstrap H:P alter-configs --topic T --config k=v ...
+ * java -jar kbroker-java-driver.jar admin --bootstrap H:P list-offsets --topic T [--timestamp MS]
+ * java -jar kbroker-java-driver.jar admin --bootstrap H:P delete-records --topic T --partition P --offset O
  * </pre>
  *
  * Exit codes: 0 ok, 1 error (an {"event":"error"} line is printed), 2 timeout, 64 usage.
@@ -126,6 +142,9 @@ public final class Driver {
         boolean headers = a.flag("headers");
         String partStr = a.get("partition", null);
         Integer partition = partStr == null ? null : Integer.valueOf(partStr);
+        String tsStr = a.get("timestamp", null);
+        Long timestamp = tsStr == null ? null : Long.valueOf(tsStr);
+        int valueSize = a.getInt("value-size", 0);
 
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a.require("bootstrap"));
@@ -136,6 +155,10 @@ public final class Driver {
         p.put(ProducerConfig.LINGER_MS_CONFIG, a.get("linger-ms", "5"));
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        if (valueSize > 0) {
+            // room for the largest record plus its batch and request framing
+            p.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, String.valueOf(Math.max(1048576, valueSize + 4096)));
+        }
         extraProps(p, a);
 
         AtomicInteger acked = new AtomicInteger();
@@ -145,13 +168,19 @@ public final class Driver {
                 boolean nullKey = nullKeyEvery > 0 && i % nullKeyEvery == nullKeyEvery - 1;
                 byte[] key = nullKey ? null : utf8(keyPrefix + i);
                 byte[] value = utf8(valuePrefix + i);
+                if (value.length < valueSize) {
+                    byte[] padded = Arrays.copyOf(value, valueSize);
+                    Arrays.fill(padded, value.length, valueSize, (byte) '.');
+                    value = padded;
+                }
+                Long ts = timestamp == null ? null : timestamp + i;
                 RecordHeaders hs = new RecordHeaders();
                 if (headers) {
                     hs.add("h-index", utf8(Integer.toString(i)));
                     hs.add("h-client", utf8("java"));
                 }
                 final int idx = i;
-                producer.send(new ProducerRecord<>(topic, partition, null, key, value, hs), (md, ex) -> {
+                producer.send(new ProducerRecord<>(topic, partition, ts, key, value, hs), (md, ex) -> {
                     if (ex != null) {
                         failure.compareAndSet(null, ex);
                         emit(Json.obj("event", "error", "index", idx, "error", ex.getClass().getSimpleName(),
@@ -253,13 +282,7 @@ public final class Driver {
                     String topic = a.require("topic");
                     NewTopic nt = new NewTopic(topic, a.getInt("partitions", 1),
                             (short) a.getInt("replication-factor", 1));
-                    Map<String, String> cfg = new java.util.LinkedHashMap<>();
-                    for (String kv : a.all("config")) {
-                        int eq = kv.indexOf('=');
-                        if (eq <= 0) throw new IllegalArgumentException("--config wants k=v, got " + kv);
-                        cfg.put(kv.substring(0, eq), kv.substring(eq + 1));
-                    }
-                    nt.configs(cfg);
+                    nt.configs(configs(a));
                     admin.createTopics(List.of(nt)).all().get();
                     emit(Json.obj("event", "created", "topic", topic, "partitions", nt.numPartitions(),
                             "replicationFactor", (int) nt.replicationFactor()));
@@ -289,10 +312,81 @@ public final class Driver {
                     for (TopicListing l : ls) names.add(l.name());
                     emit(Json.obj("event", "topics", "topics", new ArrayList<>(names)));
                 }
+                case "create-partitions" -> {
+                    String topic = a.require("topic");
+                    int total = Integer.parseInt(a.require("partitions"));
+                    admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(total))).all().get();
+                    emit(Json.obj("event", "partitions-created", "topic", topic, "partitions", total));
+                }
+                case "describe-configs" -> {
+                    String topic = a.require("topic");
+                    ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+                    Config cfg = admin.describeConfigs(List.of(res)).all().get().get(res);
+                    Map<String, Object> configs = new TreeMap<>();
+                    for (ConfigEntry e : cfg.entries()) configs.put(e.name(), e.value());
+                    emit(Json.obj("event", "configs", "topic", topic, "configs", configs));
+                }
+                case "alter-configs" -> {
+                    String topic = a.require("topic");
+                    Map<String, String> wanted = configs(a);
+                    if (wanted.isEmpty()) throw new IllegalArgumentException("alter-configs needs --config k=v");
+                    List<AlterConfigOp> ops = new ArrayList<>();
+                    for (Map.Entry<String, String> e : wanted.entrySet()) {
+                        ops.add(new AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue()), AlterConfigOp.OpType.SET));
+                    }
+                    ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+                    admin.incrementalAlterConfigs(Map.of(res, ops)).all().get();
+                    emit(Json.obj("event", "configs-altered", "topic", topic, "configs", wanted));
+                }
+                case "list-offsets" -> {
+                    String topic = a.require("topic");
+                    String tsStr = a.get("timestamp", null);
+                    TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+                    List<TopicPartition> tps = new ArrayList<>();
+                    for (TopicPartitionInfo tp : d.partitions()) tps.add(new TopicPartition(topic, tp.partition()));
+                    tps.sort((x, y) -> Integer.compare(x.partition(), y.partition()));
+                    Map<String, OffsetSpec> specs = new LinkedHashMap<>();
+                    specs.put("earliest", OffsetSpec.earliest());
+                    specs.put("latest", OffsetSpec.latest());
+                    if (tsStr != null) specs.put("forTimestamp", OffsetSpec.forTimestamp(Long.parseLong(tsStr)));
+                    Map<Integer, Map<String, Object>> found = new TreeMap<>();
+                    for (TopicPartition tp : tps) found.put(tp.partition(), Json.obj("partition", tp.partition()));
+                    for (Map.Entry<String, OffsetSpec> spec : specs.entrySet()) {
+                        Map<TopicPartition, OffsetSpec> req = new LinkedHashMap<>();
+                        for (TopicPartition tp : tps) req.put(tp, spec.getValue());
+                        Map<TopicPartition, ListOffsetsResultInfo> got = admin.listOffsets(req).all().get();
+                        for (TopicPartition tp : tps) {
+                            // -1: no record at or after the timestamp (Kafka's own answer)
+                            found.get(tp.partition()).put(spec.getKey(), got.get(tp).offset());
+                        }
+                    }
+                    emit(Json.obj("event", "offsets", "topic", topic, "partitions", new ArrayList<Object>(found.values())));
+                }
+                case "delete-records" -> {
+                    String topic = a.require("topic");
+                    int partition = a.getInt("partition", 0);
+                    long offset = Long.parseLong(a.require("offset"));
+                    TopicPartition tp = new TopicPartition(topic, partition);
+                    long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(offset)))
+                            .lowWatermarks().get(tp).get().lowWatermark();
+                    emit(Json.obj("event", "records-deleted", "topic", topic, "partition", partition,
+                            "lowWatermark", low));
+                }
                 default -> throw new IllegalArgumentException("unknown admin action " + action);
             }
         }
         return 0;
+    }
+
+    /** The --config k=v options, in order. */
+    private static Map<String, String> configs(Args a) {
+        Map<String, String> cfg = new LinkedHashMap<>();
+        for (String kv : a.all("config")) {
+            int eq = kv.indexOf('=');
+            if (eq <= 0) throw new IllegalArgumentException("--config wants k=v, got " + kv);
+            cfg.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
+        return cfg;
     }
 
     private static List<Object> ids(List<Node> nodes) {
