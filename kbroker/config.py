@@ -1038,7 +1038,7 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
     for key, raw in configs.items():
         definition = TOPIC_CONFIGS.get(key)
         if definition is None:
-            raise ConfigError(f"unknown topic config name: {key}", key)
+            raise ConfigError(f"Unknown topic config name: {key}", key)
         if raw is None:
             raise ConfigError(f"null value not supported for topic config '{key}'", key)
         parsed[key] = definition.parse(raw)
