@@ -533,7 +533,10 @@ def gen_struct(em: Emitter, st: Struct, msg: Message):
             for f in fields:
                 em.emit(3, f"self.{f.attr} = {default_expr(f, valid)}")
     em.emit(2, "self.unknown_tagged_fields = None")
-    if flex:
+    if flex and not tagged_fields:
+        em.emit(2, "if flexible:")
+        em.emit(3, "self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)")
+    elif flex:
         em.emit(2, "if flexible:")
         em.emit(3, "n_tags, pos = read_tag_count(buf, pos)")
         em.emit(3, "for _ in range(n_tags):")
@@ -548,15 +551,11 @@ def gen_struct(em: Emitter, st: Struct, msg: Message):
             gen_read_value(em, 5, f, f"self.{f.attr}", valid, msg)
             em.emit(5, "if pos != end:")
             em.emit(6, f"raise DecodeError('tagged field {f.name} has the wrong size')")
-        if tagged_fields:
-            em.emit(4, "else:")
-            ind = 5
-        else:
-            ind = 4
-        em.emit(ind, "if self.unknown_tagged_fields is None:")
-        em.emit(ind + 1, "self.unknown_tagged_fields = []")
-        em.emit(ind, "self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))")
-        em.emit(ind, "pos = end")
+        em.emit(4, "else:")
+        em.emit(5, "if self.unknown_tagged_fields is None:")
+        em.emit(6, "self.unknown_tagged_fields = []")
+        em.emit(5, "self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))")
+        em.emit(5, "pos = end")
     em.emit(2, "return self, pos")
     em.emit(0)
     # _write
@@ -604,10 +603,7 @@ def gen_struct(em: Emitter, st: Struct, msg: Message):
     if flex:
         em.emit(2, "if flexible:")
         if not tagged_fields:
-            em.emit(3, "if self.unknown_tagged_fields:")
-            em.emit(4, "write_tagged_fields(out, list(self.unknown_tagged_fields))")
-            em.emit(3, "else:")
-            em.emit(4, "out.append(0)")
+            em.emit(3, "write_unknown_tags(out, self.unknown_tagged_fields)")
         else:
             em.emit(3, "tagged = list(self.unknown_tagged_fields or ())")
             for f in tagged_fields:

@@ -359,6 +359,28 @@ def read_tag_count(buf, pos):
     return n, pos
 
 
+def read_unknown_tags(buf, pos):
+    """The tag section of a struct that has no known tagged fields: every tag is kept as raw
+    bytes so it can be written back. Returns (list of (tag, bytes) or None, pos)."""
+    n, pos = read_tag_count(buf, pos)
+    if n == 0:
+        return None, pos
+    unknown = []
+    for _ in range(n):
+        tag, size, pos = read_tag_header(buf, pos)
+        end = pos + size
+        unknown.append((tag, bytes(buf[pos:end])))
+        pos = end
+    return unknown, pos
+
+
+def write_unknown_tags(out, unknown):
+    if unknown:
+        write_tagged_fields(out, list(unknown))
+    else:
+        out.append(0)
+
+
 def write_tagged_fields(out, tagged):
     """``tagged`` is a list of (tag, encoded bytes); Kafka requires ascending tag order."""
     tagged.sort(key=lambda item: item[0])

@@ -45,14 +45,7 @@ class _CreateTopicsRequest_CreatableReplicaAssignment:
             pos += n * 4
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -69,10 +62,7 @@ class _CreateTopicsRequest_CreatableReplicaAssignment:
                 out += _S_i.pack(len(self.broker_ids))
             out += struct.pack('>%di' % len(self.broker_ids), *self.broker_ids)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -111,14 +101,7 @@ class _CreateTopicsRequest_CreatableTopicConfig:
             self.value, pos = read_nullable_string(buf, pos)
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -134,10 +117,7 @@ class _CreateTopicsRequest_CreatableTopicConfig:
         else:
             write_nullable_string(out, self.value)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -205,14 +185,7 @@ class _CreateTopicsRequest_CreatableTopic:
             self.configs = items
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -247,10 +220,7 @@ class _CreateTopicsRequest_CreatableTopic:
             for item in self.configs:
                 item._write(out, version, splices)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -297,14 +267,7 @@ class CreateTopicsRequest:
         pos += 5
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -322,10 +285,7 @@ class CreateTopicsRequest:
                 item._write(out, version, splices)
         out += _S_ix.pack(self.timeout_ms, self.validate_only)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -419,14 +379,7 @@ class _CreateTopicsResponse_CreatableTopicConfigs:
             self.is_sensitive = False
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -459,10 +412,7 @@ class _CreateTopicsResponse_CreatableTopicConfigs:
             if self.is_sensitive != False:
                 raise EncodeError('IsSensitive is not supported in version %d' % version)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -634,14 +584,7 @@ class CreateTopicsResponse:
             self.topics = items
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -659,10 +602,7 @@ class CreateTopicsResponse:
             for item in self.topics:
                 item._write(out, version, splices)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

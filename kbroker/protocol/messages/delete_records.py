@@ -33,24 +33,14 @@ class _DeleteRecordsRequest_DeleteRecordsPartition:
         pos += 12
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
         flexible = version >= 2
         out += _S_iq.pack(self.partition_index, self.offset)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -99,14 +89,7 @@ class _DeleteRecordsRequest_DeleteRecordsTopic:
             self.partitions = items
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -129,10 +112,7 @@ class _DeleteRecordsRequest_DeleteRecordsTopic:
             for item in self.partitions:
                 item._write(out, version, splices)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -178,14 +158,7 @@ class DeleteRecordsRequest:
         pos += 4
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -203,10 +176,7 @@ class DeleteRecordsRequest:
                 item._write(out, version, splices)
         out += _S_i.pack(self.timeout_ms)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -264,24 +234,14 @@ class _DeleteRecordsResponse_DeleteRecordsPartitionResult:
         pos += 14
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
         flexible = version >= 2
         out += _S_iqh.pack(self.partition_index, self.low_watermark, self.error_code)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -330,14 +290,7 @@ class _DeleteRecordsResponse_DeleteRecordsTopicResult:
             self.partitions = items
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -360,10 +313,7 @@ class _DeleteRecordsResponse_DeleteRecordsTopicResult:
             for item in self.partitions:
                 item._write(out, version, splices)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -409,14 +359,7 @@ class DeleteRecordsResponse:
             self.topics = items
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -434,10 +377,7 @@ class DeleteRecordsResponse:
             for item in self.topics:
                 item._write(out, version, splices)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -35,14 +35,7 @@ class _DescribeTopicPartitionsRequest_TopicRequest:
             self.name, pos = read_string(buf, pos)
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -54,10 +47,7 @@ class _DescribeTopicPartitionsRequest_TopicRequest:
         else:
             write_string(out, self.name)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -94,14 +84,7 @@ class _DescribeTopicPartitionsRequest_Cursor:
         pos += 4
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -114,10 +97,7 @@ class _DescribeTopicPartitionsRequest_Cursor:
             write_string(out, self.topic_name)
         out += _S_i.pack(self.partition_index)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -170,14 +150,7 @@ class DescribeTopicPartitionsRequest:
             self.cursor, pos = _DescribeTopicPartitionsRequest_Cursor._read(buf, pos, version)
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -202,10 +175,7 @@ class DescribeTopicPartitionsRequest:
             out += b'\x01'
             self.cursor._write(out, version, splices)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -319,14 +289,7 @@ class _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition:
             pos += n * 4
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -383,10 +346,7 @@ class _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition:
                 out += _S_i.pack(len(self.offline_replicas))
             out += struct.pack('>%di' % len(self.offline_replicas), *self.offline_replicas)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -446,14 +406,7 @@ class _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic:
         pos += 4
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -478,10 +431,7 @@ class _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic:
                 item._write(out, version, splices)
         out += _S_i.pack(self.topic_authorized_operations)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -518,14 +468,7 @@ class _DescribeTopicPartitionsResponse_Cursor:
         pos += 4
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -538,10 +481,7 @@ class _DescribeTopicPartitionsResponse_Cursor:
             write_string(out, self.topic_name)
         out += _S_i.pack(self.partition_index)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -594,14 +534,7 @@ class DescribeTopicPartitionsResponse:
             self.next_cursor, pos = _DescribeTopicPartitionsResponse_Cursor._read(buf, pos, version)
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -626,10 +559,7 @@ class DescribeTopicPartitionsResponse:
             out += b'\x01'
             self.next_cursor._write(out, version, splices)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

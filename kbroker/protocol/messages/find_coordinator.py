@@ -61,14 +61,7 @@ class FindCoordinatorRequest:
             self.coordinator_keys = []
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -109,10 +102,7 @@ class FindCoordinatorRequest:
             if self.coordinator_keys != []:
                 raise EncodeError('CoordinatorKeys is not supported in version %d' % version)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -200,14 +190,7 @@ class _FindCoordinatorResponse_Coordinator:
             self.error_message = ''
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -252,10 +235,7 @@ class _FindCoordinatorResponse_Coordinator:
             else:
                 write_nullable_string(out, self.error_message)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -347,14 +327,7 @@ class FindCoordinatorResponse:
             self.coordinators = []
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -409,10 +382,7 @@ class FindCoordinatorResponse:
             if self.coordinators != []:
                 raise EncodeError('Coordinators is not supported in version %d' % version)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -34,24 +34,14 @@ class _OffsetForLeaderEpochRequest_OffsetForLeaderPartition:
         pos += 12
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
         flexible = version >= 4
         out += _S_iii.pack(self.partition, self.current_leader_epoch, self.leader_epoch)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -100,14 +90,7 @@ class _OffsetForLeaderEpochRequest_OffsetForLeaderTopic:
             self.partitions = items
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -130,10 +113,7 @@ class _OffsetForLeaderEpochRequest_OffsetForLeaderTopic:
             for item in self.partitions:
                 item._write(out, version, splices)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -182,14 +162,7 @@ class OffsetForLeaderEpochRequest:
             self.topics = items
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -208,10 +181,7 @@ class OffsetForLeaderEpochRequest:
             for item in self.topics:
                 item._write(out, version, splices)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -271,24 +241,14 @@ class _OffsetForLeaderEpochResponse_EpochEndOffset:
         pos += 18
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
         flexible = version >= 4
         out += _S_hiiq.pack(self.error_code, self.partition, self.leader_epoch, self.end_offset)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -337,14 +297,7 @@ class _OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult:
             self.partitions = items
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -367,10 +320,7 @@ class _OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult:
             for item in self.partitions:
                 item._write(out, version, splices)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -416,14 +366,7 @@ class OffsetForLeaderEpochResponse:
             self.topics = items
         self.unknown_tagged_fields = None
         if flexible:
-            n_tags, pos = read_tag_count(buf, pos)
-            for _ in range(n_tags):
-                tag, size, pos = read_tag_header(buf, pos)
-                end = pos + size
-                if self.unknown_tagged_fields is None:
-                    self.unknown_tagged_fields = []
-                self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))
-                pos = end
+            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
@@ -441,10 +384,7 @@ class OffsetForLeaderEpochResponse:
             for item in self.topics:
                 item._write(out, version, splices)
         if flexible:
-            if self.unknown_tagged_fields:
-                write_tagged_fields(out, list(self.unknown_tagged_fields))
-            else:
-                out.append(0)
+            write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
