@@ -205,7 +205,7 @@ class CoordinatorRuntime:
         for key, value in records:
             builder.append(timestamp, key, value)
         try:
-            result = partition.append(builder.build(), timestamp)
+            result, _committed = partition.append(builder.build(), timestamp)
         except KafkaError as exc:
             log.warning("appending %d coordinator record(s) to %s-%d failed: %s", len(records),
                         self.topic, shard.partition_index, exc)

@@ -54,7 +54,7 @@ def handle_produce(ctx, request):
                                      "transactions are not supported by this broker yet")
                 if data.records is None or len(data.records) == 0:
                     raise KafkaError(Errors.INVALID_RECORD, "no record batch in the request")
-                result = partition.append(data.records, now_ms)
+                result, _committed = partition.append(data.records, now_ms)
                 out.base_offset = result.first_offset
                 out.log_append_time_ms = result.log_append_time
                 out.log_start_offset = result.log_start_offset

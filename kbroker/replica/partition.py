@@ -54,13 +54,18 @@ class Partition:
     # --- writes and reads ----------------------------------------------------------------------
 
     def append(self, records, now_ms: int):
-        """Append one batch as leader; a writable ``records`` buffer is stamped in place."""
+        """Append one batch as leader; a writable ``records`` buffer is stamped in place.
+
+        Returns ``(result, committed)``: the append result once the batch is on the log, and a
+        future that completes when the high watermark passes the batch's last offset."""
         result = self.log.append_as_leader(records, self.leader_epoch, now_ms, in_place=True)
         # The ISR is this broker alone: an appended batch is committed at once.
         self.log.high_watermark = self.log.log_end_offset
         self.log.flush_if_needed(now_ms)
         self.wake_waiters()
-        return result
+        committed = asyncio.get_running_loop().create_future()
+        committed.set_result(None)
+        return result, committed
 
     def read(self, fetch_offset: int, max_bytes: int, read_committed: bool, min_one_message: bool):
         bound = self.last_stable_offset if read_committed else self.high_watermark
