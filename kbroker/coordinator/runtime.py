@@ -78,9 +78,10 @@ class Shard:
 class CoordinatorRuntime:
     """Shards of ``topic`` hosted by this broker (all of them, on a single node)."""
 
-    def __init__(self, broker, topic: str, num_partitions: int, topic_configs: dict,
-                 shard_factory):
-        self.broker = broker
+    def __init__(self, controller, partitions, topic: str, num_partitions: int,
+                 topic_configs: dict, shard_factory):
+        self.controller = controller
+        self.partitions = partitions
         self.topic = topic
         self.default_partitions = num_partitions
         self.topic_configs = topic_configs
@@ -90,12 +91,12 @@ class CoordinatorRuntime:
 
     @property
     def num_partitions(self) -> int:
-        topic = self.broker.metadata.topic(self.topic)
+        topic = self.controller.image.topic(self.topic)
         return topic.num_partitions if topic is not None else self.default_partitions
 
     @property
     def exists(self) -> bool:
-        return self.broker.metadata.topic(self.topic) is not None
+        return self.controller.image.topic(self.topic) is not None
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -107,9 +108,8 @@ class CoordinatorRuntime:
     def ensure_topic(self) -> None:
         """Create the internal topic on first use (Kafka: on the first FindCoordinator)."""
         if not self.exists:
-            topic = self.broker.metadata.create_topic(self.topic, self.default_partitions,
-                                                      dict(self.topic_configs))
-            self.broker.replicas.ensure_topic(topic)
+            topic = self.controller.create_topic(self.topic, self.default_partitions,
+                                                 dict(self.topic_configs))
             log.info("created internal topic %s with %d partitions", self.topic,
                      topic.num_partitions)
         if len(self.shards) < self.num_partitions:
@@ -132,7 +132,7 @@ class CoordinatorRuntime:
             if index not in self.shards:
                 shard = self.shard_factory(self, index)
                 self.shards[index] = shard
-                partition = self.broker.replicas.get(self.topic, index)
+                partition = self.partitions.get(self.topic, index)
                 if partition is None or partition.log_end_offset == partition.log_start_offset:
                     self._finish_load(shard, 0)  # nothing to replay: usable at once
                     continue
@@ -143,7 +143,7 @@ class CoordinatorRuntime:
 
     async def _load(self, shard: Shard) -> None:
         started = time.monotonic()
-        partition = self.broker.replicas.get(self.topic, shard.partition_index)
+        partition = self.partitions.get(self.topic, shard.partition_index)
         count = 0
         try:
             offset = partition.log_start_offset
@@ -196,7 +196,7 @@ class CoordinatorRuntime:
         error their clients expect (Kafka: COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR)."""
         if not records:
             return
-        partition = self.broker.replicas.get(self.topic, shard.partition_index)
+        partition = self.partitions.get(self.topic, shard.partition_index)
         if partition is None:
             raise KafkaError(Errors.NOT_COORDINATOR,
                              f"{self.topic}-{shard.partition_index} is not hosted here")

@@ -23,7 +23,6 @@ BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 def handle_describe_cluster(ctx, request):
     from kbroker.protocol.messages.describe_cluster import DescribeClusterResponse as R
 
-    broker = ctx.broker
     endpoint_type = request.endpoint_type if ctx.api_version >= 1 else BROKERS_ENDPOINT
     if endpoint_type not in (BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT):
         return R(error_code=Errors.UNSUPPORTED_ENDPOINT_TYPE.code,
@@ -33,20 +32,12 @@ def handle_describe_cluster(ctx, request):
                  error_message="The request was sent to an endpoint of type BROKER, but we "
                                "wanted an endpoint of type CONTROLLER", cluster_id="")
     response = R(throttle_time_ms=0, error_code=Errors.NONE.code, error_message=None,
-                 endpoint_type=BROKERS_ENDPOINT, cluster_id=broker.metadata.cluster_id,
-                 controller_id=broker.node_id, brokers=[],
+                 endpoint_type=BROKERS_ENDPOINT, cluster_id=ctx.metadata.cluster_id,
+                 controller_id=ctx.node_id, brokers=[],
                  cluster_authorized_operations=NOT_REQUESTED)
-    host, port = broker.advertised_endpoint(getattr(ctx.connection, "listener_name", None))
-    rack = broker.config.get("broker.rack") if _has(broker.config, "broker.rack") else None
-    response.brokers.append(R.DescribeClusterBroker(broker_id=broker.node_id, host=host,
-                                                    port=port, rack=rack or None,
+    host, port = ctx.advertised_endpoint()
+    response.brokers.append(R.DescribeClusterBroker(broker_id=ctx.node_id, host=host,
+                                                    port=port, rack=ctx.cluster.rack,
                                                     is_fenced=False))
     return response
 
-
-def _has(config, name: str) -> bool:
-    try:
-        config.get(name)
-    except KeyError:
-        return False
-    return True

@@ -51,7 +51,7 @@ OPERATIONS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRAC
 
 # --- helpers shared with CreateTopics ----------------------------------------------------------
 
-def validate_overrides(broker, configs: dict) -> dict:
+def validate_overrides(config, configs: dict) -> dict:
     """Check topic overrides (name -> string); the strings to store, or INVALID_CONFIG."""
     try:
         validate_topic_configs(configs)
@@ -60,10 +60,10 @@ def validate_overrides(broker, configs: dict) -> dict:
     return dict(configs)
 
 
-def describe_topic_configs(broker, overrides: dict, names=None, *, include_synonyms=False,
+def describe_topic_configs(config, overrides: dict, names=None, *, include_synonyms=False,
                            include_documentation=False) -> list:
     """A topic's effective configs as :class:`kbroker.config.ConfigEntry`, sorted by name."""
-    entries = TopicConfig(overrides, broker.config).describe(
+    entries = TopicConfig(overrides, config).describe(
         names, include_synonyms=include_synonyms, include_documentation=include_documentation)
     return sorted(entries, key=lambda e: e.name)
 
@@ -80,7 +80,7 @@ def handle_describe_configs(ctx, request):
                                          resource_type=resource.resource_type,
                                          resource_name=resource.resource_name, configs=[])
         try:
-            entries = _describe(ctx.broker, resource, request.include_synonyms,
+            entries = _describe(ctx, resource, request.include_synonyms,
                                 ctx.api_version >= 3 and request.include_documentation)
         except KafkaError as exc:
             result.error_code, result.error_message = exc.code, exc.message
@@ -102,7 +102,7 @@ def _describe(broker, resource, include_synonyms: bool, include_documentation: b
     kind, name = resource.resource_type, resource.resource_name
     if kind == TOPIC:
         topic = _existing_topic(broker, name)
-        return describe_topic_configs(broker, topic.configs, names,
+        return describe_topic_configs(broker.config, topic.configs, names,
                                       include_synonyms=include_synonyms,
                                       include_documentation=include_documentation)
     if kind == BROKER:
@@ -194,7 +194,7 @@ def handle_incremental_alter_configs(ctx, request):
 
 
 def _alter(ctx, request, Result, changes_of) -> list:
-    broker = ctx.broker
+    broker = ctx
     keys = [(r.resource_type, r.resource_name) for r in request.resources]
     responses, reported = [], set()
     for resource, key in zip(request.resources, keys):
@@ -224,11 +224,10 @@ def _apply(broker, resource, changes: dict, replace_all: bool, validate_only: bo
             new = {k: v for k, v in changes.items() if v is not None}
         else:
             new = _incremental(TopicConfig(topic.configs, broker.config), topic.configs, changes)
-        new = validate_overrides(broker, new)
+        new = validate_overrides(broker.config, new)
         if validate_only or new == topic.configs:
             return
-        topic = broker.metadata.set_topic_configs(name, new)
-        broker.replicas.update_config(topic)
+        broker.controller.alter_topic_configs(name, new)
         log.info("configs of topic %s are now %s", name, new)
     elif kind == BROKER:
         if name != "":
@@ -312,9 +311,7 @@ def _alter_broker(broker, cluster_default: bool, changes: dict, replace_all: boo
                        cluster_default)
         raise KafkaError(Errors.INVALID_CONFIG, str(exc)) from None
     # Kept in the metadata store, like Kafka's dynamic configs, so a restart keeps them.
-    broker.metadata.set_broker_configs(new, cluster_default=cluster_default)
-    for topic in broker.metadata.topics().values():
-        broker.replicas.update_config(topic)
+    broker.controller.alter_broker_configs(new, cluster_default=cluster_default)
     log.info("dynamic %s broker configs are now %s",
              "cluster-default" if cluster_default else "per-broker", new)
 

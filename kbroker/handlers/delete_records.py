@@ -27,7 +27,7 @@ HIGH_WATERMARK = -1
 def handle_delete_records(ctx, request):
     from kbroker.protocol.messages.delete_records import DeleteRecordsResponse as R
 
-    replicas = ctx.broker.replicas
+    replicas = ctx.partitions
     topics = []
     for topic in request.topics:
         partitions = []

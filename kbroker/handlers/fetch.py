@@ -66,13 +66,12 @@ async def _long_poll(ctx, request, plan, FetchResponse):
 
 def _plan(ctx, request):
     """Resolve each requested partition once: (topic entry, partition request, Partition, error)."""
-    broker = ctx.broker
     by_id = ctx.api_version >= 13
     plan = []
     for topic in request.topics:
-        name, unknown = resolve_topic(broker, by_id, topic.topic, topic.topic_id)
+        name, unknown = resolve_topic(ctx.metadata, by_id, topic.topic, topic.topic_id)
         for wanted in topic.partitions:
-            partition = broker.replicas.get(name, wanted.partition) if name else None
+            partition = ctx.partitions.get(name, wanted.partition) if name else None
             plan.append((topic, wanted, partition, None if partition is not None else unknown))
     return plan
 

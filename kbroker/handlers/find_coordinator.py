@@ -25,7 +25,7 @@ def _find(ctx, key: str | None, key_type: int) -> tuple[Errors, str | None]:
         if key is None:
             return Errors.INVALID_REQUEST, "a group id is required"
         try:
-            ctx.broker.group_coordinator.runtime.ensure_topic()
+            ctx.groups.runtime.ensure_topic()
         except KafkaError as exc:
             return exc.error, exc.message
         return Errors.NONE, None
@@ -38,20 +38,19 @@ def _find(ctx, key: str | None, key_type: int) -> tuple[Errors, str | None]:
 def handle_find_coordinator(ctx, request):
     from kbroker.protocol.messages.find_coordinator import FindCoordinatorResponse as R
 
-    broker = ctx.broker
-    host, port = broker.advertised_endpoint(getattr(ctx.connection, "listener_name", None))
+    host, port = ctx.advertised_endpoint()
     if ctx.api_version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
             error, message = _find(ctx, key, request.key_type)
             ok = error is Errors.NONE
             coordinators.append(R.Coordinator(
-                key=key, node_id=broker.node_id if ok else -1, host=host if ok else "",
+                key=key, node_id=ctx.node_id if ok else -1, host=host if ok else "",
                 port=port if ok else -1, error_code=error.code, error_message=message))
         return R(throttle_time_ms=0, coordinators=coordinators)
     error, message = _find(ctx, request.key, request.key_type)
     ok = error is Errors.NONE
     return R(throttle_time_ms=0, error_code=error.code,
              error_message=message if ctx.api_version >= 1 else None,
-             node_id=broker.node_id if ok else -1, host=host if ok else "",
+             node_id=ctx.node_id if ok else -1, host=host if ok else "",
              port=port if ok else -1)

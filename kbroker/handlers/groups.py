@@ -30,7 +30,7 @@ NOT_REQUESTED = -(2**31)
 
 
 def _shard(ctx, group_id):
-    return ctx.broker.group_coordinator.shard_for(group_id)
+    return ctx.groups.shard_for(group_id)
 
 
 async def _then(future, make):
@@ -205,7 +205,7 @@ def handle_list_groups(ctx, request):
     error = Errors.NONE
     listed = []
     if not types or "classic" in types:
-        for shard in ctx.broker.group_coordinator.shards():
+        for shard in ctx.groups.shards():
             if shard.loading:
                 error = Errors.COORDINATOR_LOAD_IN_PROGRESS
                 continue

@@ -26,7 +26,7 @@ def handle_init_producer_id(ctx, request):
         log.info("InitProducerId from %s for transactional id %r: transactions are not "
                  "supported yet", ctx.client_id, request.transactional_id)
         return R(error_code=Errors.INVALID_REQUEST.code, producer_id=-1, producer_epoch=-1)
-    ids = ctx.broker.producer_ids
+    ids = ctx.producer_ids
     if request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         return R(producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
     return R(producer_id=ids.next_id(), producer_epoch=0)

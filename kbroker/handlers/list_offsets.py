@@ -22,7 +22,6 @@ READ_COMMITTED = 1
 def handle_list_offsets(ctx, request):
     from kbroker.protocol.messages.list_offsets import ListOffsetsResponse as R
 
-    broker = ctx.broker
     read_committed = request.isolation_level == READ_COMMITTED
     topics = []
     for topic in request.topics:
@@ -30,7 +29,7 @@ def handle_list_offsets(ctx, request):
         for wanted in topic.partitions:
             out = R.ListOffsetsPartitionResponse(partition_index=wanted.partition_index,
                                                  timestamp=-1, offset=-1, leader_epoch=-1)
-            partition = broker.replicas.get(topic.name, wanted.partition_index)
+            partition = ctx.partitions.get(topic.name, wanted.partition_index)
             try:
                 if partition is None:
                     raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION)

@@ -26,16 +26,15 @@ log = logging.getLogger("kbroker.log_dirs")
 def handle_describe_log_dirs(ctx, request):
     from kbroker.protocol.messages.describe_log_dirs import DescribeLogDirsResponse as R
 
-    broker = ctx.broker
     wanted = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-    log_manager = broker.log_manager
-    by_dir: dict[str, dict[str, list]] = {os.path.abspath(d): {} for d in log_manager.log_dirs}
-    for partition in sorted(broker.replicas.partitions(), key=lambda p: (p.topic, p.index)):
+    replicas = ctx.partitions
+    by_dir: dict[str, dict[str, list]] = {os.path.abspath(d): {} for d in replicas.log_dirs}
+    for partition in sorted(replicas.partitions(), key=lambda p: (p.topic, p.index)):
         if wanted is not None and (partition.topic, partition.index) not in wanted:
             continue
-        log_dir = log_manager.log_dir_of(partition.topic, partition.index)
+        log_dir = replicas.log_dir_of(partition.topic, partition.index)
         if log_dir is None:
             continue
         log_dir = os.path.abspath(log_dir)

@@ -31,24 +31,23 @@ NOT_REQUESTED = -(2**31)  # authorized operations were not asked for
 def handle_metadata(ctx, request):
     from kbroker.protocol.messages.metadata import MetadataResponse as R
 
-    broker = ctx.broker
-    store = broker.metadata
-    host, port = broker.advertised_endpoint(getattr(ctx.connection, "listener_name", None))
+    store = ctx.metadata
+    host, port = ctx.advertised_endpoint()
     response = R(
         throttle_time_ms=0,
-        brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port,
+        brokers=[R.MetadataResponseBroker(node_id=ctx.node_id, host=host, port=port,
                                           rack=None)],
         cluster_id=store.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=ctx.node_id,
         topics=[],
         cluster_authorized_operations=NOT_REQUESTED,
     )
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         for topic in sorted(store.topics().values(), key=lambda t: t.name):
-            response.topics.append(describe_topic(R, broker, topic))
+            response.topics.append(describe_topic(R, ctx, topic))
         return response
 
-    allow_create = (broker.config.get("auto.create.topics.enable")
+    allow_create = (ctx.config.get("auto.create.topics.enable")
                     and (ctx.api_version < 4 or request.allow_auto_topic_creation))
     for requested in request.topics:
         name = requested.name
@@ -68,7 +67,7 @@ def handle_metadata(ctx, request):
                          ctx.client_id, problem)
                 error = Errors.INVALID_TOPIC_EXCEPTION
             elif allow_create:
-                topic = auto_create_topic(broker, name)
+                topic = auto_create_topic(ctx, name)
                 error = Errors.NONE
             else:
                 error = Errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -77,24 +76,23 @@ def handle_metadata(ctx, request):
                     error_code=error.code, name=name, topic_id=ZERO_UUID,
                     topic_authorized_operations=NOT_REQUESTED))
                 continue
-        response.topics.append(describe_topic(R, broker, topic))
+        response.topics.append(describe_topic(R, ctx, topic))
     return response
 
 
-def auto_create_topic(broker, name: str):
-    partitions = broker.config.get("num.partitions")
-    topic = broker.metadata.create_topic(name, partitions, {})
-    broker.replicas.ensure_topic(topic)
+def auto_create_topic(ctx, name: str):
+    partitions = ctx.config.get("num.partitions")
+    topic = ctx.controller.create_topic(name, partitions, {})
     log.info("auto-created topic %s with %d partition(s) (id %s)", name, partitions,
              topic.topic_id)
     return topic
 
 
-def describe_topic(R, broker, topic):
-    node = broker.node_id
+def describe_topic(R, ctx, topic):
+    node = ctx.node_id
     partitions = []
     for index in range(topic.num_partitions):
-        partition = broker.replicas.get(topic.name, index)
+        partition = ctx.partitions.get(topic.name, index)
         epoch = partition.leader_epoch if partition is not None else 0
         partitions.append(R.MetadataResponsePartition(
             error_code=Errors.NONE.code, partition_index=index, leader_id=node,

@@ -34,10 +34,10 @@ def handle_offset_commit(ctx, request):
     from kbroker.protocol.messages.offset_commit import OffsetCommitResponse as R
 
     v = ctx.api_version
-    store = ctx.broker.metadata
+    store = ctx.metadata
     group_error = Errors.NONE
     try:
-        shard = ctx.broker.group_coordinator.shard_for(request.group_id)
+        shard = ctx.groups.shard_for(request.group_id)
         offsets.validate_commit(shard, request.group_id, request.generation_id_or_member_epoch,
                                 request.member_id,
                                 request.group_instance_id if v >= 7 else None)
@@ -82,9 +82,9 @@ def handle_offset_commit(ctx, request):
 
 def _fetch_group(ctx, group_id: str, topics, by_id: bool):
     """[(name, topic_id, [(partition, CommittedOffset|None, error)])] and the group error."""
-    store = ctx.broker.metadata
+    store = ctx.metadata
     try:
-        shard = ctx.broker.group_coordinator.shard_for(group_id)
+        shard = ctx.groups.shard_for(group_id)
     except KafkaError as exc:
         return [], exc.error
     if topics is None:
@@ -158,7 +158,7 @@ def handle_offset_fetch(ctx, request):
 def handle_offset_delete(ctx, request):
     from kbroker.protocol.messages.offset_delete import OffsetDeleteResponse as R
 
-    store = ctx.broker.metadata
+    store = ctx.metadata
     wanted, positions = [], []
     for topic in request.topics:
         known = store.topic(topic.name) is not None
@@ -169,7 +169,7 @@ def handle_offset_delete(ctx, request):
             else:
                 positions.append(Errors.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        shard = ctx.broker.group_coordinator.shard_for(request.group_id)
+        shard = ctx.groups.shard_for(request.group_id)
         group_error, errors = offsets.delete(shard, request.group_id, wanted)
     except KafkaError as exc:
         group_error, errors = exc.error, []

@@ -19,9 +19,9 @@ import logging
 import time
 
 from kbroker.handlers import handles
+from kbroker.handlers.context import CloseConnection
 from kbroker.handlers.topic_ids import resolve_topic
 from kbroker.protocol.errors import Errors, KafkaError
-from kbroker.server.connection import Closed
 
 log = logging.getLogger("kbroker.produce")
 
@@ -30,19 +30,18 @@ log = logging.getLogger("kbroker.produce")
 def handle_produce(ctx, request):
     from kbroker.protocol.messages.produce import ProduceResponse as R
 
-    broker = ctx.broker
     acks = request.acks
     now_ms = int(time.time() * 1000)
     by_id = ctx.api_version >= 13
     failed = False
     responses = []
     for topic_data in request.topic_data:
-        name, unknown = resolve_topic(broker, by_id, topic_data.name, topic_data.topic_id)
+        name, unknown = resolve_topic(ctx.metadata, by_id, topic_data.name, topic_data.topic_id)
         partition_responses = []
         for data in topic_data.partition_data:
             out = R.PartitionProduceResponse(index=data.index, base_offset=-1,
                                              log_append_time_ms=-1, log_start_offset=-1)
-            partition = broker.replicas.get(name, data.index) if name is not None else None
+            partition = ctx.partitions.get(name, data.index) if name is not None else None
             try:
                 if acks not in (0, 1, -1):
                     raise KafkaError(Errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
@@ -75,6 +74,6 @@ def handle_produce(ctx, request):
                                                 partition_responses=partition_responses))
     if acks == 0:
         if failed:
-            raise Closed()
+            raise CloseConnection()
         return None
     return R(responses=responses, throttle_time_ms=0)

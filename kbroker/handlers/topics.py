@@ -50,7 +50,6 @@ log = logging.getLogger("kbroker.topics")
 def handle_create_topics(ctx, request):
     from kbroker.protocol.messages.create_topics import CreateTopicsResponse as R
 
-    broker = ctx.broker
     counts: dict[str, int] = {}
     for topic in request.topics:
         counts[topic.name] = counts.get(topic.name, 0) + 1
@@ -65,7 +64,7 @@ def handle_create_topics(ctx, request):
                     error_message="Duplicate topic name."))
             continue
         try:
-            partitions, replication_factor, configs = _check_new_topic(broker, wanted)
+            partitions, replication_factor, configs = _check_new_topic(ctx, wanted)
         except KafkaError as exc:
             log.info("CreateTopics %s from %s refused: %s", name, ctx.client_id, exc)
             results.append(R.CreatableTopicResult(name=name, error_code=exc.code,
@@ -73,13 +72,12 @@ def handle_create_topics(ctx, request):
             continue
         topic_id = ZERO_UUID
         if not request.validate_only:
-            topic = broker.metadata.create_topic(name, partitions, configs)
-            broker.replicas.ensure_topic(topic)
+            topic = ctx.controller.create_topic(name, partitions, configs)
             topic_id = topic.topic_id
             log.info("created topic %s with %d partition(s) (id %s), configs %s", name,
                      partitions, topic_id, configs)
         from kbroker.handlers.configs import describe_topic_configs
-        entries = describe_topic_configs(broker, configs)
+        entries = describe_topic_configs(ctx.config, configs)
         results.append(R.CreatableTopicResult(
             name=name, topic_id=topic_id, error_code=Errors.NONE.code, error_message=None,
             num_partitions=partitions, replication_factor=replication_factor,
@@ -90,13 +88,13 @@ def handle_create_topics(ctx, request):
     return R(throttle_time_ms=0, topics=results)
 
 
-def _check_new_topic(broker, wanted) -> tuple[int, int, dict]:
+def _check_new_topic(ctx, wanted) -> tuple[int, int, dict]:
     """(partitions, replication factor, config overrides) of a topic to create, or KafkaError."""
     name = wanted.name
     problem = topic_name_problem(name)
     if problem is not None:
         raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, problem)
-    store = broker.metadata
+    store = ctx.metadata
     if store.topic(name) is not None:
         raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     if "." in name or "_" in name:
@@ -110,10 +108,10 @@ def _check_new_topic(broker, wanted) -> tuple[int, int, dict]:
         raise KafkaError(Errors.INVALID_CONFIG,
                          "Null value not supported for topic configs: " + ",".join(nulls))
     from kbroker.handlers.configs import validate_overrides
-    configs = validate_overrides(broker, {c.name: c.value for c in wanted.configs})
+    configs = validate_overrides(ctx.config, {c.name: c.value for c in wanted.configs})
 
     if wanted.assignments:
-        return _manual_layout(broker, wanted), 1, configs
+        return _manual_layout(ctx.node_id, wanted), 1, configs
     if wanted.replication_factor < -1 or wanted.replication_factor == 0:
         raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
                          "Replication factor must be larger than 0, or -1 to use the default "
@@ -123,10 +121,10 @@ def _check_new_topic(broker, wanted) -> tuple[int, int, dict]:
                          "Number of partitions was set to an invalid non-positive value.")
     partitions = wanted.num_partitions
     if partitions == -1:
-        partitions = broker.config.get("num.partitions")
+        partitions = ctx.config.get("num.partitions")
     replication_factor = wanted.replication_factor
     if replication_factor == -1:
-        replication_factor = broker.config.get("default.replication.factor")
+        replication_factor = ctx.config.get("default.replication.factor")
     if replication_factor > 1:
         raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
                          f"Unable to replicate the partition {replication_factor} time(s): The "
@@ -135,7 +133,7 @@ def _check_new_topic(broker, wanted) -> tuple[int, int, dict]:
     return partitions, replication_factor, configs
 
 
-def _manual_layout(broker, wanted) -> int:
+def _manual_layout(node_id: int, wanted) -> int:
     """Check manual assignments (each must be exactly this node); the partition count."""
     if wanted.replication_factor != -1:
         raise KafkaError(Errors.INVALID_REQUEST, "A manual partition assignment was specified, "
@@ -150,27 +148,27 @@ def _manual_layout(broker, wanted) -> int:
                              "Found multiple manual partition assignments for partition "
                              f"{assignment.partition_index}")
         seen.add(assignment.partition_index)
-        _check_replicas(broker, assignment.broker_ids)
+        _check_replicas(node_id, assignment.broker_ids)
     if seen != set(range(len(seen))):
         raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
                          "partitions should be a consecutive 0-based integer sequence")
     return len(seen)
 
 
-def _check_replicas(broker, broker_ids) -> None:
+def _check_replicas(node_id: int, broker_ids) -> None:
     """Kafka's validateManualPartitionAssignment, for a cluster of one node."""
     if not broker_ids:
         raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
                          "The manual partition assignment includes an empty replica list.")
     for node in broker_ids:
-        if node != broker.node_id:
+        if node != node_id:
             raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
                              f"The manual partition assignment includes broker {node}, but no "
                              "such broker is registered.")
     if len(broker_ids) > 1:
         raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
                          "The manual partition assignment includes the broker "
-                         f"{broker.node_id} more than once.")
+                         f"{node_id} more than once.")
 
 
 # --- DeleteTopics ------------------------------------------------------------------------------
@@ -179,14 +177,13 @@ def _check_replicas(broker, broker_ids) -> None:
 def handle_delete_topics(ctx, request):
     from kbroker.protocol.messages.delete_topics import DeleteTopicsResponse as R
 
-    broker = ctx.broker
-    store = broker.metadata
+    store = ctx.metadata
     # (name, id) pairs as requested; v6 may carry either, older versions only names.
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
-    if not broker.config.get("delete.topic.enable"):
+    if not ctx.config.get("delete.topic.enable"):
         error = Errors.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else Errors.INVALID_REQUEST
         return R(throttle_time_ms=0, responses=[
             R.DeletableTopicResult(name=name, topic_id=topic_id, error_code=error.code,
@@ -247,8 +244,7 @@ def handle_delete_topics(ctx, request):
     for name, topic_id in to_delete.items():
         # Metadata first: once it is gone the topic no longer exists for anyone, and logs left
         # behind by a crash right here are removed at start-up (remove_stray_logs).
-        store.delete_topic(name)
-        broker.replicas.delete_topic(name)
+        ctx.controller.delete_topic(name)
         log.info("deleted topic %s (id %s) at the request of %s", name, topic_id, ctx.client_id)
         answer(name, topic_id)
     return R(throttle_time_ms=0, responses=results)
@@ -260,7 +256,6 @@ def handle_delete_topics(ctx, request):
 def handle_create_partitions(ctx, request):
     from kbroker.protocol.messages.create_partitions import CreatePartitionsResponse as R
 
-    broker = ctx.broker
     names = [t.name for t in request.topics]
     results, reported = [], set()
     for wanted in request.topics:
@@ -273,7 +268,7 @@ def handle_create_partitions(ctx, request):
                     error_message="Duplicate topic name."))
             continue
         try:
-            topic = _check_new_partitions(broker, wanted)
+            topic = _check_new_partitions(ctx, wanted)
         except KafkaError as exc:
             log.info("CreatePartitions %s from %s refused: %s", name, ctx.client_id, exc)
             results.append(R.CreatePartitionsTopicResult(name=name, error_code=exc.code,
@@ -281,16 +276,15 @@ def handle_create_partitions(ctx, request):
             continue
         if not request.validate_only:
             old = topic.num_partitions
-            topic = broker.metadata.set_partition_count(name, wanted.count)
-            broker.replicas.ensure_topic(topic)
+            topic = ctx.controller.create_partitions(name, wanted.count)
             log.info("topic %s now has %d partition(s) (was %d)", name, wanted.count, old)
         results.append(R.CreatePartitionsTopicResult(name=name, error_code=Errors.NONE.code,
                                                      error_message=None))
     return R(throttle_time_ms=0, results=results)
 
 
-def _check_new_partitions(broker, wanted):
-    topic = broker.metadata.topic(wanted.name)
+def _check_new_partitions(ctx, wanted):
+    topic = ctx.metadata.topic(wanted.name)
     if topic is None:
         raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
     current = topic.num_partitions
@@ -307,5 +301,5 @@ def _check_new_partitions(broker, wanted):
                              f"Attempted to add {added} additional partition(s), but only "
                              f"{len(wanted.assignments)} assignment(s) were specified.")
         for assignment in wanted.assignments:
-            _check_replicas(broker, assignment.broker_ids)
+            _check_replicas(node_id, assignment.broker_ids)
     return topic

@@ -28,6 +28,13 @@ class ReplicaManager:
     def partitions(self):
         return self._partitions.values()
 
+    @property
+    def log_dirs(self) -> list[str]:
+        return self.log_manager.log_dirs
+
+    def log_dir_of(self, topic: str, index: int) -> str | None:
+        return self.log_manager.log_dir_of(topic, index)
+
     def ensure_topic(self, topic: TopicMetadata) -> None:
         """Open or create the log of every partition of ``topic`` (after start-up or a change)."""
         config = self.log_config_for(topic)
@@ -41,6 +48,14 @@ class ReplicaManager:
                 partition_log.config = config
             self._partitions[(topic.name, index)] = Partition(
                 topic.name, index, topic.topic_id, partition_log)
+
+    def on_topic_change(self, name: str, topic: TopicMetadata | None) -> None:
+        """Apply a change the controller published: a new or changed topic, or a deleted one."""
+        if topic is None:
+            self.delete_topic(name)
+        else:
+            self.ensure_topic(topic)
+            self.update_config(topic)
 
     def update_config(self, topic: TopicMetadata) -> None:
         config = self.log_config_for(topic)

@@ -31,6 +31,7 @@ class Broker:
         self.log_manager = None
         self.replicas = None
         self.producer_ids = None
+        self.controller = None
         self.dispatcher: Dispatcher | None = None
         self.group_coordinator = None
         self.log_cleaner = None
@@ -45,7 +46,8 @@ class Broker:
         from kbroker.metadata.local_store import LocalMetadataStore
         from kbroker.replica.replica_manager import ReplicaManager
         from kbroker.server.topic_config import log_config_factory
-        from kbroker.server.producer_ids import ProducerIdManager
+        from kbroker.metadata.controller import Controller
+        from kbroker.metadata.producer_ids import ProducerIdManager
 
         log_dirs = self.config.log_dirs
         self.metadata = LocalMetadataStore(log_dirs[0], self.config.get("cluster.id"))
@@ -61,12 +63,14 @@ class Broker:
         self.replicas.remove_stray_logs(topics)
         for topic in topics.values():
             self.replicas.ensure_topic(topic)
-        self.producer_ids = ProducerIdManager(self.metadata)
+        self.controller = Controller(self.metadata)
+        self.controller.subscribe(self.replicas.on_topic_change)
+        self.producer_ids = ProducerIdManager(self.controller)
         from kbroker.coordinator.group.coordinator import GroupCoordinator
         # Loads the shards of __consumer_offsets (when it exists) by replaying them.
-        self.group_coordinator = GroupCoordinator(self)
+        self.group_coordinator = GroupCoordinator(self.config, self.controller, self.replicas)
         self.group_coordinator.start()
-        self.dispatcher = Dispatcher(self, handlers.load())
+        self.dispatcher = Dispatcher(self._services(), handlers.load())
         for endpoint in self.config.listeners:
             name = endpoint.name
             server = await asyncio.get_running_loop().create_server(
@@ -115,6 +119,15 @@ class Broker:
 
     async def __aexit__(self, *exc):
         await self.stop()
+
+    def _services(self):
+        from kbroker.handlers.context import BrokerServices, ClusterView
+
+        rack = self.config.get("broker.rack") or None
+        return BrokerServices(
+            config=self.config, partitions=self.replicas, controller=self.controller,
+            groups=self.group_coordinator, producer_ids=self.producer_ids,
+            cluster=ClusterView(self.node_id, rack, self.advertised_endpoint))
 
     # --- what connections call -----------------------------------------------------------------
 

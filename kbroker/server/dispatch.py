@@ -20,8 +20,8 @@ import asyncio
 import inspect
 import logging
 import struct
-from dataclasses import dataclass, field
 
+from kbroker.handlers.context import CloseConnection, RequestContext
 from kbroker.protocol import messages
 from kbroker.protocol.messages import ADVERTISED, API_BY_KEY
 from kbroker.protocol.messages.headers import RequestHeader, ResponseHeader
@@ -35,27 +35,9 @@ _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
 
 
-@dataclass
-class RequestContext:
-    """What a handler knows about the request besides its body."""
-
-    broker: object
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    connection: object = None
-    header: RequestHeader | None = field(default=None, repr=False)
-
-    @property
-    def client_host(self) -> str:
-        peer = getattr(self.connection, "peer", "?")
-        return peer.rsplit(":", 1)[0]
-
-
 class Dispatcher:
-    def __init__(self, broker, handlers: dict):
-        self.broker = broker
+    def __init__(self, services, handlers: dict):
+        self.services = services
         self.handlers = handlers
         # Per-api fault injection for tests: api_key -> fn(ctx, request) returning a response,
         # None to fall through to the real handler, or raising Closed to drop the connection.
@@ -95,15 +77,15 @@ class Dispatcher:
                         "(correlation id %d): %s", _peer(connection), info.name, version,
                         correlation_id, exc)
             raise Closed() from None
-        ctx = RequestContext(self.broker, api_key, version, correlation_id, header.client_id,
-                             connection, header)
+        ctx = RequestContext(self.services, api_key, version, correlation_id, header.client_id,
+                             _client_host(connection), getattr(connection, "listener_name", None))
         try:
             fault = self.faults.get(api_key)
             result = fault(ctx, request) if fault is not None else None
             if result is None:
                 result = self.handlers[api_key](ctx, request)
-        except Closed:
-            raise
+        except (Closed, CloseConnection):
+            raise Closed() from None
         except Exception:
             log.exception("%s v%d from %s failed; closing the connection", info.name, version,
                           _peer(connection))
@@ -139,7 +121,8 @@ class Dispatcher:
         response_cls = messages.response_class(API_VERSIONS_KEY)
         response = response_cls(error_code=Errors.UNSUPPORTED_VERSION.code,
                                 api_keys=supported_api_versions(response_cls))
-        ctx = RequestContext(self.broker, API_VERSIONS_KEY, 0, correlation_id, None, connection)
+        ctx = RequestContext(self.services, API_VERSIONS_KEY, 0, correlation_id, None,
+                             _client_host(connection))
         return self.encode_response(ctx, response)
 
 
@@ -167,3 +150,7 @@ def _chain(future: asyncio.Future, transform) -> asyncio.Future:
 
 def _peer(connection) -> str:
     return getattr(connection, "peer", "?")
+
+
+def _client_host(connection) -> str:
+    return _peer(connection).rsplit(":", 1)[0]

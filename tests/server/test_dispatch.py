@@ -16,7 +16,7 @@ from kbroker.server.dispatch import Dispatcher
 
 @pytest.fixture(scope="module")
 def dispatcher():
-    return Dispatcher(broker=None, handlers=handlers.load())
+    return Dispatcher(services=None, handlers=handlers.load())
 
 
 def frame(api_key, version, body_obj, correlation_id=7, client_id="test"):

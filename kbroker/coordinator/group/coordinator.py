@@ -16,14 +16,12 @@ TOPIC = "__consumer_offsets"
 
 
 class GroupCoordinator:
-    def __init__(self, broker):
-        config = broker.config
-        self.broker = broker
+    def __init__(self, config, controller, partitions):
         self.config = config
         topic_configs = {"cleanup.policy": "compact", "compression.type": "producer",
                          "segment.bytes": str(config.get("offsets.topic.segment.bytes"))}
         self.runtime = CoordinatorRuntime(
-            broker, TOPIC, config.get("offsets.topic.num.partitions"), topic_configs,
+            controller, partitions, TOPIC, config.get("offsets.topic.num.partitions"), topic_configs,
             lambda runtime, index: GroupShard(runtime, index, config))
         self._expiry: asyncio.Task | None = None
 

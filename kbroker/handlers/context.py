@@ -1,0 +1,94 @@
+"""What a handler gets besides the decoded request: a small, typed context.
+
+A handler names exactly what it uses through this context and nothing else of the broker:
+
+- ``partitions`` — the replica manager, the only door to partition logs (:mod:`kbroker.replica`);
+- ``metadata`` — the current, immutable view of topics and the cluster id (reads);
+- ``controller`` — the only writer of topics, partitions and configs;
+- ``groups`` — the group coordinator; ``producer_ids`` — producer id blocks;
+- ``config`` — the broker configuration; ``cluster`` — this node's id, rack and advertised
+  endpoints;
+- the request's own facts: api key and version, correlation id, client id, the client's host,
+  the listener it came in on and the authenticated principal.
+
+``BrokerServices`` is built once at start-up; :meth:`RequestContext.for_request` makes a context per
+request by copying those references (cheap: a handful of attribute stores).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from kbroker.config import BrokerConfig
+    from kbroker.coordinator.group.coordinator import GroupCoordinator
+    from kbroker.metadata.controller import Controller
+    from kbroker.metadata.producer_ids import ProducerIdManager
+    from kbroker.replica.replica_manager import ReplicaManager
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka closes the connection instead of answering (for example a
+    failed acks=0 produce, so the client notices). The server closes it and logs nothing more."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """This node as clients see it: id, rack and the advertised endpoint per listener."""
+
+    node_id: int
+    rack: str | None
+    advertised_endpoint: Callable[[str | None], tuple[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    """The parts of the broker handlers may use; one instance per broker."""
+
+    config: "BrokerConfig"
+    partitions: "ReplicaManager"
+    controller: "Controller"
+    groups: "GroupCoordinator"
+    producer_ids: "ProducerIdManager"
+    cluster: ClusterView
+
+
+class RequestContext:
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
+                 "listener", "principal", "config", "partitions", "controller", "groups",
+                 "producer_ids", "cluster")
+
+    def __init__(self, services: BrokerServices | None, api_key: int, api_version: int,
+                 correlation_id: int, client_id: str | None, client_host: str = "?",
+                 listener: str | None = None, principal: str = ANONYMOUS):
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.listener = listener
+        self.principal = principal
+        if services is not None:
+            self.config = services.config
+            self.partitions = services.partitions
+            self.controller = services.controller
+            self.groups = services.groups
+            self.producer_ids = services.producer_ids
+            self.cluster = services.cluster
+
+    @property
+    def node_id(self) -> int:
+        return self.cluster.node_id
+
+    @property
+    def metadata(self):
+        """The current metadata image (topics, ids, cluster id); immutable, so a handler that
+        reads it twice sees one consistent view only if it keeps the first reference."""
+        return self.controller.image
+
+    def advertised_endpoint(self) -> tuple[str, int]:
+        """The host and port clients should use, for the listener this request came in on."""
+        return self.cluster.advertised_endpoint(self.listener)
