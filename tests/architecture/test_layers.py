@@ -1,0 +1,100 @@
+"""The import rules of kbroker's layers, checked on the source (issue 10's seams).
+
+Layers, top to bottom: server -> handlers -> replica / coordinator / metadata -> log -> protocol.
+``config`` is read by every layer and imports none of them. The rules:
+
+- nothing above ``replica/`` imports ``kbroker.log``: partitions are the only door to a log;
+- handlers import nothing from ``server/``;
+- coordinators import neither ``handlers/`` nor ``server/`` nor ``log/``;
+- ``protocol/`` imports no other kbroker layer, and ``log/`` imports only ``protocol`` (and config
+  types it is handed);
+- only ``metadata/controller.py`` writes the metadata store (calls its mutating methods).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2] / "kbroker"
+GENERATED = ROOT / "protocol" / "messages"
+
+
+def _modules():
+    for path in sorted(ROOT.rglob("*.py")):
+        if GENERATED in path.parents:
+            continue
+        yield path
+
+
+def _imports(path: Path) -> set[str]:
+    """Every kbroker module ``path`` imports, at module level or inside functions."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.startswith("kbroker")}
+
+
+def _layer(path: Path) -> str:
+    return path.relative_to(ROOT).parts[0].removesuffix(".py")
+
+
+def _imports_layer(imports: set[str], layer: str) -> list[str]:
+    prefix = f"kbroker.{layer}"
+    return sorted(name for name in imports if name == prefix or name.startswith(prefix + "."))
+
+
+RULES = {
+    # layer -> layers it must not import
+    "server": ["log"],
+    "handlers": ["server", "log"],
+    "coordinator": ["handlers", "server", "log"],
+    "metadata": ["handlers", "server", "log", "coordinator"],
+    "replica": ["handlers", "server", "coordinator"],
+    "log": ["handlers", "server", "coordinator", "replica", "metadata"],
+    "protocol": ["handlers", "server", "coordinator", "replica", "metadata", "log", "config"],
+    "config": ["handlers", "server", "coordinator", "replica", "metadata"],
+}
+
+
+@pytest.mark.parametrize("layer", sorted(RULES))
+def test_layer_imports_point_downward(layer):
+    violations = []
+    for path in _modules():
+        if _layer(path) != layer:
+            continue
+        imports = _imports(path)
+        for forbidden in RULES[layer]:
+            for name in _imports_layer(imports, forbidden):
+                violations.append(f"{path.relative_to(ROOT.parent)} imports {name}")
+    assert not violations, "\n".join(violations)
+
+
+STORE_WRITES = {"create_topic", "delete_topic", "set_partition_count", "set_topic_configs",
+                "set_broker_configs", "allocate_producer_id_block"}
+
+
+def test_only_the_controller_writes_the_metadata_store():
+    """Calls of the store's mutating methods (on a receiver named like the store or the metadata)
+    anywhere but in the metadata package, whose controller is the one caller."""
+    allowed = {ROOT / "metadata" / "controller.py"}
+    offenders = []
+    for path in _modules():
+        if path in allowed or path.parent == ROOT / "metadata":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in STORE_WRITES):
+                receiver = ast.unparse(node.func.value)
+                if "store" in receiver or "metadata" in receiver:
+                    offenders.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} "
+                                     f"{receiver}.{node.func.attr}(...)")
+    assert not offenders, "\n".join(offenders)
