@@ -181,7 +181,9 @@ def produced(broker):
             n = p * PER_PARTITION + i
             headers = ((("h-index", str(n).encode()), ("h-dup", b"a"), ("h-dup", b"b"),
                         ("h-null", None)) if i % 2 == 0 else ())
-            records.append(Rec(value=f"value-{n}".encode(),
+            # Compressible values: librdkafka sends a batch uncompressed when the codec does not
+            # make it smaller, which a lone tiny record (a batch split under load) would not be.
+            records.append(Rec(value=f"value-{n}-".encode() + b"x" * 200,
                                key=None if i == 3 else f"key-{n}".encode(),
                                headers=headers, partition=p, timestamp=BASE_TS + 1000 * n))
     # Each partition in its own codec: Spark's kafka-clients decompresses what the broker kept.
