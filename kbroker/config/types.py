@@ -152,7 +152,8 @@ class ConfigDef:
       appended to the DescribeConfigs documentation.
     * ``update_refused``: why a key Kafka can update dynamically is refused by AlterConfigs here.
     * ``unsupported``: given a parsed value, the message refusing it when it asks for a feature
-      kbroker does not implement (None when the value is fine).
+      kbroker does not implement (None when the value is fine). The default is always fine: it
+      is what kbroker does.
     """
 
     name: str
@@ -203,7 +204,7 @@ class ConfigDef:
             except ValueError as exc:
                 raise ConfigError(f"invalid value {_show(self, raw)} for '{self.name}': {exc}",
                                   self.name) from None
-        if self.unsupported is not None:
+        if self.unsupported is not None and value != self.default:
             reason = self.unsupported(value)
             if reason is not None:
                 raise ConfigError(f"refused '{self.name}'={_show(self, self.to_string(value))}: "
