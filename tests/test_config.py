@@ -531,3 +531,10 @@ def test_every_dynamic_key_is_accepted_or_refused_with_a_reason():
             check_update(BrokerConfig(), {name: definition.to_string(definition.default)}, False)
         except DynamicUpdateError as exc:  # only Kafka's per-listener rule or a named refusal
             assert name in str(exc) and ("per-listener" in str(exc) or "refused" in str(exc)), name
+
+
+def test_keys_without_effect_say_so_in_their_documentation():
+    (entry,) = describe_broker_configs(BrokerConfig(), ["log.cleaner.threads"], include_documentation=True)
+    assert "without acting on it" in entry.documentation and "event loop" in entry.documentation
+    (entry,) = TopicConfig({}).describe(["unclean.leader.election.enable"], include_documentation=True)
+    assert "only replica" in entry.documentation
