@@ -6,6 +6,7 @@ import pytest
 
 from kbroker.config import (
     BROKER_CONFIGS,
+    ConfigDef,
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
@@ -139,13 +140,15 @@ def test_node_id_and_broker_id_are_synonyms():
 
 
 def test_listeners_and_advertised_listeners():
-    cfg = BrokerConfig({"listeners": "PLAINTEXT://:9092,SSL://0.0.0.0:9093,sasl_plaintext://[::1]:0"})
-    assert cfg.listeners == [("PLAINTEXT", "", 9092), ("SSL", "0.0.0.0", 9093), ("SASL_PLAINTEXT", "::1", 0)]
-    assert cfg.advertised_listeners == [("PLAINTEXT", "127.0.0.1", 9092), ("SSL", "127.0.0.1", 9093),
-                                        ("SASL_PLAINTEXT", "::1", 0)]
+    props = {"listeners": "PLAINTEXT://:9092,INTERNAL://0.0.0.0:9093,other://[::1]:0",
+             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,OTHER:PLAINTEXT"}
+    cfg = BrokerConfig(props)
+    assert cfg.listeners == [("PLAINTEXT", "", 9092), ("INTERNAL", "0.0.0.0", 9093), ("OTHER", "::1", 0)]
+    assert cfg.advertised_listeners == [("PLAINTEXT", "127.0.0.1", 9092), ("INTERNAL", "127.0.0.1", 9093),
+                                        ("OTHER", "::1", 0)]
     assert cfg.listeners[0].bind_host is None
     assert Endpoint("PLAINTEXT", "localhost", 1).bind_host == "127.0.0.1"
-    assert cfg.security_protocol("sasl_plaintext") == "SASL_PLAINTEXT"
+    assert cfg.security_protocol("other") == "PLAINTEXT"
     cfg = BrokerConfig({"listeners": "PLAINTEXT://:9092", "advertised.listeners": "PLAINTEXT://kafka:19092"})
     assert cfg.advertised_listeners == [("PLAINTEXT", "kafka", 19092)]
 
@@ -218,17 +221,18 @@ def test_unknown_keys_are_accepted_with_a_warning(caplog):
 
 
 def test_passwords_are_hidden():
-    cfg = BrokerConfig({"ssl.keystore.password": "s3cret"})
-    assert "s3cret" not in repr(cfg.get("ssl.keystore.password"))
-    assert cfg.get("ssl.keystore.password").value == "s3cret"
-    with pytest.raises(ConfigError) as info:
-        BrokerConfig({"ssl.client.auth": "maybe", "ssl.key.password": "x"})
-    assert "ssl.client.auth" in str(info.value)
+    secret = ConfigDef("some.password", ConfigType.PASSWORD, None, "A secret.")
+    value = secret.parse("s3cret")
+    assert "s3cret" not in repr(value) and value.value == "s3cret"
+    assert secret.is_sensitive
+    with pytest.raises(ConfigError) as info:  # a refused password never shows in the message
+        BrokerConfig({"ssl.key.password": "s3cret"})
+    assert "ssl.key.password" in str(info.value) and "s3cret" not in str(info.value)
 
 
 def test_table_shapes():
     assert BROKER_CONFIGS["num.io.threads"].ignored
-    assert "ignored" in BROKER_CONFIGS["num.io.threads"].doc
+    assert "without acting on it" in BROKER_CONFIGS["num.io.threads"].documentation
     for definition in list(BROKER_CONFIGS.values()) + list(TOPIC_CONFIGS.values()):
         if definition.default is not None:
             assert definition.parse(definition.default) == definition.default, definition.name
@@ -330,7 +334,7 @@ def test_validate_topic_configs_returns_typed_values():
 
 
 def test_describe_broker_configs():
-    cfg = BrokerConfig({"log.retention.minutes": "30", "ssl.keystore.password": "pw", "node.id": "3"})
+    cfg = BrokerConfig({"log.retention.minutes": "30", "node.id": "3"})
     entries = {e.name: e for e in describe_broker_configs(cfg, include_synonyms=True)}
     assert set(entries) == set(BROKER_CONFIGS)
     minutes = entries["log.retention.minutes"]
@@ -339,11 +343,11 @@ def test_describe_broker_configs():
         ("log.retention.minutes", ConfigSource.STATIC_BROKER_CONFIG),
         ("log.retention.hours", ConfigSource.DEFAULT_CONFIG),
     ]
-    assert not minutes.read_only
+    assert minutes.read_only and not entries["log.retention.ms"].read_only  # as in Kafka 4
     assert entries["log.retention.ms"].value is None
     assert entries["num.partitions"].source == ConfigSource.DEFAULT_CONFIG and entries["num.partitions"].read_only
     password = entries["ssl.keystore.password"]
-    assert password.is_sensitive and password.value is None and password.synonyms[0].value is None
+    assert password.is_sensitive and password.value is None and password.read_only is False
     assert entries["node.id"].value == "3" and entries["broker.id"].value == "3"
     assert describe_broker_configs(cfg, ["num.partitions"])[0].synonyms == []
 
@@ -414,3 +418,123 @@ def test_cli_import_is_cheap():
     code = "import sys, kbroker.cli.main; print(sorted(m for m in sys.modules if m.startswith(('asyncio', 'kbroker.server'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30).stdout
     assert out.strip() == "[]"
+
+
+# --- the tables are the only list ---
+
+
+def test_every_log_config_field_comes_from_one_table_entry():
+    from dataclasses import fields
+
+    from kbroker.config.log_settings import BROKER_LOG_FIELDS, TOPIC_LOG_FIELDS
+    from kbroker.log.partition_log import LogConfig
+
+    assert not TOPIC_LOG_FIELDS.keys() & BROKER_LOG_FIELDS.keys()
+    assert {f.name for f in fields(LogConfig)} == TOPIC_LOG_FIELDS.keys() | BROKER_LOG_FIELDS.keys()
+
+
+def test_every_topic_key_reaches_the_log_or_is_refused_or_explained():
+    for definition in TOPIC_CONFIGS.values():
+        roles = [definition.log_field is not None, definition.unsupported is not None,
+                 definition.no_effect is not None]
+        assert roles.count(True) == 1, definition.name
+
+
+def test_log_config_derived_from_overrides_and_broker_synonyms():
+    from kbroker.config.log_settings import log_config
+
+    broker = BrokerConfig({"log.index.size.max.bytes": "4096", "producer.id.expiration.ms": "1000",
+                           "log.roll.hours": "2"})
+    lc = log_config({"min.insync.replicas": "2", "segment.bytes": "1000"}, broker)
+    assert (lc.segment_index_bytes, lc.producer_id_expiration_ms, lc.segment_ms) == (4096, 1000, 7_200_000)
+    assert (lc.min_insync_replicas, lc.segment_bytes) == (2, 1000)
+    assert log_config({"segment.index.bytes": "8192"}, broker).segment_index_bytes == 8192
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("compression.type", "lz4", "recompressing"),
+    ("preallocate", "true", "preallocating"),
+    ("remote.storage.enable", "true", "Tiered Storage functionality is disabled in the broker"),
+])
+def test_topic_values_kbroker_cannot_honour_are_refused(key, value, words):
+    with pytest.raises(ConfigError) as info:
+        validate_topic_configs({key: value})
+    assert key in str(info.value) and words in str(info.value)
+    default = TOPIC_CONFIGS[key].to_string(TOPIC_CONFIGS[key].default)
+    validate_topic_configs({key: default})  # what kbroker does is always accepted
+
+
+@pytest.mark.parametrize("props, key, feature", [
+    ({"zookeeper.connect": "localhost:2181"}, "zookeeper.connect", "ZooKeeper"),
+    ({"listeners": "SSL://:9093", "advertised.listeners": "SSL://localhost:9093"}, "listeners", "TLS"),
+    ({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093"}, "listeners", "SASL"),
+    ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms", "SASL"),
+    ({"sasl.oauthbearer.jwks.endpoint.url": "http://x"}, "sasl.oauthbearer.jwks.endpoint.url", "SASL"),
+    ({"ssl.keystore.location": "/k.jks"}, "ssl.keystore.location", "TLS"),
+    ({"listener.name.internal.ssl.keystore.location": "/k"}, "listener.name.internal", "per-listener"),
+    ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
+     "authorizer.class.name", "authorization"),
+])
+def test_unimplemented_features_are_refused_at_start_up(props, key, feature):
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig(props)
+    assert key in str(info.value) and feature in str(info.value)
+    assert "not implemented" in str(info.value)
+
+
+def test_dynamic_modes_follow_kafka():
+    from kbroker.config import CLUSTER_WIDE, PER_BROKER, READ_ONLY
+
+    modes = {name: d.update_mode for name, d in BROKER_CONFIGS.items()}
+    for name in ("log.retention.ms", "log.cleaner.threads", "num.io.threads", "max.connections",
+                 "message.max.bytes", "producer.id.expiration.ms", "log.local.retention.ms",
+                 "remote.log.reader.threads", "metric.reporters", "log.segment.delete.delay.ms"):
+        assert modes[name] == CLUSTER_WIDE, name
+    for name in ("listeners", "listener.security.protocol.map", "ssl.keystore.location",
+                 "sasl.enabled.mechanisms"):
+        assert modes[name] == PER_BROKER, name
+    for name in ("log.retention.hours", "log.roll.hours", "advertised.listeners", "log.dirs",
+                 "num.partitions", "log.flush.scheduler.interval.ms"):
+        assert modes[name] == READ_ONLY, name
+
+
+@pytest.mark.parametrize("changes, cluster_default, message", [
+    ({"log.dirs": "/x", "num.partitions": "3"}, False,
+     "Cannot update these configs dynamically: Set(log.dirs, num.partitions)"),
+    ({"ssl.keystore.location": "/k"}, False,
+     "These security configs can be dynamically updated only per-listener using the listener prefix: "
+     "Set(ssl.keystore.location)"),
+    ({"listeners": "PLAINTEXT://:9"}, True,
+     "Cannot update these configs at default cluster level, broker id must be specified: Set(listeners)"),
+    ({"num.io.threads": "17"}, False,
+     "Dynamic thread count update validation failed for num.io.threads=17, value should not be greater "
+     "than double the current value 8"),
+    ({"num.io.threads": "3"}, False, "value should be at least half the current value 8"),
+    ({"compression.type": "gzip"}, True, "recompressing"),
+    ({"no.such.key": "1"}, False, "Unknown broker configs: Set(no.such.key)"),
+])
+def test_dynamic_update_refusals_use_kafkas_words(changes, cluster_default, message):
+    from kbroker.config.dynamic import DynamicUpdateError, check_update
+
+    with pytest.raises(DynamicUpdateError) as info:
+        check_update(BrokerConfig(), changes, cluster_default)
+    assert message in str(info.value)
+
+
+def test_every_dynamic_key_is_accepted_or_refused_with_a_reason():
+    from kbroker.config.dynamic import DynamicUpdateError, check_update
+
+    for name, definition in BROKER_CONFIGS.items():
+        if not definition.dynamic or definition.default is None:
+            continue
+        try:
+            check_update(BrokerConfig(), {name: definition.to_string(definition.default)}, False)
+        except DynamicUpdateError as exc:  # only Kafka's per-listener rule or a named refusal
+            assert name in str(exc) and ("per-listener" in str(exc) or "refused" in str(exc)), name
+
+
+def test_keys_without_effect_say_so_in_their_documentation():
+    (entry,) = describe_broker_configs(BrokerConfig(), ["log.cleaner.threads"], include_documentation=True)
+    assert "without acting on it" in entry.documentation and "event loop" in entry.documentation
+    (entry,) = TopicConfig({}).describe(["unclean.leader.election.enable"], include_documentation=True)
+    assert "only replica" in entry.documentation

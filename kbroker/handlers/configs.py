@@ -23,11 +23,13 @@ INVALID_CONFIG with a message naming the key; an unknown topic is UNKNOWN_TOPIC_
 ("The topic 'T' does not exist."). ``validate_only`` checks without changing anything. A topic
 change is stored (metadata.set_topic_configs) and applied to its partition logs at once.
 
-Dynamic broker configs: supported for the keys kbroker.config marks dynamic, per broker (our node
-id) or cluster-wide (""), and applied to every topic's logs at once. Like Kafka (which keeps them
+Dynamic broker configs: every key Kafka 4 updates dynamically (``DynamicBrokerConfig``), per broker
+(our node id) or cluster-wide (""), checked by kbroker.config.dynamic with Kafka's messages
+(INVALID_REQUEST "Cannot update these configs dynamically: Set(...)" for a read-only key, the
+per-listener and cluster-level refusals, thread-pool bounds), then applied to every topic's logs
+at once; a key kbroker accepts without effect says so in its DescribeConfigs documentation. Like Kafka (which keeps them
 in its metadata log) they survive restarts: the metadata store keeps them and start-up re-applies
-them over server.properties. A read-only key is INVALID_REQUEST, as Kafka ("Cannot update these configs
-dynamically"). Loggers (BROKER_LOGGER) can be changed with IncrementalAlterConfigs only (SET a
+them over server.properties. Loggers (BROKER_LOGGER) can be changed with IncrementalAlterConfigs only (SET a
 level, DELETE to reset to the root level); AlterConfigs on them is INVALID_REQUEST, as in Kafka.
 Not supported: AlterConfigPolicy plugins, authorization.
 """
@@ -36,8 +38,10 @@ from __future__ import annotations
 
 import logging
 
-from kbroker.config import (TOPIC_CONFIGS, ConfigEntry, ConfigError, ConfigSource, ConfigType,
-                            TopicConfig, describe_broker_configs, validate_topic_configs)
+from kbroker.config import (BROKER_CONFIGS, TOPIC_CONFIGS, ConfigEntry, ConfigError, ConfigSource,
+                            ConfigType, TopicConfig, describe_broker_configs,
+                            validate_topic_configs)
+from kbroker.config.dynamic import DynamicUpdateError, check_update
 from kbroker.handlers import handles
 from kbroker.metadata.image import topic_name_problem
 from kbroker.protocol.errors import Errors, KafkaError
@@ -265,8 +269,6 @@ def _incremental(effective: TopicConfig, overrides: dict, ops: dict) -> dict:
 
 def _alter_broker(broker, cluster_default: bool, changes: dict, replace_all: bool,
                   validate_only: bool) -> None:
-    from kbroker.config import BROKER_CONFIGS
-
     config = broker.config
     current = config.dynamic_configs(cluster_default=cluster_default)
     if replace_all:
@@ -291,17 +293,11 @@ def _alter_broker(broker, cluster_default: bool, changes: dict, replace_all: boo
                     elif op == SUBTRACT and item in items:
                         items.remove(item)
                 new[key] = ",".join(items)
-    read_only = sorted(k for k in new.keys() | current.keys()
-                       if new.get(k) != current.get(k)
-                       and (k not in BROKER_CONFIGS or not BROKER_CONFIGS[k].dynamic))
-    if read_only:
-        raise KafkaError(Errors.INVALID_REQUEST, "Cannot update these configs dynamically: "
-                                                 + ", ".join(read_only))
-    for key, value in new.items():
-        try:
-            BROKER_CONFIGS[key].parse(value)
-        except ConfigError as exc:
-            raise KafkaError(Errors.INVALID_CONFIG, str(exc)) from None
+    changed = {k: new.get(k) for k in new.keys() | current.keys() if new.get(k) != current.get(k)}
+    try:
+        check_update(config, changed, cluster_default)
+    except DynamicUpdateError as exc:
+        raise KafkaError(Errors.INVALID_REQUEST, str(exc)) from None
     if validate_only:
         return
     try:

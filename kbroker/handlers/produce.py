@@ -53,6 +53,8 @@ def handle_produce(ctx, request):
                                      "transactions are not supported by this broker yet")
                 if data.records is None or len(data.records) == 0:
                     raise KafkaError(Errors.INVALID_RECORD, "no record batch in the request")
+                if acks == -1:
+                    check_min_insync_replicas(partition)
                 result, _committed = partition.append(data.records, now_ms)
                 out.base_offset = result.first_offset
                 out.log_append_time_ms = result.log_append_time
@@ -77,3 +79,13 @@ def handle_produce(ctx, request):
             raise CloseConnection()
         return None
     return R(responses=responses, throttle_time_ms=0)
+
+
+def check_min_insync_replicas(partition) -> None:
+    """acks=all needs min.insync.replicas in-sync replicas; on a single node the ISR is this broker
+    alone, so a topic asking for more is refused as Kafka refuses it (Partition.appendRecordsToLeader)."""
+    required = partition.log.config.min_insync_replicas
+    if required > 1:
+        raise KafkaError(Errors.NOT_ENOUGH_REPLICAS,
+                         f"The size of the current ISR : 1 is insufficient to satisfy the min.isr "
+                         f"requirement of {required} for partition {partition.topic}-{partition.index}")

@@ -61,7 +61,8 @@ DELETE_DIR_SUFFIX = "-delete"
 
 @dataclass
 class LogConfig:
-    """The per-topic settings the log needs (Kafka names and defaults, Kafka 4)."""
+    """The per-topic settings the log needs (Kafka names and defaults, Kafka 4). Built from the
+    config tables by ``kbroker.config.log_settings``; a test checks each field has a table key."""
 
     segment_bytes: int = 1024 * 1024 * 1024           # segment.bytes
     segment_ms: int = 7 * 24 * 3600 * 1000            # segment.ms
@@ -82,6 +83,7 @@ class LogConfig:
     delete_retention_ms: int = 24 * 3600 * 1000       # delete.retention.ms
     min_compaction_lag_ms: int = 0                    # min.compaction.lag.ms
     max_compaction_lag_ms: int = LONG_MAX             # max.compaction.lag.ms
+    min_insync_replicas: int = 1                      # min.insync.replicas (acks=all, replica layer)
 
 
 @dataclass(slots=True)

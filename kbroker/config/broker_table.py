@@ -1,0 +1,382 @@
+"""The broker table: every ``server.properties`` key kbroker knows, with Kafka 4's names, types,
+defaults, validators and dynamic update modes (``DynamicBrokerConfig.AllDynamicConfigs``).
+
+Deliberate differences from Kafka, for a single-node dev/CI broker:
+
+* ``node.id`` / ``broker.id`` default to 1 (Kafka: ``node.id`` is required and ``broker.id=-1``
+  means "generate one"; we never generate ids, so -1 also means 1).
+* ``listeners`` defaults to ``PLAINTEXT://localhost:9092`` and ``log.dir`` to ``./kbroker-data``.
+* ``offsets.topic.replication.factor`` and ``transaction.state.log.replication.factor`` /
+  ``.min.isr`` default to 1, so a single node works out of the box.
+* ``log.segment.bytes`` keeps Kafka 3.x's lower bound of 14 bytes (Kafka 4 raised it to 1 MiB,
+  KIP-1030) so tests can roll segments cheaply.
+* ``cluster.id`` is our extension (Kafka keeps it in ``meta.properties``).
+
+A key whose value asks for a feature kbroker lacks (ZooKeeper, TLS, SASL, ACLs, plugins) is
+refused at start-up and by AlterConfigs with a message naming it. A key marked ``no_effect`` is
+accepted without effect, only where Kafka itself shows none we could emulate; the reason is in
+its DescribeConfigs documentation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from kbroker.config.types import (CLUSTER_WIDE, INT_MAX, LONG_MAX, PER_BROKER, ConfigDef,
+                                  ConfigType, GzipLevel, Importance, ListOf, OneOf, Range,
+                                  not_implemented_if_set, only)
+
+B, S, I, SH, L, D, LS, C, P = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT,
+                               ConfigType.SHORT, ConfigType.LONG, ConfigType.DOUBLE,
+                               ConfigType.LIST, ConfigType.CLASS, ConfigType.PASSWORD)
+HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+_AT0, _AT1 = Range(0), Range(1)
+
+
+def _d(name: str, type_: ConfigType, default: Any, doc: str, importance: Importance = MEDIUM,
+       validator: Callable[[Any], None] | None = None, **kw: Any) -> ConfigDef:
+    return ConfigDef(name, type_, default, doc, importance, validator, **kw)
+
+
+CW, PB = CLUSTER_WIDE, PER_BROKER
+THREADS = "kbroker serves every request on one asyncio event loop; it has no thread pool to size"
+NO_REPLICATION = "a single node has no followers, so there is no replication to tune"
+NO_TIERED = "kbroker has no tiered storage (remote.storage.enable is refused)"
+ZOOKEEPER = not_implemented_if_set("ZooKeeper cluster mode")
+TLS = not_implemented_if_set("TLS (SSL listeners)")
+SASL = not_implemented_if_set("SASL authentication")
+ACLS = not_implemented_if_set("authorization (ACLs)")
+PLUGINS = not_implemented_if_set("loading Java plugin classes")
+KRAFT = "kbroker has no KRaft controller; it is always a broker"
+RECOMPRESSION = only("producer", "recompressing on the broker (only 'producer' is accepted, which keeps "
+                                 "the producer's codec)")
+PREALLOCATE = only(False, "preallocating segment files")
+
+
+def _ignored(name: str, type_: ConfigType, default: Any, doc: str,
+             validator: Callable[[Any], None] | None = None, *, why: str = THREADS,
+             **kw: Any) -> ConfigDef:
+    return ConfigDef(name, type_, default, doc, LOW, validator, no_effect=why, **kw)
+
+
+_BROKER_TABLE: tuple[ConfigDef, ...] = (
+    # identity and listeners
+    _d("node.id", I, None, "The id of this broker; a synonym of broker.id. Defaults to 1.", HIGH, _AT0),
+    _d("broker.id", I, None, "Legacy name of node.id; -1 (Kafka: generate one) means the default, 1.",
+       HIGH, Range(-1)),
+    _d("cluster.id", S, None, "kbroker extension: the cluster id to use when the data dir has none yet.",
+       MEDIUM),
+    _d("broker.rack", S, None, "The rack of this broker, reported in Metadata responses."),
+    _d("listeners", LS, ["PLAINTEXT://localhost:9092"],
+       "Comma-separated NAME://host:port to listen on; empty host binds all interfaces, port 0 picks "
+       "a free one.", HIGH, update_mode=PB,
+       update_refused="adding or removing listeners at run time is not implemented yet; restart "
+                      "the broker with the new listeners"),
+    _d("advertised.listeners", LS, None,
+       "Listeners published to clients; defaults to listeners with localhost, empty and 0.0.0.0 hosts "
+       "replaced by 127.0.0.1.", HIGH),
+    _d("listener.security.protocol.map", S,
+       "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+       "Maps listener names to security protocols; a listener may only use PLAINTEXT (TLS and "
+       "SASL are not implemented yet).", LOW, update_mode=PB,
+       update_refused="changing listeners at run time is not implemented yet; restart the broker"),
+    _d("inter.broker.listener.name", S, None, "The listener brokers use to talk to each other."),
+    _d("security.inter.broker.protocol", S, "PLAINTEXT",
+       "Security protocol between brokers when inter.broker.listener.name is unset.", MEDIUM,
+       OneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+       unsupported=only("PLAINTEXT", "TLS and SASL between brokers")),
+    # ZooKeeper (cluster mode, not implemented yet: refused when set)
+    _d("zookeeper.connect", S, None,
+       "host:port[,host:port][/chroot] of ZooKeeper; unset means the embedded single-node store.", HIGH,
+       unsupported=ZOOKEEPER),
+    _d("zookeeper.session.timeout.ms", I, 18000, "ZooKeeper session timeout.", HIGH, _AT1,
+       unsupported=ZOOKEEPER),
+    _d("zookeeper.connection.timeout.ms", I, None,
+       "Max wait to connect to ZooKeeper; defaults to zookeeper.session.timeout.ms.", HIGH,
+       unsupported=ZOOKEEPER),
+    # requests and sockets
+    _d("message.max.bytes", I, 1048588,
+       "Largest record batch the broker accepts (after compression).", HIGH, _AT0, update_mode=CW),
+    _d("socket.request.max.bytes", I, 104857600, "Largest request the broker reads.", HIGH, _AT1),
+    _d("fetch.max.bytes", I, 57671680, "Most bytes returned by one fetch request.", MEDIUM, Range(1024)),
+    _d("connections.max.idle.ms", L, 600000, "Idle connections are closed after this long."),
+    _d("max.connections", I, INT_MAX, "Most connections the broker accepts.", MEDIUM, _AT0, update_mode=CW),
+    _d("max.connections.per.ip", I, INT_MAX, "Most connections accepted from one address.", MEDIUM,
+       _AT0, update_mode=CW),
+    _d("max.connections.per.ip.overrides", S, "",
+       "Per-address overrides of max.connections.per.ip: host:count,...", MEDIUM, update_mode=CW),
+    _d("max.connection.creation.rate", I, INT_MAX, "Most new connections per second.", MEDIUM, _AT0,
+       update_mode=CW),
+    _d("request.timeout.ms", I, 30000, "Timeout for requests the broker itself sends.", HIGH),
+    _d("max.incremental.fetch.session.cache.slots", I, 1000,
+       "Most incremental fetch sessions kept.", MEDIUM, _AT0),
+    _d("delete.records.purgatory.purge.interval.requests", I, 1,
+       "Purge interval of the DeleteRecords purgatory.", LOW),
+    _ignored("num.network.threads", I, 3, "Network threads.", _AT1, update_mode=CW),
+    _ignored("num.io.threads", I, 8, "Request handler threads.", _AT1, update_mode=CW),
+    _ignored("background.threads", I, 10, "Background task threads.", _AT1, update_mode=CW),
+    _ignored("num.recovery.threads.per.data.dir", I, 2, "Log recovery threads per data dir.", _AT1,
+             update_mode=CW),
+    _ignored("num.replica.fetchers", I, 1, "Replica fetcher threads.", _AT1, why=NO_REPLICATION,
+             update_mode=CW),
+    _ignored("queued.max.requests", I, 500, "Queued requests before network threads block.", _AT1,
+             why="the request queue bound is not enforced yet (issue 11, enforced limits)"),
+    _ignored("socket.send.buffer.bytes", I, 102400, "SO_SNDBUF of server sockets.", None,
+             why="the operating system's default socket buffers are used"),
+    _ignored("socket.receive.buffer.bytes", I, 102400, "SO_RCVBUF of server sockets.", None,
+             why="the operating system's default socket buffers are used"),
+    _ignored("socket.listen.backlog.size", I, 50, "Listen backlog of server sockets.", _AT1,
+             why="asyncio's listen backlog is used"),
+    _ignored("process.roles", LS, ["broker"], "KRaft roles; kbroker is always a broker.", None,
+             why=KRAFT),
+    _ignored("controller.listener.names", LS, [], "KRaft controller listeners.", None, why=KRAFT),
+    _ignored("controller.quorum.voters", LS, [], "KRaft controller quorum.", None, why=KRAFT),
+    _ignored("controller.quorum.bootstrap.servers", LS, [], "KRaft controller bootstrap.", None,
+             why=KRAFT),
+    _ignored("metadata.log.dir", S, None, "KRaft metadata log dir.", None,
+             why="kbroker keeps its metadata in the first of log.dirs"),
+    _ignored("log.cleaner.threads", I, 1, "Log cleaner threads.", _AT0, update_mode=CW),
+    _ignored("log.cleaner.dedupe.buffer.size", L, 134217728, "Log cleaner dedupe buffer size.", None,
+             why="the cleaner's offset map is a Python dict, not a fixed buffer", update_mode=CW),
+    _ignored("log.cleaner.dedupe.buffer.load.factor", D, 0.9, "Load factor of the dedupe buffer.",
+             None, why="the cleaner's offset map is a Python dict, not a fixed buffer",
+             update_mode=CW),
+    _ignored("log.cleaner.io.buffer.size", I, 524288, "Log cleaner I/O buffer size.", _AT0,
+             why="the cleaner reads whole segments through the page cache", update_mode=CW),
+    _ignored("log.cleaner.io.max.bytes.per.second", D, 1.7976931348623157e308,
+             "Throttle of the cleaner's I/O.", None,
+             why="the cleaner is not throttled yet", update_mode=CW),
+    _ignored("group.coordinator.threads", I, 4, "Group coordinator threads.", _AT1),
+    _ignored("group.coordinator.rebalance.protocols", LS, ["classic", "consumer", "streams"],
+             "Enabled group protocols.", None,
+             why="kbroker serves the classic group protocol only and does not switch it off"),
+    _ignored("group.coordinator.cached.buffer.max.bytes", I, 1048588,
+             "Largest write buffer the group coordinator keeps for reuse.", _AT0,
+             why="kbroker does not pool write buffers", update_mode=CW),
+    _ignored("share.coordinator.cached.buffer.max.bytes", I, 1048588,
+             "Largest write buffer the share coordinator keeps for reuse.", _AT0,
+             why="kbroker has no share groups", update_mode=CW),
+    _d("metric.reporters", LS, [], "MetricsReporter classes.", LOW, update_mode=CW,
+       unsupported=PLUGINS),
+    _d("config.providers", LS, [], "ConfigProvider classes for variable substitution.", LOW,
+       update_mode=CW, unsupported=PLUGINS),
+    # topics and logs
+    _d("auto.create.topics.enable", B, True, "Create unknown topics on metadata and produce requests.",
+       HIGH),
+    _d("delete.topic.enable", B, True, "Allow DeleteTopics.", HIGH),
+    _d("num.partitions", I, 1, "Default partition count of new topics.", MEDIUM, _AT1),
+    _d("default.replication.factor", I, 1, "Default replication factor of new topics.", MEDIUM, _AT1),
+    _d("min.insync.replicas", I, 1, "Minimum in-sync replicas for acks=all writes.", HIGH, _AT1,
+       update_mode=CW),
+    _d("unclean.leader.election.enable", B, False, "Allow out-of-sync replicas to become leader.", HIGH,
+       update_mode=CW),
+    _d("compression.type", S, "producer", "Final compression of topic data; producer keeps the "
+       "producer's codec.", HIGH, OneOf(*COMPRESSION_TYPES), update_mode=CW,
+       unsupported=RECOMPRESSION),
+    _d("compression.gzip.level", I, -1, "gzip level for compression.type=gzip.", MEDIUM, GzipLevel(),
+       update_mode=CW),
+    _d("compression.lz4.level", I, 9, "lz4 level for compression.type=lz4.", MEDIUM, Range(1, 17),
+       update_mode=CW),
+    _d("compression.zstd.level", I, 3, "zstd level for compression.type=zstd.", MEDIUM,
+       Range(-131072, 22), update_mode=CW),
+    _d("log.dir", LS, ["./kbroker-data"], "Data directory, used when log.dirs is unset.", HIGH),
+    _d("log.dirs", LS, None, "Comma-separated data directories; overrides log.dir.", HIGH),
+    _d("log.segment.bytes", I, 1073741824, "Maximum size of one log segment file.", HIGH, Range(14),
+       update_mode=CW),
+    _d("log.roll.ms", L, None, "Roll a segment after this long; overrides log.roll.hours.", HIGH,
+       update_mode=CW),
+    _d("log.roll.hours", I, 168, "Roll a segment after this many hours.", HIGH, _AT1),
+    _d("log.roll.jitter.ms", L, None, "Maximum jitter subtracted from the roll time.", HIGH, update_mode=CW),
+    _d("log.roll.jitter.hours", I, 0, "Maximum roll jitter in hours.", HIGH, _AT0),
+    _d("log.index.interval.bytes", I, 4096, "Bytes between offset index entries.", MEDIUM, _AT0,
+       update_mode=CW),
+    _d("log.index.size.max.bytes", I, 10485760, "Maximum size of an offset or time index.", MEDIUM,
+       Range(4), update_mode=CW),
+    _d("log.retention.ms", L, None, "Retention time; -1 keeps forever. Beats .minutes and .hours.",
+       HIGH, update_mode=CW),
+    _d("log.retention.minutes", I, None, "Retention time in minutes; beats log.retention.hours.", HIGH),
+    _d("log.retention.hours", I, 168, "Retention time in hours.", HIGH),
+    _d("log.retention.bytes", L, -1, "Maximum partition size before old segments go; -1 is unlimited.",
+       HIGH, update_mode=CW),
+    _d("log.retention.check.interval.ms", L, 300000, "How often retention runs.", MEDIUM, _AT1),
+    _d("log.segment.delete.delay.ms", L, 60000, "Delay before a deleted segment's files are removed.",
+       HIGH, _AT0, update_mode=CW),
+    _d("log.flush.interval.messages", L, LONG_MAX, "fsync after this many messages.", HIGH, _AT1,
+       update_mode=CW),
+    _d("log.flush.interval.ms", L, None,
+       "fsync after this long; defaults to log.flush.scheduler.interval.ms.", HIGH, update_mode=CW),
+    _d("log.flush.scheduler.interval.ms", L, LONG_MAX, "How often the flusher checks logs.", HIGH),
+    _d("log.flush.offset.checkpoint.interval.ms", I, 60000, "How often recovery points are written.",
+       HIGH, _AT0),
+    _d("log.flush.start.offset.checkpoint.interval.ms", I, 60000,
+       "How often log start offsets are written.", HIGH, _AT0),
+    _d("log.preallocate", B, False, "Preallocate segment files.", MEDIUM, update_mode=CW,
+       unsupported=PREALLOCATE),
+    _d("log.message.timestamp.type", S, "CreateTime", "Timestamp stored in records.", MEDIUM,
+       OneOf(*TIMESTAMP_TYPES), update_mode=CW),
+    _d("log.message.timestamp.before.max.ms", L, LONG_MAX,
+       "How far a record timestamp may lag the broker clock.", MEDIUM, _AT0, update_mode=CW),
+    _d("log.message.timestamp.after.max.ms", L, 3600000,
+       "How far a record timestamp may lead the broker clock.", MEDIUM, _AT0, update_mode=CW),
+    _d("log.cleanup.policy", LS, ["delete"], "delete and/or compact.", MEDIUM,
+       ListOf("compact", "delete"), update_mode=CW),
+    _d("log.cleaner.enable", B, True, "Run the log cleaner (compaction).", MEDIUM),
+    _d("log.cleaner.backoff.ms", L, 15000, "Cleaner sleep when nothing is cleanable.", MEDIUM, _AT0,
+       update_mode=CW),
+    _d("log.cleaner.min.cleanable.ratio", D, 0.5, "Dirty ratio that makes a log cleanable.", MEDIUM,
+       Range(0, 1), update_mode=CW),
+    _d("log.cleaner.delete.retention.ms", L, 86400000, "How long tombstones are kept.", MEDIUM, _AT0,
+       update_mode=CW),
+    _d("log.cleaner.min.compaction.lag.ms", L, 0, "Minimum age before a record can be compacted.",
+       MEDIUM, _AT0, update_mode=CW),
+    _d("log.cleaner.max.compaction.lag.ms", L, LONG_MAX, "Maximum age before a record is compacted.",
+       MEDIUM, _AT1, update_mode=CW),
+    _d("log.local.retention.ms", L, -2, "Tiered storage local retention.", MEDIUM, Range(-2),
+       update_mode=CW, no_effect=NO_TIERED),
+    _d("log.local.retention.bytes", L, -2, "Tiered storage local retention bytes.", MEDIUM, Range(-2),
+       update_mode=CW, no_effect=NO_TIERED),
+    # tiered storage (KIP-405): not implemented; the dynamic keys are accepted without effect
+    _d("remote.log.storage.system.enable", B, False, "Enable tiered storage.", MEDIUM,
+       unsupported=only(False, "tiered storage")),
+    *(_ignored(name, type_, default, "Tiered storage: " + doc, _AT1, why=NO_TIERED, update_mode=CW)
+      for name, type_, default, doc in (
+          ("remote.log.index.file.cache.total.size.bytes", L, 1073741824, "remote index cache size."),
+          ("remote.fetch.max.wait.ms", I, 500, "remote fetch max wait."),
+          ("remote.log.manager.copy.max.bytes.per.second", L, LONG_MAX, "upload quota."),
+          ("remote.log.manager.fetch.max.bytes.per.second", L, LONG_MAX, "download quota."),
+          ("remote.list.offsets.request.timeout.ms", L, 30000, "remote ListOffsets timeout."),
+          ("remote.log.manager.copier.thread.pool.size", I, 10, "copier threads."),
+          ("remote.log.manager.expiration.thread.pool.size", I, 10, "expiration threads."),
+          ("remote.log.manager.follower.thread.pool.size", I, 2, "follower threads."),
+          ("remote.log.reader.threads", I, 10, "reader threads."))),
+    _ignored("follower.fetch.last.tiered.offset.enable", B, False,
+             "Followers fetch from the last tiered offset.", why=NO_TIERED, update_mode=CW),
+    # replication
+    _d("replica.lag.time.max.ms", L, 30000, "A follower this far behind drops out of the ISR.", HIGH),
+    _d("replica.fetch.max.bytes", I, 1048576, "Bytes per partition a follower fetches.", MEDIUM, _AT0),
+    _d("replica.fetch.response.max.bytes", I, 10485760, "Bytes per follower fetch response.", MEDIUM,
+       _AT0),
+    _d("replica.fetch.wait.max.ms", I, 500, "Follower fetch max wait.", HIGH),
+    _d("replica.fetch.min.bytes", I, 1, "Follower fetch min bytes.", HIGH),
+    _d("replica.fetch.backoff.ms", I, 1000, "Follower back-off after a fetch error.", MEDIUM, _AT0),
+    _d("replica.socket.timeout.ms", I, 30000, "Follower socket timeout.", HIGH),
+    _d("replica.high.watermark.checkpoint.interval.ms", L, 5000, "How often high watermarks are saved.",
+       HIGH),
+    _d("auto.leader.rebalance.enable", B, True, "Move leadership back to preferred replicas.", HIGH),
+    _d("leader.imbalance.check.interval.seconds", L, 300, "Preferred-leader check interval.", HIGH, _AT1),
+    # group coordinator
+    _d("offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets.", HIGH, _AT1),
+    _d("offsets.topic.replication.factor", SH, 1, "Replication factor of __consumer_offsets.", HIGH, _AT1),
+    _d("offsets.topic.segment.bytes", I, 104857600, "Segment size of __consumer_offsets.", HIGH, _AT1),
+    _d("offsets.retention.minutes", I, 10080, "Committed offsets of empty groups expire after this.",
+       HIGH, _AT1),
+    _d("offsets.retention.check.interval.ms", L, 600000, "How often expired offsets are removed.", HIGH,
+       _AT1),
+    _d("offsets.commit.timeout.ms", I, 5000, "Timeout of an offset commit write.", HIGH, _AT1),
+    _d("offsets.load.buffer.size", I, 5242880, "Read size when loading a coordinator partition.", HIGH,
+       _AT1),
+    _d("offset.metadata.max.bytes", I, 4096, "Largest metadata string of a committed offset.", HIGH),
+    _d("group.initial.rebalance.delay.ms", I, 3000, "Wait for more members before the first rebalance.",
+       MEDIUM),
+    _d("group.min.session.timeout.ms", I, 6000, "Smallest session timeout a member may ask for.", MEDIUM),
+    _d("group.max.session.timeout.ms", I, 1800000, "Largest session timeout a member may ask for.",
+       MEDIUM),
+    _d("group.max.size", I, INT_MAX, "Most members of one classic group.", MEDIUM, _AT1),
+    _d("group.consumer.session.timeout.ms", I, 45000, "Session timeout of consumer-protocol members.",
+       MEDIUM, _AT1),
+    _d("group.consumer.min.session.timeout.ms", I, 45000, "Minimum consumer-protocol session timeout.",
+       MEDIUM, _AT1),
+    _d("group.consumer.max.session.timeout.ms", I, 60000, "Maximum consumer-protocol session timeout.",
+       MEDIUM, _AT1),
+    _d("group.consumer.heartbeat.interval.ms", I, 5000, "Heartbeat interval of consumer-protocol members.",
+       MEDIUM, _AT1),
+    _d("group.consumer.min.heartbeat.interval.ms", I, 5000, "Minimum consumer-protocol heartbeat.",
+       MEDIUM, _AT1),
+    _d("group.consumer.max.heartbeat.interval.ms", I, 15000, "Maximum consumer-protocol heartbeat.",
+       MEDIUM, _AT1),
+    _d("group.consumer.max.size", I, INT_MAX, "Most members of one consumer-protocol group.", MEDIUM,
+       _AT1),
+    _d("group.consumer.assignors", LS, ["uniform", "range"], "Server-side assignors, preferred first.",
+       MEDIUM),
+    # transactions
+    _d("transaction.state.log.num.partitions", I, 50, "Partitions of __transaction_state.", HIGH, _AT1),
+    _d("transaction.state.log.replication.factor", SH, 1, "Replication factor of __transaction_state.",
+       HIGH, _AT1),
+    _d("transaction.state.log.min.isr", I, 1, "min.insync.replicas of __transaction_state.", HIGH, _AT1),
+    _d("transaction.state.log.segment.bytes", I, 104857600, "Segment size of __transaction_state.", HIGH,
+       _AT1),
+    _d("transaction.state.log.load.buffer.size", I, 5242880, "Read size when loading transactions.",
+       HIGH, _AT1),
+    _d("transaction.max.timeout.ms", I, 900000, "Largest transaction timeout a producer may ask for.",
+       HIGH, _AT1),
+    _d("transactional.id.expiration.ms", I, 604800000, "Idle transactional ids expire after this.",
+       HIGH, _AT1),
+    _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", I, 10000,
+       "How often timed-out transactions are aborted.", LOW, _AT1),
+    _d("transaction.remove.expired.transaction.cleanup.interval.ms", I, 3600000,
+       "How often expired transactional ids are removed.", LOW, _AT1),
+    _d("transaction.partition.verification.enable", B, True,
+       "Verify a partition is in the transaction before a transactional append.", LOW, update_mode=CW,
+       no_effect="transactions are not implemented yet (transactional produce is refused)"),
+    _d("producer.id.expiration.ms", I, 86400000, "Idle producer ids expire after this.", LOW, _AT1,
+       update_mode=CW, log_field="producer_id_expiration_ms"),
+    _d("producer.id.expiration.check.interval.ms", I, 600000, "How often producer ids expire.", LOW, _AT1),
+    # security: TLS, SASL and ACLs are not implemented yet, so setting any of these is refused
+    # (the per-broker mode is Kafka's, for when they are)
+    _d("sasl.enabled.mechanisms", LS, ["GSSAPI"], "SASL mechanisms offered.", MEDIUM, update_mode=PB,
+       unsupported=SASL),
+    _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism between brokers.", MEDIUM,
+       update_mode=PB, unsupported=SASL),
+    _d("sasl.jaas.config", P, None, "JAAS login context of the broker.", MEDIUM, update_mode=PB,
+       unsupported=SASL),
+    _d("ssl.keystore.location", S, None, "Key store file (PEM or PKCS12).", MEDIUM, update_mode=PB,
+       unsupported=TLS),
+    _d("ssl.keystore.password", P, None, "Key store password.", MEDIUM, update_mode=PB, unsupported=TLS),
+    _d("ssl.keystore.type", S, "JKS", "Key store format.", MEDIUM, update_mode=PB, unsupported=TLS),
+    _d("ssl.key.password", P, None, "Private key password.", MEDIUM, update_mode=PB, unsupported=TLS),
+    _d("ssl.keystore.key", P, None, "PEM private key.", MEDIUM, update_mode=PB, unsupported=TLS),
+    _d("ssl.keystore.certificate.chain", P, None, "PEM certificate chain.", MEDIUM, update_mode=PB,
+       unsupported=TLS),
+    _d("ssl.truststore.location", S, None, "Trust store file.", MEDIUM, update_mode=PB, unsupported=TLS),
+    _d("ssl.truststore.password", P, None, "Trust store password.", MEDIUM, update_mode=PB,
+       unsupported=TLS),
+    _d("ssl.truststore.type", S, "JKS", "Trust store format.", MEDIUM, update_mode=PB, unsupported=TLS),
+    _d("ssl.truststore.certificates", P, None, "PEM trusted certificates.", MEDIUM, update_mode=PB,
+       unsupported=TLS),
+    _d("ssl.client.auth", S, "none", "Client certificate requirement.", MEDIUM,
+       OneOf("required", "requested", "none"), update_mode=PB, unsupported=TLS),
+    _d("ssl.enabled.protocols", LS, ["TLSv1.2", "TLSv1.3"], "TLS versions offered.", MEDIUM,
+       update_mode=PB, unsupported=TLS),
+    _d("principal.builder.class", C, None, "Builds the principal of a connection.", MEDIUM,
+       update_mode=PB, unsupported=PLUGINS),
+    _d("authorizer.class.name", S, "", "Authorizer; empty disables ACL checks.", LOW, unsupported=ACLS),
+    _d("super.users", S, None, "Semicolon-separated principals that pass every ACL check.", LOW,
+       unsupported=ACLS),
+    _d("allow.everyone.if.no.acl.found", B, False, "Allow access to resources without ACLs.", LOW,
+       unsupported=ACLS),
+    _d("delegation.token.secret.key", P, None, "Secret for delegation tokens.", MEDIUM,
+       unsupported=SASL),
+    _d("connections.max.reauth.ms", L, 0, "Re-authentication interval for SASL connections.", MEDIUM,
+       unsupported=SASL),
+    _d("create.topic.policy.class.name", C, None, "CreateTopics policy class.", LOW,
+       unsupported=PLUGINS),
+    _d("alter.config.policy.class.name", C, None, "AlterConfigs policy class.", LOW,
+       unsupported=PLUGINS),
+)
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_TABLE}
+
+# Keys outside the table that still name a security feature: Kafka's per-listener overrides and
+# the rest of the ssl.* / sasl.* families. They are refused rather than kept as unknown keys.
+SECURITY_PREFIXES = {"ssl.": "TLS (SSL listeners)", "sasl.": "SASL authentication",
+                     "listener.name.": "per-listener security configs"}
+
+
+def security_feature(name: str) -> str | None:
+    """The unimplemented feature an unknown key belongs to, or None."""
+    for prefix, feature in SECURITY_PREFIXES.items():
+        if name.startswith(prefix):
+            return feature
+    return None

@@ -1,0 +1,46 @@
+"""Listener endpoints: ``NAME://host:port`` lists."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from kbroker.config.types import ConfigError
+
+class Endpoint(NamedTuple):
+    """One listener: ``PLAINTEXT://localhost:9092`` -> ``Endpoint("PLAINTEXT", "localhost", 9092)``."""
+
+    name: str
+    host: str
+    port: int
+
+    @property
+    def bind_host(self) -> str | None:
+        """The address to bind: None (all interfaces) for an empty host; localhost means
+        127.0.0.1 so the listener matches what we advertise."""
+        if not self.host:
+            return None
+        return "127.0.0.1" if self.host == "localhost" else self.host
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_LISTENER_RE = re.compile(r"([A-Za-z0-9_.-]+)://(\[[0-9A-Fa-f:.%a-z]*\]|[^:\[\]/]*):(\d+)")
+
+
+def parse_listeners(key: str, entries: list[str]) -> list[Endpoint]:
+    endpoints = []
+    for entry in entries:
+        match = _LISTENER_RE.fullmatch(entry)
+        if not match:
+            raise ConfigError(f"invalid value {entry!r} for '{key}': expected NAME://host:port", key)
+        name, host, port = match.group(1).upper(), match.group(2).strip("[]"), int(match.group(3))
+        if port > 65535:
+            raise ConfigError(f"invalid value {entry!r} for '{key}': port out of range", key)
+        endpoints.append(Endpoint(name, host, port))
+    names = [e.name for e in endpoints]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"invalid value for '{key}': each listener name must appear only once", key)
+    return endpoints
