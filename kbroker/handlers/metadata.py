@@ -6,8 +6,11 @@ requested topics, or all topics when the list is null (v1+) or empty (v0).
 Behaviour:
 - Auto-creation: a requested topic that does not exist is created with ``num.partitions`` when
   ``auto.create.topics.enable`` is on and the request allows it (v4+ ``AllowAutoTopicCreation``;
-  always allowed before v4). It is created synchronously, so the answer already describes it
+  always allowed before v4). The answer waits for the creation (the controller creates its
+  partitions in steps, serving other clients meanwhile), so it already describes the topic
   (Kafka answers LEADER_NOT_AVAILABLE first and the client retries; both are fine for clients).
+  A topic another request is still creating gets LEADER_NOT_AVAILABLE; a refused creation (a
+  partition limit, a storage error) the controller's error code.
 - An illegal name gets INVALID_TOPIC_EXCEPTION; an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 - v10+ topic ids; v12+ topics may be requested by id (unknown id: UNKNOWN_TOPIC_ID).
 - Authorized operations (v8+) are not computed yet: the "not requested" value is returned.
@@ -20,7 +23,7 @@ import logging
 
 from kbroker.handlers import handles
 from kbroker.metadata.image import topic_name_problem
-from kbroker.protocol.errors import Errors
+from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.primitives import ZERO_UUID
 
 log = logging.getLogger("kbroker.metadata")
@@ -49,6 +52,33 @@ def handle_metadata(ctx, request):
 
     allow_create = (ctx.config.get("auto.create.topics.enable")
                     and (ctx.api_version < 4 or request.allow_auto_topic_creation))
+    if allow_create:
+        missing = [r.name for r in request.topics
+                   if r.name is not None and store.topic(r.name) is None
+                   and topic_name_problem(r.name) is None]
+        if missing:  # only then is the answer a coroutine: creating partitions takes turns
+            return _create_then_describe(ctx, request, response, missing)
+    _describe_requested(R, ctx, request, response, store, {})
+    return response
+
+
+async def _create_then_describe(ctx, request, response, missing):
+    from kbroker.protocol.messages.metadata import MetadataResponse as R
+
+    failures = {}
+    for name in dict.fromkeys(missing):
+        try:
+            await auto_create_topic(ctx, name)
+        except KafkaError as exc:
+            # Being created by someone else: Kafka's retriable answer for a topic on its way.
+            failures[name] = Errors.LEADER_NOT_AVAILABLE \
+                if exc.error == Errors.TOPIC_ALREADY_EXISTS else exc.error
+            log.info("auto-creating topic %s for %s failed: %s", name, ctx.client_id, exc)
+    _describe_requested(R, ctx, request, response, ctx.metadata, failures)
+    return response
+
+
+def _describe_requested(R, ctx, request, response, store, failures: dict) -> None:
     for requested in request.topics:
         name = requested.name
         if name is None:
@@ -66,23 +96,18 @@ def handle_metadata(ctx, request):
                 log.info("metadata request from %s for an illegal topic name: %s",
                          ctx.client_id, problem)
                 error = Errors.INVALID_TOPIC_EXCEPTION
-            elif allow_create:
-                topic = auto_create_topic(ctx, name)
-                error = Errors.NONE
             else:
-                error = Errors.UNKNOWN_TOPIC_OR_PARTITION
-            if topic is None:
-                response.topics.append(R.MetadataResponseTopic(
-                    error_code=error.code, name=name, topic_id=ZERO_UUID,
-                    topic_authorized_operations=NOT_REQUESTED))
-                continue
+                error = failures.get(name, Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            response.topics.append(R.MetadataResponseTopic(
+                error_code=error.code, name=name, topic_id=ZERO_UUID,
+                topic_authorized_operations=NOT_REQUESTED))
+            continue
         response.topics.append(describe_topic(R, ctx, topic))
-    return response
 
 
-def auto_create_topic(ctx, name: str):
+async def auto_create_topic(ctx, name: str):
     partitions = ctx.config.get("num.partitions")
-    topic = ctx.controller.create_topic(name, partitions, {})
+    topic = await ctx.controller.create_topic_async(name, partitions, {})
     log.info("auto-created topic %s with %d partition(s) (id %s)", name, partitions,
              topic.topic_id)
     return topic

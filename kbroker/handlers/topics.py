@@ -18,14 +18,23 @@ replication factor and the effective configs with their sources; v7 the topic id
 DeleteTopics: by name (v0-5, ``topic_names``) or by name or id (v6, ``topics``, KIP-516). Unknown
 names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID, duplicates and
 name-plus-id INVALID_REQUEST. With ``delete.topic.enable=false`` every topic gets
-TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3, as Kafka). Internal topics may be deleted, as
-in Kafka. The topic leaves the metadata store first, then its logs are deleted; a crash between
-the two leaves stray logs that start-up removes.
+TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3, as Kafka). Internal topics
+(``__consumer_offsets``, ``__transaction_state``) get the same TOPIC_DELETION_DISABLED with a
+message naming the topic: Kafka 4's controller deletes them (only ``kafka-topics.sh`` refuses,
+client-side), losing every group's state; we refuse (see kbroker.metadata.controller). The topic
+leaves the metadata store first, then its logs are deleted in steps; a crash between the two
+leaves stray logs that start-up removes.
 
 CreatePartitions: the count must exceed the current one (INVALID_PARTITIONS with Kafka's "Topic
 currently has N partitions, which is higher than the requested M." / "Topic already has N
 partition(s)."); assignments, if given, must be one ``[this node]`` list per new partition.
+An internal topic cannot grow (POLICY_VIOLATION: coordinators hash over its partition count).
 ``validate_only`` creates nothing.
+
+Partitions at scale: creation never holds the event loop (the controller creates partition dirs
+in steps and yields between them); a count that would take the broker past
+``kbroker.metadata.controller.MAX_PARTITIONS`` is POLICY_VIOLATION before anything is made; a
+creation that fails on disk (descriptors, space) is undone and answered KAFKA_STORAGE_ERROR.
 
 Not supported: CreateTopicPolicy / AlterConfigPolicy plugins, controller mutation quotas
 (throttle_time_ms is always 0), authorization (no ACLs yet: every topic is creatable and its
@@ -47,7 +56,7 @@ log = logging.getLogger("kbroker.topics")
 # --- CreateTopics ------------------------------------------------------------------------------
 
 @handles("CreateTopics")
-def handle_create_topics(ctx, request):
+async def handle_create_topics(ctx, request):
     from kbroker.protocol.messages.create_topics import CreateTopicsResponse as R
 
     counts: dict[str, int] = {}
@@ -72,7 +81,13 @@ def handle_create_topics(ctx, request):
             continue
         topic_id = ZERO_UUID
         if not request.validate_only:
-            topic = ctx.controller.create_topic(name, partitions, configs)
+            try:
+                topic = await ctx.controller.create_topic_async(name, partitions, configs)
+            except KafkaError as exc:
+                log.warning("CreateTopics %s from %s failed: %s", name, ctx.client_id, exc)
+                results.append(R.CreatableTopicResult(name=name, error_code=exc.code,
+                                                      error_message=exc.message))
+                continue
             topic_id = topic.topic_id
             log.info("created topic %s with %d partition(s) (id %s), configs %s", name,
                      partitions, topic_id, configs)
@@ -111,7 +126,9 @@ def _check_new_topic(ctx, wanted) -> tuple[int, int, dict]:
     configs = validate_overrides(ctx.config, {c.name: c.value for c in wanted.configs})
 
     if wanted.assignments:
-        return _manual_layout(ctx.node_id, wanted), 1, configs
+        partitions = _manual_layout(ctx.node_id, wanted)
+        ctx.controller.check_new_partitions(partitions)
+        return partitions, 1, configs
     if wanted.replication_factor < -1 or wanted.replication_factor == 0:
         raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
                          "Replication factor must be larger than 0, or -1 to use the default "
@@ -125,6 +142,7 @@ def _check_new_topic(ctx, wanted) -> tuple[int, int, dict]:
     replication_factor = wanted.replication_factor
     if replication_factor == -1:
         replication_factor = ctx.config.get("default.replication.factor")
+    ctx.controller.check_new_partitions(partitions)
     if replication_factor > 1:
         raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
                          f"Unable to replicate the partition {replication_factor} time(s): The "
@@ -174,7 +192,7 @@ def _check_replicas(node_id: int, broker_ids) -> None:
 # --- DeleteTopics ------------------------------------------------------------------------------
 
 @handles("DeleteTopics")
-def handle_delete_topics(ctx, request):
+async def handle_delete_topics(ctx, request):
     from kbroker.protocol.messages.delete_topics import DeleteTopicsResponse as R
 
     store = ctx.metadata
@@ -242,9 +260,15 @@ def handle_delete_topics(ctx, request):
             else:
                 to_delete[topic.name] = topic.topic_id
     for name, topic_id in to_delete.items():
-        # Metadata first: once it is gone the topic no longer exists for anyone, and logs left
-        # behind by a crash right here are removed at start-up (remove_stray_logs).
-        ctx.controller.delete_topic(name)
+        try:
+            await ctx.controller.delete_topic(name)
+        except KafkaError as exc:
+            error = exc.error
+            if error == Errors.TOPIC_DELETION_DISABLED and ctx.api_version < 3:
+                error = Errors.INVALID_REQUEST  # as Kafka: v0-2 clients do not know the code
+            log.warning("DeleteTopics %s from %s refused: %s", name, ctx.client_id, exc)
+            answer(name, topic_id, error, exc.message)
+            continue
         log.info("deleted topic %s (id %s) at the request of %s", name, topic_id, ctx.client_id)
         answer(name, topic_id)
     return R(throttle_time_ms=0, responses=results)
@@ -253,7 +277,7 @@ def handle_delete_topics(ctx, request):
 # --- CreatePartitions --------------------------------------------------------------------------
 
 @handles("CreatePartitions")
-def handle_create_partitions(ctx, request):
+async def handle_create_partitions(ctx, request):
     from kbroker.protocol.messages.create_partitions import CreatePartitionsResponse as R
 
     names = [t.name for t in request.topics]
@@ -276,7 +300,13 @@ def handle_create_partitions(ctx, request):
             continue
         if not request.validate_only:
             old = topic.num_partitions
-            topic = ctx.controller.create_partitions(name, wanted.count)
+            try:
+                topic = await ctx.controller.create_partitions(name, wanted.count)
+            except KafkaError as exc:
+                log.warning("CreatePartitions %s from %s failed: %s", name, ctx.client_id, exc)
+                results.append(R.CreatePartitionsTopicResult(name=name, error_code=exc.code,
+                                                             error_message=exc.message))
+                continue
             log.info("topic %s now has %d partition(s) (was %d)", name, wanted.count, old)
         results.append(R.CreatePartitionsTopicResult(name=name, error_code=Errors.NONE.code,
                                                      error_message=None))
@@ -301,5 +331,6 @@ def _check_new_partitions(ctx, wanted):
                              f"Attempted to add {added} additional partition(s), but only "
                              f"{len(wanted.assignments)} assignment(s) were specified.")
         for assignment in wanted.assignments:
-            _check_replicas(node_id, assignment.broker_ids)
+            _check_replicas(ctx.node_id, assignment.broker_ids)
+    ctx.controller.check_new_partitions_of(topic, wanted.count)
     return topic

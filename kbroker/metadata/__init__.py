@@ -1,9 +1,12 @@
-"""Cluster metadata: which topics exist, their ids, partition counts and config overrides.
+"""Cluster metadata: topics, their ids, partition assignments and configs, and who may change them.
 
-Key files: ``image`` (immutable topic descriptions), ``store`` (the interface the broker codes
-against), ``local_store`` (the embedded single-node store, a JSON file in the data dir). The
-ZooKeeper store (Kafka's classic znode layout) will implement the same interface.
+Key files: ``image`` (the immutable MetadataImage every reader holds), ``controller`` (the only
+writer: persists a change, then publishes the next image for the replica manager to apply),
+``store`` (the interface the controller persists through), ``local_store`` (the embedded
+single-node store, a JSON file in the data dir; a ZooKeeper store with Kafka's znode layout will
+implement the same interface), ``producer_ids`` (producer id blocks reserved through the
+controller).
 
-Concurrency rule: the store is owned by the event loop; every change is written to disk before
-the call returns, so a crash never loses a created topic that a client was told about.
+Concurrency rule: owned by the event loop. Images are replaced, never changed, so a reader that
+keeps one sees a consistent view; a change is durable before its image is published.
 """

@@ -1,14 +1,23 @@
-"""Immutable descriptions of topics, as the rest of the broker sees them."""
+"""The metadata image: one immutable, consistent view of the cluster's topics and configs.
+
+The controller publishes a new :class:`MetadataImage` after every persisted change; everyone
+else only reads images. A reader that keeps a reference keeps one consistent view: nothing in an
+image (or in the :class:`TopicMetadata` it holds) ever changes, and two images share every topic
+a change did not touch, so the replica manager finds what changed by identity (``is``).
+"""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Mapping
 
 # Kafka's rule: up to 249 characters of ASCII alphanumerics, '.', '_' and '-', but not "." or "..".
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_EMPTY: Mapping = MappingProxyType({})
 
 
 def topic_name_problem(name: str | None) -> str | None:
@@ -26,19 +35,103 @@ def topic_name_problem(name: str | None) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+def frozen_mapping(values: Mapping | None) -> Mapping:
+    return MappingProxyType(dict(values)) if values else _EMPTY
+
+
+@dataclass(frozen=True, eq=False)
 class TopicMetadata:
+    """A topic: name, id, the replica list of each partition (its assignment) and its config
+    overrides (name -> string value). ``assignments[p]`` is partition p's replicas, leader
+    preferred first (Kafka's ``/brokers/topics/T`` "partitions" map)."""
+
     name: str
     topic_id: uuid.UUID
-    num_partitions: int
-    configs: dict = field(default_factory=dict)  # overrides only: name -> string value
+    assignments: tuple[tuple[int, ...], ...]
+    configs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+    def __post_init__(self):
+        object.__setattr__(self, "assignments", tuple(tuple(r) for r in self.assignments))
+        if not isinstance(self.configs, MappingProxyType):
+            object.__setattr__(self, "configs", frozen_mapping(self.configs))
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.assignments)
 
     @property
     def is_internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
 
-    def with_partitions(self, count: int) -> "TopicMetadata":
-        return replace(self, num_partitions=count)
+    def with_assignments(self, assignments) -> "TopicMetadata":
+        return replace(self, assignments=tuple(assignments))
 
-    def with_configs(self, configs: dict) -> "TopicMetadata":
-        return replace(self, configs=dict(configs))
+    def with_configs(self, configs: Mapping) -> "TopicMetadata":
+        return replace(self, configs=frozen_mapping(configs))
+
+    def __repr__(self) -> str:
+        return (f"TopicMetadata({self.name!r}, {self.topic_id}, partitions={self.num_partitions},"
+                f" configs={dict(self.configs)})")
+
+
+@dataclass(frozen=True, eq=False)
+class MetadataImage:
+    """Everything a broker needs to know about the cluster's metadata, as of one change."""
+
+    cluster_id: str
+    topics_by_name: Mapping[str, TopicMetadata] = field(default_factory=lambda: _EMPTY)
+    topics_by_id: Mapping[uuid.UUID, TopicMetadata] = field(default_factory=lambda: _EMPTY)
+    # Dynamic broker configs: "cluster" (the cluster-wide default) and "broker" (this node).
+    dynamic_broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+
+    @classmethod
+    def build(cls, cluster_id: str, topics=(), broker_configs: Mapping | None = None):
+        by_name = {t.name: t for t in topics}
+        return cls(cluster_id, MappingProxyType(by_name),
+                   MappingProxyType({t.topic_id: t for t in by_name.values()}),
+                   MappingProxyType({scope: frozen_mapping((broker_configs or {}).get(scope))
+                                     for scope in ("cluster", "broker")}))
+
+    # --- reads (the names handlers have always used) -------------------------------------------
+
+    def topics(self) -> Mapping[str, TopicMetadata]:
+        return self.topics_by_name
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self.topics_by_name.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self.topics_by_id.get(topic_id)
+
+    def broker_configs(self, *, cluster_default: bool) -> dict[str, str]:
+        return dict(self.dynamic_broker_configs.get("cluster" if cluster_default else "broker",
+                                                    _EMPTY))
+
+    def partition_count(self) -> int:
+        return sum(t.num_partitions for t in self.topics_by_name.values())
+
+    # --- the next image (copies the two small topic maps; topics themselves are shared) --------
+
+    def with_topic(self, topic: TopicMetadata) -> "MetadataImage":
+        by_name = dict(self.topics_by_name)
+        by_id = dict(self.topics_by_id)
+        old = by_name.get(topic.name)
+        if old is not None:
+            del by_id[old.topic_id]
+        by_name[topic.name] = topic
+        by_id[topic.topic_id] = topic
+        return replace(self, topics_by_name=MappingProxyType(by_name),
+                       topics_by_id=MappingProxyType(by_id))
+
+    def without_topic(self, name: str) -> "MetadataImage":
+        by_name = dict(self.topics_by_name)
+        by_id = dict(self.topics_by_id)
+        old = by_name.pop(name)
+        del by_id[old.topic_id]
+        return replace(self, topics_by_name=MappingProxyType(by_name),
+                       topics_by_id=MappingProxyType(by_id))
+
+    def with_broker_configs(self, configs: Mapping, *, cluster_default: bool) -> "MetadataImage":
+        scopes = dict(self.dynamic_broker_configs)
+        scopes["cluster" if cluster_default else "broker"] = frozen_mapping(configs)
+        return replace(self, dynamic_broker_configs=MappingProxyType(scopes))

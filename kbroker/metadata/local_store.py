@@ -4,10 +4,14 @@ File ``<log.dir>/kbroker-metadata.json``::
 
     {"version": 1, "cluster_id": "<22-char base64url>", "next_producer_id_block": N,
      "broker_configs": {"cluster": {...}, "broker": {...}},
-     "topics": {"<name>": {"topic_id": "<uuid>", "partitions": N, "configs": {...}}}}
+     "topics": {"<name>": {"topic_id": "<uuid>", "partitions": N,
+                           "replicas": [[node, ...], ...], "configs": {...}}}}
 
-It is rewritten atomically (temporary file, fsync, rename, fsync of the directory) on every
-change. Kafka's log-dir scan ignores plain files, so the file does not disturb Kafka's layout.
+``replicas`` holds each partition's replica list (Kafka's assignment); files written before it
+existed have only ``partitions`` and mean ``[this node]`` for each. The file is rewritten
+atomically (temporary file, fsync, rename, fsync of the directory) on every change, so a change
+is either wholly on disk or not at all. Kafka's log-dir scan ignores plain files, so the file
+does not disturb Kafka's layout.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import json
 import os
 import uuid
 
-from kbroker.metadata.image import TopicMetadata
+from kbroker.metadata.image import MetadataImage, TopicMetadata
 
 FILE_NAME = "kbroker-metadata.json"
 
@@ -42,98 +46,72 @@ def write_atomically(path: str, data: bytes) -> None:
 
 
 class LocalMetadataStore:
-    def __init__(self, log_dir: str, cluster_id: str | None = None):
+    def __init__(self, log_dir: str, cluster_id: str | None = None, node_id: int = 0):
         os.makedirs(log_dir, exist_ok=True)
         self.path = os.path.join(log_dir, FILE_NAME)
-        self._topics: dict[str, TopicMetadata] = {}
-        self._by_id: dict[uuid.UUID, TopicMetadata] = {}
-        self._next_producer_id_block = 0
-        self._broker_configs: dict[str, dict[str, str]] = {"cluster": {}, "broker": {}}
+        self._node_id = node_id
         if os.path.exists(self.path):
             with open(self.path, "rb") as f:
-                state = json.load(f)
-            self.cluster_id = state["cluster_id"]
-            self._next_producer_id_block = state.get("next_producer_id_block", 0)
-            self._broker_configs.update(state.get("broker_configs", {}))
-            for name, t in state["topics"].items():
-                self._put(TopicMetadata(name, uuid.UUID(t["topic_id"]), t["partitions"],
-                                        t.get("configs", {})))
+                self._state = json.load(f)
+            self.cluster_id = self._state["cluster_id"]
             if cluster_id and cluster_id != self.cluster_id:
                 raise ValueError(f"cluster.id {cluster_id} does not match {self.cluster_id} "
                                  f"stored in {self.path}")
         else:
             self.cluster_id = cluster_id or new_cluster_id()
+            self._state = {"version": 1, "cluster_id": self.cluster_id,
+                           "next_producer_id_block": 0,
+                           "broker_configs": {"cluster": {}, "broker": {}}, "topics": {}}
             self._save()
 
-    def _put(self, topic: TopicMetadata) -> TopicMetadata:
-        self._topics[topic.name] = topic
-        self._by_id[topic.topic_id] = topic
-        return topic
+    def _save(self, state: dict | None = None) -> None:
+        """Write ``state`` (a new version of the whole file) and only then make it current, so a
+        failed write (disk full) changes nothing. Compact: with 100,000 partitions the replica
+        lists dominate the file."""
+        state = self._state if state is None else state
+        write_atomically(self.path, json.dumps(state, separators=(",", ":"),
+                                               sort_keys=True).encode())
+        self._state = state
 
-    def _save(self) -> None:
-        state = {
-            "version": 1,
-            "cluster_id": self.cluster_id,
-            "next_producer_id_block": self._next_producer_id_block,
-            "broker_configs": self._broker_configs,
-            "topics": {
-                t.name: {"topic_id": str(t.topic_id), "partitions": t.num_partitions,
-                         "configs": t.configs}
-                for t in sorted(self._topics.values(), key=lambda t: t.name)
-            },
-        }
-        write_atomically(self.path, json.dumps(state, indent=1).encode())
+    def _with_topics(self, change) -> None:
+        topics = dict(self._state["topics"])  # shallow: untouched entries are shared
+        change(topics)
+        self._save({**self._state, "topics": topics})
 
-    # --- reads ---------------------------------------------------------------------------------
+    def load(self) -> MetadataImage:
+        topics = []
+        for name, t in self._state["topics"].items():
+            replicas = t.get("replicas") or [[self._node_id]] * t["partitions"]
+            topics.append(TopicMetadata(name, uuid.UUID(t["topic_id"]), replicas,
+                                        t.get("configs", {})))
+        return MetadataImage.build(self.cluster_id, topics, self._state.get("broker_configs"))
 
-    def topics(self) -> dict[str, TopicMetadata]:
-        return self._topics
+    # --- changes (called by the controller only) -----------------------------------------------
 
-    def topic(self, name: str) -> TopicMetadata | None:
-        return self._topics.get(name)
+    def create_topic(self, topic: TopicMetadata) -> None:
+        entry = {"topic_id": str(topic.topic_id), "partitions": topic.num_partitions,
+                 "replicas": [list(r) for r in topic.assignments], "configs": dict(topic.configs)}
+        self._with_topics(lambda topics: topics.__setitem__(topic.name, entry))
 
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
-        return self._by_id.get(topic_id)
+    def set_assignments(self, name: str, assignments) -> None:
+        replicas = [list(r) for r in assignments]
+        entry = {**self._state["topics"][name], "replicas": replicas, "partitions": len(replicas)}
+        self._with_topics(lambda topics: topics.__setitem__(name, entry))
 
-    def broker_configs(self, *, cluster_default: bool) -> dict[str, str]:
-        return dict(self._broker_configs["cluster" if cluster_default else "broker"])
-
-    # --- changes -------------------------------------------------------------------------------
-
-    def set_broker_configs(self, configs: dict, *, cluster_default: bool) -> None:
-        """Dynamic broker configs (AlterConfigs on a BROKER resource), as strings."""
-        self._broker_configs["cluster" if cluster_default else "broker"] = dict(configs)
-        self._save()
-
-    def allocate_producer_id_block(self, size: int) -> int:
-        """Reserve ``size`` producer ids and return the first; never handed out twice, even
-        across restarts (like Kafka's controller-allocated producer id blocks)."""
-        first = self._next_producer_id_block
-        self._next_producer_id_block = first + size
-        self._save()
-        return first
-
-    def create_topic(self, name: str, num_partitions: int, configs: dict) -> TopicMetadata:
-        if name in self._topics:
-            raise KeyError(name)
-        topic_id = uuid.uuid4()
-        while topic_id in self._by_id or topic_id.int == 0:
-            topic_id = uuid.uuid4()
-        topic = self._put(TopicMetadata(name, topic_id, num_partitions, dict(configs)))
-        self._save()
-        return topic
+    def set_topic_configs(self, name: str, configs) -> None:
+        entry = {**self._state["topics"][name], "configs": dict(configs)}
+        self._with_topics(lambda topics: topics.__setitem__(name, entry))
 
     def delete_topic(self, name: str) -> None:
-        topic = self._topics.pop(name)
-        del self._by_id[topic.topic_id]
-        self._save()
+        self._with_topics(lambda topics: topics.pop(name))
 
-    def set_partition_count(self, name: str, count: int) -> TopicMetadata:
-        topic = self._put(self._topics[name].with_partitions(count))
-        self._save()
-        return topic
+    def set_broker_configs(self, configs, *, cluster_default: bool) -> None:
+        scopes = dict(self._state.get("broker_configs") or {"cluster": {}, "broker": {}})
+        scopes["cluster" if cluster_default else "broker"] = dict(configs)
+        self._save({**self._state, "broker_configs": scopes})
 
-    def set_topic_configs(self, name: str, configs: dict) -> TopicMetadata:
-        topic = self._put(self._topics[name].with_configs(configs))
-        self._save()
-        return topic
+    def allocate_producer_id_block(self, size: int) -> int:
+        """Like Kafka's controller-allocated producer id blocks: reserved durably first."""
+        first = self._state.get("next_producer_id_block", 0)
+        self._save({**self._state, "next_producer_id_block": first + size})
+        return first

@@ -1,30 +1,52 @@
-"""The metadata-store interface shared by the embedded store and (later) the ZooKeeper store."""
+"""The metadata-store interface: where the controller persists topics, assignments and configs.
+
+Two implementations sit behind it: the embedded single-node store (``local_store``, one JSON file
+in the data dir) and, for a cluster, a ZooKeeper store using Kafka's classic znode layout. The
+operations are shaped after those znodes so the ZooKeeper store maps one call to one write:
+
+=============================  ==========================================================
+``load()``                      ``/cluster/id``, ``/brokers/topics/*``, ``/config/topics/*``,
+                                ``/config/brokers/*``, ``/latest_producer_id_block``
+``create_topic(topic)``         ``/brokers/topics/T`` (id + assignment) and ``/config/topics/T``
+``set_assignments(name, a)``    ``/brokers/topics/T`` (CreatePartitions)
+``set_topic_configs(name, c)``  ``/config/topics/T``
+``delete_topic(name)``          both of the topic's znodes
+``set_broker_configs(c, ...)``  ``/config/brokers/<default>`` or ``/config/brokers/<id>``
+``allocate_producer_id_block``  ``/latest_producer_id_block``
+=============================  ==========================================================
+
+Every write is durable when the call returns. Only :mod:`kbroker.metadata.controller` calls the
+writing methods (a test checks it); everyone else reads the controller's image. Conditional
+writes on a znode version (controller fencing) are the ZooKeeper store's concern, added with it.
+"""
 
 from __future__ import annotations
 
-import uuid
-from typing import Protocol
+from typing import Mapping, Protocol, Sequence
 
-from kbroker.metadata.image import TopicMetadata
+from kbroker.metadata.image import MetadataImage, TopicMetadata
 
 
 class MetadataStore(Protocol):
     cluster_id: str
 
-    def topics(self) -> dict[str, TopicMetadata]: ...
+    def load(self) -> MetadataImage:
+        """Everything stored, as an image (at start-up)."""
 
-    def topic(self, name: str) -> TopicMetadata | None: ...
+    def create_topic(self, topic: TopicMetadata) -> None: ...
 
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
+    def set_assignments(self, name: str, assignments: Sequence[Sequence[int]]) -> None: ...
 
-    def create_topic(self, name: str, num_partitions: int, configs: dict) -> TopicMetadata: ...
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
 
     def delete_topic(self, name: str) -> None: ...
 
-    def set_partition_count(self, name: str, count: int) -> TopicMetadata: ...
+    def set_broker_configs(self, configs: Mapping[str, str], *, cluster_default: bool) -> None: ...
 
-    def set_topic_configs(self, name: str, configs: dict) -> TopicMetadata: ...
+    def allocate_producer_id_block(self, size: int) -> int:
+        """Reserve ``size`` producer ids and return the first; never handed out twice."""
 
-    def broker_configs(self, *, cluster_default: bool) -> dict[str, str]: ...
 
-    def set_broker_configs(self, configs: dict, *, cluster_default: bool) -> None: ...
+# The writing methods, for the import rule test (only the controller calls them).
+WRITES = ("create_topic", "set_assignments", "set_topic_configs", "delete_topic",
+          "set_broker_configs", "allocate_producer_id_block")

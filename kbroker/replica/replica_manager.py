@@ -1,11 +1,21 @@
-"""All partitions this broker hosts, and the bridge from topic metadata to partition logs."""
+"""All partitions this broker hosts, and the bridge from metadata images to partition logs.
+
+The controller publishes immutable metadata images; :meth:`ReplicaManager.apply` brings the log
+dirs from one image to the next (create or delete partition dirs, new LogConfigs). Start-up runs
+the same ``apply`` from the image of what is on disk to the stored image, which repairs a crash
+between a persisted change and its application.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import time
+import uuid
+from typing import Iterator
 
-from kbroker.metadata.image import TopicMetadata
+from kbroker.metadata.image import MetadataImage, TopicMetadata
 from kbroker.replica.partition import Partition
 
 log = logging.getLogger("kbroker.replicas")
@@ -35,44 +45,113 @@ class ReplicaManager:
     def log_dir_of(self, topic: str, index: int) -> str | None:
         return self.log_manager.log_dir_of(topic, index)
 
-    def ensure_topic(self, topic: TopicMetadata) -> None:
-        """Open or create the log of every partition of ``topic`` (after start-up or a change)."""
-        config = self.log_config_for(topic)
-        for index in range(topic.num_partitions):
-            if (topic.name, index) in self._partitions:
+    # --- applying metadata images ----------------------------------------------------------------
+
+    def start(self, image: MetadataImage) -> None:
+        """At start-up: bring the log dirs to ``image`` (create partitions a crash left
+        missing, delete strays, give every log its topic's settings), through the same
+        :meth:`apply` every change uses, from the image of what is on disk."""
+        on_disk = self.disk_image(image.cluster_id)
+        for name, topic in on_disk.topics().items():
+            stored = image.topic(name)
+            if stored is None or _replaced(topic, stored):
+                log.warning("deleting the %d partition dir(s) of topic %s (id %s): the metadata "
+                            "does not have it (an interrupted deletion or refused creation)",
+                            topic.num_partitions, name, topic.topic_id)
+        for _ in self.apply(on_disk, image):
+            pass
+
+    def disk_image(self, cluster_id: str) -> MetadataImage:
+        """What the log dirs hold, as an image: each topic with as many partitions as its
+        highest partition dir, and the topic id its ``partition.metadata`` names (if any)."""
+        highest: dict[str, int] = {}
+        ids: dict[str, uuid.UUID | None] = {}
+        for partition_log in self.log_manager.all_logs():
+            name = partition_log.topic
+            highest[name] = max(highest.get(name, -1), partition_log.partition)
+            ids[name] = ids.get(name) or partition_log.topic_id
+        return MetadataImage.build(cluster_id, [
+            TopicMetadata(name, ids[name], ((),) * (top + 1)) for name, top in highest.items()])
+
+    def apply(self, old: MetadataImage, new: MetadataImage) -> Iterator[None]:
+        """Bring this broker's partitions from ``old`` to ``new``: delete the partitions of
+        removed topics (or of a topic re-created under a new id), create missing ones, set new
+        LogConfigs. Yields after each partition created or deleted, so the caller decides when
+        the event loop gets a turn. Topics are compared by identity: an image shares every
+        topic a change did not touch."""
+        for name in _changed_topics(old, new):
+            before, after = old.topic(name), new.topic(name)
+            if before is not None and (after is None or _replaced(before, after)):
+                yield from self._remove_partitions(name, range(before.num_partitions))
+                before = None
+            if after is None:
                 continue
-            partition_log = self.log_manager.get(topic.name, index)
-            if partition_log is None:
-                partition_log = self.log_manager.create(topic.name, index, config, topic.topic_id)
-            else:
-                partition_log.config = config
-            self._partitions[(topic.name, index)] = Partition(
-                topic.name, index, topic.topic_id, partition_log)
+            config = self.log_config_for(after)
+            for index in range(after.num_partitions):
+                partition = self._partitions.get((name, index))
+                if partition is None:
+                    self._add_partition(after, index, config)
+                    yield
+                else:
+                    partition.log.config = config
+            if before is not None and before.num_partitions > after.num_partitions:
+                yield from self._remove_partitions(
+                    name, range(after.num_partitions, before.num_partitions))
+        if old.dynamic_broker_configs != new.dynamic_broker_configs:
+            # Topic settings default to broker configs: re-derive every topic's.
+            for topic in new.topics().values():
+                config = self.log_config_for(topic)
+                for index in range(topic.num_partitions):
+                    partition = self._partitions.get((topic.name, index))
+                    if partition is not None:
+                        partition.log.config = config
 
-    def on_topic_change(self, name: str, topic: TopicMetadata | None) -> None:
-        """Apply a change the controller published: a new or changed topic, or a deleted one."""
-        if topic is None:
-            self.delete_topic(name)
+    def _add_partition(self, topic: TopicMetadata, index: int, config) -> None:
+        name = topic.name
+        partition_log = self.log_manager.get(name, index)
+        if partition_log is not None and _replaced_log(partition_log, topic):
+            log.warning("deleting %s-%d: it belongs to an older topic %s (id %s, now %s)", name,
+                        index, name, partition_log.topic_id, topic.topic_id)
+            self.log_manager.delete(name, index)
+            partition_log = None
+        if partition_log is None:
+            try:
+                partition_log = self.log_manager.create(name, index, config, topic.topic_id)
+            except OSError:
+                self._remove_unopened_dir(name, index)
+                raise
         else:
-            self.ensure_topic(topic)
-            self.update_config(topic)
+            partition_log.config = config
+        self._partitions[(name, index)] = Partition(name, index, topic.topic_id, partition_log)
 
-    def update_config(self, topic: TopicMetadata) -> None:
-        config = self.log_config_for(topic)
-        for index in range(topic.num_partitions):
-            partition = self._partitions.get((topic.name, index))
+    def _remove_partitions(self, name: str, indexes) -> Iterator[None]:
+        for index in indexes:
+            partition = self._partitions.pop((name, index), None)
             if partition is not None:
-                partition.log.config = config
+                partition.wake_waiters()
+            if self.log_manager.delete(name, index):
+                yield
 
-    def delete_topic(self, name: str) -> None:
-        for key in [k for k in self._partitions if k[0] == name]:
-            partition = self._partitions.pop(key)
-            partition.wake_waiters()
-            self.log_manager.delete(name, key[1])
+    def _remove_unopened_dir(self, name: str, index: int) -> None:
+        """A partition dir made before opening its log failed is not a log yet: remove it
+        here, so nothing of a refused creation stays on disk."""
+        for log_dir in self.log_manager.log_dirs:
+            path = os.path.join(log_dir, f"{name}-{index}")
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
 
-    def remove_stray_logs(self, known_topics) -> None:
-        """Delete logs of topics the metadata no longer has (a crash in the middle of a delete)."""
-        for partition_log in list(self.log_manager.all_logs()):
-            if partition_log.topic not in known_topics:
-                log.info("deleting stray log %s-%d", partition_log.topic, partition_log.partition)
-                self.log_manager.delete(partition_log.topic, partition_log.partition)
+
+def _changed_topics(old: MetadataImage, new: MetadataImage) -> list[str]:
+    old_topics, new_topics = old.topics(), new.topics()
+    changed = [name for name, topic in new_topics.items() if old_topics.get(name) is not topic]
+    changed += [name for name in old_topics if name not in new_topics]
+    return sorted(changed)
+
+
+def _replaced(before: TopicMetadata, after: TopicMetadata) -> bool:
+    """A different topic under the same name (deleted and created again)."""
+    return before.topic_id is not None and before.topic_id != after.topic_id
+
+
+def _replaced_log(partition_log, topic: TopicMetadata) -> bool:
+    return partition_log.topic_id is not None and partition_log.topic_id != topic.topic_id

@@ -27,7 +27,6 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.servers: list[tuple[str, asyncio.AbstractServer]] = []
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> (host, actual port)
-        self.metadata = None
         self.log_manager = None
         self.replicas = None
         self.producer_ids = None
@@ -50,21 +49,21 @@ class Broker:
         from kbroker.metadata.producer_ids import ProducerIdManager
 
         log_dirs = self.config.log_dirs
-        self.metadata = LocalMetadataStore(log_dirs[0], self.config.get("cluster.id"))
-        restore_dynamic_configs(self.config, self.metadata)
-        self.log_manager = LogManager(log_dirs, self.node_id, self.metadata.cluster_id)
-        topics = self.metadata.topics()
+        store = LocalMetadataStore(log_dirs[0], self.config.get("cluster.id"), self.node_id)
+        self.controller = Controller(store, self.node_id)
+        image = self.controller.image
+        restore_dynamic_configs(self.config, image)
+        self.log_manager = LogManager(log_dirs, self.node_id, image.cluster_id)
+        topics = image.topics()
         log_config_for = log_config_factory(self.config)
         default_config = log_config_for(None)
         # Recovery validates and indexes with each topic's own settings.
         self.log_manager.open(config_for=lambda name: log_config_for(topics[name])
                               if name in topics else default_config)
         self.replicas = ReplicaManager(self.log_manager, log_config_for)
-        self.replicas.remove_stray_logs(topics)
-        for topic in topics.values():
-            self.replicas.ensure_topic(topic)
-        self.controller = Controller(self.metadata)
-        self.controller.subscribe(self.replicas.on_topic_change)
+        # Repairs a crash between a persisted change and its application, then follows changes.
+        self.replicas.start(image)
+        self.controller.subscribe(self.replicas)
         self.producer_ids = ProducerIdManager(self.controller)
         from kbroker.coordinator.group.coordinator import GroupCoordinator
         # Loads the shards of __consumer_offsets (when it exists) by replaying them.
@@ -189,7 +188,7 @@ async def serve(config) -> None:
         loop.add_signal_handler(sig, stop.set)
     endpoints = ", ".join(f"{name}://{host}:{port}" for name, (host, port) in broker.bound.items())
     log.info("kbroker ready: node %d of cluster %s listening on %s, data in %s (started in "
-             "%.2f s)", broker.node_id, broker.metadata.cluster_id, endpoints,
+             "%.2f s)", broker.node_id, broker.controller.cluster_id, endpoints,
              ", ".join(config.log_dirs), time.monotonic() - started)
     await stop.wait()
     log.info("shutting down: flushing logs and writing checkpoints")
