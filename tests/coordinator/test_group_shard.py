@@ -165,8 +165,10 @@ def test_join_round_ends_when_all_members_rejoined():
         assert (await waiting).assignment == b"B2"
         assert (await leader).assignment == b"A2"
         assert await do(shard, heartbeat.heartbeat, "g", 2, b.member_id, None) is Errors.NONE
-        assert await do(shard, heartbeat.heartbeat, "g", 1, b.member_id, None) is Errors.ILLEGAL_GENERATION
-        assert await do(shard, heartbeat.heartbeat, "g", 2, "nobody", None) is Errors.UNKNOWN_MEMBER_ID
+        assert await do(shard, heartbeat.heartbeat, "g", 1, b.member_id, None) is \
+            Errors.ILLEGAL_GENERATION
+        assert await do(shard, heartbeat.heartbeat, "g", 2, "nobody", None) is \
+            Errors.UNKNOWN_MEMBER_ID
         # A member leaving rebalances at once; the other rejoins and is alone.
         assert await do(shard, leave.leave, "g", [(b.member_id, None, "bye")]) == (Errors.NONE,
                                                                           [Errors.NONE])
@@ -183,9 +185,12 @@ def test_protocol_selection_by_votes_and_inconsistent_protocols():
         shard = make_shard()
         group = ClassicGroup("g")
         shard.groups["g"] = group
-        r1 = await do(shard, join, request(protocols=[("range", b""), ("roundrobin", b"")], version=3))
-        r2 = await do(shard, join, request(protocols=[("roundrobin", b""), ("range", b"")], version=3))
-        r3 = await do(shard, join, request(protocols=[("roundrobin", b""), ("sticky", b"")], version=3))
+        r1 = await do(shard, join, request(protocols=[("range", b""), ("roundrobin", b"")],
+                                           version=3))
+        r2 = await do(shard, join, request(protocols=[("roundrobin", b""), ("range", b"")],
+                                           version=3))
+        r3 = await do(shard, join, request(protocols=[("roundrobin", b""), ("sticky", b"")],
+                                           version=3))
         results = [await resolve(r) for r in (r1, r2, r3)]
         assert {r.protocol_name for r in results} == {"roundrobin"}
         bad = await do(shard, join, request(protocols=[("other", b"")], version=3))
@@ -220,7 +225,8 @@ def test_session_expiry_removes_member_and_empties_group():
         await asyncio.sleep(0.3)
         group = shard.groups["g"]
         assert group.is_in(S.EMPTY) and not group.members and group.generation == 2
-        assert await do(shard, heartbeat.heartbeat, "g", 1, a.member_id, None) is Errors.UNKNOWN_MEMBER_ID
+        assert await do(shard, heartbeat.heartbeat, "g", 1, a.member_id, None) is \
+            Errors.UNKNOWN_MEMBER_ID
         # The emptied group is on the log; a reload sees it.
         assert reload(shard).groups["g"].is_in(S.EMPTY)
 
@@ -232,7 +238,8 @@ def test_static_member_rejoins_without_rebalance_and_old_id_is_fenced():
         shard = make_shard()
         a = await resolve(await do(shard, join, request(instance="i-a")))
         await do(shard, sync.sync, "g", 1, a.member_id, "i-a", None, None, {a.member_id: b"mine"})
-        again = await resolve(await do(shard, join, request(instance="i-a")))  # restarted: no member id
+        # Restarted: no member id.
+        again = await resolve(await do(shard, join, request(instance="i-a")))
         group = shard.groups["g"]
         assert group.is_in(S.STABLE) and again.generation == 1
         assert again.member_id != a.member_id and again.skip_assignment
@@ -256,7 +263,8 @@ def test_group_max_size():
         # Kafka's acceptJoiningMember: a stable full group refuses new members at once...
         assert (await do(shard, join, request())).error is Errors.GROUP_MAX_SIZE_REACHED
         # ...but a member of the group may always rejoin.
-        assert (await resolve(await do(shard, join, request(member_id=a.member_id)))).error is Errors.NONE
+        rejoined = await resolve(await do(shard, join, request(member_id=a.member_id)))
+        assert rejoined.error is Errors.NONE
         close(shard)
 
     run(scenario())
@@ -269,13 +277,15 @@ def test_commit_validation_and_standalone_commits():
         shard = make_shard()
         # Standalone commits (generation -1) create an Empty group.
         offsets.validate_commit(shard, "solo", -1, "", None)
-        assert await do(shard, offsets.commit, "solo", [("t", 0, rec.ZERO_UUID, 5, -1, "meta")]) == \
+        assert await do(shard, offsets.commit, "solo",
+                        [("t", 0, rec.ZERO_UUID, 5, -1, "meta")]) == \
             [Errors.NONE]
         assert shard.groups["solo"].is_in(S.EMPTY)
         with pytest.raises(KafkaError) as e:
             offsets.validate_commit(shard, "nogroup", 3, "m", None)
         assert e.value.error is Errors.ILLEGAL_GENERATION
-        assert await do(shard, offsets.commit, "solo", [("t", 1, rec.ZERO_UUID, 1, -1, "x" * 5000)]) == \
+        assert await do(shard, offsets.commit, "solo",
+                        [("t", 1, rec.ZERO_UUID, 1, -1, "x" * 5000)]) == \
             [Errors.OFFSET_METADATA_TOO_LARGE]
         a = await join_member(shard)
         for generation, member, error in [(1, "nobody", Errors.UNKNOWN_MEMBER_ID),
@@ -310,7 +320,8 @@ def test_offset_expiry_and_delete():
                                     ("u", 0, rec.ZERO_UUID, 2, -1, "")])
         assert await do(shard, offsets.delete, "e", [("t", 0)]) == (Errors.NONE, [Errors.NONE])
         assert list(shard.offsets["e"]) == [("u", 0)]
-        assert (await do(shard, offsets.delete, "missing", [("t", 0)]))[0] is Errors.GROUP_ID_NOT_FOUND
+        missing = await do(shard, offsets.delete, "missing", [("t", 0)])
+        assert missing[0] is Errors.GROUP_ID_NOT_FOUND
         a = await join_member(shard, protocols=[("range", b"")])
         assert await do(shard, admin.delete_group, "g") is Errors.NON_EMPTY_GROUP
         assert await do(shard, admin.delete_group, "e") is Errors.NONE
