@@ -276,8 +276,9 @@ class CoordinatorRuntime:
         return shard
 
     async def write(self, index: int, op: Callable[[Shard], CoordinatorResult]):
-        """Run ``op`` on shard ``index``; its response once its records are committed."""
-        return await self.run(index, op)
+        """Run ``op`` on shard ``index``; its response once its records are committed. A caller
+        that goes away (its connection closed) does not stop the write's follow-up work."""
+        return await asyncio.shield(self.run(index, op))
 
     def run(self, index: int, op: Callable[[Shard], CoordinatorResult]) -> asyncio.Future:
         """Run ``op`` now; a future of its response. Raises KafkaError when the shard is not
@@ -345,8 +346,7 @@ class CoordinatorRuntime:
         self._committed(shard, write.result, write.done)
 
     def _committed(self, shard: Shard, result: CoordinatorResult, done: asyncio.Future) -> None:
-        if done.done():
-            return
+        # The follow-up work runs even when nobody waits for the answer any more.
         try:
             if result.on_committed is not None:
                 result.on_committed()
@@ -354,21 +354,19 @@ class CoordinatorRuntime:
                 _chain(self.run(shard.partition_index, result.then), done)
                 return
         except Exception as exc:
-            done.set_exception(exc)
+            _settle(done, exception=exc)
             return
-        done.set_result(result.response)
+        _settle(done, result.response)
 
     @staticmethod
     def _failed(result: CoordinatorResult, error: KafkaError, done: asyncio.Future) -> None:
-        if done.done():
-            return
         if result.on_failed is None:
-            done.set_exception(error)
+            _settle(done, exception=error)
             return
         try:
-            done.set_result(result.on_failed(error))
+            _settle(done, result.on_failed(error))
         except Exception as exc:
-            done.set_exception(exc)
+            _settle(done, exception=exc)
 
     # --- timers --------------------------------------------------------------------------------
 
@@ -411,6 +409,15 @@ class CoordinatorRuntime:
         return set(self._timers.get(index, {}))
 
 
+def _settle(future: asyncio.Future, result=None, exception: BaseException | None = None) -> None:
+    if future.done():
+        return
+    if exception is not None:
+        future.set_exception(exception)
+    else:
+        future.set_result(result)
+
+
 def _chain(source: asyncio.Future, target: asyncio.Future) -> None:
     def copy(f: asyncio.Future) -> None:
         if target.done():
@@ -428,12 +435,10 @@ def _chain(source: asyncio.Future, target: asyncio.Future) -> None:
 def _after(first: asyncio.Future, target: asyncio.Future, then: Callable[[], None]) -> None:
     """Run ``then`` once ``first`` is done; ``target`` fails as ``first`` did."""
     def proceed(f: asyncio.Future) -> None:
-        if target.done():
-            return
         if f.cancelled():
-            target.set_exception(KafkaError(Errors.NOT_COORDINATOR))
+            _settle(target, exception=KafkaError(Errors.NOT_COORDINATOR))
         elif f.exception() is not None:
-            target.set_exception(f.exception())
+            _settle(target, exception=f.exception())
         else:
             then()
 

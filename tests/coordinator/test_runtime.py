@@ -96,6 +96,22 @@ def test_response_completes_only_after_commit():
     run(scenario())
 
 
+def test_follow_up_work_runs_when_the_caller_went_away():
+    async def scenario():
+        runtime, partition = kv_runtime()
+        partition.hold_commits = True
+        events = []
+        caller = asyncio.ensure_future(runtime.write(0, put(b"a", b"1", events)))
+        await settle()
+        caller.cancel()  # e.g. the client's connection closed
+        await settle()
+        partition.commit()
+        await settle()
+        assert events == [("committed", b"a")]
+
+    run(scenario())
+
+
 def test_failed_append_restores_state_and_maps_the_error():
     async def scenario():
         runtime, partition = kv_runtime()
