@@ -2,15 +2,19 @@
 
 Key files:
 - ``runtime`` — :class:`CoordinatorRuntime`: one :class:`Shard` per partition of an internal topic
-  (``__consumer_offsets`` today, ``__transaction_state`` later). It creates the topic on first use,
-  loads a shard by replaying its partition from the log start offset, and runs operations: an
-  operation returns ``(records, response)``; the records are appended to the shard's partition as
-  one batch through the normal partition log (so they are in Kafka's on-disk format) and replayed
-  into the shard once the append lands. Multi-broker replication will move "lands" to "committed".
+  (``__consumer_offsets`` today, ``__transaction_state`` next) that this broker hosts. It creates
+  the topic on first use, loads a shard by replaying its partition from the log start offset,
+  unloads it (NOT_COORDINATOR) when leadership moves, owns the shards' timers, and runs
+  operations: an operation returns a :class:`CoordinatorResult` (records, response, follow-ups) and
+  never writes; the runtime appends the records as one batch through the shard's Partition,
+  replays them, and answers when the append is committed; if it is not, the shard's durable state
+  is restored from a snapshot taken before the replay.
 - ``group/`` — the classic group coordinator (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, offsets,
   DescribeGroups, ListGroups, DeleteGroups).
 
-Concurrency rule: a shard is owned by the event loop; operations and timers of a shard run one at a
-time on it (every operation is synchronous; timers are ``loop.call_later`` handles the shard owns
-and cancels), so there are no locks. A shard that is loading answers COORDINATOR_LOAD_IN_PROGRESS.
+Concurrency rule: a shard is owned by the event loop; an operation, its append and its replay run
+synchronously, so a shard sees one operation at a time and there are no locks; only the wait for
+the commit is asynchronous, and commits complete in offset order. A shard that is loading answers
+COORDINATOR_LOAD_IN_PROGRESS. Coordinators import neither ``handlers/`` nor ``server/`` nor
+``log/``: record batches come from ``kbroker.protocol.records``, the log through the Partition.
 """

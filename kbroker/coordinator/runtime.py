@@ -1,11 +1,29 @@
-"""The coordinator runtime: shards over the partitions of an internal topic.
+"""The coordinator runtime: shards over the partitions of an internal topic (Kafka's
+``CoordinatorRuntime``).
 
-A :class:`Shard` subclass holds the state of one partition of the internal topic and implements
-``replay(offset, key, value)`` (``value`` is None for a tombstone) and, optionally, ``on_loaded``
-and ``on_unloaded``. Operations run through :meth:`CoordinatorRuntime.write`: the records (pairs of
-key and value bytes) are appended as one batch to the shard's partition, then replayed in order.
-Nothing of a shard's durable state changes anywhere else, so loading a shard after a restart (or a
-``kill -9``) is the same replay, starting at the partition's log start offset.
+A :class:`Shard` holds the state of one partition of the internal topic. Its durable state changes
+only in ``replay(offset, key, value)`` (``value`` None for a tombstone), which is pure: no clock,
+timers or futures. ``snapshot()``/``restore()`` capture and put back that durable state.
+
+An operation is a function ``op(shard) -> CoordinatorResult`` and never writes itself. The runtime
+(:meth:`CoordinatorRuntime.run`) takes the result's records, appends them as one batch to the
+shard's partition (``Partition.append`` -> ``(result, committed)``), replays them into the shard,
+and gives the response once ``committed`` completes. If the append fails nothing was replayed; if
+``committed`` fails the shard's durable state goes back to the snapshot taken before the replay,
+and every later write still waiting for its commit fails with it (their records sat after the
+failed one in the log). The caller gets the error Kafka's coordinators answer
+(:func:`coordinator_error`), or what the result's ``on_failed`` makes of it.
+
+Execution model: the event loop is single-threaded and an operation, its append and its replay are
+synchronous, so a shard runs one operation at a time with no locks; only the wait for the commit is
+asynchronous, and commits complete in offset order. An operation without records that runs while
+earlier writes wait for their commit answers after them (it may have read their uncommitted state).
+
+Timers (session timeouts, rebalance delays, later transaction timeouts) live here, keyed per shard;
+a timer fires an operation like any other. Unloading a shard (leadership moved, or broker stop)
+cancels its timers, fails its pending writes with NOT_COORDINATOR and tells the shard
+(``on_unloaded``); loading one replays its partition from the log start offset, so a restart (or a
+``kill -9``) and a leadership move load the same way.
 """
 
 from __future__ import annotations
@@ -13,6 +31,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.records import RecordBatchBuilder, decode_records, iter_batches
@@ -27,52 +47,91 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+@dataclass
+class CoordinatorResult:
+    """What an operation returns.
+
+    ``records`` ([(key bytes, value bytes or None)]) are appended as one batch and replayed;
+    ``response`` is handed to the caller once they are committed. ``on_committed()`` runs then,
+    before the response is given (in-memory work that must follow the log, e.g. answering the
+    members waiting for an assignment). ``then(shard)`` is a follow-up operation run after the
+    commit; its response replaces this one. ``on_failed(error)`` runs after the state was restored
+    when the write fails, and returns the response to give instead (without it the caller gets
+    the KafkaError)."""
+    records: list = field(default_factory=list)
+    response: Any = None
+    on_committed: Callable[[], None] | None = None
+    then: Callable[["Shard"], "CoordinatorResult"] | None = None
+    on_failed: Callable[[KafkaError], Any] | None = None
+
+
+def respond(response) -> CoordinatorResult:
+    """A result without records."""
+    return CoordinatorResult([], response)
+
+
+# Kafka's GroupCoordinatorService.normalizeException (the transaction coordinator maps alike).
+_APPEND_ERRORS = {
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.KAFKA_STORAGE_ERROR: Errors.NOT_COORDINATOR,
+    Errors.MESSAGE_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+    Errors.RECORD_LIST_TOO_LARGE: Errors.UNKNOWN_SERVER_ERROR,
+    Errors.INVALID_FETCH_SIZE: Errors.UNKNOWN_SERVER_ERROR,
+}
+
+
+def coordinator_error(exc: BaseException) -> KafkaError:
+    """The error a coordinator answers for a failed append or commit."""
+    if isinstance(exc, KafkaError):
+        error = _APPEND_ERRORS.get(exc.error, exc.error)
+        return KafkaError(error, exc.message)
+    return KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, str(exc) or type(exc).__name__)
+
+
 class Shard:
-    """One partition's state machine; subclasses implement :meth:`replay`."""
+    """One partition's state machine; subclasses implement :meth:`replay`, :meth:`snapshot` and
+    :meth:`restore` over their durable state."""
 
     def __init__(self, runtime: "CoordinatorRuntime", partition_index: int):
         self.runtime = runtime
         self.partition_index = partition_index
         self.loading = True
-        self._timers: dict = {}
 
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
+        raise NotImplementedError
+
+    def snapshot(self) -> Any:
+        """A copy of the durable state that later replays do not change."""
+        raise NotImplementedError
+
+    def restore(self, snapshot: Any) -> None:
         raise NotImplementedError
 
     def on_loaded(self) -> None:
         """Called once the whole partition has been replayed."""
 
     def on_unloaded(self) -> None:
-        self.cancel_all_timers()
+        """Called when the shard is dropped (its timers are already cancelled)."""
 
-    def write(self, records: list) -> None:
-        self.runtime.write(self, records)
+    # --- timers (owned by the runtime, keyed by this shard) -------------------------------------
 
-    # --- timers owned by the shard -------------------------------------------------------------
-
-    def schedule(self, key, delay_ms: int, callback) -> None:
-        """(Re)arm the timer ``key``: ``callback()`` runs after ``delay_ms`` unless cancelled."""
-        self.cancel(key)
-        loop = asyncio.get_running_loop()
-
-        def fire():
-            self._timers.pop(key, None)
-            try:
-                callback()
-            except Exception:
-                log.exception("coordinator timer %s of shard %d failed", key, self.partition_index)
-
-        self._timers[key] = loop.call_later(max(delay_ms, 0) / 1000, fire)
+    def schedule(self, key, delay_ms: int, op: Callable[["Shard"], CoordinatorResult | None]):
+        self.runtime.schedule(self, key, delay_ms, op)
 
     def cancel(self, key) -> None:
-        handle = self._timers.pop(key, None)
-        if handle is not None:
-            handle.cancel()
+        self.runtime.cancel_timer(self.partition_index, key)
 
-    def cancel_all_timers(self) -> None:
-        for handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
+
+@dataclass(eq=False)
+class _PendingWrite:
+    last_offset: int
+    snapshot: Any
+    result: CoordinatorResult
+    done: asyncio.Future  # the caller's answer
 
 
 class CoordinatorRuntime:
@@ -87,7 +146,9 @@ class CoordinatorRuntime:
         self.topic_configs = topic_configs
         self.shard_factory = shard_factory
         self.shards: dict[int, Shard] = {}
-        self._load_tasks: set[asyncio.Task] = set()
+        self._load_tasks: dict[int, asyncio.Task] = {}
+        self._timers: dict[int, dict] = {}  # shard index -> key -> TimerHandle
+        self._pending: dict[int, list[_PendingWrite]] = {}  # shard index -> writes in offset order
 
     @property
     def num_partitions(self) -> int:
@@ -97,6 +158,9 @@ class CoordinatorRuntime:
     @property
     def exists(self) -> bool:
         return self.controller.image.topic(self.topic) is not None
+
+    def _partition(self, index: int):
+        return self.partitions.get(self.topic, index)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -116,39 +180,61 @@ class CoordinatorRuntime:
             self._load_all()
 
     async def stop(self) -> None:
-        for task in list(self._load_tasks):
-            task.cancel()
-        for task in list(self._load_tasks):
+        tasks = list(self._load_tasks.values())
+        for index in list(self.shards):
+            self.unload(index)
+        for task in tasks:
             try:
                 await task
             except asyncio.CancelledError:
                 pass
-        for shard in self.shards.values():
-            shard.on_unloaded()
-        self.shards.clear()
 
     def _load_all(self) -> None:
         for index in range(self.num_partitions):
             if index not in self.shards:
-                shard = self.shard_factory(self, index)
-                self.shards[index] = shard
-                partition = self.partitions.get(self.topic, index)
-                if partition is None or partition.log_end_offset == partition.log_start_offset:
-                    self._finish_load(shard, 0)  # nothing to replay: usable at once
-                    continue
-                task = asyncio.get_running_loop().create_task(self._load(shard),
-                                                              name=f"load {self.topic}-{index}")
-                self._load_tasks.add(task)
-                task.add_done_callback(self._load_tasks.discard)
+                self.load(index)
+
+    def load(self, index: int) -> None:
+        """Host the shard of partition ``index`` (this broker leads it): replay the partition,
+        then serve. Until then operations get COORDINATOR_LOAD_IN_PROGRESS."""
+        if index in self.shards:
+            return
+        shard = self.shard_factory(self, index)
+        self.shards[index] = shard
+        partition = self._partition(index)
+        if partition is None or partition.log_end_offset == partition.log_start_offset:
+            self._finish_load(shard, 0)  # nothing to replay: usable at once
+            return
+        task = asyncio.get_running_loop().create_task(self._load(shard),
+                                                      name=f"load {self.topic}-{index}")
+        self._load_tasks[index] = task
+        task.add_done_callback(lambda _: self._load_tasks.pop(index, None)
+                               if self._load_tasks.get(index) is task else None)
+
+    def unload(self, index: int) -> None:
+        """Stop hosting the shard (leadership moved, or the broker stops): later operations and
+        every write still waiting for its commit get NOT_COORDINATOR; timers are cancelled."""
+        shard = self.shards.pop(index, None)
+        task = self._load_tasks.pop(index, None)
+        if task is not None:
+            task.cancel()
+        for handle in self._timers.pop(index, {}).values():
+            handle.cancel()
+        for pending in self._pending.pop(index, []):
+            if not pending.done.done():
+                pending.done.set_exception(KafkaError(
+                    Errors.NOT_COORDINATOR, f"{self.topic}-{index} is no longer hosted here"))
+        if shard is not None and not shard.loading:
+            shard.on_unloaded()
 
     async def _load(self, shard: Shard) -> None:
         started = time.monotonic()
-        partition = self.partitions.get(self.topic, shard.partition_index)
+        partition = self._partition(shard.partition_index)
         count = 0
         try:
             offset = partition.log_start_offset
             while offset < partition.high_watermark:
-                result = partition.log.read(offset, _LOAD_READ_BYTES, partition.high_watermark)
+                result = partition.read(offset, _LOAD_READ_BYTES, False, True)
                 if not result.regions:
                     break
                 for region in result.regions:
@@ -189,26 +275,179 @@ class CoordinatorRuntime:
             raise KafkaError(Errors.COORDINATOR_LOAD_IN_PROGRESS)
         return shard
 
-    def write(self, shard: Shard, records: list) -> None:
-        """Append ``records`` ([(key, value or None)]) as one batch, then replay them.
+    async def write(self, index: int, op: Callable[[Shard], CoordinatorResult]):
+        """Run ``op`` on shard ``index``; its response once its records are committed. A caller
+        that goes away (its connection closed) does not stop the write's follow-up work."""
+        return await asyncio.shield(self.run(index, op))
 
-        Raises KafkaError (nothing replayed) when the append fails: callers map it to the
-        error their clients expect (Kafka: COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR)."""
-        if not records:
-            return
-        partition = self.partitions.get(self.topic, shard.partition_index)
+    def run(self, index: int, op: Callable[[Shard], CoordinatorResult]) -> asyncio.Future:
+        """Run ``op`` now; a future of its response. Raises KafkaError when the shard is not
+        available (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) or ``op`` itself raises."""
+        shard = self.shard(index)
+        result = op(shard)
+        done = asyncio.get_running_loop().create_future()
+        if result is None:
+            result = CoordinatorResult()
+        pending = self._pending.get(index)
+        if not result.records:
+            if pending:
+                # Answer after the writes whose uncommitted state the operation may have read.
+                _after(pending[-1].done, done, lambda: self._committed(shard, result, done))
+            else:
+                self._committed(shard, result, done)
+            return done
+        partition = self._partition(index)
         if partition is None:
-            raise KafkaError(Errors.NOT_COORDINATOR,
-                             f"{self.topic}-{shard.partition_index} is not hosted here")
+            raise KafkaError(Errors.NOT_COORDINATOR, f"{self.topic}-{index} is not hosted here")
         timestamp = now_ms()
         builder = RecordBatchBuilder()
-        for key, value in records:
+        for key, value in result.records:
             builder.append(timestamp, key, value)
         try:
-            result, _committed = partition.append(builder.build(), timestamp)
+            appended, committed = partition.append(builder.build(), timestamp)
         except KafkaError as exc:
-            log.warning("appending %d coordinator record(s) to %s-%d failed: %s", len(records),
-                        self.topic, shard.partition_index, exc)
-            raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, exc.message) from None
-        for delta, (key, value) in enumerate(records):
-            shard.replay(result.first_offset + delta, key, value)
+            log.warning("appending %d record(s) to %s-%d failed: %s", len(result.records),
+                        self.topic, index, exc)
+            self._failed(result, coordinator_error(exc), done)
+            return done
+        at_once = committed.done() and not committed.cancelled() and committed.exception() is None
+        # Nothing to restore for a write committed already (a single node: every write).
+        snapshot = None if at_once else shard.snapshot()
+        for delta, (key, value) in enumerate(result.records):
+            shard.replay(appended.first_offset + delta, key, value)
+        if at_once:
+            self._committed(shard, result, done)
+            return done
+        write = _PendingWrite(appended.first_offset + len(result.records) - 1, snapshot, result,
+                              done)
+        self._pending.setdefault(index, []).append(write)
+        committed.add_done_callback(lambda f: self._on_commit(shard, write, f))
+        return done
+
+    def _on_commit(self, shard: Shard, write: _PendingWrite, committed: asyncio.Future) -> None:
+        pending = self._pending.get(shard.partition_index)
+        if not pending or write not in pending:
+            return  # failed with an earlier write, or the shard unloaded
+        position = pending.index(write)
+        if committed.cancelled() or committed.exception() is not None:
+            exc = KafkaError(Errors.NOT_COORDINATOR) if committed.cancelled() \
+                else committed.exception()
+            error = coordinator_error(exc)
+            log.warning("write at offset %d of %s-%d was not committed: %s; restoring the "
+                        "shard to before it", write.last_offset, self.topic,
+                        shard.partition_index, exc)
+            failed = pending[position:]
+            del pending[position:]
+            shard.restore(write.snapshot)
+            for w in failed:
+                self._failed(w.result, error, w.done)
+            return
+        del pending[position]
+        self._committed(shard, write.result, write.done)
+
+    def _committed(self, shard: Shard, result: CoordinatorResult, done: asyncio.Future) -> None:
+        # The follow-up work runs even when nobody waits for the answer any more.
+        try:
+            if result.on_committed is not None:
+                result.on_committed()
+            if result.then is not None:
+                _chain(self.run(shard.partition_index, result.then), done)
+                return
+        except Exception as exc:
+            _settle(done, exception=exc)
+            return
+        _settle(done, result.response)
+
+    @staticmethod
+    def _failed(result: CoordinatorResult, error: KafkaError, done: asyncio.Future) -> None:
+        if result.on_failed is None:
+            _settle(done, exception=error)
+            return
+        try:
+            _settle(done, result.on_failed(error))
+        except Exception as exc:
+            _settle(done, exception=exc)
+
+    # --- timers --------------------------------------------------------------------------------
+
+    def schedule(self, shard: Shard, key, delay_ms: int, op) -> None:
+        """(Re)arm timer ``key`` of ``shard``: after ``delay_ms`` the runtime runs ``op(shard)``
+        as an operation (its records are written like a request's). A shard that is no longer
+        hosted schedules nothing."""
+        index = shard.partition_index
+        if self.shards.get(index) is not shard:
+            return
+        timers = self._timers.setdefault(index, {})
+        handle = timers.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+
+        def fire():
+            if timers.get(key) is not handle_ref[0]:
+                return
+            del timers[key]
+            try:
+                done = self.run(index, op)
+            except KafkaError as exc:
+                log.warning("timer %s of %s-%d: %s", key, self.topic, index, exc)
+                return
+            except Exception:
+                log.exception("timer %s of %s-%d failed", key, self.topic, index)
+                return
+            done.add_done_callback(lambda f: _log_timer_outcome(f, key, self.topic, index))
+
+        handle_ref = [None]
+        handle_ref[0] = asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, fire)
+        timers[key] = handle_ref[0]
+
+    def cancel_timer(self, index: int, key) -> None:
+        handle = self._timers.get(index, {}).pop(key, None)
+        if handle is not None:
+            handle.cancel()
+
+    def timer_keys(self, index: int) -> set:
+        return set(self._timers.get(index, {}))
+
+
+def _settle(future: asyncio.Future, result=None, exception: BaseException | None = None) -> None:
+    if future.done():
+        return
+    if exception is not None:
+        future.set_exception(exception)
+    else:
+        future.set_result(result)
+
+
+def _chain(source: asyncio.Future, target: asyncio.Future) -> None:
+    def copy(f: asyncio.Future) -> None:
+        if target.done():
+            return
+        if f.cancelled():
+            target.cancel()
+        elif f.exception() is not None:
+            target.set_exception(f.exception())
+        else:
+            target.set_result(f.result())
+
+    source.add_done_callback(copy)
+
+
+def _after(first: asyncio.Future, target: asyncio.Future, then: Callable[[], None]) -> None:
+    """Run ``then`` once ``first`` is done; ``target`` fails as ``first`` did."""
+    def proceed(f: asyncio.Future) -> None:
+        if f.cancelled():
+            _settle(target, exception=KafkaError(Errors.NOT_COORDINATOR))
+        elif f.exception() is not None:
+            _settle(target, exception=f.exception())
+        else:
+            then()
+
+    first.add_done_callback(proceed)
+
+
+def _log_timer_outcome(done: asyncio.Future, key, topic: str, index: int) -> None:
+    if done.cancelled():
+        return
+    exc = done.exception()
+    if exc is not None:
+        log.warning("the write of timer %s of %s-%d failed: %s", key, topic, index, exc)

@@ -1,7 +1,8 @@
 """The classic group protocol: JoinGroup (key 11) v0-9, SyncGroup (14) v0-5, Heartbeat (12)
 v0-4, LeaveGroup (13) v0-5, DescribeGroups (15) v0-6, ListGroups (16) v0-5, DeleteGroups (42) v0-2.
 
-Thin wrappers over :mod:`kbroker.coordinator.group`; the behaviour lives there. Version quirks:
+Thin wrappers over :mod:`kbroker.coordinator.group`; the behaviour lives there. Each request is one
+operation on the group's shard, answered once its records are committed. Version quirks:
 - JoinGroup v0 has no rebalance timeout (the session timeout is used); v4+ new members first get
   MEMBER_ID_REQUIRED with their id (KIP-394); v5+ group.instance.id (KIP-345); v7+ protocol type
   and nullable protocol name (KIP-559); v8+ reason (KIP-800); v9 skip_assignment for a static
@@ -17,8 +18,6 @@ Not supported: authorized operations (the "not requested" value is returned); th
 
 from __future__ import annotations
 
-import asyncio
-
 from kbroker.coordinator.group import admin, heartbeat, leave, sync
 from kbroker.coordinator.group.join import JoinRequest, join
 from kbroker.coordinator.group.shard import JoinResult, SyncResult
@@ -33,13 +32,12 @@ def _shard(ctx, group_id):
     return ctx.groups.shard_for(group_id)
 
 
-async def _then(future, make):
-    return make(await future)
-
-
-def _answer(result, make):
-    if isinstance(result, asyncio.Future):
-        return _then(result, make)
+async def _answer(ctx, group_id, op, make, on_error):
+    """Run ``op`` on the group's shard; ``make(response)``, or ``make(on_error(error))``."""
+    try:
+        result = await ctx.groups.write(group_id, op)
+    except KafkaError as exc:
+        result = on_error(exc.error)
     return make(result)
 
 
@@ -66,10 +64,6 @@ def handle_join_group(ctx, request):
                  skip_assignment=result.skip_assignment if v >= 9 else False,
                  member_id=result.member_id, members=members)
 
-    try:
-        shard = _shard(ctx, request.group_id)
-    except KafkaError as exc:
-        return make(JoinResult(exc.error, request.member_id))
     req = JoinRequest(
         group_id=request.group_id, member_id=request.member_id,
         group_instance_id=request.group_instance_id if v >= 5 else None,
@@ -80,7 +74,8 @@ def handle_join_group(ctx, request):
         request.session_timeout_ms,
         client_id=ctx.client_id or "", client_host="/" + ctx.client_host, version=v,
         reason=request.reason if v >= 8 else None)
-    return _answer(join(shard, req), make)
+    return _answer(ctx, request.group_id, lambda shard: join(shard, req), make,
+                   lambda error: JoinResult(error, request.member_id))
 
 
 # --- SyncGroup ---------------------------------------------------------------------------------
@@ -98,15 +93,11 @@ def handle_sync_group(ctx, request):
                  protocol_name=result.protocol_name if ok else None,
                  assignment=result.assignment)
 
-    try:
-        shard = _shard(ctx, request.group_id)
-    except KafkaError as exc:
-        return make(SyncResult(exc.error))
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
-    return _answer(sync.sync(shard, request.group_id, request.generation_id, request.member_id,
-                             request.group_instance_id if v >= 3 else None,
-                             request.protocol_type if v >= 5 else None,
-                             request.protocol_name if v >= 5 else None, assignments), make)
+    return _answer(ctx, request.group_id, lambda shard: sync.sync(
+        shard, request.group_id, request.generation_id, request.member_id,
+        request.group_instance_id if v >= 3 else None, request.protocol_type if v >= 5 else None,
+        request.protocol_name if v >= 5 else None, assignments), make, SyncResult)
 
 
 # --- Heartbeat ---------------------------------------------------------------------------------
@@ -115,14 +106,10 @@ def handle_sync_group(ctx, request):
 def handle_heartbeat(ctx, request):
     from kbroker.protocol.messages.heartbeat import HeartbeatResponse as R
 
-    try:
-        shard = _shard(ctx, request.group_id)
-        error = heartbeat.heartbeat(shard, request.group_id, request.generation_id,
-                                    request.member_id,
-                                    request.group_instance_id if ctx.api_version >= 3 else None)
-    except KafkaError as exc:
-        error = exc.error
-    return R(throttle_time_ms=0, error_code=error.code)
+    instance_id = request.group_instance_id if ctx.api_version >= 3 else None
+    return _answer(ctx, request.group_id, lambda shard: heartbeat.heartbeat(
+        shard, request.group_id, request.generation_id, request.member_id, instance_id),
+        lambda error: R(throttle_time_ms=0, error_code=error.code), lambda error: error)
 
 
 # --- LeaveGroup --------------------------------------------------------------------------------
@@ -137,18 +124,20 @@ def handle_leave_group(ctx, request):
                       for m in request.members]
     else:
         identities = [(request.member_id, None, None)]
-    try:
-        shard = _shard(ctx, request.group_id)
-        top, errors = leave.leave(shard, request.group_id, identities)
-    except KafkaError as exc:
-        top, errors = exc.error, []
-    if v < 3:
-        error = top if top is not Errors.NONE else errors[0]
-        return R(throttle_time_ms=0, error_code=error.code)
-    members = [] if top is not Errors.NONE else [
-        R.MemberResponse(member_id=mid, group_instance_id=iid, error_code=e.code)
-        for (mid, iid, _), e in zip(identities, errors)]
-    return R(throttle_time_ms=0, error_code=top.code, members=members)
+
+    def make(result):
+        top, errors = result
+        if v < 3:
+            error = top if top is not Errors.NONE else errors[0]
+            return R(throttle_time_ms=0, error_code=error.code)
+        members = [] if top is not Errors.NONE else [
+            R.MemberResponse(member_id=mid, group_instance_id=iid, error_code=e.code)
+            for (mid, iid, _), e in zip(identities, errors)]
+        return R(throttle_time_ms=0, error_code=top.code, members=members)
+
+    return _answer(ctx, request.group_id,
+                   lambda shard: leave.leave(shard, request.group_id, identities), make,
+                   lambda error: (error, []))
 
 
 # --- DescribeGroups ----------------------------------------------------------------------------
@@ -222,11 +211,13 @@ def handle_list_groups(ctx, request):
 def handle_delete_groups(ctx, request):
     from kbroker.protocol.messages.delete_groups import DeleteGroupsResponse as R
 
-    results = []
-    for group_id in request.groups_names:
-        try:
-            error = admin.delete_group(_shard(ctx, group_id), group_id)
-        except KafkaError as exc:
-            error = exc.error
-        results.append(R.DeletableGroupResult(group_id=group_id, error_code=error.code))
-    return R(throttle_time_ms=0, results=results)
+    async def delete_all():
+        results = []
+        for group_id in request.groups_names:
+            error = await _answer(ctx, group_id,
+                                  lambda shard, g=group_id: admin.delete_group(shard, g),
+                                  lambda e: e, lambda e: e)
+            results.append(R.DeletableGroupResult(group_id=group_id, error_code=error.code))
+        return R(throttle_time_ms=0, results=results)
+
+    return delete_all()

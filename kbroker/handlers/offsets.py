@@ -35,15 +35,7 @@ def handle_offset_commit(ctx, request):
 
     v = ctx.api_version
     store = ctx.metadata
-    group_error = Errors.NONE
-    try:
-        shard = ctx.groups.shard_for(request.group_id)
-        offsets.validate_commit(shard, request.group_id, request.generation_id_or_member_epoch,
-                                request.member_id,
-                                request.group_instance_id if v >= 7 else None)
-    except KafkaError as exc:
-        group_error = exc.error
-    # Per partition: an error now, or an index into `wanted` for the commit.
+    # Per partition: a topic error now, or an index into `wanted` for the commit.
     outcome, wanted = [], []
     for topic in request.topics:
         if v >= 10:
@@ -53,8 +45,8 @@ def handle_offset_commit(ctx, request):
             meta = store.topic(topic.name)
             error = Errors.UNKNOWN_TOPIC_OR_PARTITION if meta is None else Errors.NONE
         for p in topic.partitions:
-            if group_error is not Errors.NONE or error is not Errors.NONE:
-                outcome.append(group_error if group_error is not Errors.NONE else error)
+            if error is not Errors.NONE:
+                outcome.append(error)
                 continue
             outcome.append(len(wanted))
             wanted.append((meta.name, p.partition_index, meta.topic_id, p.committed_offset,
@@ -62,14 +54,37 @@ def handle_offset_commit(ctx, request):
     expire = -1
     if v <= 4 and request.retention_time_ms != DEFAULT_RETENTION_TIME:
         expire = now_ms() + request.retention_time_ms
-    errors = offsets.commit(shard, request.group_id, wanted, expire) if wanted else []
+
+    def validate_and_commit(shard):
+        # One operation: the group's checks see the state the commit is written against.
+        offsets.validate_commit(shard, request.group_id, request.generation_id_or_member_epoch,
+                                request.member_id,
+                                request.group_instance_id if v >= 7 else None)
+        return offsets.commit(shard, request.group_id, wanted, expire)
+
+    async def answer():
+        group_error = Errors.NONE
+        try:
+            errors = await ctx.groups.write(request.group_id,
+                                                              validate_and_commit)
+        except KafkaError as exc:
+            group_error, errors = exc.error, []
+        return _commit_response(R, v, request, outcome, group_error, errors)
+
+    return answer()
+
+
+def _commit_response(R, v, request, outcome, group_error, errors):
     results, i = [], 0
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             o = outcome[i]
             i += 1
-            error = o if isinstance(o, ErrorCode) else errors[o]
+            if group_error is not Errors.NONE:
+                error = group_error
+            else:
+                error = o if isinstance(o, ErrorCode) else errors[o]
             partitions.append(R.OffsetCommitResponsePartition(partition_index=p.partition_index,
                                                               error_code=error.code))
         results.append(R.OffsetCommitResponseTopic(
@@ -168,11 +183,19 @@ def handle_offset_delete(ctx, request):
                 wanted.append((topic.name, p.partition_index))
             else:
                 positions.append(Errors.UNKNOWN_TOPIC_OR_PARTITION)
-    try:
-        shard = ctx.groups.shard_for(request.group_id)
-        group_error, errors = offsets.delete(shard, request.group_id, wanted)
-    except KafkaError as exc:
-        group_error, errors = exc.error, []
+
+    async def answer():
+        try:
+            group_error, errors = await ctx.groups.write(
+                request.group_id, lambda shard: offsets.delete(shard, request.group_id, wanted))
+        except KafkaError as exc:
+            group_error, errors = exc.error, []
+        return _delete_response(R, request, positions, group_error, errors)
+
+    return answer()
+
+
+def _delete_response(R, request, positions, group_error, errors):
     if group_error is not Errors.NONE:
         return R(error_code=group_error.code, throttle_time_ms=0, topics=[])
     results, i = [], 0

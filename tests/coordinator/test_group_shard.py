@@ -1,8 +1,8 @@
 """The group coordinator's state machines, fed operations and records directly (no broker).
 
-A fake runtime stands in for the partition log: ``write`` keeps the records (as the log would)
-and replays them, so a test can also rebuild a second shard from what the first one wrote —
-exactly what loading after a restart does.
+Operations run through the real CoordinatorRuntime over an in-memory partition (tests/coordinator/
+fakes.py) that commits at once, so a test can also rebuild a second shard from what the first one
+wrote — exactly what loading after a restart does.
 """
 
 from __future__ import annotations
@@ -21,37 +21,41 @@ from kbroker.coordinator.group.join import JoinRequest, join
 from kbroker.coordinator.group.shard import GroupShard, JoinResult
 from kbroker.coordinator.group.state import TRANSITIONS, ClassicGroup, GroupState
 from kbroker.protocol.errors import Errors, KafkaError
+from tests.coordinator.fakes import make_runtime
 
 S = GroupState
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "internal" / "records.jsonl"
 
 
-class FakeRuntime:
-    def __init__(self):
-        self.log: list[tuple[int, bytes, bytes | None]] = []
-
-    def write(self, shard, records):
-        for key, value in records:
-            offset = len(self.log)
-            self.log.append((offset, key, value))
-            shard.replay(offset, key, value)
-
-
-def make_shard(runtime=None, **overrides):
+def make_shard(**overrides) -> GroupShard:
     config = BrokerConfig({"group.initial.rebalance.delay.ms": 0,
                            "group.min.session.timeout.ms": 10, **overrides})
-    shard = GroupShard(runtime or FakeRuntime(), 0, config)
-    shard.loading = False
+    runtime, broker = make_runtime(lambda rt, index: GroupShard(rt, index, config),
+                                   "__consumer_offsets")
+    runtime.load(0)  # an empty partition: loaded at once
+    shard = runtime.shards[0]
+    shard.partition = broker.get("__consumer_offsets", 0)
     return shard
 
 
 def reload(shard) -> GroupShard:
     """A new shard rebuilt from the records the first one wrote."""
     fresh = GroupShard(shard.runtime, 0, shard.config)
-    for offset, key, value in shard.runtime.log:
+    for offset, key, value in shard.partition.records():
         fresh.replay(offset, key, value)
     fresh.loading = False
+    fresh.on_loaded()  # not hosted by the runtime: schedules no timers
     return fresh
+
+
+async def do(shard, op, *args):
+    """Run ``op(shard, *args)`` through the runtime: its response once committed (a parked
+    JoinGroup/SyncGroup stays a future)."""
+    return await shard.runtime.write(shard.partition_index, lambda s: op(s, *args))
+
+
+def close(shard) -> None:
+    shard.runtime.unload(shard.partition_index)
 
 
 def request(group="g", member_id="", instance=None, protocols=(("range", b"r"),), version=9,
@@ -68,10 +72,10 @@ async def resolve(result, timeout=2.0) -> JoinResult:
 
 async def join_member(shard, **kw) -> JoinResult:
     """The v4+ round trip: MEMBER_ID_REQUIRED, then the join with the id."""
-    first = join(shard, request(**kw))
+    first = await do(shard, join, request(**kw))
     assert isinstance(first, JoinResult) and first.error is Errors.MEMBER_ID_REQUIRED
     kw["member_id"] = first.member_id
-    return await resolve(join(shard, request(**kw)))
+    return await resolve(await do(shard, join, request(**kw)))
 
 
 def run(coro):
@@ -96,10 +100,9 @@ def test_golden_records_replay_and_reencode():
     shard = make_shard()
     lines = [json.loads(line) for line in GOLDEN.read_text().splitlines()]
     mine = [line for line in lines if line["topic"] == "__consumer_offsets"]
-    shard.loading = True
     for line in mine:
         shard.replay(line["offset"], bytes.fromhex(line["key"]), bytes.fromhex(line["value"]))
-    shard.loading = False
+    shard.on_loaded()
     group = shard.groups["golden-group"]
     assert group.is_in(S.EMPTY) and group.generation == 2
     committed = shard.offsets["golden-group"][("golden-internal", 0)]
@@ -141,36 +144,38 @@ def test_join_round_ends_when_all_members_rejoined():
         a = await join_member(shard, rebalance=60000)
         assert (a.error, a.generation, a.leader) == (Errors.NONE, 1, a.member_id)
         assert [m[0] for m in a.members] == [a.member_id]
-        sync.sync(shard, "g", 1, a.member_id, None, None, None, {a.member_id: b"A"})
+        await do(shard, sync.sync, "g", 1, a.member_id, None, None, None, {a.member_id: b"A"})
         assert shard.groups["g"].is_in(S.STABLE)
         # A second member joins: the group rebalances; the first learns it from its heartbeat.
-        b_first = join(shard, request(rebalance=60000))
-        b_join = join(shard, request(member_id=b_first.member_id, rebalance=60000))
+        b_first = await do(shard, join, request(rebalance=60000))
+        b_join = await do(shard, join, request(member_id=b_first.member_id, rebalance=60000))
         assert shard.groups["g"].is_in(S.PREPARING_REBALANCE)
-        assert heartbeat.heartbeat(shard, "g", 1, a.member_id, None) is \
+        assert await do(shard, heartbeat.heartbeat, "g", 1, a.member_id, None) is \
             Errors.REBALANCE_IN_PROGRESS
         started = time.monotonic()
-        a2 = await resolve(join(shard, request(member_id=a.member_id, rebalance=60000)))
+        a2 = await resolve(await do(shard, join, request(member_id=a.member_id, rebalance=60000)))
         b = await resolve(b_join)
         assert time.monotonic() - started < 1  # not the 60 s rebalance timeout
         assert a2.generation == b.generation == 2
         assert a2.leader == a.member_id and len(a2.members) == 2 and b.members == []
         # Sync: the follower waits for the leader's assignment.
-        waiting = sync.sync(shard, "g", 2, b.member_id, None, "consumer", "range", {})
-        leader = sync.sync(shard, "g", 2, a.member_id, None, "consumer", "range",
+        waiting = await do(shard, sync.sync, "g", 2, b.member_id, None, "consumer", "range", {})
+        leader = await do(shard, sync.sync, "g", 2, a.member_id, None, "consumer", "range",
                            {a.member_id: b"A2", b.member_id: b"B2"})
         assert (await waiting).assignment == b"B2"
         assert (await leader).assignment == b"A2"
-        assert heartbeat.heartbeat(shard, "g", 2, b.member_id, None) is Errors.NONE
-        assert heartbeat.heartbeat(shard, "g", 1, b.member_id, None) is Errors.ILLEGAL_GENERATION
-        assert heartbeat.heartbeat(shard, "g", 2, "nobody", None) is Errors.UNKNOWN_MEMBER_ID
+        assert await do(shard, heartbeat.heartbeat, "g", 2, b.member_id, None) is Errors.NONE
+        assert await do(shard, heartbeat.heartbeat, "g", 1, b.member_id, None) is \
+            Errors.ILLEGAL_GENERATION
+        assert await do(shard, heartbeat.heartbeat, "g", 2, "nobody", None) is \
+            Errors.UNKNOWN_MEMBER_ID
         # A member leaving rebalances at once; the other rejoins and is alone.
-        assert leave.leave(shard, "g", [(b.member_id, None, "bye")]) == (Errors.NONE,
+        assert await do(shard, leave.leave, "g", [(b.member_id, None, "bye")]) == (Errors.NONE,
                                                                           [Errors.NONE])
         assert shard.groups["g"].is_in(S.PREPARING_REBALANCE)
-        a3 = await resolve(join(shard, request(member_id=a.member_id)))
+        a3 = await resolve(await do(shard, join, request(member_id=a.member_id)))
         assert a3.generation == 3 and len(a3.members) == 1
-        shard.cancel_all_timers()
+        close(shard)
 
     run(scenario())
 
@@ -180,14 +185,17 @@ def test_protocol_selection_by_votes_and_inconsistent_protocols():
         shard = make_shard()
         group = ClassicGroup("g")
         shard.groups["g"] = group
-        r1 = join(shard, request(protocols=[("range", b""), ("roundrobin", b"")], version=3))
-        r2 = join(shard, request(protocols=[("roundrobin", b""), ("range", b"")], version=3))
-        r3 = join(shard, request(protocols=[("roundrobin", b""), ("sticky", b"")], version=3))
+        r1 = await do(shard, join, request(protocols=[("range", b""), ("roundrobin", b"")],
+                                           version=3))
+        r2 = await do(shard, join, request(protocols=[("roundrobin", b""), ("range", b"")],
+                                           version=3))
+        r3 = await do(shard, join, request(protocols=[("roundrobin", b""), ("sticky", b"")],
+                                           version=3))
         results = [await resolve(r) for r in (r1, r2, r3)]
         assert {r.protocol_name for r in results} == {"roundrobin"}
-        bad = join(shard, request(protocols=[("other", b"")], version=3))
+        bad = await do(shard, join, request(protocols=[("other", b"")], version=3))
         assert bad.error is Errors.INCONSISTENT_GROUP_PROTOCOL
-        shard.cancel_all_timers()
+        close(shard)
 
     run(scenario())
 
@@ -196,15 +204,15 @@ def test_initial_rebalance_delay_extends_while_members_join():
     async def scenario():
         shard = make_shard(**{"group.initial.rebalance.delay.ms": 200})
         started = time.monotonic()
-        a = join(shard, request(version=3, rebalance=5000))
+        a = await do(shard, join, request(version=3, rebalance=5000))
         await asyncio.sleep(0.1)
-        b = join(shard, request(version=3, rebalance=5000))
+        b = await do(shard, join, request(version=3, rebalance=5000))
         ra, rb = await resolve(a), await resolve(b)
         elapsed = time.monotonic() - started
         # First window 0-200 ms saw a new member: one more 200 ms window.
         assert 0.35 < elapsed < 1.5, elapsed
         assert ra.generation == rb.generation == 1
-        shard.cancel_all_timers()
+        close(shard)
 
     run(scenario())
 
@@ -213,11 +221,12 @@ def test_session_expiry_removes_member_and_empties_group():
     async def scenario():
         shard = make_shard()
         a = await join_member(shard, session=100)
-        sync.sync(shard, "g", 1, a.member_id, None, None, None, {a.member_id: b"x"})
+        await do(shard, sync.sync, "g", 1, a.member_id, None, None, None, {a.member_id: b"x"})
         await asyncio.sleep(0.3)
         group = shard.groups["g"]
         assert group.is_in(S.EMPTY) and not group.members and group.generation == 2
-        assert heartbeat.heartbeat(shard, "g", 1, a.member_id, None) is Errors.UNKNOWN_MEMBER_ID
+        assert await do(shard, heartbeat.heartbeat, "g", 1, a.member_id, None) is \
+            Errors.UNKNOWN_MEMBER_ID
         # The emptied group is on the log; a reload sees it.
         assert reload(shard).groups["g"].is_in(S.EMPTY)
 
@@ -227,21 +236,22 @@ def test_session_expiry_removes_member_and_empties_group():
 def test_static_member_rejoins_without_rebalance_and_old_id_is_fenced():
     async def scenario():
         shard = make_shard()
-        a = await resolve(join(shard, request(instance="i-a")))
-        sync.sync(shard, "g", 1, a.member_id, "i-a", None, None, {a.member_id: b"mine"})
-        again = await resolve(join(shard, request(instance="i-a")))  # restarted: no member id
+        a = await resolve(await do(shard, join, request(instance="i-a")))
+        await do(shard, sync.sync, "g", 1, a.member_id, "i-a", None, None, {a.member_id: b"mine"})
+        # Restarted: no member id.
+        again = await resolve(await do(shard, join, request(instance="i-a")))
         group = shard.groups["g"]
         assert group.is_in(S.STABLE) and again.generation == 1
         assert again.member_id != a.member_id and again.skip_assignment
-        result = sync.sync(shard, "g", 1, again.member_id, "i-a", None, None, {})
+        result = await do(shard, sync.sync, "g", 1, again.member_id, "i-a", None, None, {})
         assert result.assignment == b"mine"
-        assert heartbeat.heartbeat(shard, "g", 1, a.member_id, "i-a") is \
+        assert await do(shard, heartbeat.heartbeat, "g", 1, a.member_id, "i-a") is \
             Errors.FENCED_INSTANCE_ID
-        assert join(shard, request(member_id=a.member_id, instance="i-a")).error is \
+        assert (await do(shard, join, request(member_id=a.member_id, instance="i-a"))).error is \
             Errors.FENCED_INSTANCE_ID
         # The new member id is what a reload sees.
         assert list(reload(shard).groups["g"].members) == [again.member_id]
-        shard.cancel_all_timers()
+        close(shard)
 
     run(scenario())
 
@@ -251,10 +261,11 @@ def test_group_max_size():
         shard = make_shard(**{"group.max.size": 1})
         a = await join_member(shard)
         # Kafka's acceptJoiningMember: a stable full group refuses new members at once...
-        assert join(shard, request()).error is Errors.GROUP_MAX_SIZE_REACHED
+        assert (await do(shard, join, request())).error is Errors.GROUP_MAX_SIZE_REACHED
         # ...but a member of the group may always rejoin.
-        assert (await resolve(join(shard, request(member_id=a.member_id)))).error is Errors.NONE
-        shard.cancel_all_timers()
+        rejoined = await resolve(await do(shard, join, request(member_id=a.member_id)))
+        assert rejoined.error is Errors.NONE
+        close(shard)
 
     run(scenario())
 
@@ -266,13 +277,15 @@ def test_commit_validation_and_standalone_commits():
         shard = make_shard()
         # Standalone commits (generation -1) create an Empty group.
         offsets.validate_commit(shard, "solo", -1, "", None)
-        assert offsets.commit(shard, "solo", [("t", 0, rec.ZERO_UUID, 5, -1, "meta")]) == \
+        assert await do(shard, offsets.commit, "solo",
+                        [("t", 0, rec.ZERO_UUID, 5, -1, "meta")]) == \
             [Errors.NONE]
         assert shard.groups["solo"].is_in(S.EMPTY)
         with pytest.raises(KafkaError) as e:
             offsets.validate_commit(shard, "nogroup", 3, "m", None)
         assert e.value.error is Errors.ILLEGAL_GENERATION
-        assert offsets.commit(shard, "solo", [("t", 1, rec.ZERO_UUID, 1, -1, "x" * 5000)]) == \
+        assert await do(shard, offsets.commit, "solo",
+                        [("t", 1, rec.ZERO_UUID, 1, -1, "x" * 5000)]) == \
             [Errors.OFFSET_METADATA_TOO_LARGE]
         a = await join_member(shard)
         for generation, member, error in [(1, "nobody", Errors.UNKNOWN_MEMBER_ID),
@@ -282,13 +295,13 @@ def test_commit_validation_and_standalone_commits():
             with pytest.raises(KafkaError) as e:
                 offsets.validate_commit(shard, "g", generation, member, None)
             assert e.value.error is error
-        sync.sync(shard, "g", 1, a.member_id, None, None, None, {})
+        await do(shard, sync.sync, "g", 1, a.member_id, None, None, None, {})
         offsets.validate_commit(shard, "g", 1, a.member_id, None)
         fetched = offsets.fetch(shard, "solo", [("t", [0, 1])])
         assert [(p, c.offset if c else None) for _, p, c in fetched] == [(0, 5), (1, None)]
         fresh = reload(shard)
         assert fresh.offsets["solo"][("t", 0)].metadata == "meta"
-        shard.cancel_all_timers()
+        close(shard)
 
     run(scenario())
 
@@ -296,25 +309,26 @@ def test_commit_validation_and_standalone_commits():
 def test_offset_expiry_and_delete():
     async def scenario():
         shard = make_shard()
-        offsets.commit(shard, "solo", [("t", 0, rec.ZERO_UUID, 5, -1, "")])
+        await do(shard, offsets.commit, "solo", [("t", 0, rec.ZERO_UUID, 5, -1, "")])
         now = shard.offsets["solo"][("t", 0)].commit_timestamp
-        assert offsets.expire(shard, 1000, now + 999) == 0
-        assert offsets.expire(shard, 1000, now + 1000) == 1
+        assert await do(shard, offsets.expire, 1000, now + 999) == 0
+        assert await do(shard, offsets.expire, 1000, now + 1000) == 1
         assert "solo" not in shard.offsets and "solo" not in shard.groups
         assert "solo" not in reload(shard).groups
         # OffsetDelete and DeleteGroups.
-        offsets.commit(shard, "e", [("t", 0, rec.ZERO_UUID, 1, -1, ""),
+        await do(shard, offsets.commit, "e", [("t", 0, rec.ZERO_UUID, 1, -1, ""),
                                     ("u", 0, rec.ZERO_UUID, 2, -1, "")])
-        assert offsets.delete(shard, "e", [("t", 0)]) == (Errors.NONE, [Errors.NONE])
+        assert await do(shard, offsets.delete, "e", [("t", 0)]) == (Errors.NONE, [Errors.NONE])
         assert list(shard.offsets["e"]) == [("u", 0)]
-        assert offsets.delete(shard, "missing", [("t", 0)])[0] is Errors.GROUP_ID_NOT_FOUND
+        missing = await do(shard, offsets.delete, "missing", [("t", 0)])
+        assert missing[0] is Errors.GROUP_ID_NOT_FOUND
         a = await join_member(shard, protocols=[("range", b"")])
-        assert admin.delete_group(shard, "g") is Errors.NON_EMPTY_GROUP
-        assert admin.delete_group(shard, "e") is Errors.NONE
-        assert admin.delete_group(shard, "e") is Errors.GROUP_ID_NOT_FOUND
+        assert await do(shard, admin.delete_group, "g") is Errors.NON_EMPTY_GROUP
+        assert await do(shard, admin.delete_group, "e") is Errors.NONE
+        assert await do(shard, admin.delete_group, "e") is Errors.GROUP_ID_NOT_FOUND
         assert "e" not in reload(shard).groups and "e" not in reload(shard).offsets
         assert [g for g, _, _ in admin.list_groups(shard, {"completingrebalance"})] == ["g"]
         assert a.error is Errors.NONE
-        shard.cancel_all_timers()
+        close(shard)
 
     run(scenario())

@@ -6,6 +6,7 @@ task), ``shard`` (one partition's groups and offsets, replay, the rebalance core
 ``sync``, ``heartbeat``, ``leave``, ``offsets``, ``admin``), ``records`` (Kafka's record formats and
 the group -> partition hash).
 
-Concurrency rule: everything runs on the event loop; a shard's operations are synchronous and its
-timers are handles it owns, so a shard never sees two things at once.
+Concurrency rule: everything runs on the event loop; a shard's operations are synchronous functions
+returning a CoordinatorResult, run one at a time by the runtime, which also owns their timers (a
+timer fires an operation), so a shard never sees two things at once.
 """

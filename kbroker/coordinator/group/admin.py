@@ -7,7 +7,8 @@ import logging
 from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group.shard import GroupShard
 from kbroker.coordinator.group.state import GroupState
-from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.coordinator.runtime import CoordinatorResult, respond
+from kbroker.protocol.errors import Errors
 
 log = logging.getLogger("kbroker.coordinator.group")
 S = GroupState
@@ -31,18 +32,20 @@ def list_groups(shard: GroupShard, states: set[str] | None) -> list:
     return out
 
 
-def delete_group(shard: GroupShard, group_id: str) -> Errors:
+def delete_group(shard: GroupShard, group_id: str) -> CoordinatorResult:
+    """The response is the group's error."""
     group = shard.group(group_id)
     if group is None:
-        return Errors.GROUP_ID_NOT_FOUND
+        return respond(Errors.GROUP_ID_NOT_FOUND)
     if not group.is_in(S.EMPTY):
-        return Errors.NON_EMPTY_GROUP
+        return respond(Errors.NON_EMPTY_GROUP)
     records = [(rec.offset_commit_key(group_id, topic, partition), None)
                for topic, partition in shard.offsets.get(group_id, {})]
     records.append((rec.group_metadata_key(group_id), None))
-    try:
-        shard.write(records)
-    except KafkaError as exc:
-        return exc.error
-    log.info("deleted group %s and %d committed offset(s)", group_id, len(records) - 1)
-    return Errors.NONE
+
+    def deleted() -> None:
+        shard.drop_group(group_id)
+        log.info("deleted group %s and %d committed offset(s)", group_id, len(records) - 1)
+
+    return CoordinatorResult(records, Errors.NONE, on_committed=deleted,
+                             on_failed=lambda exc: exc.error)

@@ -1,4 +1,5 @@
-"""GroupCoordinator: routes a group to its shard and runs the periodic offset expiry."""
+"""GroupCoordinator: routes a group to its shard, runs operations there through the runtime, and
+runs the periodic offset expiry."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from kbroker.coordinator.group import offsets
 from kbroker.coordinator.group.records import partition_for
 from kbroker.coordinator.group.shard import GroupShard
 from kbroker.coordinator.runtime import CoordinatorRuntime
+from kbroker.protocol.errors import KafkaError
 
 log = logging.getLogger("kbroker.coordinator.group")
 
@@ -43,24 +45,40 @@ class GroupCoordinator:
         return partition_for(group_id, self.runtime.num_partitions)
 
     def shard_for(self, group_id: str) -> GroupShard:
-        """The loaded shard of a group (creating ``__consumer_offsets`` on first use); raises
-        KafkaError COORDINATOR_LOAD_IN_PROGRESS while it loads."""
+        """The loaded shard of a group, for reads (creating ``__consumer_offsets`` on first use);
+        raises KafkaError COORDINATOR_LOAD_IN_PROGRESS while it loads."""
         self.runtime.ensure_topic()
         return self.runtime.shard(self.partition_for(group_id))
+
+    async def write(self, group_id: str, op):
+        """Run ``op(shard) -> CoordinatorResult`` on the group's shard; its response once its
+        records are committed (and, for a parked JoinGroup/SyncGroup, once that is answered).
+        Raises KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, a failed write)."""
+        self.runtime.ensure_topic()
+        response = await self.runtime.write(self.partition_for(group_id), op)
+        if isinstance(response, asyncio.Future):
+            response = await response
+        return response
 
     def shards(self):
         return self.runtime.shards.values()
 
-    def expire_offsets(self, now: int | None = None) -> int:
+    async def expire_offsets(self, now: int | None = None) -> int:
         retention = self.config.offsets_retention_ms
-        return sum(offsets.expire(shard, retention, now) for shard in list(self.shards())
-                   if not shard.loading)
+        total = 0
+        for index, shard in list(self.runtime.shards.items()):
+            if not shard.loading:
+                total += await self.runtime.write(
+                    index, lambda s: offsets.expire(s, retention, now))
+        return total
 
     async def _expire_periodically(self) -> None:
         interval = self.config.get("offsets.retention.check.interval.ms") / 1000
         while True:
             await asyncio.sleep(interval)
             try:
-                self.expire_offsets()
+                await self.expire_offsets()
+            except KafkaError as exc:
+                log.warning("offset expiry: %s", exc)
             except Exception:
                 log.exception("offset expiry failed")

@@ -9,13 +9,19 @@ from __future__ import annotations
 from kbroker.coordinator.group.shard import GroupShard
 from kbroker.coordinator.group.state import GroupState
 from kbroker.coordinator.group.sync import validate_member
+from kbroker.coordinator.runtime import CoordinatorResult, respond
 from kbroker.protocol.errors import Errors
 
 S = GroupState
 
 
 def heartbeat(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
-              group_instance_id: str | None) -> Errors:
+              group_instance_id: str | None) -> CoordinatorResult:
+    return respond(_heartbeat(shard, group_id, generation_id, member_id, group_instance_id))
+
+
+def _heartbeat(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
+               group_instance_id: str | None) -> Errors:
     group = shard.group(group_id)
     if group is None or group.is_in(S.EMPTY):
         return Errors.UNKNOWN_MEMBER_ID

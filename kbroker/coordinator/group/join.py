@@ -1,7 +1,10 @@
 """JoinGroup: new, pending, known and static members (Kafka's ``classicGroupJoin``).
 
-Returns a :class:`JoinResult` at once (errors, MEMBER_ID_REQUIRED, a member rejoining a stable
-group unchanged) or a future of one, resolved when the join phase completes (shard.complete_join).
+An operation on the shard: returns a CoordinatorResult whose response is a :class:`JoinResult`
+(errors, MEMBER_ID_REQUIRED, a member rejoining a stable group unchanged) or a future of one,
+resolved when the join phase completes (shard.complete_join). A new group is first written as an
+Empty GroupMetadata record (Kafka persists a group before answering its first member); the join
+goes on as a follow-up operation once that record is committed.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 
 from kbroker.coordinator.group.shard import GroupShard, JoinResult, SyncResult
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
+from kbroker.coordinator.runtime import CoordinatorResult, respond
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.coordinator.group")
@@ -34,29 +38,36 @@ class JoinRequest:
     reason: str | None = None
 
 
-def join(shard: GroupShard, req: JoinRequest):
+def join(shard: GroupShard, req: JoinRequest) -> CoordinatorResult:
     config = shard.config
     if not req.group_id:
-        return JoinResult(Errors.INVALID_GROUP_ID, req.member_id)
+        return respond(JoinResult(Errors.INVALID_GROUP_ID, req.member_id))
     if not (config.get("group.min.session.timeout.ms") <= req.session_timeout_ms
             <= config.get("group.max.session.timeout.ms")):
-        return JoinResult(Errors.INVALID_SESSION_TIMEOUT, req.member_id)
+        return respond(JoinResult(Errors.INVALID_SESSION_TIMEOUT, req.member_id))
     group = shard.group(req.group_id)
     if group is None:
         if req.member_id:
-            return JoinResult(Errors.UNKNOWN_MEMBER_ID, req.member_id)
-        try:  # Kafka persists a new group before answering its first member
-            shard.write_group_record(ClassicGroup(req.group_id))
-        except KafkaError as exc:
-            return JoinResult(exc.error, req.member_id)
-        group = shard.groups[req.group_id]
+            return respond(JoinResult(Errors.UNKNOWN_MEMBER_ID, req.member_id))
+        group_id = req.group_id
+        return CoordinatorResult(
+            [shard.group_record(ClassicGroup(group_id))],
+            on_committed=lambda: shard.add_group(group_id),
+            then=lambda s: _join(s, s.groups[group_id], req),
+            on_failed=lambda exc: JoinResult(exc.error, req.member_id))
+    return _join(shard, group, req)
+
+
+def _join(shard: GroupShard, group: ClassicGroup, req: JoinRequest) -> CoordinatorResult:
     if not _accepts_joining_member(shard, group, req.member_id):
         log.info("group %s is full (group.max.size %d); member %r refused", req.group_id,
-                 config.get("group.max.size"), req.member_id)
-        return JoinResult(Errors.GROUP_MAX_SIZE_REACHED, req.member_id)
+                 shard.config.get("group.max.size"), req.member_id)
+        return respond(JoinResult(Errors.GROUP_MAX_SIZE_REACHED, req.member_id))
     if not req.member_id:
-        return _join_new_member(shard, group, req)
-    return _join_known_member(shard, group, req)
+        result = _join_new_member(shard, group, req)
+    else:
+        result = _join_known_member(shard, group, req)
+    return result if isinstance(result, CoordinatorResult) else respond(result)
 
 
 def _accepts_joining_member(shard, group: ClassicGroup, member_id: str) -> bool:
@@ -146,9 +157,10 @@ def _add_member_and_rebalance(shard: GroupShard, group: ClassicGroup, member_id:
     group.add(member)
     group.new_member_added = True
     shard.schedule_session_expiry(group, member)
-    _rebalance_or_complete(shard, group, f"adding new member {member_id} with group instance id "
-                                         f"{req.group_instance_id}; client reason: {req.reason}")
-    return future
+    records = _rebalance_or_complete(shard, group, f"adding new member {member_id} with group "
+                                                   f"instance id {req.group_instance_id}; client "
+                                                   f"reason: {req.reason}")
+    return CoordinatorResult(records, future)
 
 
 def _update_member_and_rebalance(shard: GroupShard, group: ClassicGroup, member: Member,
@@ -156,9 +168,10 @@ def _update_member_and_rebalance(shard: GroupShard, group: ClassicGroup, member:
     _update_member(member, req)
     future = _park(member, req)
     shard.schedule_session_expiry(group, member)
-    _rebalance_or_complete(shard, group, f"updating metadata of member {member.member_id}; "
-                                         f"client reason: {reason or req.reason}")
-    return future
+    records = _rebalance_or_complete(shard, group, f"updating metadata of member "
+                                                   f"{member.member_id}; client reason: "
+                                                   f"{reason or req.reason}")
+    return CoordinatorResult(records, future)
 
 
 def _update_member(member: Member, req: JoinRequest) -> None:
@@ -169,11 +182,12 @@ def _update_member(member: Member, req: JoinRequest) -> None:
     member.client_host = req.client_host
 
 
-def _rebalance_or_complete(shard: GroupShard, group: ClassicGroup, reason: str) -> None:
+def _rebalance_or_complete(shard: GroupShard, group: ClassicGroup, reason: str) -> list:
     if group.is_in(S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY):
-        shard.prepare_rebalance(group, reason)
-    elif group.is_in(S.PREPARING_REBALANCE):
-        shard.maybe_complete_join(group)
+        return shard.prepare_rebalance(group, reason)
+    if group.is_in(S.PREPARING_REBALANCE):
+        return shard.maybe_complete_join(group)
+    return []
 
 
 def _replace_static_member(shard: GroupShard, group: ClassicGroup, old_id: str, new_id: str,
@@ -198,19 +212,20 @@ def _replace_static_member(shard: GroupShard, group: ClassicGroup, old_id: str, 
         selected = group.protocol_name
         if member.metadata(selected) == dict(old_protocols).get(selected) and \
                 selected in member.protocol_names():
-            try:
-                shard.write_group_record(group)
-            except KafkaError as exc:
+            def revert(exc: KafkaError) -> JoinResult:
+                # Kafka's reaction to the failed write: the old member id stands.
                 group.replace_static_member(req.group_instance_id, new_id, old_id)
                 member.protocols = old_protocols
                 return JoinResult(exc.error, "")
+
             result = _current_join_result(group, member)
             result.skip_assignment = member.member_id == group.leader_id and req.version >= 9
-            return result
+            return CoordinatorResult([shard.group_record(group)], result, on_failed=revert)
         future = _park(member, req)
-        shard.prepare_rebalance(group, f"static member {req.group_instance_id} rejoined with "
-                                       f"different protocols")
-        return future
+        records = shard.prepare_rebalance(group, f"static member {req.group_instance_id} "
+                                                 f"rejoined with different protocols")
+        return CoordinatorResult(records, future)
     future = _park(member, req)
-    _rebalance_or_complete(shard, group, f"static member {req.group_instance_id} rejoined")
-    return future
+    records = _rebalance_or_complete(shard, group,
+                                     f"static member {req.group_instance_id} rejoined")
+    return CoordinatorResult(records, future)

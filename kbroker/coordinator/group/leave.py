@@ -7,6 +7,7 @@ import logging
 
 from kbroker.coordinator.group.shard import GroupShard
 from kbroker.coordinator.group.state import GroupState
+from kbroker.coordinator.runtime import CoordinatorResult, respond
 from kbroker.protocol.errors import Errors
 
 log = logging.getLogger("kbroker.coordinator.group")
@@ -14,13 +15,13 @@ S = GroupState
 UNKNOWN_MEMBER_ID = ""
 
 
-def leave(shard: GroupShard, group_id: str, identities: list) -> tuple[Errors, list]:
-    """``identities``: [(member_id, group_instance_id, reason)]. Returns the top-level error and
-    one error per identity, in order."""
+def leave(shard: GroupShard, group_id: str, identities: list) -> CoordinatorResult:
+    """``identities``: [(member_id, group_instance_id, reason)]. The response is the top-level
+    error and one error per identity, in order."""
     group = shard.group(group_id)
     if group is None:
-        return Errors.UNKNOWN_MEMBER_ID, [Errors.UNKNOWN_MEMBER_ID] * len(identities)
-    results = []
+        return respond((Errors.UNKNOWN_MEMBER_ID, [Errors.UNKNOWN_MEMBER_ID] * len(identities)))
+    results, records = [], []
     for member_id, instance_id, reason in identities:
         if instance_id is not None:
             existing = group.static_member_id(instance_id)
@@ -34,7 +35,7 @@ def leave(shard: GroupShard, group_id: str, identities: list) -> tuple[Errors, l
         elif member_id in group.pending_members:
             group.pending_members.discard(member_id)
             shard.cancel(("session", group_id, member_id))
-            shard.maybe_complete_join(group)
+            records += shard.maybe_complete_join(group)
             results.append(Errors.NONE)
             continue
         member = group.members.get(member_id)
@@ -43,6 +44,7 @@ def leave(shard: GroupShard, group_id: str, identities: list) -> tuple[Errors, l
             continue
         log.info("member %s (instance %s) of group %s left: %s", member_id, instance_id,
                  group_id, reason or "no reason given")
-        shard.remove_member_and_update(group, member, f"leaving the group; reason: {reason}")
+        records += shard.remove_member_and_update(group, member,
+                                                  f"leaving the group; reason: {reason}")
         results.append(Errors.NONE)
-    return Errors.NONE, results
+    return CoordinatorResult(records, (Errors.NONE, results))

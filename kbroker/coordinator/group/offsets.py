@@ -1,6 +1,7 @@
 """Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and expiry.
 
 Commits are OffsetCommit records; the offsets map of the shard changes only when they replay.
+Each function here is (part of) an operation: it returns a CoordinatorResult and writes nothing.
 
 Validation of a commit (Kafka's ClassicGroup.validateOffsetCommit): a group that does not exist
 accepts only standalone commits (generation -1), which create an Empty group; an Empty group
@@ -24,7 +25,7 @@ from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group.shard import GroupShard
 from kbroker.coordinator.group.state import GroupState
 from kbroker.coordinator.group.sync import validate_member
-from kbroker.coordinator.runtime import now_ms
+from kbroker.coordinator.runtime import CoordinatorResult, now_ms, respond
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.coordinator.group")
@@ -55,9 +56,10 @@ def validate_commit(shard: GroupShard, group_id: str, generation_id: int, member
         shard.schedule_session_expiry(group, member)  # a commit counts as a heartbeat
 
 
-def commit(shard: GroupShard, group_id: str, offsets: list, expire_timestamp: int = -1) -> list:
+def commit(shard: GroupShard, group_id: str, offsets: list,
+           expire_timestamp: int = -1) -> CoordinatorResult:
     """``offsets``: [(topic, partition, topic_id, offset, leader_epoch, metadata)], already
-    validated. Writes them as one batch; returns one error per entry."""
+    validated, written as one batch. The response is one error per entry."""
     max_metadata = shard.config.get("offset.metadata.max.bytes")
     now = now_ms()
     records, errors = [], []
@@ -71,11 +73,13 @@ def commit(shard: GroupShard, group_id: str, offsets: list, expire_timestamp: in
         records.append((rec.offset_commit_key(group_id, topic, partition),
                         rec.offset_commit_value(committed)))
         errors.append(Errors.NONE)
-    try:
-        shard.write(records)
-    except KafkaError as exc:
-        return [exc.error if e is Errors.NONE else e for e in errors]
-    return errors
+    if not records:
+        return respond(errors)
+    return CoordinatorResult(
+        records, errors,
+        # A standalone commit (no group management) makes an Empty group (Kafka).
+        on_committed=lambda: shard.add_group(group_id),
+        on_failed=lambda exc: [exc.error if e is Errors.NONE else e for e in errors])
 
 
 def fetch(shard: GroupShard, group_id: str, wanted: list | None) -> list:
@@ -88,16 +92,17 @@ def fetch(shard: GroupShard, group_id: str, wanted: list | None) -> list:
             for p in partitions]
 
 
-def delete(shard: GroupShard, group_id: str, wanted: list) -> tuple[Errors, list]:
-    """OffsetDelete: ``wanted`` [(topic, partition)]; returns (group error, per-entry errors)."""
+def delete(shard: GroupShard, group_id: str, wanted: list) -> CoordinatorResult:
+    """OffsetDelete: ``wanted`` [(topic, partition)]; the response is (group error, per-entry
+    errors)."""
     group = shard.group(group_id)
     if group is None:
-        return Errors.GROUP_ID_NOT_FOUND, []
+        return respond((Errors.GROUP_ID_NOT_FOUND, []))
     subscribed: set[str] = set()
     if not group.is_in(S.EMPTY):
         topics = group.subscribed_topics()
         if topics is None:
-            return Errors.NON_EMPTY_GROUP, []
+            return respond((Errors.NON_EMPTY_GROUP, []))
         subscribed = topics
     committed = shard.offsets.get(group_id, {})
     records, errors = [], []
@@ -108,17 +113,15 @@ def delete(shard: GroupShard, group_id: str, wanted: list) -> tuple[Errors, list
         errors.append(Errors.NONE)
         if (topic, partition) in committed:
             records.append((rec.offset_commit_key(group_id, topic, partition), None))
-    try:
-        shard.write(records)
-    except KafkaError as exc:
-        return exc.error, []
-    return Errors.NONE, errors
+    return CoordinatorResult(records, (Errors.NONE, errors),
+                             on_failed=lambda exc: (exc.error, []))
 
 
-def expire(shard: GroupShard, retention_ms: int, now: int | None = None) -> int:
-    """Write tombstones for expired offsets (and emptied Empty groups); the number expired."""
+def expire(shard: GroupShard, retention_ms: int, now: int | None = None) -> CoordinatorResult:
+    """Tombstones for expired offsets (and emptied Empty groups), one batch for the shard; the
+    response is the number of offsets expired."""
     now = now_ms() if now is None else now
-    expired_total = 0
+    all_records, dropped, logged = [], [], []
     for group_id in list(shard.offsets.keys() | shard.groups.keys()):
         group = shard.group(group_id)
         committed = shard.offsets.get(group_id, {})
@@ -132,15 +135,24 @@ def expire(shard: GroupShard, retention_ms: int, now: int | None = None) -> int:
             records.append((rec.group_metadata_key(group_id), None))
         if not records:
             continue
-        try:
-            shard.write(records)
-        except KafkaError as exc:
-            log.warning("could not expire offsets of group %s: %s", group_id, exc)
-            continue
-        expired_total += expired
-        log.info("expired %d offset(s) of group %s%s", expired, group_id,
-                 "; removed the empty group" if drop_group else "")
-    return expired_total
+        all_records += records
+        logged.append((group_id, expired, drop_group))
+        if drop_group:
+            dropped.append(group_id)
+
+    def expired_committed() -> None:
+        for group_id in dropped:
+            shard.drop_group(group_id)
+        for group_id, expired, drop_group in logged:
+            log.info("expired %d offset(s) of group %s%s", expired, group_id,
+                     "; removed the empty group" if drop_group else "")
+
+    def failed(exc: KafkaError) -> int:
+        log.warning("could not expire offsets of %d group(s): %s", len(logged), exc)
+        return 0
+
+    return CoordinatorResult(all_records, sum(expired for _, expired, _ in logged),
+                             on_committed=expired_committed, on_failed=failed)
 
 
 def _expired(group, topic: str, c: rec.CommittedOffset, retention_ms: int, now: int) -> bool:

@@ -1,9 +1,17 @@
 """GroupShard: the groups and committed offsets of one ``__consumer_offsets`` partition.
 
-Durable state changes only in :meth:`GroupShard.replay`; the rebalance core below (Kafka's
-``prepareRebalance`` / ``completeClassicGroupJoin`` / member removal and session expiry) drives the
-in-memory membership and writes GroupMetadata records where Kafka does: when a group is created,
-when a rebalance leaves it empty, and (in sync.py) when the leader's assignment arrives.
+Two kinds of state, kept apart:
+- durable (``offsets``, ``persisted``): what the log says — each group's committed offsets and its
+  last GroupMetadata record. It changes only in :meth:`GroupShard.replay`, which is pure; the
+  runtime snapshots and restores it when a write is not committed.
+- membership (``groups``): the live ClassicGroup objects — members, parked JoinGroup/SyncGroup
+  futures, the rebalance state. Session state, in memory as in Kafka: built from ``persisted`` when
+  the shard loads, changed by the operations, and where a change must follow the log (a new group,
+  the leader's assignment, a deletion) by the operation's ``on_committed``.
+
+The rebalance core below (Kafka's ``prepareRebalance`` / ``completeClassicGroupJoin`` / member
+removal and session expiry) returns the records it needs written (a GroupMetadata record when a
+rebalance leaves a group empty); its callers put them into their CoordinatorResult.
 """
 
 from __future__ import annotations
@@ -13,8 +21,9 @@ from dataclasses import dataclass, field
 
 from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
-from kbroker.coordinator.runtime import Shard, now_ms
-from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.coordinator.runtime import CoordinatorResult, Shard, now_ms
+from kbroker.protocol.errors import Errors
+from kbroker.protocol.messages.group_metadata_value import GroupMetadataValue
 
 log = logging.getLogger("kbroker.coordinator.group")
 S = GroupState
@@ -44,10 +53,13 @@ class GroupShard(Shard):
     def __init__(self, runtime, partition_index: int, config):
         super().__init__(runtime, partition_index)
         self.config = config
-        self.groups: dict[str, ClassicGroup] = {}
+        # durable: changed only by replay
         self.offsets: dict[str, dict[tuple[str, int], rec.CommittedOffset]] = {}
+        self.persisted: dict[str, GroupMetadataValue] = {}
+        # membership: in memory
+        self.groups: dict[str, ClassicGroup] = {}
 
-    # --- replay --------------------------------------------------------------------------------
+    # --- replay (pure) -------------------------------------------------------------------------
 
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         record_type, k = rec.decode_key(key)
@@ -61,46 +73,41 @@ class GroupShard(Shard):
                     del self.offsets[k.group]
                 return
             group_offsets[(k.topic, k.partition)] = rec.decode_offset_commit_value(value, offset)
-            if k.group not in self.groups:  # a standalone commit creates an Empty group (Kafka)
-                self.groups[k.group] = ClassicGroup(k.group, state_timestamp=now_ms())
-            return
-        if value is None:
-            group = self.groups.pop(k.group, None)
-            if group is not None:
-                self._cancel_group_timers(group)
-                group.state = S.DEAD
-            return
-        metadata = rec.decode_group_metadata_value(value)
-        group = self.groups.get(k.group)
-        if group is None or self.loading:
-            self.groups[k.group] = ClassicGroup.from_record(k.group, metadata)
-            return
-        # A live group: the record confirms what the operation did in memory; the leader's
-        # assignment is the one change applied here, completing the CompletingRebalance phase.
-        if (group.state is S.COMPLETING_REBALANCE and metadata.generation == group.generation
-                and metadata.members):
-            for m in metadata.members:
-                member = group.members.get(m.member_id)
-                if member is not None:
-                    member.assignment = bytes(m.assignment)
-            group.transition(S.STABLE, now_ms())
-            self.cancel(("sync", group.group_id))
-            for member in group.members.values():
-                if member.sync_future is not None:
-                    self._complete_sync(group, member, Errors.NONE)
-            log.info("group %s is Stable at generation %d with %d member(s) (protocol %s)",
-                     group.group_id, group.generation, len(group.members), group.protocol_name)
+        elif value is None:
+            self.persisted.pop(k.group, None)
+        else:
+            self.persisted[k.group] = rec.decode_group_metadata_value(value)
+
+    def snapshot(self):
+        # CommittedOffset and GroupMetadataValue objects are never changed once replayed, so
+        # copying the maps is enough.
+        return ({group: dict(committed) for group, committed in self.offsets.items()},
+                dict(self.persisted))
+
+    def restore(self, snapshot) -> None:
+        offsets, persisted = snapshot
+        self.offsets = {group: dict(committed) for group, committed in offsets.items()}
+        self.persisted = dict(persisted)
+
+    # --- loading -------------------------------------------------------------------------------
 
     def on_loaded(self) -> None:
-        for group in self.groups.values():
+        for group_id, value in self.persisted.items():
+            group = ClassicGroup.from_record(group_id, value)
+            self.groups[group_id] = group
             for member in group.members.values():
                 self.schedule_session_expiry(group, member)
+        for group_id in self.offsets:
+            # A standalone commit (no group management) makes an Empty group (Kafka).
+            self.groups.setdefault(group_id, ClassicGroup(group_id, state_timestamp=-1))
 
-    def _cancel_group_timers(self, group: ClassicGroup) -> None:
-        self.cancel(("join", group.group_id))
-        self.cancel(("sync", group.group_id))
-        for member_id in list(group.members) + list(group.pending_members):
-            self.cancel(("session", group.group_id, member_id))
+    def on_unloaded(self) -> None:
+        """Members parked in JoinGroup/SyncGroup learn to find the new coordinator."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                _answer_join(member, JoinResult(Errors.NOT_COORDINATOR, member.member_id))
+                _answer_sync(member, SyncResult(Errors.NOT_COORDINATOR))
+        self.groups.clear()
 
     # --- groups --------------------------------------------------------------------------------
 
@@ -108,56 +115,90 @@ class GroupShard(Shard):
         group = self.groups.get(group_id)
         return group if group is not None and group.state is not S.DEAD else None
 
-    def write_group_record(self, group: ClassicGroup, assignments=None) -> None:
-        self.write([(rec.group_metadata_key(group.group_id),
-                     rec.group_metadata_value(group.to_record(assignments)))])
+    def group_record(self, group: ClassicGroup, assignments=None) -> tuple[bytes, bytes]:
+        return (rec.group_metadata_key(group.group_id),
+                rec.group_metadata_value(group.to_record(assignments)))
+
+    def add_group(self, group_id: str) -> ClassicGroup:
+        """The live group of a group the log now has (created by a join or a commit)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now_ms())
+        return group
+
+    def drop_group(self, group_id: str) -> None:
+        """The log deleted the group: forget its members and timers."""
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            self._cancel_group_timers(group)
+            group.state = S.DEAD
+
+    def assignment_committed(self, group: ClassicGroup, generation: int,
+                             assignments: dict[str, bytes]) -> None:
+        """The leader's assignment is on the log: the group is Stable and every member waiting in
+        SyncGroup gets its part."""
+        if self.groups.get(group.group_id) is not group or generation != group.generation \
+                or not group.is_in(S.COMPLETING_REBALANCE):
+            return  # the group moved on while the record was being committed
+        for member_id, assignment in assignments.items():
+            member = group.members.get(member_id)
+            if member is not None:
+                member.assignment = assignment
+        group.transition(S.STABLE, now_ms())
+        self.cancel(("sync", group.group_id))
+        for member in group.members.values():
+            if member.sync_future is not None:
+                self._complete_sync(group, member, Errors.NONE)
+        log.info("group %s is Stable at generation %d with %d member(s) (protocol %s)",
+                 group.group_id, group.generation, len(group.members), group.protocol_name)
+
+    def _cancel_group_timers(self, group: ClassicGroup) -> None:
+        self.cancel(("join", group.group_id))
+        self.cancel(("sync", group.group_id))
+        for member_id in list(group.members) + list(group.pending_members):
+            self.cancel(("session", group.group_id, member_id))
 
     # --- session expiry ------------------------------------------------------------------------
 
     def schedule_session_expiry(self, group: ClassicGroup, member: Member) -> None:
-        self.schedule(("session", group.group_id, member.member_id), member.session_timeout_ms,
-                      lambda: self._session_expired(group, member.member_id))
+        self.schedule_pending_expiry(group, member.member_id, member.session_timeout_ms)
 
     def schedule_pending_expiry(self, group: ClassicGroup, member_id: str, timeout_ms: int):
         self.schedule(("session", group.group_id, member_id), timeout_ms,
-                      lambda: self._session_expired(group, member_id))
+                      _timer(lambda: self._session_expired(group, member_id)))
 
-    def _session_expired(self, group: ClassicGroup, member_id: str) -> None:
+    def _session_expired(self, group: ClassicGroup, member_id: str) -> list:
         if self.groups.get(group.group_id) is not group:
-            return
+            return []
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
             log.info("pending member %s of group %s expired", member_id, group.group_id)
-            self.maybe_complete_join(group)
-            return
+            return self.maybe_complete_join(group)
         member = group.members.get(member_id)
         if member is None:
-            return
+            return []
         if member.awaiting_join or member.awaiting_sync:
             # Parked requests count as heartbeats; the join/sync timers bound them.
             self.schedule_session_expiry(group, member)
-            return
+            return []
         log.info("member %s of group %s expired after %d ms without a heartbeat", member_id,
                  group.group_id, member.session_timeout_ms)
-        self.remove_member_and_update(group, member, "session timeout expired")
+        return self.remove_member_and_update(group, member, "session timeout expired")
 
-    # --- the rebalance core --------------------------------------------------------------------
+    # --- the rebalance core: each returns the records to write ----------------------------------
 
-    def remove_member_and_update(self, group: ClassicGroup, member: Member, reason: str) -> None:
+    def remove_member_and_update(self, group: ClassicGroup, member: Member, reason: str) -> list:
         group.remove(member.member_id)
         self.cancel(("session", group.group_id, member.member_id))
-        if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(JoinResult(Errors.UNKNOWN_MEMBER_ID, member.member_id))
-        member.join_future = None
-        if member.sync_future is not None and not member.sync_future.done():
-            member.sync_future.set_result(SyncResult(Errors.UNKNOWN_MEMBER_ID))
-        member.sync_future = None
+        _answer_join(member, JoinResult(Errors.UNKNOWN_MEMBER_ID, member.member_id))
+        _answer_sync(member, SyncResult(Errors.UNKNOWN_MEMBER_ID))
         if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
-            self.prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
-        elif group.is_in(S.PREPARING_REBALANCE):
-            self.maybe_complete_join(group)
+            return self.prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
+        if group.is_in(S.PREPARING_REBALANCE):
+            return self.maybe_complete_join(group)
+        return []
 
-    def prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+    def prepare_rebalance(self, group: ClassicGroup, reason: str) -> list:
         if group.is_in(S.COMPLETING_REBALANCE):
             for member in group.members.values():
                 member.assignment = b""
@@ -176,32 +217,33 @@ class GroupShard(Shard):
             group.new_member_added = False
             self._initial_delay(group, min(delay, rebalance_timeout),
                                 max(rebalance_timeout - delay, 0))
-        else:
-            self.schedule(("join", group.group_id), rebalance_timeout,
-                          lambda: self.complete_join(group))
-            self.maybe_complete_join(group)
+            return []
+        self.schedule(("join", group.group_id), rebalance_timeout,
+                      _timer(lambda: self.complete_join(group)))
+        return self.maybe_complete_join(group)
 
     def _initial_delay(self, group: ClassicGroup, delay_ms: int, remaining_ms: int) -> None:
-        def expired():
+        def expired() -> list:
             if group.new_member_added and remaining_ms > 0:
                 group.new_member_added = False
                 step = self.config.get("group.initial.rebalance.delay.ms")
                 self._initial_delay(group, min(step, remaining_ms), max(remaining_ms - step, 0))
-            else:
-                self.complete_join(group)
+                return []
+            return self.complete_join(group)
 
-        self.schedule(("join", group.group_id), delay_ms, expired)
+        self.schedule(("join", group.group_id), delay_ms, _timer(expired))
 
-    def maybe_complete_join(self, group: ClassicGroup) -> None:
+    def maybe_complete_join(self, group: ClassicGroup) -> list:
         """The join phase ends as soon as every known member has rejoined (not for the initial
         rebalance of an empty group, which waits for its delay)."""
         if (group.is_in(S.PREPARING_REBALANCE) and group.has_all_members_joined()
                 and group.previous_state is not S.EMPTY):
-            self.complete_join(group)
+            return self.complete_join(group)
+        return []
 
-    def complete_join(self, group: ClassicGroup) -> None:
+    def complete_join(self, group: ClassicGroup) -> list:
         if self.groups.get(group.group_id) is not group or not group.is_in(S.PREPARING_REBALANCE):
-            return
+            return []
         self.cancel(("join", group.group_id))
         for member in list(group.members.values()):
             if not member.awaiting_join and member.group_instance_id is None:
@@ -219,11 +261,7 @@ class GroupShard(Shard):
             group.leader_id = None
             group.transition(S.EMPTY, now_ms())
             log.info("group %s with generation %d is now empty", group.group_id, group.generation)
-            try:
-                self.write_group_record(group)
-            except KafkaError as exc:
-                log.warning("could not persist empty group %s: %s", group.group_id, exc)
-            return
+            return [self.group_record(group)]
         group.protocol_name = group.select_protocol()
         group.transition(S.COMPLETING_REBALANCE, now_ms())
         log.info("stabilized group %s generation %d with %d member(s); protocol %s, leader %s",
@@ -235,15 +273,18 @@ class GroupShard(Shard):
             self.schedule_session_expiry(group, member)
         generation = group.generation
 
-        def sync_timeout():
+        def sync_timeout() -> list:
             if group.is_in(S.COMPLETING_REBALANCE) and group.generation == generation:
                 for member in list(group.members.values()):
                     if not member.awaiting_sync:
                         group.remove(member.member_id)
                         self.cancel(("session", group.group_id, member.member_id))
-                self.prepare_rebalance(group, "members did not send SyncGroup in time")
+                return self.prepare_rebalance(group, "members did not send SyncGroup in time")
+            return []
 
-        self.schedule(("sync", group.group_id), group.max_rebalance_timeout_ms(), sync_timeout)
+        self.schedule(("sync", group.group_id), group.max_rebalance_timeout_ms(),
+                      _timer(sync_timeout))
+        return []
 
     def complete_join_future(self, group: ClassicGroup, member: Member,
                              skip_assignment: bool = False) -> None:
@@ -267,3 +308,20 @@ class GroupShard(Shard):
                                              group.protocol_name))
             else:
                 future.set_result(SyncResult(error))
+
+
+def _timer(work):
+    """A timer operation: ``work()`` changes membership and returns the records to write."""
+    return lambda _shard: CoordinatorResult(work())
+
+
+def _answer_join(member: Member, result: JoinResult) -> None:
+    future, member.join_future = member.join_future, None
+    if future is not None and not future.done():
+        future.set_result(result)
+
+
+def _answer_sync(member: Member, result: SyncResult) -> None:
+    future, member.sync_future = member.sync_future, None
+    if future is not None and not future.done():
+        future.set_result(result)

@@ -8,10 +8,11 @@ States (Kafka's ``ClassicGroupState``)::
       │                 └──────────── join / leave / expiry ────── Stable
     Dead: deleted (DeleteGroups, or an Empty group whose offsets all expired).
 
-Membership during a rebalance (who has rejoined, pending member ids, the next generation) is
-session state, kept in memory as Kafka does; the facts that outlive a broker — a generation's
-members and assignment, an emptied group, a deletion — are GroupMetadata records and change only
-in replay.
+A ClassicGroup is membership: session state kept in memory as Kafka does (who has rejoined,
+pending member ids, parked requests, the next generation). The facts that outlive a broker — a
+generation's members and assignment, an emptied group, a deletion — are GroupMetadata records;
+the shard keeps the last one of each group (``GroupShard.persisted``), changed only in replay, and
+builds ClassicGroups from them when it loads (``from_record``).
 """
 
 from __future__ import annotations

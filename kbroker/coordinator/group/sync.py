@@ -1,7 +1,9 @@
 """SyncGroup: the leader's assignment becomes a GroupMetadata record; every member gets its part.
 
-The leader's request writes the record; replaying it (shard.replay) moves the group to Stable and
-answers every member waiting in SyncGroup. Followers that arrive first wait for that.
+The leader's request writes the record; once it is committed (shard.assignment_committed) the
+group is Stable and every member waiting in SyncGroup gets its part. Followers that arrive first
+wait for that. If the write fails, every waiting member gets the error and the group rebalances
+(Kafka's reaction).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 
 from kbroker.coordinator.group.shard import GroupShard, SyncResult
 from kbroker.coordinator.group.state import GroupState
+from kbroker.coordinator.runtime import CoordinatorResult, respond
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.coordinator.group")
@@ -19,7 +22,16 @@ S = GroupState
 
 def sync(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
          group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
-         assignments: dict[str, bytes]):
+         assignments: dict[str, bytes]) -> CoordinatorResult:
+    """The response is a SyncResult or a future of one."""
+    result = _sync(shard, group_id, generation_id, member_id, group_instance_id, protocol_type,
+                   protocol_name, assignments)
+    return result if isinstance(result, CoordinatorResult) else respond(result)
+
+
+def _sync(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
+          group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
+          assignments: dict[str, bytes]):
     group = shard.group(group_id)
     if group is None:
         return SyncResult(Errors.UNKNOWN_MEMBER_ID)
@@ -49,16 +61,27 @@ def sync(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
     if member_id == group.leader_id:
         # Members the leader left out get an empty assignment (Kafka).
         full = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
-        try:
-            shard.write_group_record(group, full)
-        except KafkaError as exc:
+        generation = group.generation
+
+        def failed(exc: KafkaError) -> SyncResult:
             log.warning("could not persist the assignment of group %s generation %d: %s",
-                        group_id, group.generation, exc)
+                        group_id, generation, exc)
+            if shard.groups.get(group_id) is not group or group.generation != generation \
+                    or not group.is_in(S.COMPLETING_REBALANCE):
+                return SyncResult(exc.error)
             for m in group.members.values():
                 if m.sync_future is not None and not m.sync_future.done():
                     m.sync_future.set_result(SyncResult(exc.error))
                 m.sync_future = None
+            # No member is waiting in JoinGroup now, so this cannot empty the group: it has no
+            # records to write (Kafka drops them here too).
             shard.prepare_rebalance(group, "the assignment could not be written")
+            return SyncResult(exc.error)
+
+        return CoordinatorResult([shard.group_record(group, full)], future,
+                                 on_committed=lambda: shard.assignment_committed(
+                                     group, generation, full),
+                                 on_failed=failed)
     return future
 
 
