@@ -131,7 +131,8 @@ class Partition:
             future = heapq.heappop(waiters)[2]
             if not future.done():
                 future.set_result(None)
-        _wake(self._consumer_fetches)
+        if self._consumer_fetches:
+            _wake(self._consumer_fetches)
         return True
 
     def _update_last_stable_offset(self) -> None:
@@ -163,7 +164,8 @@ class Partition:
         result = log.append_as_leader(records, self.leader_epoch, now_ms, in_place=True)
         log.flush_if_needed(now_ms)
         if not result.duplicate:
-            _wake(self._follower_fetches)
+            if self._follower_fetches:
+                _wake(self._follower_fetches)
             self.maybe_advance_high_watermark()
         committed = asyncio.get_running_loop().create_future()
         if result.last_offset < self.high_watermark:
