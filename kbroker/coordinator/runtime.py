@@ -234,7 +234,7 @@ class CoordinatorRuntime:
         try:
             offset = partition.log_start_offset
             while offset < partition.high_watermark:
-                result = partition.read(offset, _LOAD_READ_BYTES, False, True)
+                result = partition.read(offset, _LOAD_READ_BYTES)  # below the high watermark
                 if not result.regions:
                     break
                 for region in result.regions:

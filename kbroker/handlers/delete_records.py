@@ -20,7 +20,6 @@ from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.delete_records")
-HIGH_WATERMARK = -1
 
 
 @handles("DeleteRecords")
@@ -50,13 +49,8 @@ def handle_delete_records(ctx, request):
 
 def delete_records(partition, offset: int) -> int:
     """Make ``offset`` (-1: the high watermark) the log start offset; the new log start offset."""
-    if offset < HIGH_WATERMARK:
-        raise KafkaError(Errors.OFFSET_OUT_OF_RANGE,
-                         f"Cannot increment the log start offset to {offset} of partition "
-                         f"{partition.topic}-{partition.index}: it is negative")
     before = partition.log_start_offset
-    # Checks the offset against the high watermark (OFFSET_OUT_OF_RANGE) and deletes segments.
-    after = partition.log.delete_records_before(offset)
+    after = partition.delete_records_before(offset)
     if after != before:
         log.info("log start offset of %s-%d moved from %d to %d (DeleteRecords)",
                  partition.topic, partition.index, before, after)

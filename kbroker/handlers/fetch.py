@@ -5,21 +5,22 @@ copied through Python. Behaviour:
 - Bounds: each partition gets at most ``partition_max_bytes`` and the response at most
   ``max_bytes``, except that the first partition with data returns at least one whole batch
   even if it is larger (KIP-74), so a consumer can always make progress.
-- Long poll: when fewer than ``min_bytes`` are available, the request waits until an append to
-  one of its partitions or ``max_wait_ms``, whichever comes first; other requests on the same
-  connection are handled meanwhile. Errors answer at once.
-- ``isolation_level`` 1 (read_committed) reads up to the last stable offset, which equals the
-  high watermark until transactions exist.
+- Long poll: when fewer than ``min_bytes`` are available, the request parks on its partitions
+  until one has news (high watermark or last stable offset moved; log end offset for a replica)
+  or ``max_wait_ms``, whichever comes first; other requests on the same connection are handled
+  meanwhile, and closing the connection unparks it. Errors answer at once.
+- Bounds come from the partition: consumers read below the high watermark, ``isolation_level``
+  1 (read_committed) below the last stable offset (the high watermark until transactions exist),
+  a replica (replica id >= 0; in ReplicaState from v15, KIP-903) below the log end offset.
 - v13+ names topics by id (UNKNOWN_TOPIC_ID when unknown); older versions by name.
 - ``current_leader_epoch`` (v9+) is checked: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
 Not supported: fetch sessions (KIP-227). Every answer has session id 0, which tells clients to
-send full requests; that is allowed by the protocol. Follower fetches (replica id >= 0) are
-served like consumer fetches until replication exists.
+send full requests; that is allowed by the protocol. A replica's fetch does not yet move its
+position in the partition (replication is the cluster issue).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from kbroker.handlers import handles
@@ -41,27 +42,27 @@ def handle_fetch(ctx, request):
 
 
 async def _long_poll(ctx, request, plan, FetchResponse):
-    loop = asyncio.get_running_loop()
+    """Park until a partition of the fetch has news, then answer if min_bytes is met; at
+    max_wait answer with what there is. A closed connection cancels this coroutine, which
+    unparks it from every partition (ReplicaManager.wait_for_news)."""
     deadline = time.monotonic() + request.max_wait_ms / 1000
     partitions = [partition for _, _, partition, _ in plan if partition is not None]
+    replica_id = _replica_id(ctx, request)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        woken = loop.create_future()
-        for partition in partitions:
-            partition.add_waiter(woken)
-        try:
-            await asyncio.wait_for(woken, remaining)
-        except asyncio.TimeoutError:
+        if not await ctx.partitions.wait_for_news(partitions, remaining, replica_id):
             break
-        finally:
-            for partition in partitions:
-                partition.remove_waiter(woken)
         response, total_bytes, has_error = _read(ctx, request, plan, FetchResponse)
         if total_bytes >= request.min_bytes or has_error:
             return response
     return _read(ctx, request, plan, FetchResponse)[0]
+
+
+def _replica_id(ctx, request) -> int:
+    # KIP-903 moved the replica id into ReplicaState in v15.
+    return request.replica_state.replica_id if ctx.api_version >= 15 else request.replica_id
 
 
 def _plan(ctx, request):
@@ -78,6 +79,7 @@ def _plan(ctx, request):
 
 def _read(ctx, request, plan, R):
     read_committed = request.isolation_level == READ_COMMITTED
+    replica_id = _replica_id(ctx, request)
     remaining = request.max_bytes
     min_one_message = True
     total_bytes = 0
@@ -98,7 +100,8 @@ def _read(ctx, request, plan, R):
         try:
             partition.check_leader_epoch(wanted.current_leader_epoch)
             limit = min(wanted.partition_max_bytes, remaining)
-            result = partition.read(wanted.fetch_offset, limit, read_committed, min_one_message)
+            result = partition.read(wanted.fetch_offset, limit, min_one_message,
+                                    read_committed=read_committed, replica_id=replica_id)
         except KafkaError as exc:
             out.error_code = exc.error.code
             has_error = True

@@ -1,12 +1,16 @@
 """ListOffsets (key 2), v1-11.
 
-Special timestamps: -1 latest (the high watermark, or the last stable offset for read_committed),
--2 earliest (log start offset), -3 the offset of the largest timestamp (v7+, KIP-734), -4 earliest
-local (v8+, KIP-405; the log start offset here, with no tiered storage), -5 latest tiered (v9+;
-no tiered storage, so offset -1). Any other value finds the first offset whose timestamp is at or
-after it, through the time index; none found gives offset -1 and timestamp -1.
-``current_leader_epoch`` (v4+) is checked like Fetch. Offsets above the high watermark are never
-returned to consumers.
+Answered by the partition (:meth:`Partition.offset_for_timestamp`, Kafka's
+Partition.fetchOffsetForTimestamp over the log's own offset-by-timestamp code). Special
+timestamps: -1 latest (the high watermark, or the last stable offset for read_committed, with the
+current leader epoch), -2 earliest (log start offset, with the epoch of the leader-epoch cache's
+first entry when it covers the log start offset, else -1), -3 the offset of the largest timestamp
+(v7+, KIP-734), -4 earliest local (v8+, KIP-405; answered as earliest, with no tiered storage), -5
+latest tiered (v9+; no tiered storage, so offset -1). Any other value finds the first offset whose
+timestamp is at or after it, through the time index; none found gives offset -1, timestamp -1.
+``current_leader_epoch`` (v4+) is checked like Fetch. Offsets at or above the high watermark are
+never returned to consumers; a request from a replica id other than -1 is bounded by the log end
+offset instead, as in Kafka.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ from __future__ import annotations
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
 
 
@@ -34,35 +37,13 @@ def handle_list_offsets(ctx, request):
                 if partition is None:
                     raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 partition.check_leader_epoch(wanted.current_leader_epoch)
-                offset, timestamp, epoch = _lookup(partition, wanted.timestamp, read_committed)
-                out.offset, out.timestamp = offset, timestamp
-                out.leader_epoch = epoch if ctx.api_version >= 4 else -1  # LeaderEpoch is v4+
+                found = partition.offset_for_timestamp(wanted.timestamp, read_committed,
+                                                       request.replica_id)
+                if found is not None:
+                    out.offset, out.timestamp, epoch = found
+                    out.leader_epoch = epoch if ctx.api_version >= 4 else -1  # LeaderEpoch: v4+
             except KafkaError as exc:
                 out.error_code = exc.error.code
             partitions.append(out)
         topics.append(R.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return R(throttle_time_ms=0, topics=topics)
-
-
-def _lookup(partition, timestamp: int, read_committed: bool):
-    log = partition.log
-    epoch = partition.leader_epoch
-    if timestamp == LATEST:
-        offset = partition.last_stable_offset if read_committed else partition.high_watermark
-        return offset, -1, epoch
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return partition.log_start_offset, -1, epoch
-    if timestamp == LATEST_TIERED:
-        return -1, -1, -1
-    if timestamp == MAX_TIMESTAMP:
-        found = log.max_timestamp_offset()
-    elif timestamp < 0:
-        raise KafkaError(Errors.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
-    else:
-        found = log.offset_for_timestamp(timestamp)
-    if found is None:
-        return -1, -1, -1
-    offset, found_timestamp, found_epoch = found
-    if offset >= partition.high_watermark:
-        return -1, -1, -1
-    return offset, found_timestamp, found_epoch

@@ -40,7 +40,7 @@ def handle_describe_log_dirs(ctx, request):
         log_dir = os.path.abspath(log_dir)
         topics = by_dir.setdefault(log_dir, {})
         topics.setdefault(partition.topic, []).append(R.DescribeLogDirsPartition(
-            partition_index=partition.index, partition_size=partition.log.size_in_bytes,
+            partition_index=partition.index, partition_size=partition.size_in_bytes,
             offset_lag=0, is_future_key=False))
     results = []
     for log_dir, topics in by_dir.items():

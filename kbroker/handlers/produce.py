@@ -3,8 +3,11 @@
 Each partition's records go to its log as bytes: the log validates batches from their headers
 (CRC, magic 2, sizes, counts, timestamps, idempotent sequences) and assigns offsets in place.
 Per-partition errors carry Kafka's code and, from v8, a message. Behaviour by acks:
-- acks=1 and acks=-1: answered once the append lands (a single node is its own ISR, so the
-  high watermark has already moved); multi-broker acks=-1 will wait for the ISR here.
+- acks=1: answered once the append lands.
+- acks=-1: answered when the high watermark passes every appended batch (each partition's
+  committed future); a partition not committed within ``timeout_ms`` gets REQUEST_TIMED_OUT (its
+  records stay on the log, as in Kafka). A single node is its own ISR, so the futures are done
+  when the appends return and the answer is immediate; a closed connection stops the wait.
 - acks=0: no answer; if any partition failed, the connection is closed so the client notices,
   as Kafka does.
 - any other acks: INVALID_REQUIRED_ACKS for every partition.
@@ -15,6 +18,7 @@ FindCoordinator for transactions is not served).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -34,6 +38,7 @@ def handle_produce(ctx, request):
     now_ms = int(time.time() * 1000)
     by_id = ctx.api_version >= 13
     failed = False
+    uncommitted = []  # acks=-1: (partition response, committed future) still waiting
     responses = []
     for topic_data in request.topic_data:
         name, unknown = resolve_topic(ctx.metadata, by_id, topic_data.name, topic_data.topic_id)
@@ -54,11 +59,13 @@ def handle_produce(ctx, request):
                 if data.records is None or len(data.records) == 0:
                     raise KafkaError(Errors.INVALID_RECORD, "no record batch in the request")
                 if acks == -1:
-                    check_min_insync_replicas(partition)
-                result, _committed = partition.append(data.records, now_ms)
+                    partition.check_min_insync_replicas()
+                result, committed = partition.append(data.records, now_ms)
                 out.base_offset = result.first_offset
                 out.log_append_time_ms = result.log_append_time
                 out.log_start_offset = result.log_start_offset
+                if acks == -1 and not (committed.done() and committed.exception() is None):
+                    uncommitted.append((out, committed))
             except KafkaError as exc:
                 failed = True
                 out.error_code = exc.error.code
@@ -78,14 +85,28 @@ def handle_produce(ctx, request):
         if failed:
             raise CloseConnection()
         return None
-    return R(responses=responses, throttle_time_ms=0)
+    response = R(responses=responses, throttle_time_ms=0)
+    if uncommitted:
+        return _await_commit(response, uncommitted, request.timeout_ms)
+    return response
 
 
-def check_min_insync_replicas(partition) -> None:
-    """acks=all needs min.insync.replicas in-sync replicas; on a single node the ISR is this broker
-    alone, so a topic asking for more is refused as Kafka refuses it (Partition.appendRecordsToLeader)."""
-    required = partition.log.config.min_insync_replicas
-    if required > 1:
-        raise KafkaError(Errors.NOT_ENOUGH_REPLICAS,
-                         f"The size of the current ISR : 1 is insufficient to satisfy the min.isr "
-                         f"requirement of {required} for partition {partition.topic}-{partition.index}")
+async def _await_commit(response, uncommitted, timeout_ms: int):
+    """acks=-1: wait (up to ``timeout_ms``) for the high watermark to pass each partition's
+    append. Cancelled when the connection closes; the committed futures belong to the
+    partitions and complete anyway."""
+    futures = [committed for _, committed in uncommitted]
+    await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
+    for out, committed in uncommitted:
+        if not committed.done():
+            error, message = Errors.REQUEST_TIMED_OUT, (
+                f"not replicated to the in-sync replicas within {timeout_ms} ms")
+        elif committed.exception() is not None:
+            exc = committed.exception()
+            error = exc.error if isinstance(exc, KafkaError) else Errors.UNKNOWN_SERVER_ERROR
+            message = str(exc)
+        else:
+            continue
+        out.error_code = error.code
+        out.error_message = message
+    return response

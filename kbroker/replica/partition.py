@@ -1,42 +1,93 @@
-"""One partition led by this broker."""
+"""One partition as a replica: the only door to its log.
+
+A :class:`Partition` owns what replication and transactions need to know about a partition:
+
+- its role (``LEADER`` or ``FOLLOWER``; a single node leads everything) and leader epoch;
+- the offsets ``log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset``.
+  The log moves its start and end; the high watermark (HW) is decided here, from the log end
+  offsets of the in-sync replicas (``isr``), and written through to the log, whose retention and
+  DeleteRecords must not pass it. The last stable offset (LSO) is the HW until transactions exist
+  (they will hold it at the first offset of the oldest open transaction);
+- two kinds of waiters:
+  * *commit waiters*: the future :meth:`append` returns, completed in offset order once the HW
+    passes the batch's last offset (acks=all produces, coordinator writes);
+  * *parked fetches*: long-poll fetches waiting for news. Consumer fetches wake when the HW or
+    LSO moves, follower fetches when the log end offset moves.
+- fetch bounds: consumers read below the HW, read_committed consumers below the LSO, followers
+  (replica id >= 0) below the log end offset.
+
+Single node, RF=1: the ISR is this broker alone, so an append moves the HW at once and its commit
+future is already done when :meth:`append` returns. The cluster issue adds follower log end
+offsets through :meth:`update_follower_end_offset` (from follower fetches) and ISR changes; the
+same :meth:`maybe_advance_high_watermark` then makes acks=all wait for real.
+
+Concurrency rule: owned by the event loop thread; no locks. Waiters are plain futures completed by
+the loop; a waiter's owner removes it when it is cancelled (see :func:`wait_for_news`).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import uuid
 
+from kbroker.log.partition_log import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP,
+                                       LATEST_TIMESTAMP, AppendResult, PartitionLog, ReadResult)
 from kbroker.protocol.errors import Errors, KafkaError
+
+LEADER = "leader"
+FOLLOWER = "follower"
+CONSUMER_REPLICA_ID = -1  # Fetch and ListOffsets from a client, not from a replica
+
+# Tie-breaker for commit waiters with the same last offset (a retried idempotent batch).
+_sequence = itertools.count()
 
 
 class Partition:
-    __slots__ = ("topic", "index", "topic_id", "log", "leader_epoch", "_waiters")
+    __slots__ = ("topic", "index", "topic_id", "_log", "local_replica_id", "role", "leader_epoch",
+                 "high_watermark", "last_stable_offset", "isr", "_follower_end_offsets",
+                 "_commit_waiters", "_consumer_fetches", "_follower_fetches")
 
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log, leader_epoch: int = 0):
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog,
+                 leader_epoch: int = 0, local_replica_id: int = 0):
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
-        self.log = log
+        self._log = log
+        self.local_replica_id = local_replica_id
+        self.role = LEADER
         self.leader_epoch = leader_epoch
-        self._waiters: set[asyncio.Future] = set()
+        # Opening a log recovers it; on a single node everything on disk was committed.
+        self.high_watermark = log.high_watermark
+        self.last_stable_offset = self.high_watermark
+        self.isr: frozenset[int] = frozenset((local_replica_id,))
+        # Log end offset of each follower, as its fetches report it (empty on a single node).
+        self._follower_end_offsets: dict[int, int] = {}
+        # Heap of (last offset, sequence, future): completed when the HW passes the last offset.
+        self._commit_waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._consumer_fetches: set[asyncio.Future] = set()
+        self._follower_fetches: set[asyncio.Future] = set()
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.topic}-{self.index}, {self.role}, epoch={self.leader_epoch}, "
+                f"start={self.log_start_offset}, lso={self.last_stable_offset}, "
+                f"hw={self.high_watermark}, end={self.log_end_offset})")
 
     # --- offsets -------------------------------------------------------------------------------
 
     @property
-    def high_watermark(self) -> int:
-        return self.log.high_watermark
-
-    @property
-    def last_stable_offset(self) -> int:
-        # No transactions yet: every record below the high watermark is decided.
-        return self.log.high_watermark
-
-    @property
     def log_start_offset(self) -> int:
-        return self.log.log_start_offset
+        return self._log.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
-        return self.log.log_end_offset
+        return self._log.log_end_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of all segment files (DescribeLogDirs)."""
+        return self._log.size_in_bytes
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """Kafka's fencing of requests that carry the client's view of the leader epoch."""
@@ -51,37 +102,216 @@ class Partition:
                              f"leader epoch {current_leader_epoch} is newer than "
                              f"{self.leader_epoch} for {self.topic}-{self.index}")
 
-    # --- writes and reads ----------------------------------------------------------------------
+    def check_min_insync_replicas(self) -> None:
+        """An acks=all produce needs at least ``min.insync.replicas`` in the ISR (Kafka's
+        Partition.appendRecordsToLeader); NOT_ENOUGH_REPLICAS otherwise, nothing appended."""
+        required = self._log.config.min_insync_replicas
+        if len(self.isr) < required:
+            raise KafkaError(Errors.NOT_ENOUGH_REPLICAS,
+                             f"The size of the current ISR : {len(self.isr)} is insufficient to "
+                             f"satisfy the min.isr requirement of {required} for partition "
+                             f"{self.topic}-{self.index}")
 
-    def append(self, records, now_ms: int):
+    def _require_leader(self) -> None:
+        if self.role != LEADER:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
+                             f"this broker is not the leader of {self.topic}-{self.index}")
+
+    # --- the high watermark and the last stable offset -----------------------------------------
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """Move the HW to the smallest log end offset in the ISR if that is higher; complete the
+        commit waiters it passes (in offset order) and wake consumer fetches. True if it moved.
+
+        Called after every append (alone in the ISR, the HW follows the log end offset) and, in a
+        cluster, after a follower fetch moves that follower's log end offset."""
+        new_high_watermark = self._log.log_end_offset
+        if self._follower_end_offsets:
+            isr = self.isr
+            for replica_id, end_offset in self._follower_end_offsets.items():
+                if end_offset < new_high_watermark and replica_id in isr:
+                    new_high_watermark = end_offset
+        if new_high_watermark <= self.high_watermark:
+            return False
+        self.high_watermark = new_high_watermark
+        self._log.high_watermark = new_high_watermark
+        self._update_last_stable_offset()
+        waiters = self._commit_waiters
+        while waiters and waiters[0][0] < new_high_watermark:
+            future = heapq.heappop(waiters)[2]
+            if not future.done():
+                future.set_result(None)
+        if self._consumer_fetches:
+            _wake(self._consumer_fetches)
+        return True
+
+    def _update_last_stable_offset(self) -> None:
+        # Without transactions every record below the HW is decided. The transaction issue bounds
+        # this by the first offset of the oldest open transaction (producer state).
+        self.last_stable_offset = self.high_watermark
+
+    def update_follower_end_offset(self, replica_id: int, log_end_offset: int) -> None:
+        """A follower's fetch showed it holds everything below ``log_end_offset``."""
+        self._follower_end_offsets[replica_id] = log_end_offset
+        self.maybe_advance_high_watermark()
+
+    def update_isr(self, isr) -> None:
+        """Take a new in-sync replica set (this broker's id stays in it while it leads); the HW
+        may move when a lagging replica leaves, never back."""
+        self.isr = frozenset(isr) | {self.local_replica_id}
+        self.maybe_advance_high_watermark()
+
+    # --- writes --------------------------------------------------------------------------------
+
+    def append(self, records, now_ms: int) -> tuple[AppendResult, asyncio.Future]:
         """Append one batch as leader; a writable ``records`` buffer is stamped in place.
 
-        Returns ``(result, committed)``: the append result once the batch is on the log, and a
-        future that completes when the high watermark passes the batch's last offset."""
-        result = self.log.append_as_leader(records, self.leader_epoch, now_ms, in_place=True)
-        # The ISR is this broker alone: an appended batch is committed at once.
-        self.log.high_watermark = self.log.log_end_offset
-        self.log.flush_if_needed(now_ms)
-        self.wake_waiters()
+        Returns ``(result, committed)`` once the batch is on the log: the append result, and a
+        future that completes when the HW passes the batch's last offset (done already when this
+        broker is the whole ISR). Raises KafkaError, with nothing written, for a bad batch."""
+        self._require_leader()
+        log = self._log
+        result = log.append_as_leader(records, self.leader_epoch, now_ms, in_place=True)
+        log.flush_if_needed(now_ms)
+        if not result.duplicate:
+            if self._follower_fetches:
+                _wake(self._follower_fetches)
+            self.maybe_advance_high_watermark()
         committed = asyncio.get_running_loop().create_future()
-        committed.set_result(None)
+        if result.last_offset < self.high_watermark:
+            committed.set_result(None)
+        else:  # a retried idempotent batch can be older than waiters already queued: a heap
+            heapq.heappush(self._commit_waiters, (result.last_offset, next(_sequence), committed))
         return result, committed
 
-    def read(self, fetch_offset: int, max_bytes: int, read_committed: bool, min_one_message: bool):
-        bound = self.last_stable_offset if read_committed else self.high_watermark
-        return self.log.read(fetch_offset, max_bytes, bound, min_one_message)
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: make ``offset`` (-1: the HW) the log start offset and delete the
+        segments below it; returns the new log start offset. OFFSET_OUT_OF_RANGE past the HW."""
+        self._require_leader()
+        if offset < -1:
+            raise KafkaError(Errors.OFFSET_OUT_OF_RANGE,
+                             f"Cannot increment the log start offset to {offset} of partition "
+                             f"{self.topic}-{self.index}: it is negative")
+        return self._log.delete_records_before(offset)
 
-    # --- long-poll support ---------------------------------------------------------------------
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Retention (never past the HW); the number of segments deleted."""
+        return self._log.delete_old_segments(now_ms)
 
-    def add_waiter(self, future: asyncio.Future) -> None:
-        self._waiters.add(future)
+    def flush_if_needed(self, now_ms: int) -> bool:
+        """Kafka's ``flush.messages`` / ``flush.ms`` policy."""
+        return self._log.flush_if_needed(now_ms)
 
-    def remove_waiter(self, future: asyncio.Future) -> None:
-        self._waiters.discard(future)
+    def flush(self) -> None:
+        self._log.flush()
 
-    def wake_waiters(self) -> None:
-        if self._waiters:
-            for future in self._waiters:
-                if not future.done():
-                    future.set_result(None)
-            self._waiters.clear()
+    def update_log_config(self, config) -> None:
+        """A topic config change the controller published (retention, segment size, ...)."""
+        self._log.config = config
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def fetch_bound(self, replica_id: int = CONSUMER_REPLICA_ID,
+                    read_committed: bool = False) -> int:
+        """The first offset a fetcher may not see: a follower's is the log end offset, a
+        read_committed consumer's the LSO, any other consumer's the HW."""
+        if replica_id >= 0:
+            return self._log.log_end_offset
+        return self.last_stable_offset if read_committed else self.high_watermark
+
+    def read(self, fetch_offset: int, max_bytes: int, min_one_message: bool = True, *,
+             read_committed: bool = False, replica_id: int = CONSUMER_REPLICA_ID) -> ReadResult:
+        """Whole batches from ``fetch_offset`` below the fetcher's bound (:meth:`fetch_bound`),
+        as file regions; OFFSET_OUT_OF_RANGE outside the log."""
+        self._require_leader()
+        return self._log.read(fetch_offset, max_bytes,
+                              self.fetch_bound(replica_id, read_committed), min_one_message)
+
+    def offset_for_timestamp(self, timestamp: int, read_committed: bool = False,
+                             replica_id: int = CONSUMER_REPLICA_ID):
+        """ListOffsets: ``(offset, timestamp, leader_epoch)`` for a timestamp or a special value
+        (-1 latest, -2 earliest, -3 max timestamp, -4 earliest local, -5 latest tiered), or None
+        when no record qualifies. As Kafka's Partition.fetchOffsetForTimestamp: "latest" is the
+        fetch bound with the current leader epoch; earliest comes from the log as is; anything
+        else the log finds is hidden (None) unless it lies below the fetch bound."""
+        self._require_leader()
+        if replica_id != CONSUMER_REPLICA_ID:  # a replica, or a debugging tool (-2)
+            bound = self._log.log_end_offset
+        else:
+            bound = self.last_stable_offset if read_committed else self.high_watermark
+        if timestamp == LATEST_TIMESTAMP:
+            return bound, -1, self.leader_epoch
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            # Without tiered storage Kafka's UnifiedLog answers it exactly as EARLIEST.
+            timestamp = EARLIEST_TIMESTAMP
+        found = self._log.fetch_offset_by_timestamp(timestamp)
+        if timestamp == EARLIEST_TIMESTAMP or found is None:
+            return found
+        return found if found[0] < bound else None
+
+    # --- parked fetches ------------------------------------------------------------------------
+
+    def park_fetch(self, waiter: asyncio.Future, replica_id: int = CONSUMER_REPLICA_ID) -> None:
+        """Complete ``waiter`` (with True) on news for this fetcher: a follower wakes when the log
+        end offset moves, a consumer when the HW or LSO moves. The owner must unpark it."""
+        (self._follower_fetches if replica_id >= 0 else self._consumer_fetches).add(waiter)
+
+    def unpark_fetch(self, waiter: asyncio.Future, replica_id: int = CONSUMER_REPLICA_ID) -> None:
+        (self._follower_fetches if replica_id >= 0 else self._consumer_fetches).discard(waiter)
+
+    @property
+    def parked_fetches(self) -> int:
+        return len(self._consumer_fetches) + len(self._follower_fetches)
+
+    @property
+    def pending_commits(self) -> int:
+        return len(self._commit_waiters)
+
+    # --- removal -------------------------------------------------------------------------------
+
+    def on_removed(self) -> None:
+        """The partition is gone (topic deleted): parked fetches wake (their next read answers
+        with the error) and commit waiters fail with NOT_LEADER_OR_FOLLOWER, as Kafka completes
+        delayed produces of a partition it stops leading."""
+        self.role = FOLLOWER
+        _wake(self._consumer_fetches)
+        _wake(self._follower_fetches)
+        waiters, self._commit_waiters = self._commit_waiters, []
+        for _, _, future in waiters:
+            if not future.done():
+                future.set_exception(KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
+                                                f"{self.topic}-{self.index} was removed"))
+                # Nobody need await it (an acks=1 produce drops it): keep asyncio from logging
+                # "exception was never retrieved".
+                future.exception()
+
+
+def _wake(waiters: set) -> None:
+    if waiters:
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(True)
+        waiters.clear()
+
+
+async def wait_for_news(partitions, timeout_s: float,
+                        replica_id: int = CONSUMER_REPLICA_ID) -> bool:
+    """Park a long-poll fetch on ``partitions`` until one of them has news (True) or
+    ``timeout_s`` passes (False). Cancelling the caller, as a closed connection does, unparks it
+    from every partition at once."""
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+    for partition in partitions:
+        partition.park_fetch(woken, replica_id)
+    timer = loop.call_later(timeout_s, _expire, woken)
+    try:
+        return await woken
+    finally:
+        timer.cancel()
+        for partition in partitions:
+            partition.unpark_fetch(woken, replica_id)
+
+
+def _expire(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(False)

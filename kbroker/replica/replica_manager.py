@@ -16,7 +16,7 @@ import uuid
 from typing import Iterator
 
 from kbroker.metadata.image import MetadataImage, TopicMetadata
-from kbroker.replica.partition import Partition
+from kbroker.replica.partition import CONSUMER_REPLICA_ID, Partition, wait_for_news
 
 log = logging.getLogger("kbroker.replicas")
 
@@ -26,10 +26,11 @@ def now_ms() -> int:
 
 
 class ReplicaManager:
-    def __init__(self, log_manager, log_config_for):
+    def __init__(self, log_manager, log_config_for, node_id: int = 0):
         """``log_config_for(topic_metadata)`` gives the LogConfig of a topic's partitions."""
         self.log_manager = log_manager
         self.log_config_for = log_config_for
+        self.node_id = node_id
         self._partitions: dict[tuple[str, int], Partition] = {}
 
     def get(self, topic: str, index: int) -> Partition | None:
@@ -44,6 +45,32 @@ class ReplicaManager:
 
     def log_dir_of(self, topic: str, index: int) -> str | None:
         return self.log_manager.log_dir_of(topic, index)
+
+    async def wait_for_news(self, partitions, timeout_s: float,
+                            replica_id: int = CONSUMER_REPLICA_ID) -> bool:
+        """Park a long-poll fetch; see :func:`kbroker.replica.partition.wait_for_news`."""
+        return await wait_for_news(partitions, timeout_s, replica_id)
+
+    # --- background jobs (the broker schedules them) -------------------------------------------
+
+    def enforce_retention(self, now: int | None = None) -> None:
+        """Delete segments past retention.ms / retention.bytes or below the log start offset."""
+        now = now_ms() if now is None else now
+        for partition in list(self._partitions.values()):
+            deleted = partition.delete_old_segments(now)
+            if deleted:
+                log.info("retention deleted %d segment(s) of %s-%d; log start offset is now %d",
+                         deleted, partition.topic, partition.index, partition.log_start_offset)
+
+    def flush_if_needed(self, now: int | None = None) -> None:
+        """Kafka's flush.messages / flush.ms policy, for every partition."""
+        now = now_ms() if now is None else now
+        for partition in self._partitions.values():
+            partition.flush_if_needed(now)
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point, log-start-offset and high-watermark checkpoint files."""
+        self.log_manager.checkpoint()
 
     # --- applying metadata images ----------------------------------------------------------------
 
@@ -93,7 +120,7 @@ class ReplicaManager:
                     self._add_partition(after, index, config)
                     yield
                 else:
-                    partition.log.config = config
+                    partition.update_log_config(config)
             if before is not None and before.num_partitions > after.num_partitions:
                 yield from self._remove_partitions(
                     name, range(after.num_partitions, before.num_partitions))
@@ -104,7 +131,7 @@ class ReplicaManager:
                 for index in range(topic.num_partitions):
                     partition = self._partitions.get((topic.name, index))
                     if partition is not None:
-                        partition.log.config = config
+                        partition.update_log_config(config)
 
     def _add_partition(self, topic: TopicMetadata, index: int, config) -> None:
         name = topic.name
@@ -122,13 +149,14 @@ class ReplicaManager:
                 raise
         else:
             partition_log.config = config
-        self._partitions[(name, index)] = Partition(name, index, topic.topic_id, partition_log)
+        self._partitions[(name, index)] = Partition(name, index, topic.topic_id, partition_log,
+                                                    local_replica_id=self.node_id)
 
     def _remove_partitions(self, name: str, indexes) -> Iterator[None]:
         for index in indexes:
             partition = self._partitions.pop((name, index), None)
             if partition is not None:
-                partition.wake_waiters()
+                partition.on_removed()
             if self.log_manager.delete(name, index):
                 yield
 

@@ -60,7 +60,7 @@ class Broker:
         # Recovery validates and indexes with each topic's own settings.
         self.log_manager.open(config_for=lambda name: log_config_for(topics[name])
                               if name in topics else default_config)
-        self.replicas = ReplicaManager(self.log_manager, log_config_for)
+        self.replicas = ReplicaManager(self.log_manager, log_config_for, self.node_id)
         # Repairs a crash between a persisted change and its application, then follows changes.
         self.replicas.start(image)
         self.controller.subscribe(self.replicas)
@@ -80,11 +80,12 @@ class Broker:
             self.servers.append((name, server))
         self._tasks = [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
-                                            self._retention), name="retention"),
+                                            self.replicas.enforce_retention), name="retention"),
             asyncio.create_task(self._every(self.config.get("log.flush.scheduler.interval.ms"),
-                                            self._flush), name="flush"),
+                                            self.replicas.flush_if_needed), name="flush"),
             asyncio.create_task(self._every(self.config.get(
-                "log.flush.offset.checkpoint.interval.ms"), self._checkpoint), name="checkpoint"),
+                "log.flush.offset.checkpoint.interval.ms"), self.replicas.checkpoint),
+                name="checkpoint"),
         ]
         if self.config.get("log.cleaner.enable"):
             from kbroker.log.cleaner import LogCleaner
@@ -160,22 +161,6 @@ class Broker:
                 job()
             except Exception:
                 log.exception("background job %s failed", job.__name__)
-
-    def _retention(self) -> None:
-        now = int(time.time() * 1000)
-        for partition in list(self.replicas.partitions()):
-            deleted = partition.log.delete_old_segments(now)
-            if deleted:
-                log.info("retention deleted %d segment(s) of %s-%d; log start offset is now %d",
-                         deleted, partition.topic, partition.index, partition.log_start_offset)
-
-    def _flush(self) -> None:
-        now = int(time.time() * 1000)
-        for partition in self.replicas.partitions():
-            partition.log.flush_if_needed(now)
-
-    def _checkpoint(self) -> None:
-        self.log_manager.checkpoint()
 
 
 async def serve(config) -> None:

@@ -127,7 +127,8 @@ class Dispatcher:
 
 
 def _chain(future: asyncio.Future, transform) -> asyncio.Future:
-    """A future of ``transform(result)``, failing if ``future`` fails."""
+    """A future of ``transform(result)``, failing if ``future`` fails and cancelling it when
+    cancelled."""
     loop = asyncio.get_running_loop()
     out = loop.create_future()
 
@@ -144,7 +145,14 @@ def _chain(future: asyncio.Future, transform) -> asyncio.Future:
             except Exception as exc:  # an encoding bug must not leave the client hanging
                 out.set_exception(exc)
 
+    def cancelled(out_future):
+        # The connection closed (it cancels its queued responses): stop the handler too, so a
+        # parked fetch or an acks=all wait lets go of its partitions now, not at its timeout.
+        if out_future.cancelled() and not future.done():
+            future.cancel()
+
     future.add_done_callback(done)
+    out.add_done_callback(cancelled)
     return out
 
 

@@ -86,8 +86,8 @@ class FakePartition:
             future.set_exception(error)
         self.held.clear()
 
-    def read(self, fetch_offset: int, max_bytes: int, read_committed: bool,
-             min_one_message: bool) -> Read:
+    def read(self, fetch_offset: int, max_bytes: int, min_one_message: bool = True, *,
+             read_committed: bool = False, replica_id: int = -1) -> Read:
         data = b"".join(b for first, last, b in self.batches
                         if last >= fetch_offset and last < self.high_watermark)
         return Read([Region(data)] if data else [])
