@@ -161,7 +161,16 @@ class Batch:
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta
 
-    def records(self) -> list["Got"]:
+    @property
+    def transactional(self) -> bool:
+        return bool(self.attributes & 0x10)
+
+    @property
+    def control(self) -> bool:
+        return bool(self.attributes & 0x20)
+
+    def raw_records(self) -> list["RawRecord"]:
+        """The records as written: attributes, deltas, key, value, headers."""
         data = self.payload
         if self.codec:
             from kbroker.protocol.compression import decompress
@@ -171,8 +180,8 @@ class Batch:
         for _ in range(self.record_count):
             length, pos = _read_varint(data, pos)
             end = pos + length
-            pos += 1  # attributes
-            ts_delta, pos = _read_varint(data, pos)
+            (attributes,) = struct.unpack_from(">b", data, pos)
+            ts_delta, pos = _read_varint(data, pos + 1)
             offset_delta, pos = _read_varint(data, pos)
             key, pos = _read_bytes(data, pos)
             value, pos = _read_bytes(data, pos)
@@ -183,11 +192,26 @@ class Batch:
                 header_value, pos = _read_bytes(data, pos)
                 headers.append((name.decode(), header_value))
             assert pos == end, "record length does not match its fields"
-            timestamp = self.max_timestamp if self.log_append_time else \
-                self.base_timestamp + ts_delta
-            out.append(Got(-1, self.base_offset + offset_delta, key, value, tuple(headers),
-                           timestamp, "append" if self.log_append_time else "create"))
+            out.append(RawRecord(attributes, ts_delta, offset_delta, key, value, tuple(headers)))
         return out
+
+    def records(self) -> list[Got]:
+        """The records with their offsets and timestamps (partition unknown: -1)."""
+        return [Got(-1, self.base_offset + r.offset_delta, r.key, r.value, r.headers,
+                    self.max_timestamp if self.log_append_time
+                    else self.base_timestamp + r.timestamp_delta,
+                    "append" if self.log_append_time else "create")
+                for r in self.raw_records()]
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    attributes: int
+    timestamp_delta: int
+    offset_delta: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
 
 
 def _read_bytes(buf: bytes, pos: int):

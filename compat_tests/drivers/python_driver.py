@@ -252,15 +252,7 @@ class KafkaPython:
                         if a.timestamp is not None else {}
                 finally:
                     consumer.close()
-                out = []
-                for tp in tps:
-                    entry = {"partition": tp.partition, "earliest": earliest[tp],
-                             "latest": latest[tp]}
-                    if a.timestamp is not None:
-                        found = by_time.get(tp)
-                        entry["forTimestamp"] = found.offset if found else -1
-                    out.append(entry)
-                emit("offsets", topic=a.topic, partitions=out)
+                emit_offsets(a, tps, earliest, latest, by_time)
             elif action == "delete-records":
                 got = admin.delete_records({TopicPartition(a.topic, a.partition): a.offset})
                 low = a.offset
@@ -352,15 +344,7 @@ class AioKafka:
                         {tp: a.timestamp for tp in tps}) if a.timestamp is not None else {}
                 finally:
                     await consumer.stop()
-                out = []
-                for tp in tps:
-                    entry = {"partition": tp.partition, "earliest": earliest[tp],
-                             "latest": latest[tp]}
-                    if a.timestamp is not None:
-                        found = by_time.get(tp)
-                        entry["forTimestamp"] = found.offset if found else -1
-                    out.append(entry)
-                emit("offsets", topic=a.topic, partitions=out)
+                emit_offsets(a, tps, earliest, latest, by_time)
             elif action == "delete-records":
                 got = await admin.delete_records(
                     {TopicPartition(a.topic, a.partition): RecordsToDelete(a.offset)})
@@ -371,6 +355,18 @@ class AioKafka:
         finally:
             await admin.close()
         return EXIT_OK
+
+
+def emit_offsets(a, tps, earliest: dict, latest: dict, by_time: dict) -> None:
+    """The `offsets` event from kafka-python's or aiokafka's consumer offset lookups."""
+    out = []
+    for tp in tps:
+        entry = {"partition": tp.partition, "earliest": earliest[tp], "latest": latest[tp]}
+        if a.timestamp is not None:
+            found = by_time.get(tp)
+            entry["forTimestamp"] = found.offset if found else -1
+        out.append(entry)
+    emit("offsets", topic=a.topic, partitions=out)
 
 
 def check_topic_errors(response, field: str, topic: str) -> None:
