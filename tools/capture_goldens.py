@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
 import hashlib
 import json
 import re
@@ -37,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
+sys.path.insert(0, str(ROOT))  # tests.recordbatch
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_IDS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -207,76 +207,35 @@ def produce_partitions(frame: bytes) -> list[dict]:
     return out
 
 
-def _snappy_decompress(data: bytes) -> bytes:
-    import cramjam
-    if data[:8] == b"\x82SNAPPY\x00":  # xerial framing
-        r, out = Reader(data, 16), bytearray()
-        while r.pos < len(data):
-            out += bytes(cramjam.snappy.decompress_raw(r.take(r.i32())))
-        return bytes(out)
-    return bytes(cramjam.snappy.decompress_raw(data))
-
-
-def decompress(codec: str, data: bytes) -> bytes:
-    import cramjam
-    if codec == "none":
-        return data
-    if codec == "gzip":
-        return gzip.decompress(data)
-    if codec == "snappy":
-        return _snappy_decompress(data)
-    if codec == "lz4":
-        return bytes(cramjam.lz4.decompress(data))
-    if codec == "zstd":
-        return bytes(cramjam.zstd.decompress(data))
-    raise ValueError(codec)
-
-
 def decode_batches(data: bytes) -> list[dict]:
-    """Decode RecordBatch v2 bytes (one or more batches) -> header fields + records."""
-    import crc32c
-    batches, pos = [], 0
-    while pos < len(data):
-        r = Reader(data, pos)
-        base_offset, length = r.i64(), r.i32()
-        end = pos + 12 + length
-        b = {"baseOffset": base_offset, "batchLength": length, "partitionLeaderEpoch": r.i32(),
-             "magic": r.i8(), "crc": r.u32()}
-        crc_start = r.pos
-        b.update({"attributes": r.i16(), "lastOffsetDelta": r.i32(), "baseTimestamp": r.i64(),
-                  "maxTimestamp": r.i64(), "producerId": r.i64(), "producerEpoch": r.i16(),
-                  "baseSequence": r.i32(), "recordCount": r.i32()})
-        if b["magic"] != 2:
-            raise ValueError(f"magic {b['magic']}")
-        b["crcValid"] = crc32c.crc32c(data[crc_start:end]) == b["crc"]
-        codec = CODEC_IDS[b["attributes"] & 7]
-        b["compression"] = codec
-        b["timestampType"] = "LogAppendTime" if b["attributes"] & 8 else "CreateTime"
-        b["isTransactional"] = bool(b["attributes"] & 16)
-        b["isControl"] = bool(b["attributes"] & 32)
-        rr = Reader(decompress(codec, data[r.pos:end]))
-        recs = []
-        for _ in range(b["recordCount"]):
-            ln = rr.varint()
-            rec_end = rr.pos + ln
-            rec = {"attributes": rr.i8(), "timestampDelta": rr.varint(), "offsetDelta": rr.varint()}
-            kl = rr.varint()
-            rec["key"] = None if kl < 0 else rr.take(kl).decode()
-            vl = rr.varint()
-            rec["value"] = None if vl < 0 else rr.take(vl).decode()
-            hs = []
-            for _ in range(rr.varint()):
-                hk = rr.take(rr.varint()).decode()
-                hl = rr.varint()
-                hs.append({"key": hk, "value": None if hl < 0 else rr.take(hl).decode()})
-            rec["headers"] = hs
-            if rr.pos != rec_end:
-                raise ValueError("record length mismatch")
-            recs.append(rec)
-        b["records"] = recs
-        batches.append(b)
-        pos = end
-    return batches
+    """RecordBatch v2 bytes (one or more batches) -> header fields + records, through the tests'
+    independent batch decoder (tests/recordbatch.py)."""
+    from tests.recordbatch import parse_batches
+
+    def text(b: bytes | None) -> str | None:
+        return None if b is None else b.decode()
+
+    out = []
+    for batch in parse_batches(data):
+        if batch.magic != 2:
+            raise ValueError(f"magic {batch.magic}")
+        out.append({
+            "baseOffset": batch.base_offset, "batchLength": batch.batch_length,
+            "partitionLeaderEpoch": batch.partition_leader_epoch, "magic": batch.magic,
+            "crc": batch.crc, "attributes": batch.attributes,
+            "lastOffsetDelta": batch.last_offset_delta, "baseTimestamp": batch.base_timestamp,
+            "maxTimestamp": batch.max_timestamp, "producerId": batch.producer_id,
+            "producerEpoch": batch.producer_epoch, "baseSequence": batch.base_sequence,
+            "recordCount": batch.record_count, "crcValid": batch.crc_ok,
+            "compression": CODEC_IDS[batch.codec],
+            "timestampType": "LogAppendTime" if batch.log_append_time else "CreateTime",
+            "isTransactional": batch.transactional, "isControl": batch.control,
+            "records": [{"attributes": r.attributes, "timestampDelta": r.timestamp_delta,
+                         "offsetDelta": r.offset_delta, "key": text(r.key),
+                         "value": text(r.value),
+                         "headers": [{"key": k, "value": text(v)} for k, v in r.headers]}
+                        for r in batch.raw_records()]})
+    return out
 
 
 # =============================================================== capturing proxy

@@ -136,6 +136,9 @@ class Struct:
     class_name: str
     qualname: str
     fields: list[Field] = field(default_factory=list)
+    # The versions in which the message can contain this struct (for a struct used in several
+    # places, the smallest range holding them all); the generated code is simplified for them.
+    versions: tuple[int, int] | None = None
 
 
 @dataclass
@@ -202,25 +205,97 @@ def build_message(schema: dict, source: str) -> Message:
         )
 
     root = make_struct(name, schema["fields"], root=True)
+
+    def reach(st: Struct, versions: tuple[int, int]):
+        if st.versions is not None:
+            hull = (min(st.versions[0], versions[0]), max(st.versions[1], versions[1]))
+            if hull == st.versions:
+                return
+            versions = hull
+        st.versions = versions
+        for f in st.fields:
+            if f.struct is not None and f.versions is not None:
+                lo, hi = max(f.versions[0], versions[0]), min(f.versions[1], versions[1])
+                if lo <= hi:
+                    reach(f.struct, (lo, hi))
+
+    reach(root, valid)
     return Message(name, schema["type"], schema.get("apiKey"), valid, flexible, root,
                    structs, source)
 
 
 # --- code generation ---------------------------------------------------------------------------
+#
+# Every emitted line knows the versions that can reach it (`ctx`, a (lo, hi) range): the valid
+# versions, narrowed by each enclosing `if` on the version, on `flexible` or on a tag. Conditions
+# are simplified against that range, so no test is repeated inside a block that already decided
+# it, and a branch no version can take is not emitted at all.
 
-def cond(rng: tuple[int, int] | None, valid: tuple[int, int]) -> str | None:
-    """Python condition on `version` for rng, simplified within the valid range; None = always."""
+Range = tuple[int, int]
+
+
+def intersect(rng: Range | None, ctx: Range) -> Range | None:
+    """The versions of ctx inside rng, or None when there are none."""
     if rng is None:
+        return None
+    lo, hi = max(rng[0], ctx[0]), min(rng[1], ctx[1])
+    return (lo, hi) if lo <= hi else None
+
+
+def outside(rng: Range | None, ctx: Range) -> Range | None:
+    """The versions of ctx outside rng (None when there are none). When they form two runs (rng
+    is a hole in the middle of ctx) the answer is ctx itself: a safe superset."""
+    inner = intersect(rng, ctx)
+    if inner is None:
+        return ctx
+    if inner == ctx:
+        return None
+    if inner[0] == ctx[0]:
+        return (inner[1] + 1, ctx[1])
+    if inner[1] == ctx[1]:
+        return (ctx[0], inner[0] - 1)
+    return ctx
+
+
+def cond(rng: Range | None, ctx: Range) -> str | None:
+    """Python condition on `version` for rng within ctx; None = always, "False" = never."""
+    inner = intersect(rng, ctx)
+    if inner is None:
         return "False"
-    lo, hi = max(rng[0], valid[0]), min(rng[1], valid[1])
-    if lo > hi:
+    lo, hi = inner
+    if lo > ctx[0] and hi < ctx[1]:
+        return f"version == {lo}" if lo == hi else f"{lo} <= version <= {hi}"
+    if lo > ctx[0]:
+        return f"version >= {lo}"
+    if hi < ctx[1]:
+        return f"version <= {hi}"
+    return None
+
+
+def cond_not(rng: Range | None, ctx: Range) -> str | None:
+    """Python condition on `version` for the versions of ctx outside rng; None = always."""
+    inner = intersect(rng, ctx)
+    if inner is None:
+        return None
+    if inner == ctx:
         return "False"
-    parts = []
-    if lo > valid[0]:
-        parts.append(f"version >= {lo}")
-    if hi < valid[1]:
-        parts.append(f"version <= {hi}")
-    return " and ".join(parts) if parts else None
+    lo, hi = inner
+    if lo == ctx[0]:
+        return f"version > {hi}"
+    if hi == ctx[1]:
+        return f"version < {lo}"
+    return f"not ({lo} <= version <= {hi})"
+
+
+def flexible_in(msg: Message, f: Field | None, ctx: Range) -> bool | None:
+    """Whether every version of ctx uses the compact (flexible) encoding for f (True), none does
+    (False), or it varies and the code must test `flexible` at run time (None)."""
+    if msg.flexible is None or (f is not None and f.never_flexible):
+        return False
+    inner = intersect(msg.flexible, ctx)
+    if inner is None:
+        return False
+    return True if inner == ctx else None
 
 
 def default_expr(f: Field, valid) -> str:
@@ -249,6 +324,11 @@ def default_expr(f: Field, valid) -> str:
     raise SystemExit(f"no default for {f.name}: {t}")
 
 
+def differs(value: str, default: str) -> str:
+    """Python condition: value is not the default (identity for None, equality otherwise)."""
+    return f"{value} is not None" if default == "None" else f"{value} != {default}"
+
+
 class Emitter:
     def __init__(self):
         self.lines: list[str] = []
@@ -262,49 +342,65 @@ class Emitter:
     def emit(self, indent: int, line: str = ""):
         self.lines.append(("    " * indent + line) if line else "")
 
+    def by_flexible(self, ind: int, state: bool | None, flex_line: str, plain_line: str):
+        """One line for the compact encoding and one for the classic, chosen by `flexible` at
+        run time only when the versions reaching this code have both."""
+        if state is None:
+            self.emit(ind, "if flexible:")
+            self.emit(ind + 1, flex_line)
+            self.emit(ind, "else:")
+            self.emit(ind + 1, plain_line)
+        else:
+            self.emit(ind, flex_line if state else plain_line)
 
-def nullable_cond(f: Field, valid):
-    return cond(f.nullable, valid) if f.nullable else "False"
+
+def element_of(f: Field) -> Field:
+    """The element of an array of primitives, as a non-nullable field of its own."""
+    return Field(f.name, f.attr, f.type, False, f.versions, None, None, None, None, False,
+                 f.never_flexible)
 
 
-def gen_read_value(em: Emitter, ind: int, f: Field, target: str, valid, msg: Message):
-    """Emit code reading one (non-tagged-header) value of field f into `target`."""
-    nc = nullable_cond(f, valid)
-    compact = "flexible" if (msg.flexible and not f.never_flexible) else "False"
+def null_error(f: Field) -> str:
+    return f"raise EncodeError('{f.name} cannot be null in version %d' % version)"
+
+
+def gen_read_value(em: Emitter, ind: int, f: Field, target: str, ctx: Range, msg: Message):
+    """Emit code reading one value of field f into `target`, for the versions in ctx."""
+    nc = cond(f.nullable, ctx)  # None: always nullable here; "False": never
 
     if f.is_array:
-        em.emit(ind, f"if {compact}:")
-        em.emit(ind + 1, f"n, pos = read_compact_array_length(buf, pos, {nc or 'True'})")
-        em.emit(ind, "else:")
-        em.emit(ind + 1, f"n, pos = read_array_length(buf, pos, {nc or 'True'})")
-        em.emit(ind, "if n < 0:")
-        em.emit(ind + 1, f"{target} = None")
-        if f.struct:
+        nullable_arg = "True" if nc is None else nc
+        em.by_flexible(ind, flexible_in(msg, f, ctx),
+                       f"n, pos = read_compact_array_length(buf, pos, {nullable_arg})",
+                       f"n, pos = read_array_length(buf, pos, {nullable_arg})")
+        at = ind
+        if nc != "False":  # the length readers refuse -1 where the field is not nullable
+            em.emit(ind, "if n < 0:")
+            em.emit(ind + 1, f"{target} = None")
             em.emit(ind, "else:")
-            em.emit(ind + 1, "items = []")
-            em.emit(ind + 1, "append = items.append")
-            em.emit(ind + 1, f"reader = {f.struct.class_name}._read")
-            em.emit(ind + 1, "for _ in range(n):")
-            em.emit(ind + 2, "item, pos = reader(buf, pos, version)")
-            em.emit(ind + 2, "append(item)")
-            em.emit(ind + 1, f"{target} = items")
+            at = ind + 1
+        if f.struct:
+            em.emit(at, "items = []")
+            em.emit(at, "append = items.append")
+            em.emit(at, f"reader = {f.struct.class_name}._read")
+            em.emit(at, "for _ in range(n):")
+            em.emit(at + 1, "item, pos = reader(buf, pos, version)")
+            em.emit(at + 1, "append(item)")
+            em.emit(at, f"{target} = items")
         elif f.type in FIXED:
             ch, size = FIXED[f.type]
-            em.emit(ind, "else:")
-            em.emit(ind + 1, f"check_fixed_array(buf, pos, n, {size})")
-            em.emit(ind + 1, f"{target} = list(struct.unpack_from('>%d{ch}' % n, buf, pos))")
-            em.emit(ind + 1, f"pos += n * {size}")
+            em.emit(at, f"check_fixed_array(buf, pos, n, {size})")
+            em.emit(at, f"{target} = list(struct.unpack_from('>%d{ch}' % n, buf, pos))")
+            em.emit(at, f"pos += n * {size}")
         else:
-            em.emit(ind, "else:")
-            em.emit(ind + 1, "items = []")
-            em.emit(ind + 1, "for _ in range(n):")
-            elem = Field(f.name, f.attr, f.type, False, f.versions, None, None, None, None,
-                         False, f.never_flexible)
-            gen_read_value(em, ind + 2, elem, "item", valid, msg)
-            em.emit(ind + 2, "items.append(item)")
-            em.emit(ind + 1, f"{target} = items")
+            em.emit(at, "items = []")
+            em.emit(at, "for _ in range(n):")
+            gen_read_value(em, at + 1, element_of(f), "item", ctx, msg)
+            em.emit(at + 1, "items.append(item)")
+            em.emit(at, f"{target} = items")
         return
     if f.is_struct:
+        # A nullable struct carries its presence byte in every version (as Kafka writes it).
         if f.nullable:
             em.emit(ind, "(present,) = _S_b.unpack_from(buf, pos)")
             em.emit(ind, "pos += 1")
@@ -324,7 +420,7 @@ def gen_read_value(em: Emitter, ind: int, f: Field, target: str, valid, msg: Mes
     if t == "uuid":
         em.emit(ind, f"{target}, pos = read_uuid(buf, pos)")
         return
-    names = {
+    plain, plain_null, flex, flex_null = {
         "string": ("read_string", "read_nullable_string", "read_compact_string",
                    "read_compact_nullable_string"),
         "bytes": ("read_bytes", "read_nullable_bytes", "read_compact_bytes",
@@ -332,73 +428,73 @@ def gen_read_value(em: Emitter, ind: int, f: Field, target: str, valid, msg: Mes
         "records": ("read_records", "read_records", "read_compact_records",
                     "read_compact_records"),
     }[t]
-    plain, plain_null, flex, flex_null = names
 
-    def call(fn_plain, fn_flex, at):
-        if f.never_flexible or msg.flexible is None:
-            em.emit(at, f"{target}, pos = {fn_plain}(buf, pos)")
-        else:
-            em.emit(at, "if flexible:")
-            em.emit(at + 1, f"{target}, pos = {fn_flex}(buf, pos)")
-            em.emit(at, "else:")
-            em.emit(at + 1, f"{target}, pos = {fn_plain}(buf, pos)")
+    def read(at, versions, fn_plain, fn_flex):
+        em.by_flexible(at, flexible_in(msg, f, versions),
+                       f"{target}, pos = {fn_flex}(buf, pos)",
+                       f"{target}, pos = {fn_plain}(buf, pos)")
 
     if nc == "False":
-        call(plain, flex, ind)
+        read(ind, ctx, plain, flex)
     elif nc is None:
-        call(plain_null, flex_null, ind)
+        read(ind, ctx, plain_null, flex_null)
     else:
         em.emit(ind, f"if {nc}:")
-        call(plain_null, flex_null, ind + 1)
+        read(ind + 1, intersect(f.nullable, ctx), plain_null, flex_null)
         em.emit(ind, "else:")
-        call(plain, flex, ind + 1)
+        read(ind + 1, outside(f.nullable, ctx), plain, flex)
 
 
-def gen_write_value(em: Emitter, ind: int, f: Field, value: str, out: str, valid, msg: Message):
-    nc = nullable_cond(f, valid)
-    flexible_known = not (f.never_flexible or msg.flexible is None)
+def gen_write_value(em: Emitter, ind: int, f: Field, value: str, out: str, ctx: Range,
+                    msg: Message):
+    """Emit code writing `value` of field f to `out`, for the versions in ctx. Writing None into
+    a version where the field is not nullable is an EncodeError."""
+    nc = cond(f.nullable, ctx)
+    flexible = flexible_in(msg, f, ctx)
 
-    def null_guard_start():
-        # Writing None into a version where the field is not nullable is an error.
-        if nc != "None":
-            em.emit(ind, f"if {value} is None and not ({nc or 'True'}):")
-            em.emit(ind + 1, f"raise EncodeError('{f.name} cannot be null in version %d' % version)")
+    def refuse_null(at):
+        # Only versions where the field is nullable may reach the line after this.
+        if nc == "False":
+            em.emit(at, null_error(f))
+        elif nc is not None:
+            em.emit(at, f"if {cond_not(f.nullable, ctx)}:")
+            em.emit(at + 1, null_error(f))
 
     if f.is_array:
-        null_guard_start()
+        at = ind
         em.emit(ind, f"if {value} is None:")
-        if flexible_known:
-            em.emit(ind + 1, f"{out} += b'\\x00' if flexible else b'\\xff\\xff\\xff\\xff'")
-        else:
-            em.emit(ind + 1, f"{out} += b'\\xff\\xff\\xff\\xff'")
-        em.emit(ind, "else:")
-        if flexible_known:
-            em.emit(ind + 1, "if flexible:")
-            em.emit(ind + 2, f"write_uvarint({out}, len({value}) + 1)")
-            em.emit(ind + 1, "else:")
-            em.emit(ind + 2, f"{out} += _S_i.pack(len({value}))")
-        else:
-            em.emit(ind + 1, f"{out} += _S_i.pack(len({value}))")
+        refuse_null(ind + 1)
+        if nc != "False":
+            null = {True: "b'\\x00'", False: "b'\\xff\\xff\\xff\\xff'",
+                    None: "b'\\x00' if flexible else b'\\xff\\xff\\xff\\xff'"}
+            em.emit(ind + 1, f"{out} += {null[flexible_in(msg, f, intersect(f.nullable, ctx))]}")
+            em.emit(ind, "else:")
+            at = ind + 1
+        em.by_flexible(at, flexible, f"write_uvarint({out}, len({value}) + 1)",
+                       f"{out} += _S_i.pack(len({value}))")
         if f.struct:
-            em.emit(ind + 1, f"for item in {value}:")
-            em.emit(ind + 2, f"item._write({out}, version, splices)")
+            em.emit(at, f"for item in {value}:")
+            em.emit(at + 1, f"item._write({out}, version, splices)")
         elif f.type in FIXED:
             ch, _ = FIXED[f.type]
-            em.emit(ind + 1, f"{out} += struct.pack('>%d{ch}' % len({value}), *{value})")
+            em.emit(at, f"{out} += struct.pack('>%d{ch}' % len({value}), *{value})")
         else:
-            em.emit(ind + 1, f"for item in {value}:")
-            elem = Field(f.name, f.attr, f.type, False, f.versions, None, None, None, None,
-                         False, f.never_flexible)
-            gen_write_value(em, ind + 2, elem, "item", out, valid, msg)
+            em.emit(at, f"for item in {value}:")
+            gen_write_value(em, at + 1, element_of(f), "item", out, ctx, msg)
         return
     if f.is_struct:
         if f.nullable:
-            null_guard_start()
+            # The presence byte is written in every version, as gen_read_value reads it.
             em.emit(ind, f"if {value} is None:")
-            em.emit(ind + 1, f"{out} += b'\\xff'")
-            em.emit(ind, "else:")
-            em.emit(ind + 1, f"{out} += b'\\x01'")
-            em.emit(ind + 1, f"{value}._write({out}, version, splices)")
+            refuse_null(ind + 1)
+            if nc != "False":
+                em.emit(ind + 1, f"{out} += b'\\xff'")
+                em.emit(ind, "else:")
+                em.emit(ind + 1, f"{out} += b'\\x01'")
+                em.emit(ind + 1, f"{value}._write({out}, version, splices)")
+            else:
+                em.emit(ind, f"{out} += b'\\x01'")
+                em.emit(ind, f"{value}._write({out}, version, splices)")
         else:
             em.emit(ind, f"{value}._write({out}, version, splices)")
         return
@@ -411,29 +507,20 @@ def gen_write_value(em: Emitter, ind: int, f: Field, value: str, out: str, valid
         em.emit(ind, f"{out} += {value}.bytes")
         return
     if t == "records":
-        compact = "flexible" if flexible_known else "False"
+        compact = "flexible" if flexible is None else str(flexible)
         em.emit(ind, f"write_records({out}, {value}, splices, {compact})")
         return
     base = {"string": "string", "bytes": "bytes"}[t]
-    nullable_fn = f"write_nullable_{base}"
-    plain_fn = f"write_{base}"
-    if nc == "False":
-        fns = (plain_fn, f"write_compact_{base}")
-    elif nc is None:
-        fns = (nullable_fn, f"write_compact_nullable_{base}")
-    else:
-        null_guard_start()
-        fns = (nullable_fn, f"write_compact_nullable_{base}")
     if nc == "False":
         em.emit(ind, f"if {value} is None:")
-        em.emit(ind + 1, f"raise EncodeError('{f.name} cannot be null in version %d' % version)")
-    if flexible_known:
-        em.emit(ind, "if flexible:")
-        em.emit(ind + 1, f"{fns[1]}({out}, {value})")
-        em.emit(ind, "else:")
-        em.emit(ind + 1, f"{fns[0]}({out}, {value})")
+        em.emit(ind + 1, null_error(f))
+        plain, compact = f"write_{base}", f"write_compact_{base}"
     else:
-        em.emit(ind, f"{fns[0]}({out}, {value})")
+        if nc is not None:
+            em.emit(ind, f"if {value} is None and {cond_not(f.nullable, ctx)}:")
+            em.emit(ind + 1, null_error(f))
+        plain, compact = f"write_nullable_{base}", f"write_compact_nullable_{base}"
+    em.by_flexible(ind, flexible, f"{compact}({out}, {value})", f"{plain}({out}, {value})")
 
 
 def is_tagged_only(f: Field, valid) -> bool:
@@ -446,8 +533,9 @@ def is_tagged_only(f: Field, valid) -> bool:
 
 
 def field_groups(st: Struct, valid):
-    """Split a struct's fields into runs; consecutive fixed-width fields present under the same
-    condition are read and written with one struct format."""
+    """Split a struct's fields into runs; consecutive fixed-width fields present in the same
+    versions are read and written with one struct format. Each run is
+    [kind, present (a cond on valid), fields, the versions that have them, tagged_always]."""
     groups = []
     for f in st.fields:
         present = cond(f.versions, valid)
@@ -457,19 +545,29 @@ def field_groups(st: Struct, valid):
         if (is_fixed and groups and groups[-1][0] == "fixed" and groups[-1][1] == present):
             groups[-1][2].append(f)
         elif is_fixed:
-            groups.append(["fixed", present, [f]])
+            groups.append(["fixed", present, [f], intersect(f.versions, valid), False])
         else:
-            groups.append(["single", present, [f], tagged_always])
+            groups.append(["single", present, [f], intersect(f.versions, valid),
+                           tagged_always])
     return groups
 
 
+def checked_regular_versions(f: Field, versions: Range, msg: Message) -> Range:
+    """The versions in which a field that is tagged in some versions is a regular field."""
+    regular = outside(f.tagged, versions)
+    if regular == versions and intersect(f.tagged, versions) is not None:
+        raise SystemExit(f"{msg.source}: {f.name} is tagged in versions inside its regular ones")
+    return regular
+
+
 def gen_struct(em: Emitter, st: Struct, msg: Message):
-    valid = msg.valid
-    flex = msg.flexible
-    flex_cond = cond(flex, valid) if flex else "False"
-    flex_expr = "True" if flex_cond is None else flex_cond
+    valid = st.versions or msg.valid
+    flex_state = flexible_in(msg, None, valid)
+    tags_ctx = intersect(msg.flexible, valid)  # the versions that have a tag section
     attrs = [f.attr for f in st.fields]
-    tagged_fields = [f for f in st.fields if f.tagged is not None]
+    # Tagged fields that some flexible version carries; any other tag is kept as unknown.
+    tagged_fields = [f for f in st.fields
+                     if tags_ctx is not None and intersect(f.tagged, tags_ctx) is not None]
     em.emit(0, f"class {st.class_name}:")
     if st.class_name != st.qualname:
         em.emit(1, f'"""{st.qualname} (struct of {msg.name})."""')
@@ -488,24 +586,34 @@ def gen_struct(em: Emitter, st: Struct, msg: Message):
         em.emit(2, f"self.{f.attr} = {default_expr(f, valid)} if {f.attr} is _UNSET else {f.attr}")
     em.emit(2, "self.unknown_tagged_fields = unknown_tagged_fields")
     em.emit(0)
+
+    def tag_section(emit_body):
+        """The tag section exists in flexible versions only; test `flexible` when that varies."""
+        if tags_ctx is None:
+            return
+        if flex_state is None:
+            em.emit(2, "if flexible:")
+            emit_body(3)
+        else:
+            emit_body(2)
+
     # _read
     em.emit(1, "@staticmethod")
     em.emit(1, "def _read(buf, pos, version):")
     em.emit(2, f"self = {st.class_name}.__new__({st.class_name})")
-    if flex:
-        em.emit(2, f"flexible = {flex_expr}")
-    for group in field_groups(st, valid):
-        kind, present, fields = group[0], group[1], group[2]
+    if flex_state is None:
+        em.emit(2, f"flexible = {cond(msg.flexible, valid)}")
+    for kind, present, fields, versions, tagged_always in field_groups(st, valid):
         if present == "False":
             for f in fields:
                 em.emit(2, f"self.{f.attr} = {default_expr(f, valid)}")
             continue
-        ind = 2
-        if kind == "single" and fields[0].tagged is not None and group[3]:
+        if tagged_always:
             # Always tagged in the valid versions: only the default here, set by the tag section.
             f = fields[0]
             em.emit(2, f"self.{f.attr} = {default_expr(f, valid)}")
             continue
+        ind = 2
         if present is not None:
             em.emit(2, f"if {present}:")
             ind = 3
@@ -519,52 +627,58 @@ def gen_struct(em: Emitter, st: Struct, msg: Message):
             em.emit(ind, f"pos += {size}")
         else:
             f = fields[0]
-            if f.tagged is not None:
-                # Tagged in some versions, a regular field in others.
-                tc = cond(f.tagged, valid)
-                em.emit(ind, f"if {tc}:")
+            regular = checked_regular_versions(f, versions, msg)
+            if regular != versions:
+                # Tagged in some versions (read from the tag section), a regular field in others.
+                em.emit(ind, f"if {cond(f.tagged, versions)}:")
                 em.emit(ind + 1, f"self.{f.attr} = {default_expr(f, valid)}")
                 em.emit(ind, "else:")
-                gen_read_value(em, ind + 1, f, f"self.{f.attr}", valid, msg)
+                gen_read_value(em, ind + 1, f, f"self.{f.attr}", regular, msg)
             else:
-                gen_read_value(em, ind, f, f"self.{f.attr}", valid, msg)
+                gen_read_value(em, ind, f, f"self.{f.attr}", versions, msg)
         if present is not None:
             em.emit(2, "else:")
             for f in fields:
                 em.emit(3, f"self.{f.attr} = {default_expr(f, valid)}")
-    em.emit(2, "self.unknown_tagged_fields = None")
-    if flex and not tagged_fields:
-        em.emit(2, "if flexible:")
-        em.emit(3, "self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)")
-    elif flex:
-        em.emit(2, "if flexible:")
-        em.emit(3, "n_tags, pos = read_tag_count(buf, pos)")
-        em.emit(3, "for _ in range(n_tags):")
-        em.emit(4, "tag, size, pos = read_tag_header(buf, pos)")
-        em.emit(4, "end = pos + size")
+
+    def read_tags(ind):
+        if not tagged_fields:
+            em.emit(ind, "self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)")
+            return
+        if flex_state is True:
+            em.emit(ind, "self.unknown_tagged_fields = None")
+        em.emit(ind, "n_tags, pos = read_tag_count(buf, pos)")
+        em.emit(ind, "for _ in range(n_tags):")
+        em.emit(ind + 1, "tag, size, pos = read_tag_header(buf, pos)")
+        em.emit(ind + 1, "end = pos + size")
         first = True
         for f in tagged_fields:
-            tc = cond(f.tagged, valid)
-            c = f"tag == {f.tag}" + (f" and {tc}" if tc else "")
-            em.emit(4, f"{'if' if first else 'elif'} {c}:")
+            tc = cond(f.tagged, tags_ctx)
+            em.emit(ind + 1, f"{'if' if first else 'elif'} tag == {f.tag}"
+                             f"{f' and {tc}' if tc else ''}:")
             first = False
-            gen_read_value(em, 5, f, f"self.{f.attr}", valid, msg)
-            em.emit(5, "if pos != end:")
-            em.emit(6, f"raise DecodeError('tagged field {f.name} has the wrong size')")
-        em.emit(4, "else:")
-        em.emit(5, "if self.unknown_tagged_fields is None:")
-        em.emit(6, "self.unknown_tagged_fields = []")
-        em.emit(5, "self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))")
-        em.emit(5, "pos = end")
+            gen_read_value(em, ind + 2, f, f"self.{f.attr}", intersect(f.tagged, tags_ctx), msg)
+            em.emit(ind + 2, "if pos != end:")
+            em.emit(ind + 3, f"raise DecodeError('tagged field {f.name} has the wrong size')")
+        em.emit(ind + 1, "else:")
+        em.emit(ind + 2, "if self.unknown_tagged_fields is None:")
+        em.emit(ind + 3, "self.unknown_tagged_fields = []")
+        em.emit(ind + 2, "self.unknown_tagged_fields.append((tag, bytes(buf[pos:end])))")
+        em.emit(ind + 2, "pos = end")
+
+    if flex_state is True:
+        read_tags(2)
+    else:
+        em.emit(2, "self.unknown_tagged_fields = None")
+        tag_section(read_tags)
     em.emit(2, "return self, pos")
     em.emit(0)
     # _write
     em.emit(1, "def _write(self, out, version, splices):")
-    if flex:
-        em.emit(2, f"flexible = {flex_expr}")
-    for group in field_groups(st, valid):
-        kind, present, fields = group[0], group[1], group[2]
-        if kind == "single" and fields[0].tagged is not None and group[3]:
+    if flex_state is None:
+        em.emit(2, f"flexible = {cond(msg.flexible, valid)}")
+    for kind, present, fields, versions, tagged_always in field_groups(st, valid):
+        if tagged_always:
             continue
         if present == "False":
             for f in fields:
@@ -580,42 +694,47 @@ def gen_struct(em: Emitter, st: Struct, msg: Message):
             em.emit(ind, f"out += {em.fmt(chars)}.pack({values})")
         else:
             f = fields[0]
-            if f.tagged is not None:
-                tc = cond(f.tagged, valid)
-                em.emit(ind, f"if not ({tc}):")
-                gen_write_value(em, ind + 1, f, f"self.{f.attr}", "out", valid, msg)
+            regular = checked_regular_versions(f, versions, msg)
+            if regular != versions:
+                # Written by the tag section in the versions where it is tagged.
+                em.emit(ind, f"if {cond_not(f.tagged, versions)}:")
+                gen_write_value(em, ind + 1, f, f"self.{f.attr}", "out", regular, msg)
             else:
-                gen_write_value(em, ind, f, f"self.{f.attr}", "out", valid, msg)
+                gen_write_value(em, ind, f, f"self.{f.attr}", "out", versions, msg)
         if present is not None:
             absent = [f for f in fields if not f.ignorable]
-            if absent:
+            if len(absent) == 1:
+                gen_absent_check(em, 2, absent[0], valid, "elif")
+            elif absent:
                 em.emit(2, "else:")
                 for f in absent:
                     gen_absent_check(em, 3, f, valid)
-    for f in tagged_fields:
-        if f.ignorable or not is_tagged_only(f, valid):
+    for f in st.fields:
+        if f.tagged is None or f.ignorable or not is_tagged_only(f, valid):
             continue
-        tc = cond(f.tagged, valid)
-        if tc is not None:
+        tc = cond_not(f.tagged, valid)
+        if tc != "False":
             # A tagged field that this version cannot carry must hold its default.
-            em.emit(2, f"if not ({tc}) and self.{f.attr} != {default_expr(f, valid)}:")
+            d = differs(f"self.{f.attr}", default_expr(f, valid))
+            em.emit(2, f"if {d}:" if tc is None else f"if {tc} and {d}:")
             em.emit(3, f"raise EncodeError('{f.name} is not supported in version %d' % version)")
-    if flex:
-        em.emit(2, "if flexible:")
+
+    def write_tags(ind):
         if not tagged_fields:
-            em.emit(3, "write_unknown_tags(out, self.unknown_tagged_fields)")
-        else:
-            em.emit(3, "tagged = list(self.unknown_tagged_fields or ())")
-            for f in tagged_fields:
-                tc = cond(f.tagged, valid)
-                c = f"self.{f.attr} != {default_expr(f, valid)}"
-                if tc:
-                    c = f"{tc} and {c}"
-                em.emit(3, f"if {c}:")
-                em.emit(4, "field_out = bytearray()")
-                gen_write_value(em, 4, f, f"self.{f.attr}", "field_out", valid, msg)
-                em.emit(4, f"tagged.append(({f.tag}, field_out))")
-            em.emit(3, "write_tagged_fields(out, tagged)")
+            em.emit(ind, "write_unknown_tags(out, self.unknown_tagged_fields)")
+            return
+        em.emit(ind, "tagged = list(self.unknown_tagged_fields or ())")
+        for f in tagged_fields:
+            tc = cond(f.tagged, tags_ctx)
+            c = differs(f"self.{f.attr}", default_expr(f, valid))
+            em.emit(ind, f"if {tc} and {c}:" if tc else f"if {c}:")
+            em.emit(ind + 1, "field_out = bytearray()")
+            gen_write_value(em, ind + 1, f, f"self.{f.attr}", "field_out",
+                            intersect(f.tagged, tags_ctx), msg)
+            em.emit(ind + 1, f"tagged.append(({f.tag}, field_out))")
+        em.emit(ind, "write_tagged_fields(out, tagged)")
+
+    tag_section(write_tags)
     em.emit(0)
     # equality and repr
     em.emit(1, "def __eq__(self, other):")
@@ -632,11 +751,11 @@ def gen_struct(em: Emitter, st: Struct, msg: Message):
     em.emit(0)
 
 
-def gen_absent_check(em: Emitter, ind: int, f: Field, valid):
+def gen_absent_check(em: Emitter, ind: int, f: Field, valid, keyword: str = "if"):
+    """A field this version cannot carry must hold its default, unless it is ignorable."""
     if f.ignorable:
         return
-    d = default_expr(f, valid)
-    em.emit(ind, f"if self.{f.attr} != {d}:")
+    em.emit(ind, f"{keyword} {differs(f'self.{f.attr}', default_expr(f, valid))}:")
     em.emit(ind + 1, f"raise EncodeError('{f.name} is not supported in version %d' % version)")
 
 

@@ -17,30 +17,14 @@ per record) runs one kcat per record; without it, one kcat sends them all. Deliv
 from __future__ import annotations
 
 import json
-import re
-import shutil
 import subprocess
 import sys
-import threading
 
-EXIT_OK, EXIT_ERROR, EXIT_TIMEOUT, EXIT_USAGE = 0, 1, 2, 64
-KEY_DELIMITER = "\t"
-DELIVERED = re.compile(r"Message delivered to partition (-?\d+) \(offset (-?\d+)\)")
-ASSIGNED = re.compile(r"rebalanced .*: (assigned|revoked): (.*)")
-ERRORISH = re.compile(r"ERROR|Failed|failed|error", re.I)
+from contract import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, Usage, contract_records,  # noqa: E402
+                      done_consuming, emit, rebalance_event, record_event, report_produced)
 
-
-def emit(event: str, **fields) -> None:
-    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
-    sys.stdout.flush()
-
-
-class Usage(Exception):
-    pass
-
-
-class Unsupported(Exception):
-    pass
+from compat_tests.clients import kcat  # noqa: E402
+from compat_tests.clients.records import Unsupported  # noqa: E402
 
 
 def parse(argv: list[str], flags: set[str]) -> tuple[list[str], dict[str, list[str]]]:
@@ -90,132 +74,51 @@ class Opts:
         return self.get(name, "false") == "true"
 
 
-def kcat() -> str:
-    path = shutil.which("kcat")
-    if path is None:
-        raise RuntimeError("kcat is not installed (scripts/install-test-deps.sh installs it)")
-    return path
+def settings(o: Opts) -> dict:
+    """-X properties: the client id, then --property pairs."""
+    config = {"client.id": o.get("client-id", "kcat")}
+    for kv in o.all("property"):
+        key, _, value = kv.partition("=")
+        config[key] = value
+    return config
 
 
 def base_args(o: Opts) -> list[str]:
-    args = [kcat(), "-b", o.require("bootstrap"), "-X", f"client.id={o.get('client-id', 'kcat')}"]
-    for kv in o.all("property"):
-        args += ["-X", kv]
-    return args
-
-
-def first_error(stderr: str) -> str:
-    lines = [line.strip("% ") for line in stderr.splitlines() if ERRORISH.search(line)]
-    return lines[0] if lines else stderr.strip()[-500:]
+    return kcat.base_args(o.require("bootstrap"), settings(o))
 
 
 # --------------------------------------------------------------------------------------- produce
 
 def produce(o: Opts) -> int:
-    if o.get("timestamp") is not None:
-        raise Unsupported("kcat -P cannot set per-message timestamps")
-    topic, count = o.require("topic"), o.int("count", 10)
-    key_prefix, value_prefix = o.get("key-prefix", "key-"), o.get("value-prefix", "value-")
-    null_every, value_size = o.int("null-key-every", 0), o.int("value-size", 0)
+    count, value_size = o.int("count", 10), o.int("value-size", 0)
     timeout_ms = o.int("timeout-ms", 30000)
-    args = base_args(o) + ["-P", "-t", topic, "-z", o.get("compression", "none"),
-                           "-K", "\\t", "-v", "-v",
-                           "-X", f"acks={o.get('acks', 'all')}",
-                           "-X", f"enable.idempotence={o.get('idempotent', 'true')}",
-                           "-X", f"linger.ms={o.get('linger-ms', '5')}",
-                           "-X", f"message.timeout.ms={timeout_ms}"]
-    if o.get("partition") is not None:
-        args += ["-p", o.get("partition")]
+    config = {**settings(o), "enable.idempotence": o.get("idempotent", "true"),
+              "linger.ms": o.get("linger-ms", "5"), "message.timeout.ms": timeout_ms}
     if value_size:
-        args += ["-X", f"message.max.bytes={max(1000000, value_size + 65536)}"]
-
-    def line(i: int) -> str:
-        value = f"{value_prefix}{i}"
-        value += "." * max(0, value_size - len(value))
-        if null_every and i % null_every == null_every - 1:
-            return value + "\n"  # no key delimiter: a null key
-        return f"{key_prefix}{i}{KEY_DELIMITER}{value}\n"
-
-    if o.flag("headers"):
-        runs = [([i], ["-H", f"h-index={i}", "-H", "h-client=kcat"]) for i in range(count)]
-    else:
-        runs = [(list(range(count)), [])]
-    acked, failed = 0, False
-    for indexes, extra in runs:
-        proc = subprocess.run(args + extra, input="".join(line(i) for i in indexes).encode(),
-                              capture_output=True, timeout=timeout_ms / 1000 + 30)
-        stderr = proc.stderr.decode(errors="replace")
-        delivered = DELIVERED.findall(stderr)
-        for index, (partition, offset) in zip(indexes, delivered):
-            acked += 1
-            emit("produced", index=index, topic=topic, partition=int(partition),
-                 offset=int(offset), timestamp=None)
-        if proc.returncode != 0 or len(delivered) < len(indexes):
-            failed = True
-            emit("error", error="KcatError", message=first_error(stderr),
-                 index=indexes[len(delivered)] if len(delivered) < len(indexes) else None)
-            break
-    emit("done", produced=acked, requested=count)
-    return EXIT_OK if not failed and acked == count else EXIT_ERROR
+        config["message.max.bytes"] = max(1000000, value_size + 65536)
+    records = contract_records(
+        count, o.get("key-prefix", "key-"), o.get("value-prefix", "value-"),
+        o.int("null-key-every", 0), value_size, "kcat" if o.flag("headers") else None,
+        o.int("partition"), o.int("timestamp"))
+    results = kcat.produce(o.require("bootstrap"), o.require("topic"), records,
+                           codec=o.get("compression", "none"), acks=o.get("acks", "all"),
+                           config=config, timeout=timeout_ms / 1000)
+    return report_produced(o.require("topic"), results)
 
 
 # --------------------------------------------------------------------------------------- consume
 
 def consume(o: Opts) -> int:
-    topic, count = o.require("topic"), o.int("count", 10)
-    timeout = o.int("timeout-ms", 30000) / 1000
-    group = o.get("group")
-    args = base_args(o) + ["-J", "-c", str(count), "-u",
-                           "-X", f"isolation.level={o.get('isolation', 'read_uncommitted')}"]
-    start = "beginning" if o.flag("from-beginning") else "end"
-    if group:
-        # The balanced consumer (-G): auto commit, committed again on close.
-        args += ["-G", group, "-X", "auto.offset.reset=" + ("earliest" if start == "beginning"
-                                                               else "latest"), "-v", topic]
-    else:
-        args += ["-C", "-t", topic, "-o", start]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    errors: list[str] = []
-
-    def watch_stderr():
-        for raw in proc.stderr:
-            text = raw.decode(errors="replace").strip()
-            match = ASSIGNED.search(text)
-            if match:
-                parts = sorted({int(p) for p in re.findall(r"\[(\d+)\]", match.group(2))})
-                emit(match.group(1), partitions=parts)
-            elif ERRORISH.search(text):
-                errors.append(text.strip("% "))
-
-    watcher = threading.Thread(target=watch_stderr, daemon=True)
-    watcher.start()
-    seen = 0
-    try:
-        for raw in proc.stdout:
-            if not raw.startswith(b"{"):
-                continue
-            m = json.loads(raw)
-            flat = m.get("headers") or []
-            emit("record", topic=m["topic"], partition=m["partition"], offset=m["offset"],
-                 key=m.get("key"), value=m.get("payload"),
-                 headers=[{"key": flat[i], "value": flat[i + 1]} for i in range(0, len(flat), 2)],
-                 timestamp=m.get("ts"),
-                 timestampType="LogAppendTime" if m.get("tstype") == "logappend"
-                 else "CreateTime", leaderEpoch=None)
-            seen += 1
-        proc.wait()
-    finally:
-        timer.cancel()
-        if proc.poll() is None:
-            proc.kill()
-        watcher.join(2)
-    ok = seen >= count
-    if not ok and errors:
+    count, errors = o.int("count", 10), []
+    got = kcat.consume(o.require("bootstrap"), o.require("topic"), count,
+                       start="beginning" if o.flag("from-beginning") else "end",
+                       group=o.get("group"), isolation=o.get("isolation", "read_uncommitted"),
+                       config=settings(o), timeout=o.int("timeout-ms", 30000) / 1000,
+                       on_record=record_event, on_rebalance=rebalance_event,
+                       stderr_errors=errors)
+    if len(got) < count and errors:
         emit("error", error="KcatError", message=errors[0])
-    emit("done", consumed=seen, requested=count, timedOut=not ok)
-    return EXIT_OK if ok else EXIT_TIMEOUT
+    return done_consuming(len(got), count)
 
 
 # ----------------------------------------------------------------------------------------- admin
@@ -226,7 +129,7 @@ def metadata(o: Opts, topic: str | None) -> dict:
         args += ["-t", topic]
     proc = subprocess.run(args, capture_output=True, timeout=o.int("timeout-ms", 30000) / 1000 + 30)
     if proc.returncode != 0:
-        raise RuntimeError(first_error(proc.stderr.decode(errors="replace")))
+        raise RuntimeError(kcat.first_error(proc.stderr.decode(errors="replace")))
     return json.loads(proc.stdout)
 
 
@@ -243,7 +146,7 @@ def query_offset(o: Opts, topic: str, partition: int, timestamp: int) -> int:
     args = base_args(o) + ["-Q", "-J", "-t", f"{topic}:{partition}:{timestamp}"]
     proc = subprocess.run(args, capture_output=True, timeout=o.int("timeout-ms", 30000) / 1000 + 30)
     if proc.returncode != 0:
-        raise RuntimeError(first_error(proc.stderr.decode(errors="replace")))
+        raise RuntimeError(kcat.first_error(proc.stderr.decode(errors="replace")))
     answer = json.loads(proc.stdout)[topic][str(partition)]
     if answer.get("error"):
         raise RuntimeError(f"{topic} [{partition}]: {answer['error']}")
@@ -283,11 +186,7 @@ def admin(positional: list[str], o: Opts) -> int:
 
 
 def version() -> int:
-    out = subprocess.run([kcat(), "-V"], capture_output=True, text=True).stdout
-    kv = re.search(r"Version (\S+)", out)
-    lib = re.search(r"librdkafka (\S+)", out)
-    emit("version", client="kcat", version=kv.group(1) if kv else "?",
-         librdkafka=lib.group(1) if lib else "?")
+    emit("version", client="kcat", **kcat.version())
     return EXIT_OK
 
 

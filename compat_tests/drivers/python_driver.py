@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Compatibility driver for the Python clients: confluent-kafka, aiokafka and kafka-python.
 
 Speaks the driver contract of ``compat_tests/README.md`` (the Java driver's command line and
@@ -11,57 +10,25 @@ JSON-lines output, plus the extensions listed there)::
 
 One JSON object per line on stdout; exit codes 0 ok, 1 error, 2 consume timed out, 64 usage.
 Each client is driven through its own public API only: this is what a user of that client does.
+Produce and consume go through the shared adapters of ``compat_tests/clients`` (the integration
+tests use them too); this module turns the contract's options into each client's settings.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
-import time
 import warnings
 
 warnings.simplefilter("ignore")  # client deprecation warnings must not pollute the output
 
-EXIT_OK, EXIT_ERROR, EXIT_TIMEOUT, EXIT_USAGE = 0, 1, 2, 64
+from contract import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, Usage, contract_records,  # noqa: E402
+                      done_consuming, emit, error_fields, rebalance_event, record_event,
+                      report_produced)
 
-
-class Usage(Exception):
-    pass
-
-
-def emit(event: str, **fields) -> None:
-    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
-    sys.stdout.flush()
-
-
-def error_fields(exc: BaseException) -> dict:
-    """Exception class name, message and, when the client exposes one, the Kafka error name."""
-    fields = {"error": type(exc).__name__, "message": str(exc)}
-    code = None
-    inner = exc.args[0] if exc.args else None
-    if hasattr(inner, "name") and callable(inner.name):  # confluent KafkaError
-        code = inner.name()
-    elif hasattr(exc, "name") and callable(getattr(exc, "name", None)):
-        code = exc.name()
-    elif getattr(type(exc), "errno", None) not in (None, -1):  # kafka-python / aiokafka errors
-        code = getattr(type(exc), "message", None) or type(exc).__name__
-    if code:
-        fields["code"] = code
-    return fields
-
-
-def text(b: bytes | None) -> str | None:
-    return None if b is None else b.decode("utf-8", errors="replace")
-
-
-def record_event(topic, partition, offset, key, value, headers, timestamp, append_time,
-                 leader_epoch=None) -> None:
-    emit("record", topic=topic, partition=partition, offset=offset, key=text(key),
-         value=text(value), headers=[{"key": k, "value": text(v)} for k, v in headers or ()],
-         timestamp=timestamp, timestampType="LogAppendTime" if append_time else "CreateTime",
-         leaderEpoch=leader_epoch)
+from compat_tests.clients import adapter  # noqa: E402
+from compat_tests.clients.aio import refresh_metadata  # noqa: E402
 
 
 def properties(pairs: list[str]) -> dict:
@@ -84,133 +51,63 @@ def typed(value: str):
         return value
 
 
-def records_to_produce(a):
-    """The contract's record i: key <key-prefix>i (null every N), value <value-prefix>i padded
-    to --value-size, headers h-index=i and h-client=<client>, timestamp --timestamp + i."""
-    for i in range(a.count):
-        null_key = a.null_key_every > 0 and i % a.null_key_every == a.null_key_every - 1
-        key = None if null_key else f"{a.key_prefix}{i}".encode()
-        value = f"{a.value_prefix}{i}".encode()
-        if a.value_size and len(value) < a.value_size:
-            value += b"." * (a.value_size - len(value))
-        headers = [("h-index", str(i).encode()), ("h-client", a.client.encode())] \
-            if a.headers else None
-        timestamp = a.timestamp + i if a.timestamp is not None else None
-        yield i, key, value, headers, timestamp
+def produce(a) -> int:
+    """The contract's records through the client's adapter; settings from the options."""
+    records = contract_records(a.count, a.key_prefix, a.value_prefix, a.null_key_every,
+                               a.value_size, a.client if a.headers else None, a.partition,
+                               a.timestamp)
+    results = adapter(a.client).produce(a.bootstrap, a.topic, records, codec=a.compression,
+                                        acks=a.acks, config=PRODUCER_CONFIG[a.client](a),
+                                        timeout=a.timeout_ms / 1000 + FLUSH_GRACE[a.client])
+    return report_produced(a.topic, results)
 
 
-def codec_or_none(codec: str):
-    return None if codec == "none" else codec
+def consume(a) -> int:
+    got = adapter(a.client).consume(
+        a.bootstrap, a.topic, a.count, start="beginning" if a.from_beginning else "end",
+        group=a.group, isolation=a.isolation, config=CONSUMER_CONFIG[a.client](a),
+        timeout=a.timeout_ms / 1000, on_record=record_event, on_rebalance=rebalance_event)
+    return done_consuming(len(got), a.count)
+
+
+def python_client_settings(a) -> dict:
+    """kafka-python's and aiokafka's producer keyword arguments for the options."""
+    kwargs = {"client_id": a.client_id, "enable_idempotence": a.idempotent,
+              "linger_ms": a.linger_ms, "request_timeout_ms": min(a.timeout_ms, 30000)}
+    if a.value_size:
+        kwargs["max_request_size"] = max(1048576, a.value_size + 4096)
+    return kwargs
+
+
+def python_properties(a) -> dict:
+    return {k.replace(".", "_"): typed(v) for k, v in properties(a.property).items()}
+
+
+PRODUCER_CONFIG = {
+    "confluent": lambda a: {"client.id": a.client_id, "enable.idempotence": a.idempotent,
+                            "linger.ms": a.linger_ms, "message.timeout.ms": a.timeout_ms,
+                            **properties(a.property)},
+    "kafka-python": lambda a: {**python_client_settings(a), "max_block_ms": a.timeout_ms,
+                               **python_properties(a)},
+    "aiokafka": lambda a: {**python_client_settings(a), **python_properties(a)},
+}
+# librdkafka gives up after message.timeout.ms by itself: its flush waits a little longer.
+FLUSH_GRACE = {"confluent": 5, "kafka-python": 0, "aiokafka": 0}
+CONSUMER_CONFIG = {
+    # librdkafka insists on a group.id; without --group it is never used (assign).
+    "confluent": lambda a: {"client.id": a.client_id,
+                            **({} if a.group else {"group.id": f"{a.client_id}-unused"}),
+                            **properties(a.property)},
+    "kafka-python": lambda a: {"client_id": a.client_id, "fetch_max_wait_ms": 200,
+                               **python_properties(a)},
+    "aiokafka": lambda a: {"client_id": a.client_id, "fetch_max_wait_ms": 200,
+                           **python_properties(a)},
+}
 
 
 # ---------------------------------------------------------------------------------- confluent
 
 class Confluent:
-    @staticmethod
-    def version():
-        import confluent_kafka
-        return {"version": confluent_kafka.version()[0] if isinstance(
-                    confluent_kafka.version(), tuple) else confluent_kafka.version(),
-                "librdkafka": confluent_kafka.libversion()[0]}
-
-    @staticmethod
-    def produce(a) -> int:
-        from confluent_kafka import Producer
-
-        config = {"bootstrap.servers": a.bootstrap, "client.id": a.client_id,
-                  "compression.type": a.compression, "acks": a.acks,
-                  "enable.idempotence": a.idempotent, "linger.ms": a.linger_ms,
-                  "message.timeout.ms": a.timeout_ms}
-        config.update(properties(a.property))
-        producer = Producer(config)
-        acked, failed = [0], [False]
-
-        def report(index):
-            def on_delivery(err, msg):
-                if err is not None:
-                    failed[0] = True
-                    emit("error", index=index, error="KafkaException", code=err.name(),
-                         message=err.str())
-                else:
-                    acked[0] += 1
-                    emit("produced", index=index, topic=msg.topic(), partition=msg.partition(),
-                         offset=msg.offset(), timestamp=msg.timestamp()[1])
-            return on_delivery
-
-        deadline = time.monotonic() + a.timeout_ms / 1000
-        for i, key, value, headers, timestamp in records_to_produce(a):
-            kwargs = {"key": key, "value": value, "on_delivery": report(i)}
-            if a.partition is not None:
-                kwargs["partition"] = a.partition
-            if headers:
-                kwargs["headers"] = headers
-            if timestamp is not None:
-                kwargs["timestamp"] = timestamp
-            producer.produce(a.topic, **kwargs)
-            producer.poll(0)
-        left = producer.flush(max(0.1, deadline - time.monotonic()) + 5)
-        if left:
-            failed[0] = True
-            emit("error", error="TimeoutError", message=f"{left} records undelivered")
-        emit("done", produced=acked[0], requested=a.count)
-        return EXIT_OK if not failed[0] and acked[0] == a.count else EXIT_ERROR
-
-    @staticmethod
-    def consume(a) -> int:
-        from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_LOG_APPEND_TIME,
-                                     Consumer, KafkaException, TopicPartition)
-
-        config = {"bootstrap.servers": a.bootstrap, "client.id": a.client_id,
-                  "auto.offset.reset": "earliest" if a.from_beginning else "latest",
-                  "isolation.level": a.isolation, "enable.partition.eof": False,
-                  # librdkafka insists on a group.id; without --group it is never used (assign).
-                  "group.id": a.group or f"{a.client_id}-unused"}
-        if not a.group:
-            config.update({"enable.auto.commit": False, "enable.auto.offset.store": False})
-        config.update(properties(a.property))
-        consumer = Consumer(config)
-        deadline = time.monotonic() + a.timeout_ms / 1000
-        seen = 0
-        try:
-            if a.group:
-                consumer.subscribe(
-                    [a.topic],
-                    on_assign=lambda c, ps: emit("assigned", partitions=sorted(
-                        p.partition for p in ps)),
-                    on_revoke=lambda c, ps: emit("revoked", partitions=sorted(
-                        p.partition for p in ps)))
-            else:
-                parts = []
-                while not parts and time.monotonic() < deadline:
-                    meta = consumer.list_topics(a.topic, timeout=max(0.1, min(
-                        5.0, deadline - time.monotonic()))).topics.get(a.topic)
-                    if meta is not None and meta.error is None:
-                        parts = sorted(meta.partitions)
-                    if not parts:
-                        time.sleep(0.2)
-                if not parts:
-                    raise no_partitions(a.topic)
-                start = OFFSET_BEGINNING if a.from_beginning else OFFSET_END
-                consumer.assign([TopicPartition(a.topic, p, start) for p in parts])
-            while seen < a.count and time.monotonic() < deadline:
-                left = max(0.01, min(0.5, deadline - time.monotonic()))
-                for msg in consumer.consume(num_messages=500, timeout=left):
-                    if msg.error() is not None:
-                        if msg.error().fatal() or not msg.error().retriable():
-                            raise KafkaException(msg.error())
-                        continue
-                    ts_type, ts = msg.timestamp()
-                    leader_epoch = msg.leader_epoch() if hasattr(msg, "leader_epoch") else None
-                    record_event(msg.topic(), msg.partition(), msg.offset(), msg.key(),
-                                 msg.value(), msg.headers(), ts,
-                                 ts_type == TIMESTAMP_LOG_APPEND_TIME, leader_epoch)
-                    seen += 1
-            if a.group and seen:
-                consumer.commit(asynchronous=False)
-        finally:
-            consumer.close()
-        return done_consuming(seen, a.count)
-
     @staticmethod
     def admin(a) -> int:
         from confluent_kafka import TopicPartition
@@ -287,100 +184,9 @@ class Confluent:
         return EXIT_OK
 
 
-# ---------------------------------------------------------------------------------- kafka-python
+
 
 class KafkaPython:
-    @staticmethod
-    def version():
-        import kafka
-        return {"version": kafka.__version__}
-
-    @staticmethod
-    def produce(a) -> int:
-        from kafka import KafkaProducer
-
-        kwargs = {"bootstrap_servers": a.bootstrap, "client_id": a.client_id,
-                  "compression_type": codec_or_none(a.compression),
-                  "acks": a.acks if a.acks == "all" else int(a.acks),
-                  "enable_idempotence": a.idempotent, "linger_ms": a.linger_ms,
-                  "max_block_ms": a.timeout_ms, "request_timeout_ms": min(a.timeout_ms, 30000)}
-        if a.value_size:
-            kwargs["max_request_size"] = max(1048576, a.value_size + 4096)
-        kwargs.update({k.replace(".", "_"): typed(v) for k, v in properties(a.property).items()})
-        producer = KafkaProducer(**kwargs)
-        acked, failed = 0, False
-        try:
-            futures = []
-            for i, key, value, headers, timestamp in records_to_produce(a):
-                futures.append((i, producer.send(a.topic, key=key, value=value,
-                                                 partition=a.partition, headers=headers,
-                                                 timestamp_ms=timestamp)))
-            producer.flush(a.timeout_ms / 1000)
-            for i, future in futures:
-                try:
-                    md = future.get(timeout=a.timeout_ms / 1000)
-                except Exception as exc:  # noqa: BLE001 - reported as an event
-                    failed = True
-                    emit("error", index=i, **error_fields(exc))
-                    continue
-                acked += 1
-                emit("produced", index=i, topic=md.topic, partition=md.partition,
-                     offset=md.offset, timestamp=md.timestamp)
-        finally:
-            producer.close(timeout=5)
-        emit("done", produced=acked, requested=a.count)
-        return EXIT_OK if not failed and acked == a.count else EXIT_ERROR
-
-    @staticmethod
-    def consume(a) -> int:
-        from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
-
-        kwargs = {"bootstrap_servers": a.bootstrap, "client_id": a.client_id,
-                  "group_id": a.group, "isolation_level": a.isolation,
-                  "auto_offset_reset": "earliest" if a.from_beginning else "latest",
-                  "enable_auto_commit": bool(a.group), "fetch_max_wait_ms": 200}
-        kwargs.update({k.replace(".", "_"): typed(v) for k, v in properties(a.property).items()})
-        consumer = KafkaConsumer(**kwargs)
-        deadline = time.monotonic() + a.timeout_ms / 1000
-        seen = 0
-        try:
-            if a.group:
-                class Listener(ConsumerRebalanceListener):
-                    def on_partitions_assigned(self, assigned):
-                        emit("assigned", partitions=sorted(tp.partition for tp in assigned))
-
-                    def on_partitions_revoked(self, revoked):
-                        emit("revoked", partitions=sorted(tp.partition for tp in revoked))
-
-                consumer.subscribe([a.topic], listener=Listener())
-            else:
-                parts = None
-                while not parts and time.monotonic() < deadline:
-                    parts = consumer.partitions_for_topic(a.topic)
-                    if not parts:
-                        time.sleep(0.2)
-                if not parts:
-                    raise no_partitions(a.topic)
-                tps = [TopicPartition(a.topic, p) for p in sorted(parts)]
-                consumer.assign(tps)
-                if a.from_beginning:
-                    consumer.seek_to_beginning(*tps)
-                else:
-                    consumer.seek_to_end(*tps)
-            while seen < a.count and time.monotonic() < deadline:
-                left = int(max(10, min(500, (deadline - time.monotonic()) * 1000)))
-                for tp, batch in consumer.poll(timeout_ms=left).items():
-                    for r in batch:
-                        record_event(r.topic, r.partition, r.offset, r.key, r.value,
-                                     r.headers, r.timestamp, r.timestamp_type == 1,
-                                     getattr(r, "leader_epoch", None))
-                        seen += 1
-            if a.group and seen:
-                consumer.commit()
-        finally:
-            consumer.close()
-        return done_consuming(seen, a.count)
-
     @staticmethod
     def admin(a) -> int:
         from kafka import KafkaConsumer, TopicPartition
@@ -446,15 +252,7 @@ class KafkaPython:
                         if a.timestamp is not None else {}
                 finally:
                     consumer.close()
-                out = []
-                for tp in tps:
-                    entry = {"partition": tp.partition, "earliest": earliest[tp],
-                             "latest": latest[tp]}
-                    if a.timestamp is not None:
-                        found = by_time.get(tp)
-                        entry["forTimestamp"] = found.offset if found else -1
-                    out.append(entry)
-                emit("offsets", topic=a.topic, partitions=out)
+                emit_offsets(a, tps, earliest, latest, by_time)
             elif action == "delete-records":
                 got = admin.delete_records({TopicPartition(a.topic, a.partition): a.offset})
                 low = a.offset
@@ -468,126 +266,8 @@ class KafkaPython:
         return EXIT_OK
 
 
-# ---------------------------------------------------------------------------------- aiokafka
 
 class AioKafka:
-    @staticmethod
-    def version():
-        import aiokafka
-        return {"version": aiokafka.__version__}
-
-    @staticmethod
-    def produce(a) -> int:
-        return asyncio.run(AioKafka._produce(a))
-
-    @staticmethod
-    async def _produce(a) -> int:
-        from aiokafka import AIOKafkaProducer
-
-        kwargs = {"bootstrap_servers": a.bootstrap, "client_id": a.client_id,
-                  "compression_type": codec_or_none(a.compression),
-                  "acks": a.acks if a.acks == "all" else int(a.acks),
-                  "enable_idempotence": a.idempotent, "linger_ms": a.linger_ms,
-                  "request_timeout_ms": min(a.timeout_ms, 30000)}
-        if a.value_size:
-            kwargs["max_request_size"] = max(1048576, a.value_size + 4096)
-        kwargs.update({k.replace(".", "_"): typed(v) for k, v in properties(a.property).items()})
-        producer = AIOKafkaProducer(**kwargs)
-        acked, failed = 0, False
-        await producer.start()
-        try:
-            deadline = time.monotonic() + a.timeout_ms / 1000
-            jobs = []
-            for i, key, value, headers, timestamp in records_to_produce(a):
-                try:
-                    # send() waits for metadata (and buffer space); it is ordered per partition.
-                    future = await asyncio.wait_for(producer.send(
-                        a.topic, key=key, value=value, partition=a.partition, headers=headers,
-                        timestamp_ms=timestamp), max(0.1, deadline - time.monotonic()) + 2)
-                except Exception as exc:  # noqa: BLE001 - reported as an event
-                    future = asyncio.get_running_loop().create_future()
-                    future.set_exception(exc)
-                jobs.append((i, future))
-            pending = [j for _, j in jobs if not j.done()]
-            done = set(j for _, j in jobs if j.done())
-            if pending:
-                finished, _ = await asyncio.wait(pending, timeout=max(
-                    0.1, deadline - time.monotonic()))
-                done |= finished
-            for i, job in jobs:
-                if job not in done:
-                    job.cancel()
-                    failed = True
-                    emit("error", index=i, error="TimeoutError",
-                         message=f"not delivered within {a.timeout_ms} ms")
-                elif job.exception() is not None:
-                    failed = True
-                    emit("error", index=i, **error_fields(job.exception()))
-                else:
-                    md = job.result()
-                    acked += 1
-                    emit("produced", index=i, topic=md.topic, partition=md.partition,
-                         offset=md.offset, timestamp=md.timestamp)
-        finally:
-            await asyncio.wait_for(producer.stop(), 10)
-        emit("done", produced=acked, requested=a.count)
-        return EXIT_OK if not failed and acked == a.count else EXIT_ERROR
-
-    @staticmethod
-    def consume(a) -> int:
-        return asyncio.run(AioKafka._consume(a))
-
-    @staticmethod
-    async def _consume(a) -> int:
-        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-
-        kwargs = {"bootstrap_servers": a.bootstrap, "client_id": a.client_id,
-                  "group_id": a.group, "isolation_level": a.isolation,
-                  "auto_offset_reset": "earliest" if a.from_beginning else "latest",
-                  "enable_auto_commit": bool(a.group), "fetch_max_wait_ms": 200}
-        kwargs.update({k.replace(".", "_"): typed(v) for k, v in properties(a.property).items()})
-        consumer = AIOKafkaConsumer(**kwargs)
-        deadline = time.monotonic() + a.timeout_ms / 1000
-        seen = 0
-        await consumer.start()
-        try:
-            if a.group:
-                class Listener(ConsumerRebalanceListener):
-                    async def on_partitions_assigned(self, assigned):
-                        emit("assigned", partitions=sorted(tp.partition for tp in assigned))
-
-                    async def on_partitions_revoked(self, revoked):
-                        emit("revoked", partitions=sorted(tp.partition for tp in revoked))
-
-                consumer.subscribe([a.topic], listener=Listener())
-            else:
-                parts = None
-                while not parts and time.monotonic() < deadline:
-                    await refresh_metadata(consumer)
-                    parts = consumer.partitions_for_topic(a.topic)
-                    if not parts:
-                        await asyncio.sleep(0.2)
-                if not parts:
-                    raise no_partitions(a.topic)
-                tps = [TopicPartition(a.topic, p) for p in sorted(parts)]
-                consumer.assign(tps)
-                if a.from_beginning:
-                    await consumer.seek_to_beginning(*tps)
-                else:
-                    await consumer.seek_to_end(*tps)
-            while seen < a.count and time.monotonic() < deadline:
-                left = int(max(10, min(500, (deadline - time.monotonic()) * 1000)))
-                for tp, batch in (await consumer.getmany(timeout_ms=left)).items():
-                    for r in batch:
-                        record_event(r.topic, r.partition, r.offset, r.key, r.value,
-                                     r.headers, r.timestamp, r.timestamp_type == 1)
-                        seen += 1
-            if a.group and seen:
-                await consumer.commit()
-        finally:
-            await asyncio.wait_for(consumer.stop(), 10)
-        return done_consuming(seen, a.count)
-
     @staticmethod
     def admin(a) -> int:
         return asyncio.run(AioKafka._admin(a))
@@ -664,15 +344,7 @@ class AioKafka:
                         {tp: a.timestamp for tp in tps}) if a.timestamp is not None else {}
                 finally:
                     await consumer.stop()
-                out = []
-                for tp in tps:
-                    entry = {"partition": tp.partition, "earliest": earliest[tp],
-                             "latest": latest[tp]}
-                    if a.timestamp is not None:
-                        found = by_time.get(tp)
-                        entry["forTimestamp"] = found.offset if found else -1
-                    out.append(entry)
-                emit("offsets", topic=a.topic, partitions=out)
+                emit_offsets(a, tps, earliest, latest, by_time)
             elif action == "delete-records":
                 got = await admin.delete_records(
                     {TopicPartition(a.topic, a.partition): RecordsToDelete(a.offset)})
@@ -685,14 +357,16 @@ class AioKafka:
         return EXIT_OK
 
 
-async def refresh_metadata(consumer) -> None:
-    """aiokafka loads metadata for every topic at start() and then only every metadata.max.age.ms;
-    ``topics()`` does not update the consumer's own view, so a new topic needs a forced refresh."""
-    await consumer._client.force_metadata_update()
-
-
-def no_partitions(topic: str):
-    return RuntimeError(f"topic {topic} not found in metadata before the timeout")
+def emit_offsets(a, tps, earliest: dict, latest: dict, by_time: dict) -> None:
+    """The `offsets` event from kafka-python's or aiokafka's consumer offset lookups."""
+    out = []
+    for tp in tps:
+        entry = {"partition": tp.partition, "earliest": earliest[tp], "latest": latest[tp]}
+        if a.timestamp is not None:
+            found = by_time.get(tp)
+            entry["forTimestamp"] = found.offset if found else -1
+        out.append(entry)
+    emit("offsets", topic=a.topic, partitions=out)
 
 
 def check_topic_errors(response, field: str, topic: str) -> None:
@@ -706,13 +380,9 @@ def check_topic_errors(response, field: str, topic: str) -> None:
             raise error(f"{name}: {message}")
 
 
-def done_consuming(seen: int, count: int) -> int:
-    ok = seen >= count
-    emit("done", consumed=seen, requested=count, timedOut=not ok)
-    return EXIT_OK if ok else EXIT_TIMEOUT
-
-
-CLIENTS = {"confluent": Confluent, "kafka-python": KafkaPython, "aiokafka": AioKafka}
+ADMIN = {"confluent": Confluent.admin, "kafka-python": KafkaPython.admin,
+         "aiokafka": AioKafka.admin}
+COMMANDS = {"produce": produce, "consume": consume, "admin": lambda a: ADMIN[a.client](a)}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -723,7 +393,7 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--timeout-ms", type=int, default=30000)
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--client", choices=sorted(CLIENTS), required=True)
+    p.add_argument("--client", choices=sorted(ADMIN), required=True)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("version")
 
@@ -769,16 +439,15 @@ def main(argv=None) -> int:
         a = parser().parse_args(argv)
     except SystemExit as exit_:
         return EXIT_USAGE if exit_.code else EXIT_OK
-    impl = CLIENTS[a.client]
     if a.command == "version":
-        emit("version", client=a.client, **impl.version())
+        emit("version", client=a.client, **adapter(a.client).version())
         return EXIT_OK
     if a.command == "produce":
         a.idempotent = a.idempotent == "true"
         if a.acks == "-1":
             a.acks = "all"
     try:
-        return getattr(impl, a.command)(a)
+        return COMMANDS[a.command](a)
     except Usage as exc:
         emit("error", error="usage", message=str(exc))
         return EXIT_USAGE

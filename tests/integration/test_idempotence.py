@@ -1,6 +1,6 @@
 """Idempotent producers: duplicates acknowledged without being written twice, gaps refused.
 
-Raw-socket tests send batches built with ``kbroker.protocol.records.RecordBatchBuilder`` with the
+Raw-socket tests send batches built with the tests' own encoder (``tests/recordbatch.py``) with the
 producer id and epoch from an InitProducerId request, and resend them as a retrying client would:
 - a duplicate of any of the last 5 batches gets its original base offset and is stored once;
 - an older duplicate, or a sequence gap, gets OUT_OF_ORDER_SEQUENCE_NUMBER (45);
@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 from kbroker.protocol import messages
-from kbroker.protocol.records import RecordBatchBuilder
 from tests.integration.clients import (
-    CONSUMERS, LATEST, PRODUCERS, Rec, Wire, ensure_topic, now_ms, running_broker,
+    CONSUMERS, LATEST, PRODUCERS, Rec, Wire, build_batch, ensure_topic, now_ms, running_broker,
 )
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -40,12 +39,8 @@ def shared(tmp_path_factory):
 
 
 def idempotent_batch(producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> bytes:
-    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=epoch,
-                                 base_sequence=sequence)
-    ts = now_ms()
-    for value in values:
-        builder.append(ts, b"key", value)
-    return builder.build()
+    return build_batch([Rec(value=value, key=b"key") for value in values], base_timestamp=now_ms(),
+                       producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence)
 
 
 def _values(wire: Wire, topic: str) -> list[bytes]:

@@ -39,12 +39,9 @@ class _AddPartitionsToTxnRequest_AddPartitionsToTxnTopic:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
+        check_fixed_array(buf, pos, n, 4)
+        self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -58,16 +55,13 @@ class _AddPartitionsToTxnRequest_AddPartitionsToTxnTopic:
             write_compact_string(out, self.name)
         else:
             write_string(out, self.name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            out += struct.pack('>%di' % len(self.partitions), *self.partitions)
+            out += _S_i.pack(len(self.partitions))
+        out += struct.pack('>%di' % len(self.partitions), *self.partitions)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -100,81 +94,31 @@ class _AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction:
     @staticmethod
     def _read(buf, pos, version):
         self = _AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction.__new__(_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
-        flexible = version >= 3
-        if version >= 4:
-            if flexible:
-                self.transactional_id, pos = read_compact_string(buf, pos)
-            else:
-                self.transactional_id, pos = read_string(buf, pos)
-        else:
-            self.transactional_id = ''
-        if version >= 4:
-            (self.producer_id, self.producer_epoch, self.verify_only) = _S_qhx.unpack_from(buf, pos)
-            pos += 11
-        else:
-            self.producer_id = 0
-            self.producer_epoch = 0
-            self.verify_only = False
-        if version >= 4:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.topics = None
-            else:
-                items = []
-                append = items.append
-                reader = _AddPartitionsToTxnRequest_AddPartitionsToTxnTopic._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.topics = items
-        else:
-            self.topics = []
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.transactional_id, pos = read_compact_string(buf, pos)
+        (self.producer_id, self.producer_epoch, self.verify_only) = _S_qhx.unpack_from(buf, pos)
+        pos += 11
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _AddPartitionsToTxnRequest_AddPartitionsToTxnTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 3
-        if version >= 4:
-            if self.transactional_id is None:
-                raise EncodeError('TransactionalId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.transactional_id)
-            else:
-                write_string(out, self.transactional_id)
-        else:
-            if self.transactional_id != '':
-                raise EncodeError('TransactionalId is not supported in version %d' % version)
-        if version >= 4:
-            out += _S_qhx.pack(self.producer_id, self.producer_epoch, self.verify_only)
-        else:
-            if self.producer_id != 0:
-                raise EncodeError('ProducerId is not supported in version %d' % version)
-            if self.producer_epoch != 0:
-                raise EncodeError('ProducerEpoch is not supported in version %d' % version)
-            if self.verify_only != False:
-                raise EncodeError('VerifyOnly is not supported in version %d' % version)
-        if version >= 4:
-            if self.topics is None and not (False):
-                raise EncodeError('Topics cannot be null in version %d' % version)
-            if self.topics is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.topics) + 1)
-                else:
-                    out += _S_i.pack(len(self.topics))
-                for item in self.topics:
-                    item._write(out, version, splices)
-        else:
-            if self.topics != []:
-                raise EncodeError('Topics is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        if self.transactional_id is None:
+            raise EncodeError('TransactionalId cannot be null in version %d' % version)
+        write_compact_string(out, self.transactional_id)
+        out += _S_qhx.pack(self.producer_id, self.producer_epoch, self.verify_only)
+        if self.topics is None:
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topics) + 1)
+        for item in self.topics:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -206,20 +150,14 @@ class AddPartitionsToTxnRequest:
         self = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
         flexible = version >= 3
         if version >= 4:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.transactions = None
-            else:
-                items = []
-                append = items.append
-                reader = _AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.transactions = items
+            n, pos = read_compact_array_length(buf, pos, False)
+            items = []
+            append = items.append
+            reader = _AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.transactions = items
         else:
             self.transactions = []
         if version <= 3:
@@ -240,16 +178,13 @@ class AddPartitionsToTxnRequest:
                 n, pos = read_compact_array_length(buf, pos, False)
             else:
                 n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.v3_and_below_topics = None
-            else:
-                items = []
-                append = items.append
-                reader = _AddPartitionsToTxnRequest_AddPartitionsToTxnTopic._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.v3_and_below_topics = items
+            items = []
+            append = items.append
+            reader = _AddPartitionsToTxnRequest_AddPartitionsToTxnTopic._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.v3_and_below_topics = items
         else:
             self.v3_and_below_topics = []
         self.unknown_tagged_fields = None
@@ -260,20 +195,13 @@ class AddPartitionsToTxnRequest:
     def _write(self, out, version, splices):
         flexible = version >= 3
         if version >= 4:
-            if self.transactions is None and not (False):
-                raise EncodeError('Transactions cannot be null in version %d' % version)
             if self.transactions is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.transactions) + 1)
-                else:
-                    out += _S_i.pack(len(self.transactions))
-                for item in self.transactions:
-                    item._write(out, version, splices)
-        else:
-            if self.transactions != []:
-                raise EncodeError('Transactions is not supported in version %d' % version)
+                raise EncodeError('Transactions cannot be null in version %d' % version)
+            write_uvarint(out, len(self.transactions) + 1)
+            for item in self.transactions:
+                item._write(out, version, splices)
+        elif self.transactions != []:
+            raise EncodeError('Transactions is not supported in version %d' % version)
         if version <= 3:
             if self.v3_and_below_transactional_id is None:
                 raise EncodeError('V3AndBelowTransactionalId cannot be null in version %d' % version)
@@ -281,9 +209,8 @@ class AddPartitionsToTxnRequest:
                 write_compact_string(out, self.v3_and_below_transactional_id)
             else:
                 write_string(out, self.v3_and_below_transactional_id)
-        else:
-            if self.v3_and_below_transactional_id != '':
-                raise EncodeError('V3AndBelowTransactionalId is not supported in version %d' % version)
+        elif self.v3_and_below_transactional_id != '':
+            raise EncodeError('V3AndBelowTransactionalId is not supported in version %d' % version)
         if version <= 3:
             out += _S_qh.pack(self.v3_and_below_producer_id, self.v3_and_below_producer_epoch)
         else:
@@ -292,20 +219,16 @@ class AddPartitionsToTxnRequest:
             if self.v3_and_below_producer_epoch != 0:
                 raise EncodeError('V3AndBelowProducerEpoch is not supported in version %d' % version)
         if version <= 3:
-            if self.v3_and_below_topics is None and not (False):
-                raise EncodeError('V3AndBelowTopics cannot be null in version %d' % version)
             if self.v3_and_below_topics is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+                raise EncodeError('V3AndBelowTopics cannot be null in version %d' % version)
+            if flexible:
+                write_uvarint(out, len(self.v3_and_below_topics) + 1)
             else:
-                if flexible:
-                    write_uvarint(out, len(self.v3_and_below_topics) + 1)
-                else:
-                    out += _S_i.pack(len(self.v3_and_below_topics))
-                for item in self.v3_and_below_topics:
-                    item._write(out, version, splices)
-        else:
-            if self.v3_and_below_topics != []:
-                raise EncodeError('V3AndBelowTopics is not supported in version %d' % version)
+                out += _S_i.pack(len(self.v3_and_below_topics))
+            for item in self.v3_and_below_topics:
+                item._write(out, version, splices)
+        elif self.v3_and_below_topics != []:
+            raise EncodeError('V3AndBelowTopics is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -414,16 +337,13 @@ class _AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.results_by_partition = None
-        else:
-            items = []
-            append = items.append
-            reader = _AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.results_by_partition = items
+        items = []
+        append = items.append
+        reader = _AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.results_by_partition = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -437,17 +357,14 @@ class _AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult:
             write_compact_string(out, self.name)
         else:
             write_string(out, self.name)
-        if self.results_by_partition is None and not (False):
-            raise EncodeError('ResultsByPartition cannot be null in version %d' % version)
         if self.results_by_partition is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('ResultsByPartition cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.results_by_partition) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.results_by_partition) + 1)
-            else:
-                out += _S_i.pack(len(self.results_by_partition))
-            for item in self.results_by_partition:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.results_by_partition))
+        for item in self.results_by_partition:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -477,65 +394,28 @@ class _AddPartitionsToTxnResponse_AddPartitionsToTxnResult:
     @staticmethod
     def _read(buf, pos, version):
         self = _AddPartitionsToTxnResponse_AddPartitionsToTxnResult.__new__(_AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
-        flexible = version >= 3
-        if version >= 4:
-            if flexible:
-                self.transactional_id, pos = read_compact_string(buf, pos)
-            else:
-                self.transactional_id, pos = read_string(buf, pos)
-        else:
-            self.transactional_id = ''
-        if version >= 4:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.topic_results = None
-            else:
-                items = []
-                append = items.append
-                reader = _AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.topic_results = items
-        else:
-            self.topic_results = []
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.transactional_id, pos = read_compact_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topic_results = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 3
-        if version >= 4:
-            if self.transactional_id is None:
-                raise EncodeError('TransactionalId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.transactional_id)
-            else:
-                write_string(out, self.transactional_id)
-        else:
-            if self.transactional_id != '':
-                raise EncodeError('TransactionalId is not supported in version %d' % version)
-        if version >= 4:
-            if self.topic_results is None and not (False):
-                raise EncodeError('TopicResults cannot be null in version %d' % version)
-            if self.topic_results is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.topic_results) + 1)
-                else:
-                    out += _S_i.pack(len(self.topic_results))
-                for item in self.topic_results:
-                    item._write(out, version, splices)
-        else:
-            if self.topic_results != []:
-                raise EncodeError('TopicResults is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        if self.transactional_id is None:
+            raise EncodeError('TransactionalId cannot be null in version %d' % version)
+        write_compact_string(out, self.transactional_id)
+        if self.topic_results is None:
+            raise EncodeError('TopicResults cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topic_results) + 1)
+        for item in self.topic_results:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -573,20 +453,14 @@ class AddPartitionsToTxnResponse:
         else:
             self.error_code = 0
         if version >= 4:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.results_by_transaction = None
-            else:
-                items = []
-                append = items.append
-                reader = _AddPartitionsToTxnResponse_AddPartitionsToTxnResult._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.results_by_transaction = items
+            n, pos = read_compact_array_length(buf, pos, False)
+            items = []
+            append = items.append
+            reader = _AddPartitionsToTxnResponse_AddPartitionsToTxnResult._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.results_by_transaction = items
         else:
             self.results_by_transaction = []
         if version <= 3:
@@ -594,16 +468,13 @@ class AddPartitionsToTxnResponse:
                 n, pos = read_compact_array_length(buf, pos, False)
             else:
                 n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.results_by_topic_v3_and_below = None
-            else:
-                items = []
-                append = items.append
-                reader = _AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.results_by_topic_v3_and_below = items
+            items = []
+            append = items.append
+            reader = _AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.results_by_topic_v3_and_below = items
         else:
             self.results_by_topic_v3_and_below = []
         self.unknown_tagged_fields = None
@@ -617,35 +488,24 @@ class AddPartitionsToTxnResponse:
         if version >= 4:
             out += _S_h.pack(self.error_code)
         if version >= 4:
-            if self.results_by_transaction is None and not (False):
-                raise EncodeError('ResultsByTransaction cannot be null in version %d' % version)
             if self.results_by_transaction is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.results_by_transaction) + 1)
-                else:
-                    out += _S_i.pack(len(self.results_by_transaction))
-                for item in self.results_by_transaction:
-                    item._write(out, version, splices)
-        else:
-            if self.results_by_transaction != []:
-                raise EncodeError('ResultsByTransaction is not supported in version %d' % version)
+                raise EncodeError('ResultsByTransaction cannot be null in version %d' % version)
+            write_uvarint(out, len(self.results_by_transaction) + 1)
+            for item in self.results_by_transaction:
+                item._write(out, version, splices)
+        elif self.results_by_transaction != []:
+            raise EncodeError('ResultsByTransaction is not supported in version %d' % version)
         if version <= 3:
-            if self.results_by_topic_v3_and_below is None and not (False):
-                raise EncodeError('ResultsByTopicV3AndBelow cannot be null in version %d' % version)
             if self.results_by_topic_v3_and_below is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+                raise EncodeError('ResultsByTopicV3AndBelow cannot be null in version %d' % version)
+            if flexible:
+                write_uvarint(out, len(self.results_by_topic_v3_and_below) + 1)
             else:
-                if flexible:
-                    write_uvarint(out, len(self.results_by_topic_v3_and_below) + 1)
-                else:
-                    out += _S_i.pack(len(self.results_by_topic_v3_and_below))
-                for item in self.results_by_topic_v3_and_below:
-                    item._write(out, version, splices)
-        else:
-            if self.results_by_topic_v3_and_below != []:
-                raise EncodeError('ResultsByTopicV3AndBelow is not supported in version %d' % version)
+                out += _S_i.pack(len(self.results_by_topic_v3_and_below))
+            for item in self.results_by_topic_v3_and_below:
+                item._write(out, version, splices)
+        elif self.results_by_topic_v3_and_below != []:
+            raise EncodeError('ResultsByTopicV3AndBelow is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

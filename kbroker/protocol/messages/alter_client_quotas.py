@@ -140,30 +140,24 @@ class _AlterClientQuotasRequest_EntryData:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.entity = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterClientQuotasRequest_EntityData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.entity = items
+        items = []
+        append = items.append
+        reader = _AlterClientQuotasRequest_EntityData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.entity = items
         if flexible:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.ops = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterClientQuotasRequest_OpData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.ops = items
+        items = []
+        append = items.append
+        reader = _AlterClientQuotasRequest_OpData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.ops = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -171,28 +165,22 @@ class _AlterClientQuotasRequest_EntryData:
 
     def _write(self, out, version, splices):
         flexible = version >= 1
-        if self.entity is None and not (False):
-            raise EncodeError('Entity cannot be null in version %d' % version)
         if self.entity is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Entity cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.entity) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.entity) + 1)
-            else:
-                out += _S_i.pack(len(self.entity))
-            for item in self.entity:
-                item._write(out, version, splices)
-        if self.ops is None and not (False):
-            raise EncodeError('Ops cannot be null in version %d' % version)
+            out += _S_i.pack(len(self.entity))
+        for item in self.entity:
+            item._write(out, version, splices)
         if self.ops is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Ops cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.ops) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.ops) + 1)
-            else:
-                out += _S_i.pack(len(self.ops))
-            for item in self.ops:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.ops))
+        for item in self.ops:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -226,16 +214,13 @@ class AlterClientQuotasRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.entries = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterClientQuotasRequest_EntryData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.entries = items
+        items = []
+        append = items.append
+        reader = _AlterClientQuotasRequest_EntryData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.entries = items
         (self.validate_only,) = _S_x.unpack_from(buf, pos)
         pos += 1
         self.unknown_tagged_fields = None
@@ -245,17 +230,14 @@ class AlterClientQuotasRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 1
-        if self.entries is None and not (False):
-            raise EncodeError('Entries cannot be null in version %d' % version)
         if self.entries is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Entries cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.entries) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.entries) + 1)
-            else:
-                out += _S_i.pack(len(self.entries))
-            for item in self.entries:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.entries))
+        for item in self.entries:
+            item._write(out, version, splices)
         out += _S_x.pack(self.validate_only)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
@@ -383,16 +365,13 @@ class _AlterClientQuotasResponse_EntryData:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.entity = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterClientQuotasResponse_EntityData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.entity = items
+        items = []
+        append = items.append
+        reader = _AlterClientQuotasResponse_EntityData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.entity = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -405,17 +384,14 @@ class _AlterClientQuotasResponse_EntryData:
             write_compact_nullable_string(out, self.error_message)
         else:
             write_nullable_string(out, self.error_message)
-        if self.entity is None and not (False):
-            raise EncodeError('Entity cannot be null in version %d' % version)
         if self.entity is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Entity cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.entity) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.entity) + 1)
-            else:
-                out += _S_i.pack(len(self.entity))
-            for item in self.entity:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.entity))
+        for item in self.entity:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -451,16 +427,13 @@ class AlterClientQuotasResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.entries = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterClientQuotasResponse_EntryData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.entries = items
+        items = []
+        append = items.append
+        reader = _AlterClientQuotasResponse_EntryData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.entries = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -469,17 +442,14 @@ class AlterClientQuotasResponse:
     def _write(self, out, version, splices):
         flexible = version >= 1
         out += _S_i.pack(self.throttle_time_ms)
-        if self.entries is None and not (False):
-            raise EncodeError('Entries cannot be null in version %d' % version)
         if self.entries is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Entries cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.entries) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.entries) + 1)
-            else:
-                out += _S_i.pack(len(self.entries))
-            for item in self.entries:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.entries))
+        for item in self.entries:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

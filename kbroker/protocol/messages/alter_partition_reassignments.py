@@ -29,39 +29,26 @@ class _AlterPartitionReassignmentsRequest_ReassignablePartition:
     @staticmethod
     def _read(buf, pos, version):
         self = _AlterPartitionReassignmentsRequest_ReassignablePartition.__new__(_AlterPartitionReassignmentsRequest_ReassignablePartition)
-        flexible = True
         (self.partition_index,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, True)
-        else:
-            n, pos = read_array_length(buf, pos, True)
+        n, pos = read_compact_array_length(buf, pos, True)
         if n < 0:
             self.replicas = None
         else:
             check_fixed_array(buf, pos, n, 4)
             self.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
             pos += n * 4
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.partition_index)
-        if self.replicas is None and not (True):
-            raise EncodeError('Replicas cannot be null in version %d' % version)
         if self.replicas is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            out += b'\x00'
         else:
-            if flexible:
-                write_uvarint(out, len(self.replicas) + 1)
-            else:
-                out += _S_i.pack(len(self.replicas))
+            write_uvarint(out, len(self.replicas) + 1)
             out += struct.pack('>%di' % len(self.replicas), *self.replicas)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -89,51 +76,28 @@ class _AlterPartitionReassignmentsRequest_ReassignableTopic:
     @staticmethod
     def _read(buf, pos, version):
         self = _AlterPartitionReassignmentsRequest_ReassignableTopic.__new__(_AlterPartitionReassignmentsRequest_ReassignableTopic)
-        flexible = True
-        if flexible:
-            self.name, pos = read_compact_string(buf, pos)
-        else:
-            self.name, pos = read_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterPartitionReassignmentsRequest_ReassignablePartition._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _AlterPartitionReassignmentsRequest_ReassignablePartition._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.name)
-        else:
-            write_string(out, self.name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_compact_string(out, self.name)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partitions) + 1)
+        for item in self.partitions:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -161,7 +125,6 @@ class AlterPartitionReassignmentsRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = AlterPartitionReassignmentsRequest.__new__(AlterPartitionReassignmentsRequest)
-        flexible = True
         (self.timeout_ms,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if version >= 1:
@@ -169,46 +132,29 @@ class AlterPartitionReassignmentsRequest:
             pos += 1
         else:
             self.allow_replication_factor_change = True
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterPartitionReassignmentsRequest_ReassignableTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _AlterPartitionReassignmentsRequest_ReassignableTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.timeout_ms)
         if version >= 1:
             out += _S_x.pack(self.allow_replication_factor_change)
-        else:
-            if self.allow_replication_factor_change != True:
-                raise EncodeError('AllowReplicationFactorChange is not supported in version %d' % version)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
+        elif self.allow_replication_factor_change != True:
+            raise EncodeError('AllowReplicationFactorChange is not supported in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topics) + 1)
+        for item in self.topics:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -262,27 +208,16 @@ class _AlterPartitionReassignmentsResponse_ReassignablePartitionResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = _AlterPartitionReassignmentsResponse_ReassignablePartitionResponse.__new__(_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
-        flexible = True
         (self.partition_index, self.error_code) = _S_ih.unpack_from(buf, pos)
         pos += 6
-        if flexible:
-            self.error_message, pos = read_compact_nullable_string(buf, pos)
-        else:
-            self.error_message, pos = read_nullable_string(buf, pos)
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.error_message, pos = read_compact_nullable_string(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_ih.pack(self.partition_index, self.error_code)
-        if flexible:
-            write_compact_nullable_string(out, self.error_message)
-        else:
-            write_nullable_string(out, self.error_message)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_compact_nullable_string(out, self.error_message)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -310,51 +245,28 @@ class _AlterPartitionReassignmentsResponse_ReassignableTopicResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = _AlterPartitionReassignmentsResponse_ReassignableTopicResponse.__new__(_AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
-        flexible = True
-        if flexible:
-            self.name, pos = read_compact_string(buf, pos)
-        else:
-            self.name, pos = read_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterPartitionReassignmentsResponse_ReassignablePartitionResponse._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _AlterPartitionReassignmentsResponse_ReassignablePartitionResponse._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.name)
-        else:
-            write_string(out, self.name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_compact_string(out, self.name)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partitions) + 1)
+        for item in self.partitions:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -384,7 +296,6 @@ class AlterPartitionReassignmentsResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = AlterPartitionReassignmentsResponse.__new__(AlterPartitionReassignmentsResponse)
-        flexible = True
         (self.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if version >= 1:
@@ -394,52 +305,30 @@ class AlterPartitionReassignmentsResponse:
             self.allow_replication_factor_change = True
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
-        if flexible:
-            self.error_message, pos = read_compact_nullable_string(buf, pos)
-        else:
-            self.error_message, pos = read_nullable_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.responses = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterPartitionReassignmentsResponse_ReassignableTopicResponse._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.responses = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.error_message, pos = read_compact_nullable_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _AlterPartitionReassignmentsResponse_ReassignableTopicResponse._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.responses = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.throttle_time_ms)
         if version >= 1:
             out += _S_x.pack(self.allow_replication_factor_change)
         out += _S_h.pack(self.error_code)
-        if flexible:
-            write_compact_nullable_string(out, self.error_message)
-        else:
-            write_nullable_string(out, self.error_message)
-        if self.responses is None and not (False):
-            raise EncodeError('Responses cannot be null in version %d' % version)
+        write_compact_nullable_string(out, self.error_message)
         if self.responses is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.responses) + 1)
-            else:
-                out += _S_i.pack(len(self.responses))
-            for item in self.responses:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Responses cannot be null in version %d' % version)
+        write_uvarint(out, len(self.responses) + 1)
+        for item in self.responses:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

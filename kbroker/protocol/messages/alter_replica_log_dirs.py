@@ -36,12 +36,9 @@ class _AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
+        check_fixed_array(buf, pos, n, 4)
+        self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -55,16 +52,13 @@ class _AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic:
             write_compact_string(out, self.name)
         else:
             write_string(out, self.name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            out += struct.pack('>%di' % len(self.partitions), *self.partitions)
+            out += _S_i.pack(len(self.partitions))
+        out += struct.pack('>%di' % len(self.partitions), *self.partitions)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -103,16 +97,13 @@ class _AlterReplicaLogDirsRequest_AlterReplicaLogDir:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        items = []
+        append = items.append
+        reader = _AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -126,17 +117,14 @@ class _AlterReplicaLogDirsRequest_AlterReplicaLogDir:
             write_compact_string(out, self.path)
         else:
             write_string(out, self.path)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.topics) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -169,16 +157,13 @@ class AlterReplicaLogDirsRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.dirs = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterReplicaLogDirsRequest_AlterReplicaLogDir._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.dirs = items
+        items = []
+        append = items.append
+        reader = _AlterReplicaLogDirsRequest_AlterReplicaLogDir._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.dirs = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -186,17 +171,14 @@ class AlterReplicaLogDirsRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 2
-        if self.dirs is None and not (False):
-            raise EncodeError('Dirs cannot be null in version %d' % version)
         if self.dirs is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Dirs cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.dirs) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.dirs) + 1)
-            else:
-                out += _S_i.pack(len(self.dirs))
-            for item in self.dirs:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.dirs))
+        for item in self.dirs:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -298,16 +280,13 @@ class _AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
+        items = []
+        append = items.append
+        reader = _AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -321,17 +300,14 @@ class _AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult:
             write_compact_string(out, self.topic_name)
         else:
             write_string(out, self.topic_name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.partitions))
+        for item in self.partitions:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -367,16 +343,13 @@ class AlterReplicaLogDirsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.results = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.results = items
+        items = []
+        append = items.append
+        reader = _AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.results = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -385,17 +358,14 @@ class AlterReplicaLogDirsResponse:
     def _write(self, out, version, splices):
         flexible = version >= 2
         out += _S_i.pack(self.throttle_time_ms)
-        if self.results is None and not (False):
-            raise EncodeError('Results cannot be null in version %d' % version)
         if self.results is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Results cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.results) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.results) + 1)
-            else:
-                out += _S_i.pack(len(self.results))
-            for item in self.results:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.results))
+        for item in self.results:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

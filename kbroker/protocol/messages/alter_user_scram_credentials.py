@@ -28,29 +28,18 @@ class _AlterUserScramCredentialsRequest_ScramCredentialDeletion:
     @staticmethod
     def _read(buf, pos, version):
         self = _AlterUserScramCredentialsRequest_ScramCredentialDeletion.__new__(_AlterUserScramCredentialsRequest_ScramCredentialDeletion)
-        flexible = True
-        if flexible:
-            self.name, pos = read_compact_string(buf, pos)
-        else:
-            self.name, pos = read_string(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
         (self.mechanism,) = _S_b.unpack_from(buf, pos)
         pos += 1
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.name)
-        else:
-            write_string(out, self.name)
+        write_compact_string(out, self.name)
         out += _S_b.pack(self.mechanism)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -81,49 +70,26 @@ class _AlterUserScramCredentialsRequest_ScramCredentialUpsertion:
     @staticmethod
     def _read(buf, pos, version):
         self = _AlterUserScramCredentialsRequest_ScramCredentialUpsertion.__new__(_AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
-        flexible = True
-        if flexible:
-            self.name, pos = read_compact_string(buf, pos)
-        else:
-            self.name, pos = read_string(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
         (self.mechanism, self.iterations) = _S_bi.unpack_from(buf, pos)
         pos += 5
-        if flexible:
-            self.salt, pos = read_compact_bytes(buf, pos)
-        else:
-            self.salt, pos = read_bytes(buf, pos)
-        if flexible:
-            self.salted_password, pos = read_compact_bytes(buf, pos)
-        else:
-            self.salted_password, pos = read_bytes(buf, pos)
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.salt, pos = read_compact_bytes(buf, pos)
+        self.salted_password, pos = read_compact_bytes(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.name)
-        else:
-            write_string(out, self.name)
+        write_compact_string(out, self.name)
         out += _S_bi.pack(self.mechanism, self.iterations)
         if self.salt is None:
             raise EncodeError('Salt cannot be null in version %d' % version)
-        if flexible:
-            write_compact_bytes(out, self.salt)
-        else:
-            write_bytes(out, self.salt)
+        write_compact_bytes(out, self.salt)
         if self.salted_password is None:
             raise EncodeError('SaltedPassword cannot be null in version %d' % version)
-        if flexible:
-            write_compact_bytes(out, self.salted_password)
-        else:
-            write_bytes(out, self.salted_password)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_compact_bytes(out, self.salted_password)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -150,66 +116,37 @@ class AlterUserScramCredentialsRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = AlterUserScramCredentialsRequest.__new__(AlterUserScramCredentialsRequest)
-        flexible = True
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.deletions = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterUserScramCredentialsRequest_ScramCredentialDeletion._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.deletions = items
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.upsertions = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterUserScramCredentialsRequest_ScramCredentialUpsertion._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.upsertions = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _AlterUserScramCredentialsRequest_ScramCredentialDeletion._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.deletions = items
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _AlterUserScramCredentialsRequest_ScramCredentialUpsertion._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.upsertions = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
-        if self.deletions is None and not (False):
-            raise EncodeError('Deletions cannot be null in version %d' % version)
         if self.deletions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.deletions) + 1)
-            else:
-                out += _S_i.pack(len(self.deletions))
-            for item in self.deletions:
-                item._write(out, version, splices)
-        if self.upsertions is None and not (False):
-            raise EncodeError('Upsertions cannot be null in version %d' % version)
+            raise EncodeError('Deletions cannot be null in version %d' % version)
+        write_uvarint(out, len(self.deletions) + 1)
+        for item in self.deletions:
+            item._write(out, version, splices)
         if self.upsertions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.upsertions) + 1)
-            else:
-                out += _S_i.pack(len(self.upsertions))
-            for item in self.upsertions:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Upsertions cannot be null in version %d' % version)
+        write_uvarint(out, len(self.upsertions) + 1)
+        for item in self.upsertions:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -265,37 +202,20 @@ class _AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult:
     @staticmethod
     def _read(buf, pos, version):
         self = _AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult.__new__(_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
-        flexible = True
-        if flexible:
-            self.user, pos = read_compact_string(buf, pos)
-        else:
-            self.user, pos = read_string(buf, pos)
+        self.user, pos = read_compact_string(buf, pos)
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
-        if flexible:
-            self.error_message, pos = read_compact_nullable_string(buf, pos)
-        else:
-            self.error_message, pos = read_nullable_string(buf, pos)
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.error_message, pos = read_compact_nullable_string(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.user is None:
             raise EncodeError('User cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.user)
-        else:
-            write_string(out, self.user)
+        write_compact_string(out, self.user)
         out += _S_h.pack(self.error_code)
-        if flexible:
-            write_compact_nullable_string(out, self.error_message)
-        else:
-            write_nullable_string(out, self.error_message)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_compact_nullable_string(out, self.error_message)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -322,44 +242,27 @@ class AlterUserScramCredentialsResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = AlterUserScramCredentialsResponse.__new__(AlterUserScramCredentialsResponse)
-        flexible = True
         (self.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.results = None
-        else:
-            items = []
-            append = items.append
-            reader = _AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.results = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.results = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.throttle_time_ms)
-        if self.results is None and not (False):
-            raise EncodeError('Results cannot be null in version %d' % version)
         if self.results is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.results) + 1)
-            else:
-                out += _S_i.pack(len(self.results))
-            for item in self.results:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Results cannot be null in version %d' % version)
+        write_uvarint(out, len(self.results) + 1)
+        for item in self.results:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -32,17 +32,11 @@ class ApiVersionsRequest:
         self = ApiVersionsRequest.__new__(ApiVersionsRequest)
         flexible = version >= 3
         if version >= 3:
-            if flexible:
-                self.client_software_name, pos = read_compact_string(buf, pos)
-            else:
-                self.client_software_name, pos = read_string(buf, pos)
+            self.client_software_name, pos = read_compact_string(buf, pos)
         else:
             self.client_software_name = ''
         if version >= 3:
-            if flexible:
-                self.client_software_version, pos = read_compact_string(buf, pos)
-            else:
-                self.client_software_version, pos = read_string(buf, pos)
+            self.client_software_version, pos = read_compact_string(buf, pos)
         else:
             self.client_software_version = ''
         self.unknown_tagged_fields = None
@@ -55,17 +49,11 @@ class ApiVersionsRequest:
         if version >= 3:
             if self.client_software_name is None:
                 raise EncodeError('ClientSoftwareName cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.client_software_name)
-            else:
-                write_string(out, self.client_software_name)
+            write_compact_string(out, self.client_software_name)
         if version >= 3:
             if self.client_software_version is None:
                 raise EncodeError('ClientSoftwareVersion cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.client_software_version)
-            else:
-                write_string(out, self.client_software_version)
+            write_compact_string(out, self.client_software_version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -151,46 +139,18 @@ class _ApiVersionsResponse_SupportedFeatureKey:
     @staticmethod
     def _read(buf, pos, version):
         self = _ApiVersionsResponse_SupportedFeatureKey.__new__(_ApiVersionsResponse_SupportedFeatureKey)
-        flexible = version >= 3
-        if version >= 3:
-            if flexible:
-                self.name, pos = read_compact_string(buf, pos)
-            else:
-                self.name, pos = read_string(buf, pos)
-        else:
-            self.name = ''
-        if version >= 3:
-            (self.min_version, self.max_version) = _S_hh.unpack_from(buf, pos)
-            pos += 4
-        else:
-            self.min_version = 0
-            self.max_version = 0
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        (self.min_version, self.max_version) = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 3
-        if version >= 3:
-            if self.name is None:
-                raise EncodeError('Name cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.name)
-            else:
-                write_string(out, self.name)
-        else:
-            if self.name != '':
-                raise EncodeError('Name is not supported in version %d' % version)
-        if version >= 3:
-            out += _S_hh.pack(self.min_version, self.max_version)
-        else:
-            if self.min_version != 0:
-                raise EncodeError('MinVersion is not supported in version %d' % version)
-            if self.max_version != 0:
-                raise EncodeError('MaxVersion is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        if self.name is None:
+            raise EncodeError('Name cannot be null in version %d' % version)
+        write_compact_string(out, self.name)
+        out += _S_hh.pack(self.min_version, self.max_version)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -219,46 +179,18 @@ class _ApiVersionsResponse_FinalizedFeatureKey:
     @staticmethod
     def _read(buf, pos, version):
         self = _ApiVersionsResponse_FinalizedFeatureKey.__new__(_ApiVersionsResponse_FinalizedFeatureKey)
-        flexible = version >= 3
-        if version >= 3:
-            if flexible:
-                self.name, pos = read_compact_string(buf, pos)
-            else:
-                self.name, pos = read_string(buf, pos)
-        else:
-            self.name = ''
-        if version >= 3:
-            (self.max_version_level, self.min_version_level) = _S_hh.unpack_from(buf, pos)
-            pos += 4
-        else:
-            self.max_version_level = 0
-            self.min_version_level = 0
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        (self.max_version_level, self.min_version_level) = _S_hh.unpack_from(buf, pos)
+        pos += 4
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 3
-        if version >= 3:
-            if self.name is None:
-                raise EncodeError('Name cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.name)
-            else:
-                write_string(out, self.name)
-        else:
-            if self.name != '':
-                raise EncodeError('Name is not supported in version %d' % version)
-        if version >= 3:
-            out += _S_hh.pack(self.max_version_level, self.min_version_level)
-        else:
-            if self.max_version_level != 0:
-                raise EncodeError('MaxVersionLevel is not supported in version %d' % version)
-            if self.min_version_level != 0:
-                raise EncodeError('MinVersionLevel is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        if self.name is None:
+            raise EncodeError('Name cannot be null in version %d' % version)
+        write_compact_string(out, self.name)
+        out += _S_hh.pack(self.max_version_level, self.min_version_level)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -297,16 +229,13 @@ class ApiVersionsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.api_keys = None
-        else:
-            items = []
-            append = items.append
-            reader = _ApiVersionsResponse_ApiVersion._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.api_keys = items
+        items = []
+        append = items.append
+        reader = _ApiVersionsResponse_ApiVersion._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.api_keys = items
         if version >= 1:
             (self.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
             pos += 4
@@ -322,46 +251,34 @@ class ApiVersionsResponse:
             for _ in range(n_tags):
                 tag, size, pos = read_tag_header(buf, pos)
                 end = pos + size
-                if tag == 0 and version >= 3:
-                    if flexible:
-                        n, pos = read_compact_array_length(buf, pos, False)
-                    else:
-                        n, pos = read_array_length(buf, pos, False)
-                    if n < 0:
-                        self.supported_features = None
-                    else:
-                        items = []
-                        append = items.append
-                        reader = _ApiVersionsResponse_SupportedFeatureKey._read
-                        for _ in range(n):
-                            item, pos = reader(buf, pos, version)
-                            append(item)
-                        self.supported_features = items
+                if tag == 0:
+                    n, pos = read_compact_array_length(buf, pos, False)
+                    items = []
+                    append = items.append
+                    reader = _ApiVersionsResponse_SupportedFeatureKey._read
+                    for _ in range(n):
+                        item, pos = reader(buf, pos, version)
+                        append(item)
+                    self.supported_features = items
                     if pos != end:
                         raise DecodeError('tagged field SupportedFeatures has the wrong size')
-                elif tag == 1 and version >= 3:
+                elif tag == 1:
                     (self.finalized_features_epoch,) = _S_q.unpack_from(buf, pos)
                     pos += 8
                     if pos != end:
                         raise DecodeError('tagged field FinalizedFeaturesEpoch has the wrong size')
-                elif tag == 2 and version >= 3:
-                    if flexible:
-                        n, pos = read_compact_array_length(buf, pos, False)
-                    else:
-                        n, pos = read_array_length(buf, pos, False)
-                    if n < 0:
-                        self.finalized_features = None
-                    else:
-                        items = []
-                        append = items.append
-                        reader = _ApiVersionsResponse_FinalizedFeatureKey._read
-                        for _ in range(n):
-                            item, pos = reader(buf, pos, version)
-                            append(item)
-                        self.finalized_features = items
+                elif tag == 2:
+                    n, pos = read_compact_array_length(buf, pos, False)
+                    items = []
+                    append = items.append
+                    reader = _ApiVersionsResponse_FinalizedFeatureKey._read
+                    for _ in range(n):
+                        item, pos = reader(buf, pos, version)
+                        append(item)
+                    self.finalized_features = items
                     if pos != end:
                         raise DecodeError('tagged field FinalizedFeatures has the wrong size')
-                elif tag == 3 and version >= 3:
+                elif tag == 3:
                     (self.zk_migration_ready,) = _S_x.unpack_from(buf, pos)
                     pos += 1
                     if pos != end:
@@ -376,54 +293,39 @@ class ApiVersionsResponse:
     def _write(self, out, version, splices):
         flexible = version >= 3
         out += _S_h.pack(self.error_code)
-        if self.api_keys is None and not (False):
-            raise EncodeError('ApiKeys cannot be null in version %d' % version)
         if self.api_keys is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('ApiKeys cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.api_keys) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.api_keys) + 1)
-            else:
-                out += _S_i.pack(len(self.api_keys))
-            for item in self.api_keys:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.api_keys))
+        for item in self.api_keys:
+            item._write(out, version, splices)
         if version >= 1:
             out += _S_i.pack(self.throttle_time_ms)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
-            if version >= 3 and self.supported_features != []:
+            if self.supported_features != []:
                 field_out = bytearray()
-                if self.supported_features is None and not (False):
-                    raise EncodeError('SupportedFeatures cannot be null in version %d' % version)
                 if self.supported_features is None:
-                    field_out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-                else:
-                    if flexible:
-                        write_uvarint(field_out, len(self.supported_features) + 1)
-                    else:
-                        field_out += _S_i.pack(len(self.supported_features))
-                    for item in self.supported_features:
-                        item._write(field_out, version, splices)
+                    raise EncodeError('SupportedFeatures cannot be null in version %d' % version)
+                write_uvarint(field_out, len(self.supported_features) + 1)
+                for item in self.supported_features:
+                    item._write(field_out, version, splices)
                 tagged.append((0, field_out))
-            if version >= 3 and self.finalized_features_epoch != -1:
+            if self.finalized_features_epoch != -1:
                 field_out = bytearray()
                 field_out += _S_q.pack(self.finalized_features_epoch)
                 tagged.append((1, field_out))
-            if version >= 3 and self.finalized_features != []:
+            if self.finalized_features != []:
                 field_out = bytearray()
-                if self.finalized_features is None and not (False):
-                    raise EncodeError('FinalizedFeatures cannot be null in version %d' % version)
                 if self.finalized_features is None:
-                    field_out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-                else:
-                    if flexible:
-                        write_uvarint(field_out, len(self.finalized_features) + 1)
-                    else:
-                        field_out += _S_i.pack(len(self.finalized_features))
-                    for item in self.finalized_features:
-                        item._write(field_out, version, splices)
+                    raise EncodeError('FinalizedFeatures cannot be null in version %d' % version)
+                write_uvarint(field_out, len(self.finalized_features) + 1)
+                for item in self.finalized_features:
+                    item._write(field_out, version, splices)
                 tagged.append((2, field_out))
-            if version >= 3 and self.zk_migration_ready != False:
+            if self.zk_migration_ready != False:
                 field_out = bytearray()
                 field_out += _S_x.pack(self.zk_migration_ready)
                 tagged.append((3, field_out))

@@ -27,16 +27,10 @@ class _ConsumerProtocolAssignment_TopicPartition:
     def _read(buf, pos, version):
         self = _ConsumerProtocolAssignment_TopicPartition.__new__(_ConsumerProtocolAssignment_TopicPartition)
         self.topic, pos = read_string(buf, pos)
-        if False:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
+        n, pos = read_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         self.unknown_tagged_fields = None
         return self, pos
 
@@ -44,13 +38,10 @@ class _ConsumerProtocolAssignment_TopicPartition:
         if self.topic is None:
             raise EncodeError('Topic cannot be null in version %d' % version)
         write_string(out, self.topic)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\xff\xff\xff\xff'
-        else:
-            out += _S_i.pack(len(self.partitions))
-            out += struct.pack('>%di' % len(self.partitions), *self.partitions)
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        out += _S_i.pack(len(self.partitions))
+        out += struct.pack('>%di' % len(self.partitions), *self.partitions)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -77,33 +68,24 @@ class ConsumerProtocolAssignment:
     @staticmethod
     def _read(buf, pos, version):
         self = ConsumerProtocolAssignment.__new__(ConsumerProtocolAssignment)
-        if False:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.assigned_partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _ConsumerProtocolAssignment_TopicPartition._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.assigned_partitions = items
+        n, pos = read_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _ConsumerProtocolAssignment_TopicPartition._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.assigned_partitions = items
         self.user_data, pos = read_nullable_bytes(buf, pos)
         self.unknown_tagged_fields = None
         return self, pos
 
     def _write(self, out, version, splices):
-        if self.assigned_partitions is None and not (False):
-            raise EncodeError('AssignedPartitions cannot be null in version %d' % version)
         if self.assigned_partitions is None:
-            out += b'\xff\xff\xff\xff'
-        else:
-            out += _S_i.pack(len(self.assigned_partitions))
-            for item in self.assigned_partitions:
-                item._write(out, version, splices)
+            raise EncodeError('AssignedPartitions cannot be null in version %d' % version)
+        out += _S_i.pack(len(self.assigned_partitions))
+        for item in self.assigned_partitions:
+            item._write(out, version, splices)
         write_nullable_bytes(out, self.user_data)
 
     def __eq__(self, other):

@@ -26,45 +26,22 @@ class _ConsumerProtocolSubscription_TopicPartition:
     @staticmethod
     def _read(buf, pos, version):
         self = _ConsumerProtocolSubscription_TopicPartition.__new__(_ConsumerProtocolSubscription_TopicPartition)
-        if version >= 1:
-            self.topic, pos = read_string(buf, pos)
-        else:
-            self.topic = ''
-        if version >= 1:
-            if False:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.partitions = None
-            else:
-                check_fixed_array(buf, pos, n, 4)
-                self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-        else:
-            self.partitions = []
+        self.topic, pos = read_string(buf, pos)
+        n, pos = read_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         self.unknown_tagged_fields = None
         return self, pos
 
     def _write(self, out, version, splices):
-        if version >= 1:
-            if self.topic is None:
-                raise EncodeError('Topic cannot be null in version %d' % version)
-            write_string(out, self.topic)
-        else:
-            if self.topic != '':
-                raise EncodeError('Topic is not supported in version %d' % version)
-        if version >= 1:
-            if self.partitions is None and not (False):
-                raise EncodeError('Partitions cannot be null in version %d' % version)
-            if self.partitions is None:
-                out += b'\xff\xff\xff\xff'
-            else:
-                out += _S_i.pack(len(self.partitions))
-                out += struct.pack('>%di' % len(self.partitions), *self.partitions)
-        else:
-            if self.partitions != []:
-                raise EncodeError('Partitions is not supported in version %d' % version)
+        if self.topic is None:
+            raise EncodeError('Topic cannot be null in version %d' % version)
+        write_string(out, self.topic)
+        if self.partitions is None:
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        out += _S_i.pack(len(self.partitions))
+        out += struct.pack('>%di' % len(self.partitions), *self.partitions)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -94,34 +71,22 @@ class ConsumerProtocolSubscription:
     @staticmethod
     def _read(buf, pos, version):
         self = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
-        if False:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            for _ in range(n):
-                item, pos = read_string(buf, pos)
-                items.append(item)
-            self.topics = items
+        n, pos = read_array_length(buf, pos, False)
+        items = []
+        for _ in range(n):
+            item, pos = read_string(buf, pos)
+            items.append(item)
+        self.topics = items
         self.user_data, pos = read_nullable_bytes(buf, pos)
         if version >= 1:
-            if False:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.owned_partitions = None
-            else:
-                items = []
-                append = items.append
-                reader = _ConsumerProtocolSubscription_TopicPartition._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.owned_partitions = items
+            n, pos = read_array_length(buf, pos, False)
+            items = []
+            append = items.append
+            reader = _ConsumerProtocolSubscription_TopicPartition._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.owned_partitions = items
         else:
             self.owned_partitions = []
         if version >= 2:
@@ -130,41 +95,30 @@ class ConsumerProtocolSubscription:
         else:
             self.generation_id = -1
         if version >= 3:
-            if version >= 3:
-                self.rack_id, pos = read_nullable_string(buf, pos)
-            else:
-                self.rack_id, pos = read_string(buf, pos)
+            self.rack_id, pos = read_nullable_string(buf, pos)
         else:
             self.rack_id = None
         self.unknown_tagged_fields = None
         return self, pos
 
     def _write(self, out, version, splices):
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\xff\xff\xff\xff'
-        else:
-            out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                if item is None:
-                    raise EncodeError('Topics cannot be null in version %d' % version)
-                write_string(out, item)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            if item is None:
+                raise EncodeError('Topics cannot be null in version %d' % version)
+            write_string(out, item)
         write_nullable_bytes(out, self.user_data)
         if version >= 1:
-            if self.owned_partitions is None and not (False):
-                raise EncodeError('OwnedPartitions cannot be null in version %d' % version)
             if self.owned_partitions is None:
-                out += b'\xff\xff\xff\xff'
-            else:
-                out += _S_i.pack(len(self.owned_partitions))
-                for item in self.owned_partitions:
-                    item._write(out, version, splices)
+                raise EncodeError('OwnedPartitions cannot be null in version %d' % version)
+            out += _S_i.pack(len(self.owned_partitions))
+            for item in self.owned_partitions:
+                item._write(out, version, splices)
         if version >= 2:
             out += _S_i.pack(self.generation_id)
         if version >= 3:
-            if self.rack_id is None and not (version >= 3):
-                raise EncodeError('RackId cannot be null in version %d' % version)
             write_nullable_string(out, self.rack_id)
 
     def __eq__(self, other):

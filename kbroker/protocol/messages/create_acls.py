@@ -112,16 +112,13 @@ class CreateAclsRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.creations = None
-        else:
-            items = []
-            append = items.append
-            reader = _CreateAclsRequest_AclCreation._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.creations = items
+        items = []
+        append = items.append
+        reader = _CreateAclsRequest_AclCreation._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.creations = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -129,17 +126,14 @@ class CreateAclsRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 2
-        if self.creations is None and not (False):
-            raise EncodeError('Creations cannot be null in version %d' % version)
         if self.creations is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Creations cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.creations) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.creations) + 1)
-            else:
-                out += _S_i.pack(len(self.creations))
-            for item in self.creations:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.creations))
+        for item in self.creations:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -246,16 +240,13 @@ class CreateAclsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.results = None
-        else:
-            items = []
-            append = items.append
-            reader = _CreateAclsResponse_AclCreationResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.results = items
+        items = []
+        append = items.append
+        reader = _CreateAclsResponse_AclCreationResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.results = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -264,17 +255,14 @@ class CreateAclsResponse:
     def _write(self, out, version, splices):
         flexible = version >= 2
         out += _S_i.pack(self.throttle_time_ms)
-        if self.results is None and not (False):
-            raise EncodeError('Results cannot be null in version %d' % version)
         if self.results is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Results cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.results) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.results) + 1)
-            else:
-                out += _S_i.pack(len(self.results))
-            for item in self.results:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.results))
+        for item in self.results:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

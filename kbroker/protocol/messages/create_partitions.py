@@ -32,12 +32,9 @@ class _CreatePartitionsRequest_CreatePartitionsAssignment:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.broker_ids = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.broker_ids = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
+        check_fixed_array(buf, pos, n, 4)
+        self.broker_ids = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -45,16 +42,13 @@ class _CreatePartitionsRequest_CreatePartitionsAssignment:
 
     def _write(self, out, version, splices):
         flexible = version >= 2
-        if self.broker_ids is None and not (False):
-            raise EncodeError('BrokerIds cannot be null in version %d' % version)
         if self.broker_ids is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('BrokerIds cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.broker_ids) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.broker_ids) + 1)
-            else:
-                out += _S_i.pack(len(self.broker_ids))
-            out += struct.pack('>%di' % len(self.broker_ids), *self.broker_ids)
+            out += _S_i.pack(len(self.broker_ids))
+        out += struct.pack('>%di' % len(self.broker_ids), *self.broker_ids)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -120,8 +114,6 @@ class _CreatePartitionsRequest_CreatePartitionsTopic:
         else:
             write_string(out, self.name)
         out += _S_i.pack(self.count)
-        if self.assignments is None and not (True):
-            raise EncodeError('Assignments cannot be null in version %d' % version)
         if self.assignments is None:
             out += b'\x00' if flexible else b'\xff\xff\xff\xff'
         else:
@@ -165,16 +157,13 @@ class CreatePartitionsRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _CreatePartitionsRequest_CreatePartitionsTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        items = []
+        append = items.append
+        reader = _CreatePartitionsRequest_CreatePartitionsTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         (self.timeout_ms, self.validate_only) = _S_ix.unpack_from(buf, pos)
         pos += 5
         self.unknown_tagged_fields = None
@@ -184,17 +173,14 @@ class CreatePartitionsRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 2
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.topics) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            item._write(out, version, splices)
         out += _S_ix.pack(self.timeout_ms, self.validate_only)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
@@ -315,16 +301,13 @@ class CreatePartitionsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.results = None
-        else:
-            items = []
-            append = items.append
-            reader = _CreatePartitionsResponse_CreatePartitionsTopicResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.results = items
+        items = []
+        append = items.append
+        reader = _CreatePartitionsResponse_CreatePartitionsTopicResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.results = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -333,17 +316,14 @@ class CreatePartitionsResponse:
     def _write(self, out, version, splices):
         flexible = version >= 2
         out += _S_i.pack(self.throttle_time_ms)
-        if self.results is None and not (False):
-            raise EncodeError('Results cannot be null in version %d' % version)
         if self.results is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Results cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.results) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.results) + 1)
-            else:
-                out += _S_i.pack(len(self.results))
-            for item in self.results:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.results))
+        for item in self.results:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

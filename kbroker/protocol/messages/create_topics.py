@@ -37,12 +37,9 @@ class _CreateTopicsRequest_CreatableReplicaAssignment:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.broker_ids = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.broker_ids = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
+        check_fixed_array(buf, pos, n, 4)
+        self.broker_ids = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -51,16 +48,13 @@ class _CreateTopicsRequest_CreatableReplicaAssignment:
     def _write(self, out, version, splices):
         flexible = version >= 5
         out += _S_i.pack(self.partition_index)
-        if self.broker_ids is None and not (False):
-            raise EncodeError('BrokerIds cannot be null in version %d' % version)
         if self.broker_ids is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('BrokerIds cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.broker_ids) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.broker_ids) + 1)
-            else:
-                out += _S_i.pack(len(self.broker_ids))
-            out += struct.pack('>%di' % len(self.broker_ids), *self.broker_ids)
+            out += _S_i.pack(len(self.broker_ids))
+        out += struct.pack('>%di' % len(self.broker_ids), *self.broker_ids)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -159,30 +153,24 @@ class _CreateTopicsRequest_CreatableTopic:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.assignments = None
-        else:
-            items = []
-            append = items.append
-            reader = _CreateTopicsRequest_CreatableReplicaAssignment._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.assignments = items
+        items = []
+        append = items.append
+        reader = _CreateTopicsRequest_CreatableReplicaAssignment._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.assignments = items
         if flexible:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.configs = None
-        else:
-            items = []
-            append = items.append
-            reader = _CreateTopicsRequest_CreatableTopicConfig._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.configs = items
+        items = []
+        append = items.append
+        reader = _CreateTopicsRequest_CreatableTopicConfig._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.configs = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -197,28 +185,22 @@ class _CreateTopicsRequest_CreatableTopic:
         else:
             write_string(out, self.name)
         out += _S_ih.pack(self.num_partitions, self.replication_factor)
-        if self.assignments is None and not (False):
-            raise EncodeError('Assignments cannot be null in version %d' % version)
         if self.assignments is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Assignments cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.assignments) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.assignments) + 1)
-            else:
-                out += _S_i.pack(len(self.assignments))
-            for item in self.assignments:
-                item._write(out, version, splices)
-        if self.configs is None and not (False):
-            raise EncodeError('Configs cannot be null in version %d' % version)
+            out += _S_i.pack(len(self.assignments))
+        for item in self.assignments:
+            item._write(out, version, splices)
         if self.configs is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Configs cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.configs) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.configs) + 1)
-            else:
-                out += _S_i.pack(len(self.configs))
-            for item in self.configs:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.configs))
+        for item in self.configs:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -253,16 +235,13 @@ class CreateTopicsRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _CreateTopicsRequest_CreatableTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        items = []
+        append = items.append
+        reader = _CreateTopicsRequest_CreatableTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         (self.timeout_ms, self.validate_only) = _S_ix.unpack_from(buf, pos)
         pos += 5
         self.unknown_tagged_fields = None
@@ -272,17 +251,14 @@ class CreateTopicsRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 5
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.topics) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            item._write(out, version, splices)
         out += _S_ix.pack(self.timeout_ms, self.validate_only)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
@@ -349,70 +325,20 @@ class _CreateTopicsResponse_CreatableTopicConfigs:
     @staticmethod
     def _read(buf, pos, version):
         self = _CreateTopicsResponse_CreatableTopicConfigs.__new__(_CreateTopicsResponse_CreatableTopicConfigs)
-        flexible = version >= 5
-        if version >= 5:
-            if flexible:
-                self.name, pos = read_compact_string(buf, pos)
-            else:
-                self.name, pos = read_string(buf, pos)
-        else:
-            self.name = ''
-        if version >= 5:
-            if version >= 5:
-                if flexible:
-                    self.value, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.value, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.value, pos = read_compact_string(buf, pos)
-                else:
-                    self.value, pos = read_string(buf, pos)
-        else:
-            self.value = ''
-        if version >= 5:
-            (self.read_only, self.config_source, self.is_sensitive) = _S_xbx.unpack_from(buf, pos)
-            pos += 3
-        else:
-            self.read_only = False
-            self.config_source = -1
-            self.is_sensitive = False
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        self.value, pos = read_compact_nullable_string(buf, pos)
+        (self.read_only, self.config_source, self.is_sensitive) = _S_xbx.unpack_from(buf, pos)
+        pos += 3
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 5
-        if version >= 5:
-            if self.name is None:
-                raise EncodeError('Name cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.name)
-            else:
-                write_string(out, self.name)
-        else:
-            if self.name != '':
-                raise EncodeError('Name is not supported in version %d' % version)
-        if version >= 5:
-            if self.value is None and not (version >= 5):
-                raise EncodeError('Value cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.value)
-            else:
-                write_nullable_string(out, self.value)
-        else:
-            if self.value != '':
-                raise EncodeError('Value is not supported in version %d' % version)
-        if version >= 5:
-            out += _S_xbx.pack(self.read_only, self.config_source, self.is_sensitive)
-        else:
-            if self.read_only != False:
-                raise EncodeError('ReadOnly is not supported in version %d' % version)
-            if self.is_sensitive != False:
-                raise EncodeError('IsSensitive is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        if self.name is None:
+            raise EncodeError('Name cannot be null in version %d' % version)
+        write_compact_string(out, self.name)
+        write_compact_nullable_string(out, self.value)
+        out += _S_xbx.pack(self.read_only, self.config_source, self.is_sensitive)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -469,10 +395,7 @@ class _CreateTopicsResponse_CreatableTopicResult:
             self.num_partitions = -1
             self.replication_factor = -1
         if version >= 5:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, version >= 5)
-            else:
-                n, pos = read_array_length(buf, pos, version >= 5)
+            n, pos = read_compact_array_length(buf, pos, True)
             if n < 0:
                 self.configs = None
             else:
@@ -491,7 +414,7 @@ class _CreateTopicsResponse_CreatableTopicResult:
             for _ in range(n_tags):
                 tag, size, pos = read_tag_header(buf, pos)
                 end = pos + size
-                if tag == 0 and version >= 5:
+                if tag == 0:
                     (self.topic_config_error_code,) = _S_h.unpack_from(buf, pos)
                     pos += 2
                     if pos != end:
@@ -521,20 +444,15 @@ class _CreateTopicsResponse_CreatableTopicResult:
         if version >= 5:
             out += _S_ih.pack(self.num_partitions, self.replication_factor)
         if version >= 5:
-            if self.configs is None and not (version >= 5):
-                raise EncodeError('Configs cannot be null in version %d' % version)
             if self.configs is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+                out += b'\x00'
             else:
-                if flexible:
-                    write_uvarint(out, len(self.configs) + 1)
-                else:
-                    out += _S_i.pack(len(self.configs))
+                write_uvarint(out, len(self.configs) + 1)
                 for item in self.configs:
                     item._write(out, version, splices)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
-            if version >= 5 and self.topic_config_error_code != 0:
+            if self.topic_config_error_code != 0:
                 field_out = bytearray()
                 field_out += _S_h.pack(self.topic_config_error_code)
                 tagged.append((0, field_out))
@@ -572,16 +490,13 @@ class CreateTopicsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _CreateTopicsResponse_CreatableTopicResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        items = []
+        append = items.append
+        reader = _CreateTopicsResponse_CreatableTopicResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -590,17 +505,14 @@ class CreateTopicsResponse:
     def _write(self, out, version, splices):
         flexible = version >= 5
         out += _S_i.pack(self.throttle_time_ms)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.topics) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

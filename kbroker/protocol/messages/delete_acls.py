@@ -106,16 +106,13 @@ class DeleteAclsRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.filters = None
-        else:
-            items = []
-            append = items.append
-            reader = _DeleteAclsRequest_DeleteAclsFilter._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.filters = items
+        items = []
+        append = items.append
+        reader = _DeleteAclsRequest_DeleteAclsFilter._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.filters = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -123,17 +120,14 @@ class DeleteAclsRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 2
-        if self.filters is None and not (False):
-            raise EncodeError('Filters cannot be null in version %d' % version)
         if self.filters is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Filters cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.filters) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.filters) + 1)
-            else:
-                out += _S_i.pack(len(self.filters))
-            for item in self.filters:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.filters))
+        for item in self.filters:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -292,16 +286,13 @@ class _DeleteAclsResponse_DeleteAclsFilterResult:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.matching_acls = None
-        else:
-            items = []
-            append = items.append
-            reader = _DeleteAclsResponse_DeleteAclsMatchingAcl._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.matching_acls = items
+        items = []
+        append = items.append
+        reader = _DeleteAclsResponse_DeleteAclsMatchingAcl._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.matching_acls = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -314,17 +305,14 @@ class _DeleteAclsResponse_DeleteAclsFilterResult:
             write_compact_nullable_string(out, self.error_message)
         else:
             write_nullable_string(out, self.error_message)
-        if self.matching_acls is None and not (False):
-            raise EncodeError('MatchingAcls cannot be null in version %d' % version)
         if self.matching_acls is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('MatchingAcls cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.matching_acls) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.matching_acls) + 1)
-            else:
-                out += _S_i.pack(len(self.matching_acls))
-            for item in self.matching_acls:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.matching_acls))
+        for item in self.matching_acls:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -360,16 +348,13 @@ class DeleteAclsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.filter_results = None
-        else:
-            items = []
-            append = items.append
-            reader = _DeleteAclsResponse_DeleteAclsFilterResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.filter_results = items
+        items = []
+        append = items.append
+        reader = _DeleteAclsResponse_DeleteAclsFilterResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.filter_results = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -378,17 +363,14 @@ class DeleteAclsResponse:
     def _write(self, out, version, splices):
         flexible = version >= 2
         out += _S_i.pack(self.throttle_time_ms)
-        if self.filter_results is None and not (False):
-            raise EncodeError('FilterResults cannot be null in version %d' % version)
         if self.filter_results is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('FilterResults cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.filter_results) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.filter_results) + 1)
-            else:
-                out += _S_i.pack(len(self.filter_results))
-            for item in self.filter_results:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.filter_results))
+        for item in self.filter_results:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

@@ -30,17 +30,14 @@ class DeleteGroupsRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.groups_names = None
-        else:
-            items = []
-            for _ in range(n):
-                if flexible:
-                    item, pos = read_compact_string(buf, pos)
-                else:
-                    item, pos = read_string(buf, pos)
-                items.append(item)
-            self.groups_names = items
+        items = []
+        for _ in range(n):
+            if flexible:
+                item, pos = read_compact_string(buf, pos)
+            else:
+                item, pos = read_string(buf, pos)
+            items.append(item)
+        self.groups_names = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -48,22 +45,19 @@ class DeleteGroupsRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 2
-        if self.groups_names is None and not (False):
-            raise EncodeError('GroupsNames cannot be null in version %d' % version)
         if self.groups_names is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('GroupsNames cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.groups_names) + 1)
         else:
+            out += _S_i.pack(len(self.groups_names))
+        for item in self.groups_names:
+            if item is None:
+                raise EncodeError('GroupsNames cannot be null in version %d' % version)
             if flexible:
-                write_uvarint(out, len(self.groups_names) + 1)
+                write_compact_string(out, item)
             else:
-                out += _S_i.pack(len(self.groups_names))
-            for item in self.groups_names:
-                if item is None:
-                    raise EncodeError('GroupsNames cannot be null in version %d' % version)
-                if flexible:
-                    write_compact_string(out, item)
-                else:
-                    write_string(out, item)
+                write_string(out, item)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -162,16 +156,13 @@ class DeleteGroupsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.results = None
-        else:
-            items = []
-            append = items.append
-            reader = _DeleteGroupsResponse_DeletableGroupResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.results = items
+        items = []
+        append = items.append
+        reader = _DeleteGroupsResponse_DeletableGroupResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.results = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -180,17 +171,14 @@ class DeleteGroupsResponse:
     def _write(self, out, version, splices):
         flexible = version >= 2
         out += _S_i.pack(self.throttle_time_ms)
-        if self.results is None and not (False):
-            raise EncodeError('Results cannot be null in version %d' % version)
         if self.results is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Results cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.results) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.results) + 1)
-            else:
-                out += _S_i.pack(len(self.results))
-            for item in self.results:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.results))
+        for item in self.results:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

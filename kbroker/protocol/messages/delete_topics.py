@@ -27,48 +27,15 @@ class _DeleteTopicsRequest_DeleteTopicState:
     @staticmethod
     def _read(buf, pos, version):
         self = _DeleteTopicsRequest_DeleteTopicState.__new__(_DeleteTopicsRequest_DeleteTopicState)
-        flexible = version >= 4
-        if version >= 6:
-            if version >= 6:
-                if flexible:
-                    self.name, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.name, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.name, pos = read_compact_string(buf, pos)
-                else:
-                    self.name, pos = read_string(buf, pos)
-        else:
-            self.name = None
-        if version >= 6:
-            self.topic_id, pos = read_uuid(buf, pos)
-        else:
-            self.topic_id = ZERO_UUID
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_nullable_string(buf, pos)
+        self.topic_id, pos = read_uuid(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 4
-        if version >= 6:
-            if self.name is None and not (version >= 6):
-                raise EncodeError('Name cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.name)
-            else:
-                write_nullable_string(out, self.name)
-        else:
-            if self.name != None:
-                raise EncodeError('Name is not supported in version %d' % version)
-        if version >= 6:
-            out += self.topic_id.bytes
-        else:
-            if self.topic_id != ZERO_UUID:
-                raise EncodeError('TopicId is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_compact_nullable_string(out, self.name)
+        out += self.topic_id.bytes
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -98,20 +65,14 @@ class DeleteTopicsRequest:
         self = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
         flexible = version >= 4
         if version >= 6:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.topics = None
-            else:
-                items = []
-                append = items.append
-                reader = _DeleteTopicsRequest_DeleteTopicState._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.topics = items
+            n, pos = read_compact_array_length(buf, pos, False)
+            items = []
+            append = items.append
+            reader = _DeleteTopicsRequest_DeleteTopicState._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.topics = items
         else:
             self.topics = []
         if version <= 5:
@@ -119,17 +80,14 @@ class DeleteTopicsRequest:
                 n, pos = read_compact_array_length(buf, pos, False)
             else:
                 n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.topic_names = None
-            else:
-                items = []
-                for _ in range(n):
-                    if flexible:
-                        item, pos = read_compact_string(buf, pos)
-                    else:
-                        item, pos = read_string(buf, pos)
-                    items.append(item)
-                self.topic_names = items
+            items = []
+            for _ in range(n):
+                if flexible:
+                    item, pos = read_compact_string(buf, pos)
+                else:
+                    item, pos = read_string(buf, pos)
+                items.append(item)
+            self.topic_names = items
         else:
             self.topic_names = []
         (self.timeout_ms,) = _S_i.unpack_from(buf, pos)
@@ -142,37 +100,27 @@ class DeleteTopicsRequest:
     def _write(self, out, version, splices):
         flexible = version >= 4
         if version >= 6:
-            if self.topics is None and not (False):
-                raise EncodeError('Topics cannot be null in version %d' % version)
             if self.topics is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.topics) + 1)
-                else:
-                    out += _S_i.pack(len(self.topics))
-                for item in self.topics:
-                    item._write(out, version, splices)
-        else:
-            if self.topics != []:
-                raise EncodeError('Topics is not supported in version %d' % version)
+                raise EncodeError('Topics cannot be null in version %d' % version)
+            write_uvarint(out, len(self.topics) + 1)
+            for item in self.topics:
+                item._write(out, version, splices)
+        elif self.topics != []:
+            raise EncodeError('Topics is not supported in version %d' % version)
         if version <= 5:
-            if self.topic_names is None and not (False):
-                raise EncodeError('TopicNames cannot be null in version %d' % version)
             if self.topic_names is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+                raise EncodeError('TopicNames cannot be null in version %d' % version)
+            if flexible:
+                write_uvarint(out, len(self.topic_names) + 1)
             else:
+                out += _S_i.pack(len(self.topic_names))
+            for item in self.topic_names:
+                if item is None:
+                    raise EncodeError('TopicNames cannot be null in version %d' % version)
                 if flexible:
-                    write_uvarint(out, len(self.topic_names) + 1)
+                    write_compact_string(out, item)
                 else:
-                    out += _S_i.pack(len(self.topic_names))
-                for item in self.topic_names:
-                    if item is None:
-                        raise EncodeError('TopicNames cannot be null in version %d' % version)
-                    if flexible:
-                        write_compact_string(out, item)
-                    else:
-                        write_string(out, item)
+                    write_string(out, item)
         out += _S_i.pack(self.timeout_ms)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
@@ -227,10 +175,7 @@ class _DeleteTopicsResponse_DeletableTopicResult:
         self = _DeleteTopicsResponse_DeletableTopicResult.__new__(_DeleteTopicsResponse_DeletableTopicResult)
         flexible = version >= 4
         if version >= 6:
-            if flexible:
-                self.name, pos = read_compact_nullable_string(buf, pos)
-            else:
-                self.name, pos = read_nullable_string(buf, pos)
+            self.name, pos = read_compact_nullable_string(buf, pos)
         else:
             if flexible:
                 self.name, pos = read_compact_string(buf, pos)
@@ -243,16 +188,7 @@ class _DeleteTopicsResponse_DeletableTopicResult:
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if version >= 5:
-            if version >= 5:
-                if flexible:
-                    self.error_message, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.error_message, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.error_message, pos = read_compact_string(buf, pos)
-                else:
-                    self.error_message, pos = read_string(buf, pos)
+            self.error_message, pos = read_compact_nullable_string(buf, pos)
         else:
             self.error_message = None
         self.unknown_tagged_fields = None
@@ -262,7 +198,7 @@ class _DeleteTopicsResponse_DeletableTopicResult:
 
     def _write(self, out, version, splices):
         flexible = version >= 4
-        if self.name is None and not (version >= 6):
+        if self.name is None and version < 6:
             raise EncodeError('Name cannot be null in version %d' % version)
         if flexible:
             write_compact_nullable_string(out, self.name)
@@ -272,12 +208,7 @@ class _DeleteTopicsResponse_DeletableTopicResult:
             out += self.topic_id.bytes
         out += _S_h.pack(self.error_code)
         if version >= 5:
-            if self.error_message is None and not (version >= 5):
-                raise EncodeError('ErrorMessage cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.error_message)
-            else:
-                write_nullable_string(out, self.error_message)
+            write_compact_nullable_string(out, self.error_message)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -313,16 +244,13 @@ class DeleteTopicsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.responses = None
-        else:
-            items = []
-            append = items.append
-            reader = _DeleteTopicsResponse_DeletableTopicResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.responses = items
+        items = []
+        append = items.append
+        reader = _DeleteTopicsResponse_DeletableTopicResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.responses = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -331,17 +259,14 @@ class DeleteTopicsResponse:
     def _write(self, out, version, splices):
         flexible = version >= 4
         out += _S_i.pack(self.throttle_time_ms)
-        if self.responses is None and not (False):
-            raise EncodeError('Responses cannot be null in version %d' % version)
         if self.responses is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Responses cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.responses) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.responses) + 1)
-            else:
-                out += _S_i.pack(len(self.responses))
-            for item in self.responses:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.responses))
+        for item in self.responses:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

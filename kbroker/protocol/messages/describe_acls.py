@@ -198,16 +198,13 @@ class _DescribeAclsResponse_DescribeAclsResource:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.acls = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeAclsResponse_AclDescription._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.acls = items
+        items = []
+        append = items.append
+        reader = _DescribeAclsResponse_AclDescription._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.acls = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -223,17 +220,14 @@ class _DescribeAclsResponse_DescribeAclsResource:
         else:
             write_string(out, self.resource_name)
         out += _S_b.pack(self.pattern_type)
-        if self.acls is None and not (False):
-            raise EncodeError('Acls cannot be null in version %d' % version)
         if self.acls is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Acls cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.acls) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.acls) + 1)
-            else:
-                out += _S_i.pack(len(self.acls))
-            for item in self.acls:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.acls))
+        for item in self.acls:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -275,16 +269,13 @@ class DescribeAclsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.resources = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeAclsResponse_DescribeAclsResource._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.resources = items
+        items = []
+        append = items.append
+        reader = _DescribeAclsResponse_DescribeAclsResource._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.resources = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -297,17 +288,14 @@ class DescribeAclsResponse:
             write_compact_nullable_string(out, self.error_message)
         else:
             write_nullable_string(out, self.error_message)
-        if self.resources is None and not (False):
-            raise EncodeError('Resources cannot be null in version %d' % version)
         if self.resources is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Resources cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.resources) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.resources) + 1)
-            else:
-                out += _S_i.pack(len(self.resources))
-            for item in self.resources:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.resources))
+        for item in self.resources:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

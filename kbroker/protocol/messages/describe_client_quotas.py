@@ -92,16 +92,13 @@ class DescribeClientQuotasRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.components = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeClientQuotasRequest_ComponentData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.components = items
+        items = []
+        append = items.append
+        reader = _DescribeClientQuotasRequest_ComponentData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.components = items
         (self.strict,) = _S_x.unpack_from(buf, pos)
         pos += 1
         self.unknown_tagged_fields = None
@@ -111,17 +108,14 @@ class DescribeClientQuotasRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 1
-        if self.components is None and not (False):
-            raise EncodeError('Components cannot be null in version %d' % version)
         if self.components is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Components cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.components) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.components) + 1)
-            else:
-                out += _S_i.pack(len(self.components))
-            for item in self.components:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.components))
+        for item in self.components:
+            item._write(out, version, splices)
         out += _S_x.pack(self.strict)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
@@ -282,30 +276,24 @@ class _DescribeClientQuotasResponse_EntryData:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.entity = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeClientQuotasResponse_EntityData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.entity = items
+        items = []
+        append = items.append
+        reader = _DescribeClientQuotasResponse_EntityData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.entity = items
         if flexible:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.values = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeClientQuotasResponse_ValueData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.values = items
+        items = []
+        append = items.append
+        reader = _DescribeClientQuotasResponse_ValueData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.values = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -313,28 +301,22 @@ class _DescribeClientQuotasResponse_EntryData:
 
     def _write(self, out, version, splices):
         flexible = version >= 1
-        if self.entity is None and not (False):
-            raise EncodeError('Entity cannot be null in version %d' % version)
         if self.entity is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Entity cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.entity) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.entity) + 1)
-            else:
-                out += _S_i.pack(len(self.entity))
-            for item in self.entity:
-                item._write(out, version, splices)
-        if self.values is None and not (False):
-            raise EncodeError('Values cannot be null in version %d' % version)
+            out += _S_i.pack(len(self.entity))
+        for item in self.entity:
+            item._write(out, version, splices)
         if self.values is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Values cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.values) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.values) + 1)
-            else:
-                out += _S_i.pack(len(self.values))
-            for item in self.values:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.values))
+        for item in self.values:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -398,8 +380,6 @@ class DescribeClientQuotasResponse:
             write_compact_nullable_string(out, self.error_message)
         else:
             write_nullable_string(out, self.error_message)
-        if self.entries is None and not (True):
-            raise EncodeError('Entries cannot be null in version %d' % version)
         if self.entries is None:
             out += b'\x00' if flexible else b'\xff\xff\xff\xff'
         else:

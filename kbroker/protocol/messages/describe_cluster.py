@@ -28,7 +28,6 @@ class DescribeClusterRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = DescribeClusterRequest.__new__(DescribeClusterRequest)
-        flexible = True
         (self.include_cluster_authorized_operations,) = _S_x.unpack_from(buf, pos)
         pos += 1
         if version >= 1:
@@ -41,26 +40,20 @@ class DescribeClusterRequest:
             pos += 1
         else:
             self.include_fenced_brokers = False
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_x.pack(self.include_cluster_authorized_operations)
         if version >= 1:
             out += _S_b.pack(self.endpoint_type)
-        else:
-            if self.endpoint_type != 1:
-                raise EncodeError('EndpointType is not supported in version %d' % version)
+        elif self.endpoint_type != 1:
+            raise EncodeError('EndpointType is not supported in version %d' % version)
         if version >= 2:
             out += _S_x.pack(self.include_fenced_brokers)
-        else:
-            if self.include_fenced_brokers != False:
-                raise EncodeError('IncludeFencedBrokers is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        elif self.include_fenced_brokers != False:
+            raise EncodeError('IncludeFencedBrokers is not supported in version %d' % version)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -106,50 +99,32 @@ class _DescribeClusterResponse_DescribeClusterBroker:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeClusterResponse_DescribeClusterBroker.__new__(_DescribeClusterResponse_DescribeClusterBroker)
-        flexible = True
         (self.broker_id,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        if flexible:
-            self.host, pos = read_compact_string(buf, pos)
-        else:
-            self.host, pos = read_string(buf, pos)
+        self.host, pos = read_compact_string(buf, pos)
         (self.port,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        if flexible:
-            self.rack, pos = read_compact_nullable_string(buf, pos)
-        else:
-            self.rack, pos = read_nullable_string(buf, pos)
+        self.rack, pos = read_compact_nullable_string(buf, pos)
         if version >= 2:
             (self.is_fenced,) = _S_x.unpack_from(buf, pos)
             pos += 1
         else:
             self.is_fenced = False
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.broker_id)
         if self.host is None:
             raise EncodeError('Host cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.host)
-        else:
-            write_string(out, self.host)
+        write_compact_string(out, self.host)
         out += _S_i.pack(self.port)
-        if flexible:
-            write_compact_nullable_string(out, self.rack)
-        else:
-            write_nullable_string(out, self.rack)
+        write_compact_nullable_string(out, self.rack)
         if version >= 2:
             out += _S_x.pack(self.is_fenced)
-        else:
-            if self.is_fenced != False:
-                raise EncodeError('IsFenced is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        elif self.is_fenced != False:
+            raise EncodeError('IsFenced is not supported in version %d' % version)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -182,78 +157,48 @@ class DescribeClusterResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = DescribeClusterResponse.__new__(DescribeClusterResponse)
-        flexible = True
         (self.throttle_time_ms, self.error_code) = _S_ih.unpack_from(buf, pos)
         pos += 6
-        if flexible:
-            self.error_message, pos = read_compact_nullable_string(buf, pos)
-        else:
-            self.error_message, pos = read_nullable_string(buf, pos)
+        self.error_message, pos = read_compact_nullable_string(buf, pos)
         if version >= 1:
             (self.endpoint_type,) = _S_b.unpack_from(buf, pos)
             pos += 1
         else:
             self.endpoint_type = 1
-        if flexible:
-            self.cluster_id, pos = read_compact_string(buf, pos)
-        else:
-            self.cluster_id, pos = read_string(buf, pos)
+        self.cluster_id, pos = read_compact_string(buf, pos)
         (self.controller_id,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.brokers = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeClusterResponse_DescribeClusterBroker._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.brokers = items
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeClusterResponse_DescribeClusterBroker._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.brokers = items
         (self.cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_ih.pack(self.throttle_time_ms, self.error_code)
-        if flexible:
-            write_compact_nullable_string(out, self.error_message)
-        else:
-            write_nullable_string(out, self.error_message)
+        write_compact_nullable_string(out, self.error_message)
         if version >= 1:
             out += _S_b.pack(self.endpoint_type)
-        else:
-            if self.endpoint_type != 1:
-                raise EncodeError('EndpointType is not supported in version %d' % version)
+        elif self.endpoint_type != 1:
+            raise EncodeError('EndpointType is not supported in version %d' % version)
         if self.cluster_id is None:
             raise EncodeError('ClusterId cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.cluster_id)
-        else:
-            write_string(out, self.cluster_id)
+        write_compact_string(out, self.cluster_id)
         out += _S_i.pack(self.controller_id)
-        if self.brokers is None and not (False):
-            raise EncodeError('Brokers cannot be null in version %d' % version)
         if self.brokers is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.brokers) + 1)
-            else:
-                out += _S_i.pack(len(self.brokers))
-            for item in self.brokers:
-                item._write(out, version, splices)
+            raise EncodeError('Brokers cannot be null in version %d' % version)
+        write_uvarint(out, len(self.brokers) + 1)
+        for item in self.brokers:
+            item._write(out, version, splices)
         out += _S_i.pack(self.cluster_authorized_operations)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

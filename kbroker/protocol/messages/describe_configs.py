@@ -66,8 +66,6 @@ class _DescribeConfigsRequest_DescribeConfigsResource:
             write_compact_string(out, self.resource_name)
         else:
             write_string(out, self.resource_name)
-        if self.configuration_keys is None and not (True):
-            raise EncodeError('ConfigurationKeys cannot be null in version %d' % version)
         if self.configuration_keys is None:
             out += b'\x00' if flexible else b'\xff\xff\xff\xff'
         else:
@@ -116,16 +114,13 @@ class DescribeConfigsRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.resources = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeConfigsRequest_DescribeConfigsResource._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.resources = items
+        items = []
+        append = items.append
+        reader = _DescribeConfigsRequest_DescribeConfigsResource._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.resources = items
         (self.include_synonyms,) = _S_x.unpack_from(buf, pos)
         pos += 1
         if version >= 3:
@@ -140,23 +135,19 @@ class DescribeConfigsRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 4
-        if self.resources is None and not (False):
-            raise EncodeError('Resources cannot be null in version %d' % version)
         if self.resources is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Resources cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.resources) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.resources) + 1)
-            else:
-                out += _S_i.pack(len(self.resources))
-            for item in self.resources:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.resources))
+        for item in self.resources:
+            item._write(out, version, splices)
         out += _S_x.pack(self.include_synonyms)
         if version >= 3:
             out += _S_x.pack(self.include_documentation)
-        else:
-            if self.include_documentation != False:
-                raise EncodeError('IncludeDocumentation is not supported in version %d' % version)
+        elif self.include_documentation != False:
+            raise EncodeError('IncludeDocumentation is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -291,16 +282,13 @@ class _DescribeConfigsResponse_DescribeConfigsResourceResult:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.synonyms = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeConfigsResponse_DescribeConfigsSynonym._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.synonyms = items
+        items = []
+        append = items.append
+        reader = _DescribeConfigsResponse_DescribeConfigsSynonym._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.synonyms = items
         if version >= 3:
             (self.config_type,) = _S_b.unpack_from(buf, pos)
             pos += 1
@@ -334,17 +322,14 @@ class _DescribeConfigsResponse_DescribeConfigsResourceResult:
         if self.is_default != False:
             raise EncodeError('IsDefault is not supported in version %d' % version)
         out += _S_x.pack(self.is_sensitive)
-        if self.synonyms is None and not (False):
-            raise EncodeError('Synonyms cannot be null in version %d' % version)
         if self.synonyms is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Synonyms cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.synonyms) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.synonyms) + 1)
-            else:
-                out += _S_i.pack(len(self.synonyms))
-            for item in self.synonyms:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.synonyms))
+        for item in self.synonyms:
+            item._write(out, version, splices)
         if version >= 3:
             out += _S_b.pack(self.config_type)
         if version >= 3:
@@ -401,16 +386,13 @@ class _DescribeConfigsResponse_DescribeConfigsResult:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.configs = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeConfigsResponse_DescribeConfigsResourceResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.configs = items
+        items = []
+        append = items.append
+        reader = _DescribeConfigsResponse_DescribeConfigsResourceResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.configs = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -430,17 +412,14 @@ class _DescribeConfigsResponse_DescribeConfigsResult:
             write_compact_string(out, self.resource_name)
         else:
             write_string(out, self.resource_name)
-        if self.configs is None and not (False):
-            raise EncodeError('Configs cannot be null in version %d' % version)
         if self.configs is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Configs cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.configs) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.configs) + 1)
-            else:
-                out += _S_i.pack(len(self.configs))
-            for item in self.configs:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.configs))
+        for item in self.configs:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -476,16 +455,13 @@ class DescribeConfigsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.results = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeConfigsResponse_DescribeConfigsResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.results = items
+        items = []
+        append = items.append
+        reader = _DescribeConfigsResponse_DescribeConfigsResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.results = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -494,17 +470,14 @@ class DescribeConfigsResponse:
     def _write(self, out, version, splices):
         flexible = version >= 4
         out += _S_i.pack(self.throttle_time_ms)
-        if self.results is None and not (False):
-            raise EncodeError('Results cannot be null in version %d' % version)
         if self.results is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Results cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.results) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.results) + 1)
-            else:
-                out += _S_i.pack(len(self.results))
-            for item in self.results:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.results))
+        for item in self.results:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

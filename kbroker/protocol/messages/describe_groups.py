@@ -32,17 +32,14 @@ class DescribeGroupsRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.groups = None
-        else:
-            items = []
-            for _ in range(n):
-                if flexible:
-                    item, pos = read_compact_string(buf, pos)
-                else:
-                    item, pos = read_string(buf, pos)
-                items.append(item)
-            self.groups = items
+        items = []
+        for _ in range(n):
+            if flexible:
+                item, pos = read_compact_string(buf, pos)
+            else:
+                item, pos = read_string(buf, pos)
+            items.append(item)
+        self.groups = items
         if version >= 3:
             (self.include_authorized_operations,) = _S_x.unpack_from(buf, pos)
             pos += 1
@@ -55,27 +52,23 @@ class DescribeGroupsRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 5
-        if self.groups is None and not (False):
-            raise EncodeError('Groups cannot be null in version %d' % version)
         if self.groups is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Groups cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.groups) + 1)
         else:
+            out += _S_i.pack(len(self.groups))
+        for item in self.groups:
+            if item is None:
+                raise EncodeError('Groups cannot be null in version %d' % version)
             if flexible:
-                write_uvarint(out, len(self.groups) + 1)
+                write_compact_string(out, item)
             else:
-                out += _S_i.pack(len(self.groups))
-            for item in self.groups:
-                if item is None:
-                    raise EncodeError('Groups cannot be null in version %d' % version)
-                if flexible:
-                    write_compact_string(out, item)
-                else:
-                    write_string(out, item)
+                write_string(out, item)
         if version >= 3:
             out += _S_x.pack(self.include_authorized_operations)
-        else:
-            if self.include_authorized_operations != False:
-                raise EncodeError('IncludeAuthorizedOperations is not supported in version %d' % version)
+        elif self.include_authorized_operations != False:
+            raise EncodeError('IncludeAuthorizedOperations is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -129,16 +122,10 @@ class _DescribeGroupsResponse_DescribedGroupMember:
         else:
             self.member_id, pos = read_string(buf, pos)
         if version >= 4:
-            if version >= 4:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_nullable_string(buf, pos)
+            if flexible:
+                self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
             else:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_string(buf, pos)
+                self.group_instance_id, pos = read_nullable_string(buf, pos)
         else:
             self.group_instance_id = None
         if flexible:
@@ -171,8 +158,6 @@ class _DescribeGroupsResponse_DescribedGroupMember:
         else:
             write_string(out, self.member_id)
         if version >= 4:
-            if self.group_instance_id is None and not (version >= 4):
-                raise EncodeError('GroupInstanceId cannot be null in version %d' % version)
             if flexible:
                 write_compact_nullable_string(out, self.group_instance_id)
             else:
@@ -240,16 +225,7 @@ class _DescribeGroupsResponse_DescribedGroup:
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if version >= 6:
-            if version >= 6:
-                if flexible:
-                    self.error_message, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.error_message, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.error_message, pos = read_compact_string(buf, pos)
-                else:
-                    self.error_message, pos = read_string(buf, pos)
+            self.error_message, pos = read_compact_nullable_string(buf, pos)
         else:
             self.error_message = None
         if flexible:
@@ -272,16 +248,13 @@ class _DescribeGroupsResponse_DescribedGroup:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.members = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeGroupsResponse_DescribedGroupMember._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.members = items
+        items = []
+        append = items.append
+        reader = _DescribeGroupsResponse_DescribedGroupMember._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.members = items
         if version >= 3:
             (self.authorized_operations,) = _S_i.unpack_from(buf, pos)
             pos += 4
@@ -296,15 +269,9 @@ class _DescribeGroupsResponse_DescribedGroup:
         flexible = version >= 5
         out += _S_h.pack(self.error_code)
         if version >= 6:
-            if self.error_message is None and not (version >= 6):
-                raise EncodeError('ErrorMessage cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.error_message)
-            else:
-                write_nullable_string(out, self.error_message)
-        else:
-            if self.error_message != None:
-                raise EncodeError('ErrorMessage is not supported in version %d' % version)
+            write_compact_nullable_string(out, self.error_message)
+        elif self.error_message is not None:
+            raise EncodeError('ErrorMessage is not supported in version %d' % version)
         if self.group_id is None:
             raise EncodeError('GroupId cannot be null in version %d' % version)
         if flexible:
@@ -329,22 +296,18 @@ class _DescribeGroupsResponse_DescribedGroup:
             write_compact_string(out, self.protocol_data)
         else:
             write_string(out, self.protocol_data)
-        if self.members is None and not (False):
-            raise EncodeError('Members cannot be null in version %d' % version)
         if self.members is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Members cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.members) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.members) + 1)
-            else:
-                out += _S_i.pack(len(self.members))
-            for item in self.members:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.members))
+        for item in self.members:
+            item._write(out, version, splices)
         if version >= 3:
             out += _S_i.pack(self.authorized_operations)
-        else:
-            if self.authorized_operations != -2147483648:
-                raise EncodeError('AuthorizedOperations is not supported in version %d' % version)
+        elif self.authorized_operations != -2147483648:
+            raise EncodeError('AuthorizedOperations is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -383,16 +346,13 @@ class DescribeGroupsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.groups = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeGroupsResponse_DescribedGroup._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.groups = items
+        items = []
+        append = items.append
+        reader = _DescribeGroupsResponse_DescribedGroup._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.groups = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -402,17 +362,14 @@ class DescribeGroupsResponse:
         flexible = version >= 5
         if version >= 1:
             out += _S_i.pack(self.throttle_time_ms)
-        if self.groups is None and not (False):
-            raise EncodeError('Groups cannot be null in version %d' % version)
         if self.groups is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Groups cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.groups) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.groups) + 1)
-            else:
-                out += _S_i.pack(len(self.groups))
-            for item in self.groups:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.groups))
+        for item in self.groups:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

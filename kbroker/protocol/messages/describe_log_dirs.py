@@ -39,12 +39,9 @@ class _DescribeLogDirsRequest_DescribableLogDirTopic:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
+        check_fixed_array(buf, pos, n, 4)
+        self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -58,16 +55,13 @@ class _DescribeLogDirsRequest_DescribableLogDirTopic:
             write_compact_string(out, self.topic)
         else:
             write_string(out, self.topic)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            out += struct.pack('>%di' % len(self.partitions), *self.partitions)
+            out += _S_i.pack(len(self.partitions))
+        out += struct.pack('>%di' % len(self.partitions), *self.partitions)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -117,8 +111,6 @@ class DescribeLogDirsRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 2
-        if self.topics is None and not (True):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
             out += b'\x00' if flexible else b'\xff\xff\xff\xff'
         else:
@@ -226,16 +218,13 @@ class _DescribeLogDirsResponse_DescribeLogDirsTopic:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeLogDirsResponse_DescribeLogDirsPartition._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
+        items = []
+        append = items.append
+        reader = _DescribeLogDirsResponse_DescribeLogDirsPartition._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -249,17 +238,14 @@ class _DescribeLogDirsResponse_DescribeLogDirsTopic:
             write_compact_string(out, self.name)
         else:
             write_string(out, self.name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.partitions))
+        for item in self.partitions:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -304,16 +290,13 @@ class _DescribeLogDirsResponse_DescribeLogDirsResult:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeLogDirsResponse_DescribeLogDirsTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        items = []
+        append = items.append
+        reader = _DescribeLogDirsResponse_DescribeLogDirsTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         if version >= 4:
             (self.total_bytes, self.usable_bytes) = _S_qq.unpack_from(buf, pos)
             pos += 16
@@ -339,17 +322,14 @@ class _DescribeLogDirsResponse_DescribeLogDirsResult:
             write_compact_string(out, self.log_dir)
         else:
             write_string(out, self.log_dir)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.topics) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            item._write(out, version, splices)
         if version >= 4:
             out += _S_qq.pack(self.total_bytes, self.usable_bytes)
         if version >= 5:
@@ -395,16 +375,13 @@ class DescribeLogDirsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.results = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeLogDirsResponse_DescribeLogDirsResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.results = items
+        items = []
+        append = items.append
+        reader = _DescribeLogDirsResponse_DescribeLogDirsResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.results = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -415,17 +392,14 @@ class DescribeLogDirsResponse:
         out += _S_i.pack(self.throttle_time_ms)
         if version >= 3:
             out += _S_h.pack(self.error_code)
-        if self.results is None and not (False):
-            raise EncodeError('Results cannot be null in version %d' % version)
         if self.results is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Results cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.results) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.results) + 1)
-            else:
-                out += _S_i.pack(len(self.results))
-            for item in self.results:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.results))
+        for item in self.results:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

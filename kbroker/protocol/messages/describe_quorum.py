@@ -31,19 +31,14 @@ class _DescribeQuorumRequest_PartitionData:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeQuorumRequest_PartitionData.__new__(_DescribeQuorumRequest_PartitionData)
-        flexible = True
         (self.partition_index,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.partition_index)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -71,51 +66,28 @@ class _DescribeQuorumRequest_TopicData:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeQuorumRequest_TopicData.__new__(_DescribeQuorumRequest_TopicData)
-        flexible = True
-        if flexible:
-            self.topic_name, pos = read_compact_string(buf, pos)
-        else:
-            self.topic_name, pos = read_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeQuorumRequest_PartitionData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.topic_name, pos = read_compact_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeQuorumRequest_PartitionData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.topic_name is None:
             raise EncodeError('TopicName cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.topic_name)
-        else:
-            write_string(out, self.topic_name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_compact_string(out, self.topic_name)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partitions) + 1)
+        for item in self.partitions:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -141,41 +113,24 @@ class DescribeQuorumRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = DescribeQuorumRequest.__new__(DescribeQuorumRequest)
-        flexible = True
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeQuorumRequest_TopicData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeQuorumRequest_TopicData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topics) + 1)
+        for item in self.topics:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -228,7 +183,6 @@ class _DescribeQuorumResponse_ReplicaState:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeQuorumResponse_ReplicaState.__new__(_DescribeQuorumResponse_ReplicaState)
-        flexible = True
         (self.replica_id,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if version >= 2:
@@ -243,24 +197,19 @@ class _DescribeQuorumResponse_ReplicaState:
         else:
             self.last_fetch_timestamp = -1
             self.last_caught_up_timestamp = -1
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.replica_id)
         if version >= 2:
             out += self.replica_directory_id.bytes
-        else:
-            if self.replica_directory_id != ZERO_UUID:
-                raise EncodeError('ReplicaDirectoryId is not supported in version %d' % version)
+        elif self.replica_directory_id != ZERO_UUID:
+            raise EncodeError('ReplicaDirectoryId is not supported in version %d' % version)
         out += _S_q.pack(self.log_end_offset)
         if version >= 1:
             out += _S_qq.pack(self.last_fetch_timestamp, self.last_caught_up_timestamp)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -294,92 +243,49 @@ class _DescribeQuorumResponse_PartitionData:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeQuorumResponse_PartitionData.__new__(_DescribeQuorumResponse_PartitionData)
-        flexible = True
         (self.partition_index, self.error_code) = _S_ih.unpack_from(buf, pos)
         pos += 6
         if version >= 2:
-            if version >= 2:
-                if flexible:
-                    self.error_message, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.error_message, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.error_message, pos = read_compact_string(buf, pos)
-                else:
-                    self.error_message, pos = read_string(buf, pos)
+            self.error_message, pos = read_compact_nullable_string(buf, pos)
         else:
             self.error_message = ''
         (self.leader_id, self.leader_epoch, self.high_watermark) = _S_iiq.unpack_from(buf, pos)
         pos += 16
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.current_voters = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeQuorumResponse_ReplicaState._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.current_voters = items
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.observers = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeQuorumResponse_ReplicaState._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.observers = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeQuorumResponse_ReplicaState._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.current_voters = items
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeQuorumResponse_ReplicaState._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.observers = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_ih.pack(self.partition_index, self.error_code)
         if version >= 2:
-            if self.error_message is None and not (version >= 2):
-                raise EncodeError('ErrorMessage cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.error_message)
-            else:
-                write_nullable_string(out, self.error_message)
+            write_compact_nullable_string(out, self.error_message)
         out += _S_iiq.pack(self.leader_id, self.leader_epoch, self.high_watermark)
-        if self.current_voters is None and not (False):
-            raise EncodeError('CurrentVoters cannot be null in version %d' % version)
         if self.current_voters is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.current_voters) + 1)
-            else:
-                out += _S_i.pack(len(self.current_voters))
-            for item in self.current_voters:
-                item._write(out, version, splices)
-        if self.observers is None and not (False):
-            raise EncodeError('Observers cannot be null in version %d' % version)
+            raise EncodeError('CurrentVoters cannot be null in version %d' % version)
+        write_uvarint(out, len(self.current_voters) + 1)
+        for item in self.current_voters:
+            item._write(out, version, splices)
         if self.observers is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.observers) + 1)
-            else:
-                out += _S_i.pack(len(self.observers))
-            for item in self.observers:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Observers cannot be null in version %d' % version)
+        write_uvarint(out, len(self.observers) + 1)
+        for item in self.observers:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -407,51 +313,28 @@ class _DescribeQuorumResponse_TopicData:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeQuorumResponse_TopicData.__new__(_DescribeQuorumResponse_TopicData)
-        flexible = True
-        if flexible:
-            self.topic_name, pos = read_compact_string(buf, pos)
-        else:
-            self.topic_name, pos = read_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeQuorumResponse_PartitionData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.topic_name, pos = read_compact_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeQuorumResponse_PartitionData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.topic_name is None:
             raise EncodeError('TopicName cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.topic_name)
-        else:
-            write_string(out, self.topic_name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_compact_string(out, self.topic_name)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partitions) + 1)
+        for item in self.partitions:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -480,60 +363,22 @@ class _DescribeQuorumResponse_Listener:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeQuorumResponse_Listener.__new__(_DescribeQuorumResponse_Listener)
-        flexible = True
-        if version >= 2:
-            if flexible:
-                self.name, pos = read_compact_string(buf, pos)
-            else:
-                self.name, pos = read_string(buf, pos)
-        else:
-            self.name = ''
-        if version >= 2:
-            if flexible:
-                self.host, pos = read_compact_string(buf, pos)
-            else:
-                self.host, pos = read_string(buf, pos)
-        else:
-            self.host = ''
-        if version >= 2:
-            (self.port,) = _S_H.unpack_from(buf, pos)
-            pos += 2
-        else:
-            self.port = 0
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        self.host, pos = read_compact_string(buf, pos)
+        (self.port,) = _S_H.unpack_from(buf, pos)
+        pos += 2
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
-        if version >= 2:
-            if self.name is None:
-                raise EncodeError('Name cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.name)
-            else:
-                write_string(out, self.name)
-        else:
-            if self.name != '':
-                raise EncodeError('Name is not supported in version %d' % version)
-        if version >= 2:
-            if self.host is None:
-                raise EncodeError('Host cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.host)
-            else:
-                write_string(out, self.host)
-        else:
-            if self.host != '':
-                raise EncodeError('Host is not supported in version %d' % version)
-        if version >= 2:
-            out += _S_H.pack(self.port)
-        else:
-            if self.port != 0:
-                raise EncodeError('Port is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        if self.name is None:
+            raise EncodeError('Name cannot be null in version %d' % version)
+        write_compact_string(out, self.name)
+        if self.host is None:
+            raise EncodeError('Host cannot be null in version %d' % version)
+        write_compact_string(out, self.host)
+        out += _S_H.pack(self.port)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -561,58 +406,27 @@ class _DescribeQuorumResponse_Node:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeQuorumResponse_Node.__new__(_DescribeQuorumResponse_Node)
-        flexible = True
-        if version >= 2:
-            (self.node_id,) = _S_i.unpack_from(buf, pos)
-            pos += 4
-        else:
-            self.node_id = 0
-        if version >= 2:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.listeners = None
-            else:
-                items = []
-                append = items.append
-                reader = _DescribeQuorumResponse_Listener._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.listeners = items
-        else:
-            self.listeners = []
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        (self.node_id,) = _S_i.unpack_from(buf, pos)
+        pos += 4
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeQuorumResponse_Listener._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.listeners = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
-        if version >= 2:
-            out += _S_i.pack(self.node_id)
-        else:
-            if self.node_id != 0:
-                raise EncodeError('NodeId is not supported in version %d' % version)
-        if version >= 2:
-            if self.listeners is None and not (False):
-                raise EncodeError('Listeners cannot be null in version %d' % version)
-            if self.listeners is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.listeners) + 1)
-                else:
-                    out += _S_i.pack(len(self.listeners))
-                for item in self.listeners:
-                    item._write(out, version, splices)
-        else:
-            if self.listeners != []:
-                raise EncodeError('Listeners is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        out += _S_i.pack(self.node_id)
+        if self.listeners is None:
+            raise EncodeError('Listeners cannot be null in version %d' % version)
+        write_uvarint(out, len(self.listeners) + 1)
+        for item in self.listeners:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -641,96 +455,52 @@ class DescribeQuorumResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
-        flexible = True
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if version >= 2:
-            if version >= 2:
-                if flexible:
-                    self.error_message, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.error_message, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.error_message, pos = read_compact_string(buf, pos)
-                else:
-                    self.error_message, pos = read_string(buf, pos)
+            self.error_message, pos = read_compact_nullable_string(buf, pos)
         else:
             self.error_message = ''
-        if flexible:
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeQuorumResponse_TopicData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
+        if version >= 2:
             n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
             items = []
             append = items.append
-            reader = _DescribeQuorumResponse_TopicData._read
+            reader = _DescribeQuorumResponse_Node._read
             for _ in range(n):
                 item, pos = reader(buf, pos, version)
                 append(item)
-            self.topics = items
-        if version >= 2:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.nodes = None
-            else:
-                items = []
-                append = items.append
-                reader = _DescribeQuorumResponse_Node._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.nodes = items
+            self.nodes = items
         else:
             self.nodes = []
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_h.pack(self.error_code)
         if version >= 2:
-            if self.error_message is None and not (version >= 2):
-                raise EncodeError('ErrorMessage cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.error_message)
-            else:
-                write_nullable_string(out, self.error_message)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
+            write_compact_nullable_string(out, self.error_message)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topics) + 1)
+        for item in self.topics:
+            item._write(out, version, splices)
         if version >= 2:
-            if self.nodes is None and not (False):
-                raise EncodeError('Nodes cannot be null in version %d' % version)
             if self.nodes is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.nodes) + 1)
-                else:
-                    out += _S_i.pack(len(self.nodes))
-                for item in self.nodes:
-                    item._write(out, version, splices)
-        else:
-            if self.nodes != []:
-                raise EncodeError('Nodes is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+                raise EncodeError('Nodes cannot be null in version %d' % version)
+            write_uvarint(out, len(self.nodes) + 1)
+            for item in self.nodes:
+                item._write(out, version, splices)
+        elif self.nodes != []:
+            raise EncodeError('Nodes is not supported in version %d' % version)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -28,26 +28,15 @@ class _DescribeTopicPartitionsRequest_TopicRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeTopicPartitionsRequest_TopicRequest.__new__(_DescribeTopicPartitionsRequest_TopicRequest)
-        flexible = True
-        if flexible:
-            self.name, pos = read_compact_string(buf, pos)
-        else:
-            self.name, pos = read_string(buf, pos)
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.name)
-        else:
-            write_string(out, self.name)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_compact_string(out, self.name)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -75,29 +64,18 @@ class _DescribeTopicPartitionsRequest_Cursor:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeTopicPartitionsRequest_Cursor.__new__(_DescribeTopicPartitionsRequest_Cursor)
-        flexible = True
-        if flexible:
-            self.topic_name, pos = read_compact_string(buf, pos)
-        else:
-            self.topic_name, pos = read_string(buf, pos)
+        self.topic_name, pos = read_compact_string(buf, pos)
         (self.partition_index,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.topic_name is None:
             raise EncodeError('TopicName cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.topic_name)
-        else:
-            write_string(out, self.topic_name)
+        write_compact_string(out, self.topic_name)
         out += _S_i.pack(self.partition_index)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -125,21 +103,14 @@ class DescribeTopicPartitionsRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = DescribeTopicPartitionsRequest.__new__(DescribeTopicPartitionsRequest)
-        flexible = True
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeTopicPartitionsRequest_TopicRequest._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeTopicPartitionsRequest_TopicRequest._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         (self.response_partition_limit,) = _S_i.unpack_from(buf, pos)
         pos += 4
         (present,) = _S_b.unpack_from(buf, pos)
@@ -148,34 +119,22 @@ class DescribeTopicPartitionsRequest:
             self.cursor = None
         else:
             self.cursor, pos = _DescribeTopicPartitionsRequest_Cursor._read(buf, pos, version)
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topics) + 1)
+        for item in self.topics:
+            item._write(out, version, splices)
         out += _S_i.pack(self.response_partition_limit)
-        if self.cursor is None and not (True):
-            raise EncodeError('Cursor cannot be null in version %d' % version)
         if self.cursor is None:
             out += b'\xff'
         else:
             out += b'\x01'
             self.cursor._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -234,119 +193,62 @@ class _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition.__new__(_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
-        flexible = True
         (self.error_code, self.partition_index, self.leader_id, self.leader_epoch) = _S_hiii.unpack_from(buf, pos)
         pos += 14
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.replica_nodes = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.isr_nodes = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, True)
-        else:
-            n, pos = read_array_length(buf, pos, True)
+        n, pos = read_compact_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        n, pos = read_compact_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        n, pos = read_compact_array_length(buf, pos, True)
         if n < 0:
             self.eligible_leader_replicas = None
         else:
             check_fixed_array(buf, pos, n, 4)
             self.eligible_leader_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
             pos += n * 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, True)
-        else:
-            n, pos = read_array_length(buf, pos, True)
+        n, pos = read_compact_array_length(buf, pos, True)
         if n < 0:
             self.last_known_elr = None
         else:
             check_fixed_array(buf, pos, n, 4)
             self.last_known_elr = list(struct.unpack_from('>%di' % n, buf, pos))
             pos += n * 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.offline_replicas = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.offline_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.offline_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_hiii.pack(self.error_code, self.partition_index, self.leader_id, self.leader_epoch)
-        if self.replica_nodes is None and not (False):
-            raise EncodeError('ReplicaNodes cannot be null in version %d' % version)
         if self.replica_nodes is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.replica_nodes) + 1)
-            else:
-                out += _S_i.pack(len(self.replica_nodes))
-            out += struct.pack('>%di' % len(self.replica_nodes), *self.replica_nodes)
-        if self.isr_nodes is None and not (False):
-            raise EncodeError('IsrNodes cannot be null in version %d' % version)
+            raise EncodeError('ReplicaNodes cannot be null in version %d' % version)
+        write_uvarint(out, len(self.replica_nodes) + 1)
+        out += struct.pack('>%di' % len(self.replica_nodes), *self.replica_nodes)
         if self.isr_nodes is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.isr_nodes) + 1)
-            else:
-                out += _S_i.pack(len(self.isr_nodes))
-            out += struct.pack('>%di' % len(self.isr_nodes), *self.isr_nodes)
-        if self.eligible_leader_replicas is None and not (True):
-            raise EncodeError('EligibleLeaderReplicas cannot be null in version %d' % version)
+            raise EncodeError('IsrNodes cannot be null in version %d' % version)
+        write_uvarint(out, len(self.isr_nodes) + 1)
+        out += struct.pack('>%di' % len(self.isr_nodes), *self.isr_nodes)
         if self.eligible_leader_replicas is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            out += b'\x00'
         else:
-            if flexible:
-                write_uvarint(out, len(self.eligible_leader_replicas) + 1)
-            else:
-                out += _S_i.pack(len(self.eligible_leader_replicas))
+            write_uvarint(out, len(self.eligible_leader_replicas) + 1)
             out += struct.pack('>%di' % len(self.eligible_leader_replicas), *self.eligible_leader_replicas)
-        if self.last_known_elr is None and not (True):
-            raise EncodeError('LastKnownElr cannot be null in version %d' % version)
         if self.last_known_elr is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            out += b'\x00'
         else:
-            if flexible:
-                write_uvarint(out, len(self.last_known_elr) + 1)
-            else:
-                out += _S_i.pack(len(self.last_known_elr))
+            write_uvarint(out, len(self.last_known_elr) + 1)
             out += struct.pack('>%di' % len(self.last_known_elr), *self.last_known_elr)
-        if self.offline_replicas is None and not (False):
-            raise EncodeError('OfflineReplicas cannot be null in version %d' % version)
         if self.offline_replicas is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.offline_replicas) + 1)
-            else:
-                out += _S_i.pack(len(self.offline_replicas))
-            out += struct.pack('>%di' % len(self.offline_replicas), *self.offline_replicas)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('OfflineReplicas cannot be null in version %d' % version)
+        write_uvarint(out, len(self.offline_replicas) + 1)
+        out += struct.pack('>%di' % len(self.offline_replicas), *self.offline_replicas)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -378,60 +280,37 @@ class _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic.__new__(_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
-        flexible = True
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
-        if flexible:
-            self.name, pos = read_compact_nullable_string(buf, pos)
-        else:
-            self.name, pos = read_nullable_string(buf, pos)
+        self.name, pos = read_compact_nullable_string(buf, pos)
         self.topic_id, pos = read_uuid(buf, pos)
         (self.is_internal,) = _S_x.unpack_from(buf, pos)
         pos += 1
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
         (self.topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_h.pack(self.error_code)
-        if flexible:
-            write_compact_nullable_string(out, self.name)
-        else:
-            write_nullable_string(out, self.name)
+        write_compact_nullable_string(out, self.name)
         out += self.topic_id.bytes
         out += _S_x.pack(self.is_internal)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partitions) + 1)
+        for item in self.partitions:
+            item._write(out, version, splices)
         out += _S_i.pack(self.topic_authorized_operations)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -459,29 +338,18 @@ class _DescribeTopicPartitionsResponse_Cursor:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeTopicPartitionsResponse_Cursor.__new__(_DescribeTopicPartitionsResponse_Cursor)
-        flexible = True
-        if flexible:
-            self.topic_name, pos = read_compact_string(buf, pos)
-        else:
-            self.topic_name, pos = read_string(buf, pos)
+        self.topic_name, pos = read_compact_string(buf, pos)
         (self.partition_index,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.topic_name is None:
             raise EncodeError('TopicName cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.topic_name)
-        else:
-            write_string(out, self.topic_name)
+        write_compact_string(out, self.topic_name)
         out += _S_i.pack(self.partition_index)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -509,57 +377,38 @@ class DescribeTopicPartitionsResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = DescribeTopicPartitionsResponse.__new__(DescribeTopicPartitionsResponse)
-        flexible = True
         (self.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         (present,) = _S_b.unpack_from(buf, pos)
         pos += 1
         if present < 0:
             self.next_cursor = None
         else:
             self.next_cursor, pos = _DescribeTopicPartitionsResponse_Cursor._read(buf, pos, version)
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.throttle_time_ms)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
-        if self.next_cursor is None and not (True):
-            raise EncodeError('NextCursor cannot be null in version %d' % version)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topics) + 1)
+        for item in self.topics:
+            item._write(out, version, splices)
         if self.next_cursor is None:
             out += b'\xff'
         else:
             out += b'\x01'
             self.next_cursor._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -26,47 +26,24 @@ class DescribeTransactionsRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = DescribeTransactionsRequest.__new__(DescribeTransactionsRequest)
-        flexible = True
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.transactional_ids = None
-        else:
-            items = []
-            for _ in range(n):
-                if flexible:
-                    item, pos = read_compact_string(buf, pos)
-                else:
-                    item, pos = read_string(buf, pos)
-                items.append(item)
-            self.transactional_ids = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        for _ in range(n):
+            item, pos = read_compact_string(buf, pos)
+            items.append(item)
+        self.transactional_ids = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
-        if self.transactional_ids is None and not (False):
-            raise EncodeError('TransactionalIds cannot be null in version %d' % version)
         if self.transactional_ids is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.transactional_ids) + 1)
-            else:
-                out += _S_i.pack(len(self.transactional_ids))
-            for item in self.transactional_ids:
-                if item is None:
-                    raise EncodeError('TransactionalIds cannot be null in version %d' % version)
-                if flexible:
-                    write_compact_string(out, item)
-                else:
-                    write_string(out, item)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('TransactionalIds cannot be null in version %d' % version)
+        write_uvarint(out, len(self.transactional_ids) + 1)
+        for item in self.transactional_ids:
+            if item is None:
+                raise EncodeError('TransactionalIds cannot be null in version %d' % version)
+            write_compact_string(out, item)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -107,46 +84,23 @@ class _DescribeTransactionsResponse_TopicData:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeTransactionsResponse_TopicData.__new__(_DescribeTransactionsResponse_TopicData)
-        flexible = True
-        if flexible:
-            self.topic, pos = read_compact_string(buf, pos)
-        else:
-            self.topic, pos = read_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.topic, pos = read_compact_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.topic is None:
             raise EncodeError('Topic cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.topic)
-        else:
-            write_string(out, self.topic)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_compact_string(out, self.topic)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            out += struct.pack('>%di' % len(self.partitions), *self.partitions)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partitions) + 1)
+        out += struct.pack('>%di' % len(self.partitions), *self.partitions)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -180,67 +134,38 @@ class _DescribeTransactionsResponse_TransactionState:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeTransactionsResponse_TransactionState.__new__(_DescribeTransactionsResponse_TransactionState)
-        flexible = True
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
-        if flexible:
-            self.transactional_id, pos = read_compact_string(buf, pos)
-        else:
-            self.transactional_id, pos = read_string(buf, pos)
-        if flexible:
-            self.transaction_state, pos = read_compact_string(buf, pos)
-        else:
-            self.transaction_state, pos = read_string(buf, pos)
+        self.transactional_id, pos = read_compact_string(buf, pos)
+        self.transaction_state, pos = read_compact_string(buf, pos)
         (self.transaction_timeout_ms, self.transaction_start_time_ms, self.producer_id, self.producer_epoch) = _S_iqqh.unpack_from(buf, pos)
         pos += 22
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeTransactionsResponse_TopicData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeTransactionsResponse_TopicData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_h.pack(self.error_code)
         if self.transactional_id is None:
             raise EncodeError('TransactionalId cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.transactional_id)
-        else:
-            write_string(out, self.transactional_id)
+        write_compact_string(out, self.transactional_id)
         if self.transaction_state is None:
             raise EncodeError('TransactionState cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.transaction_state)
-        else:
-            write_string(out, self.transaction_state)
+        write_compact_string(out, self.transaction_state)
         out += _S_iqqh.pack(self.transaction_timeout_ms, self.transaction_start_time_ms, self.producer_id, self.producer_epoch)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topics) + 1)
+        for item in self.topics:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -267,44 +192,27 @@ class DescribeTransactionsResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = DescribeTransactionsResponse.__new__(DescribeTransactionsResponse)
-        flexible = True
         (self.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.transaction_states = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeTransactionsResponse_TransactionState._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.transaction_states = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeTransactionsResponse_TransactionState._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.transaction_states = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.throttle_time_ms)
-        if self.transaction_states is None and not (False):
-            raise EncodeError('TransactionStates cannot be null in version %d' % version)
         if self.transaction_states is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.transaction_states) + 1)
-            else:
-                out += _S_i.pack(len(self.transaction_states))
-            for item in self.transaction_states:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('TransactionStates cannot be null in version %d' % version)
+        write_uvarint(out, len(self.transaction_states) + 1)
+        for item in self.transaction_states:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -28,26 +28,15 @@ class _DescribeUserScramCredentialsRequest_UserName:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeUserScramCredentialsRequest_UserName.__new__(_DescribeUserScramCredentialsRequest_UserName)
-        flexible = True
-        if flexible:
-            self.name, pos = read_compact_string(buf, pos)
-        else:
-            self.name, pos = read_string(buf, pos)
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.name)
-        else:
-            write_string(out, self.name)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_compact_string(out, self.name)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -73,11 +62,7 @@ class DescribeUserScramCredentialsRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = DescribeUserScramCredentialsRequest.__new__(DescribeUserScramCredentialsRequest)
-        flexible = True
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, True)
-        else:
-            n, pos = read_array_length(buf, pos, True)
+        n, pos = read_compact_array_length(buf, pos, True)
         if n < 0:
             self.users = None
         else:
@@ -88,26 +73,17 @@ class DescribeUserScramCredentialsRequest:
                 item, pos = reader(buf, pos, version)
                 append(item)
             self.users = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
-        if self.users is None and not (True):
-            raise EncodeError('Users cannot be null in version %d' % version)
         if self.users is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            out += b'\x00'
         else:
-            if flexible:
-                write_uvarint(out, len(self.users) + 1)
-            else:
-                out += _S_i.pack(len(self.users))
+            write_uvarint(out, len(self.users) + 1)
             for item in self.users:
                 item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -152,19 +128,14 @@ class _DescribeUserScramCredentialsResponse_CredentialInfo:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeUserScramCredentialsResponse_CredentialInfo.__new__(_DescribeUserScramCredentialsResponse_CredentialInfo)
-        flexible = True
         (self.mechanism, self.iterations) = _S_bi.unpack_from(buf, pos)
         pos += 5
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_bi.pack(self.mechanism, self.iterations)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -194,62 +165,33 @@ class _DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult:
     @staticmethod
     def _read(buf, pos, version):
         self = _DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult.__new__(_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
-        flexible = True
-        if flexible:
-            self.user, pos = read_compact_string(buf, pos)
-        else:
-            self.user, pos = read_string(buf, pos)
+        self.user, pos = read_compact_string(buf, pos)
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
-        if flexible:
-            self.error_message, pos = read_compact_nullable_string(buf, pos)
-        else:
-            self.error_message, pos = read_nullable_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.credential_infos = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeUserScramCredentialsResponse_CredentialInfo._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.credential_infos = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.error_message, pos = read_compact_nullable_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeUserScramCredentialsResponse_CredentialInfo._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.credential_infos = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.user is None:
             raise EncodeError('User cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.user)
-        else:
-            write_string(out, self.user)
+        write_compact_string(out, self.user)
         out += _S_h.pack(self.error_code)
-        if flexible:
-            write_compact_nullable_string(out, self.error_message)
-        else:
-            write_nullable_string(out, self.error_message)
-        if self.credential_infos is None and not (False):
-            raise EncodeError('CredentialInfos cannot be null in version %d' % version)
+        write_compact_nullable_string(out, self.error_message)
         if self.credential_infos is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.credential_infos) + 1)
-            else:
-                out += _S_i.pack(len(self.credential_infos))
-            for item in self.credential_infos:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('CredentialInfos cannot be null in version %d' % version)
+        write_uvarint(out, len(self.credential_infos) + 1)
+        for item in self.credential_infos:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -278,52 +220,29 @@ class DescribeUserScramCredentialsResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = DescribeUserScramCredentialsResponse.__new__(DescribeUserScramCredentialsResponse)
-        flexible = True
         (self.throttle_time_ms, self.error_code) = _S_ih.unpack_from(buf, pos)
         pos += 6
-        if flexible:
-            self.error_message, pos = read_compact_nullable_string(buf, pos)
-        else:
-            self.error_message, pos = read_nullable_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.results = None
-        else:
-            items = []
-            append = items.append
-            reader = _DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.results = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.error_message, pos = read_compact_nullable_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.results = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_ih.pack(self.throttle_time_ms, self.error_code)
-        if flexible:
-            write_compact_nullable_string(out, self.error_message)
-        else:
-            write_nullable_string(out, self.error_message)
-        if self.results is None and not (False):
-            raise EncodeError('Results cannot be null in version %d' % version)
+        write_compact_nullable_string(out, self.error_message)
         if self.results is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.results) + 1)
-            else:
-                out += _S_i.pack(len(self.results))
-            for item in self.results:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Results cannot be null in version %d' % version)
+        write_uvarint(out, len(self.results) + 1)
+        for item in self.results:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

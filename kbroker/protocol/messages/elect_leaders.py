@@ -37,12 +37,9 @@ class _ElectLeadersRequest_TopicPartitions:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
+        check_fixed_array(buf, pos, n, 4)
+        self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -56,16 +53,13 @@ class _ElectLeadersRequest_TopicPartitions:
             write_compact_string(out, self.topic)
         else:
             write_string(out, self.topic)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            out += struct.pack('>%di' % len(self.partitions), *self.partitions)
+            out += _S_i.pack(len(self.partitions))
+        out += struct.pack('>%di' % len(self.partitions), *self.partitions)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -126,11 +120,8 @@ class ElectLeadersRequest:
         flexible = version >= 2
         if version >= 1:
             out += _S_b.pack(self.election_type)
-        else:
-            if self.election_type != 0:
-                raise EncodeError('ElectionType is not supported in version %d' % version)
-        if self.topic_partitions is None and not (True):
-            raise EncodeError('TopicPartitions cannot be null in version %d' % version)
+        elif self.election_type != 0:
+            raise EncodeError('ElectionType is not supported in version %d' % version)
         if self.topic_partitions is None:
             out += b'\x00' if flexible else b'\xff\xff\xff\xff'
         else:
@@ -248,16 +239,13 @@ class _ElectLeadersResponse_ReplicaElectionResult:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partition_result = None
-        else:
-            items = []
-            append = items.append
-            reader = _ElectLeadersResponse_PartitionResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partition_result = items
+        items = []
+        append = items.append
+        reader = _ElectLeadersResponse_PartitionResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partition_result = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -271,17 +259,14 @@ class _ElectLeadersResponse_ReplicaElectionResult:
             write_compact_string(out, self.topic)
         else:
             write_string(out, self.topic)
-        if self.partition_result is None and not (False):
-            raise EncodeError('PartitionResult cannot be null in version %d' % version)
         if self.partition_result is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('PartitionResult cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partition_result) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partition_result) + 1)
-            else:
-                out += _S_i.pack(len(self.partition_result))
-            for item in self.partition_result:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.partition_result))
+        for item in self.partition_result:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -323,16 +308,13 @@ class ElectLeadersResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.replica_election_results = None
-        else:
-            items = []
-            append = items.append
-            reader = _ElectLeadersResponse_ReplicaElectionResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.replica_election_results = items
+        items = []
+        append = items.append
+        reader = _ElectLeadersResponse_ReplicaElectionResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.replica_election_results = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -343,20 +325,16 @@ class ElectLeadersResponse:
         out += _S_i.pack(self.throttle_time_ms)
         if version >= 1:
             out += _S_h.pack(self.error_code)
-        else:
-            if self.error_code != 0:
-                raise EncodeError('ErrorCode is not supported in version %d' % version)
-        if self.replica_election_results is None and not (False):
-            raise EncodeError('ReplicaElectionResults cannot be null in version %d' % version)
+        elif self.error_code != 0:
+            raise EncodeError('ErrorCode is not supported in version %d' % version)
         if self.replica_election_results is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('ReplicaElectionResults cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.replica_election_results) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.replica_election_results) + 1)
-            else:
-                out += _S_i.pack(len(self.replica_election_results))
-            for item in self.replica_election_results:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.replica_election_results))
+        for item in self.replica_election_results:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

@@ -34,29 +34,14 @@ class _FetchRequest_ReplicaState:
     @staticmethod
     def _read(buf, pos, version):
         self = _FetchRequest_ReplicaState.__new__(_FetchRequest_ReplicaState)
-        flexible = version >= 12
-        if version >= 15:
-            (self.replica_id, self.replica_epoch) = _S_iq.unpack_from(buf, pos)
-            pos += 12
-        else:
-            self.replica_id = -1
-            self.replica_epoch = -1
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        (self.replica_id, self.replica_epoch) = _S_iq.unpack_from(buf, pos)
+        pos += 12
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 12
-        if version >= 15:
-            out += _S_iq.pack(self.replica_id, self.replica_epoch)
-        else:
-            if self.replica_id != -1:
-                raise EncodeError('ReplicaId is not supported in version %d' % version)
-            if self.replica_epoch != -1:
-                raise EncodeError('ReplicaEpoch is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        out += _S_iq.pack(self.replica_id, self.replica_epoch)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -144,9 +129,8 @@ class _FetchRequest_FetchPartition:
         out += _S_q.pack(self.fetch_offset)
         if version >= 12:
             out += _S_i.pack(self.last_fetched_epoch)
-        else:
-            if self.last_fetched_epoch != -1:
-                raise EncodeError('LastFetchedEpoch is not supported in version %d' % version)
+        elif self.last_fetched_epoch != -1:
+            raise EncodeError('LastFetchedEpoch is not supported in version %d' % version)
         if version >= 5:
             out += _S_q.pack(self.log_start_offset)
         out += _S_i.pack(self.partition_max_bytes)
@@ -205,16 +189,13 @@ class _FetchRequest_FetchTopic:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _FetchRequest_FetchPartition._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
+        items = []
+        append = items.append
+        reader = _FetchRequest_FetchPartition._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -231,17 +212,14 @@ class _FetchRequest_FetchTopic:
                 write_string(out, self.topic)
         if version >= 13:
             out += self.topic_id.bytes
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.partitions))
+        for item in self.partitions:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -273,7 +251,7 @@ class _FetchRequest_ForgottenTopic:
     def _read(buf, pos, version):
         self = _FetchRequest_ForgottenTopic.__new__(_FetchRequest_ForgottenTopic)
         flexible = version >= 12
-        if version >= 7 and version <= 12:
+        if version <= 12:
             if flexible:
                 self.topic, pos = read_compact_string(buf, pos)
             else:
@@ -284,19 +262,13 @@ class _FetchRequest_ForgottenTopic:
             self.topic_id, pos = read_uuid(buf, pos)
         else:
             self.topic_id = ZERO_UUID
-        if version >= 7:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.partitions = None
-            else:
-                check_fixed_array(buf, pos, n, 4)
-                self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+        if flexible:
+            n, pos = read_compact_array_length(buf, pos, False)
         else:
-            self.partitions = []
+            n, pos = read_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.partitions = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -304,7 +276,7 @@ class _FetchRequest_ForgottenTopic:
 
     def _write(self, out, version, splices):
         flexible = version >= 12
-        if version >= 7 and version <= 12:
+        if version <= 12:
             if self.topic is None:
                 raise EncodeError('Topic cannot be null in version %d' % version)
             if flexible:
@@ -313,20 +285,13 @@ class _FetchRequest_ForgottenTopic:
                 write_string(out, self.topic)
         if version >= 13:
             out += self.topic_id.bytes
-        if version >= 7:
-            if self.partitions is None and not (False):
-                raise EncodeError('Partitions cannot be null in version %d' % version)
-            if self.partitions is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.partitions) + 1)
-                else:
-                    out += _S_i.pack(len(self.partitions))
-                out += struct.pack('>%di' % len(self.partitions), *self.partitions)
+        if self.partitions is None:
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if self.partitions != []:
-                raise EncodeError('Partitions is not supported in version %d' % version)
+            out += _S_i.pack(len(self.partitions))
+        out += struct.pack('>%di' % len(self.partitions), *self.partitions)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -385,31 +350,25 @@ class FetchRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _FetchRequest_FetchTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        items = []
+        append = items.append
+        reader = _FetchRequest_FetchTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         if version >= 7:
             if flexible:
                 n, pos = read_compact_array_length(buf, pos, False)
             else:
                 n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.forgotten_topics_data = None
-            else:
-                items = []
-                append = items.append
-                reader = _FetchRequest_ForgottenTopic._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.forgotten_topics_data = items
+            items = []
+            append = items.append
+            reader = _FetchRequest_ForgottenTopic._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.forgotten_topics_data = items
         else:
             self.forgotten_topics_data = []
         if version >= 11:
@@ -425,17 +384,8 @@ class FetchRequest:
             for _ in range(n_tags):
                 tag, size, pos = read_tag_header(buf, pos)
                 end = pos + size
-                if tag == 0 and version >= 12:
-                    if version >= 12:
-                        if flexible:
-                            self.cluster_id, pos = read_compact_nullable_string(buf, pos)
-                        else:
-                            self.cluster_id, pos = read_nullable_string(buf, pos)
-                    else:
-                        if flexible:
-                            self.cluster_id, pos = read_compact_string(buf, pos)
-                        else:
-                            self.cluster_id, pos = read_string(buf, pos)
+                if tag == 0:
+                    self.cluster_id, pos = read_compact_nullable_string(buf, pos)
                     if pos != end:
                         raise DecodeError('tagged field ClusterId has the wrong size')
                 elif tag == 1 and version >= 15:
@@ -453,38 +403,30 @@ class FetchRequest:
         flexible = version >= 12
         if version <= 14:
             out += _S_i.pack(self.replica_id)
-        else:
-            if self.replica_id != -1:
-                raise EncodeError('ReplicaId is not supported in version %d' % version)
+        elif self.replica_id != -1:
+            raise EncodeError('ReplicaId is not supported in version %d' % version)
         out += _S_iiib.pack(self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level)
         if version >= 7:
             out += _S_ii.pack(self.session_id, self.session_epoch)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.topics) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            item._write(out, version, splices)
         if version >= 7:
-            if self.forgotten_topics_data is None and not (False):
-                raise EncodeError('ForgottenTopicsData cannot be null in version %d' % version)
             if self.forgotten_topics_data is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+                raise EncodeError('ForgottenTopicsData cannot be null in version %d' % version)
+            if flexible:
+                write_uvarint(out, len(self.forgotten_topics_data) + 1)
             else:
-                if flexible:
-                    write_uvarint(out, len(self.forgotten_topics_data) + 1)
-                else:
-                    out += _S_i.pack(len(self.forgotten_topics_data))
-                for item in self.forgotten_topics_data:
-                    item._write(out, version, splices)
-        else:
-            if self.forgotten_topics_data != []:
-                raise EncodeError('ForgottenTopicsData is not supported in version %d' % version)
+                out += _S_i.pack(len(self.forgotten_topics_data))
+            for item in self.forgotten_topics_data:
+                item._write(out, version, splices)
+        elif self.forgotten_topics_data != []:
+            raise EncodeError('ForgottenTopicsData is not supported in version %d' % version)
         if version >= 11:
             if self.rack_id is None:
                 raise EncodeError('RackId cannot be null in version %d' % version)
@@ -492,18 +434,13 @@ class FetchRequest:
                 write_compact_string(out, self.rack_id)
             else:
                 write_string(out, self.rack_id)
-        if not (version >= 15) and self.replica_state != _FetchRequest_ReplicaState():
+        if version < 15 and self.replica_state != _FetchRequest_ReplicaState():
             raise EncodeError('ReplicaState is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
-            if version >= 12 and self.cluster_id != None:
+            if self.cluster_id is not None:
                 field_out = bytearray()
-                if self.cluster_id is None and not (version >= 12):
-                    raise EncodeError('ClusterId cannot be null in version %d' % version)
-                if flexible:
-                    write_compact_nullable_string(field_out, self.cluster_id)
-                else:
-                    write_nullable_string(field_out, self.cluster_id)
+                write_compact_nullable_string(field_out, self.cluster_id)
                 tagged.append((0, field_out))
             if version >= 15 and self.replica_state != _FetchRequest_ReplicaState():
                 field_out = bytearray()
@@ -589,29 +526,14 @@ class _FetchResponse_EpochEndOffset:
     @staticmethod
     def _read(buf, pos, version):
         self = _FetchResponse_EpochEndOffset.__new__(_FetchResponse_EpochEndOffset)
-        flexible = version >= 12
-        if version >= 12:
-            (self.epoch, self.end_offset) = _S_iq.unpack_from(buf, pos)
-            pos += 12
-        else:
-            self.epoch = -1
-            self.end_offset = -1
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        (self.epoch, self.end_offset) = _S_iq.unpack_from(buf, pos)
+        pos += 12
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 12
-        if version >= 12:
-            out += _S_iq.pack(self.epoch, self.end_offset)
-        else:
-            if self.epoch != -1:
-                raise EncodeError('Epoch is not supported in version %d' % version)
-            if self.end_offset != -1:
-                raise EncodeError('EndOffset is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        out += _S_iq.pack(self.epoch, self.end_offset)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -639,29 +561,14 @@ class _FetchResponse_LeaderIdAndEpoch:
     @staticmethod
     def _read(buf, pos, version):
         self = _FetchResponse_LeaderIdAndEpoch.__new__(_FetchResponse_LeaderIdAndEpoch)
-        flexible = version >= 12
-        if version >= 12:
-            (self.leader_id, self.leader_epoch) = _S_ii.unpack_from(buf, pos)
-            pos += 8
-        else:
-            self.leader_id = -1
-            self.leader_epoch = -1
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        (self.leader_id, self.leader_epoch) = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 12
-        if version >= 12:
-            out += _S_ii.pack(self.leader_id, self.leader_epoch)
-        else:
-            if self.leader_id != -1:
-                raise EncodeError('LeaderId is not supported in version %d' % version)
-            if self.leader_epoch != -1:
-                raise EncodeError('LeaderEpoch is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        out += _S_ii.pack(self.leader_id, self.leader_epoch)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -689,19 +596,14 @@ class _FetchResponse_SnapshotId:
     @staticmethod
     def _read(buf, pos, version):
         self = _FetchResponse_SnapshotId.__new__(_FetchResponse_SnapshotId)
-        flexible = version >= 12
         (self.end_offset, self.epoch) = _S_qi.unpack_from(buf, pos)
         pos += 12
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 12
         out += _S_qi.pack(self.end_offset, self.epoch)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -818,15 +720,15 @@ class _FetchResponse_PartitionData:
             for _ in range(n_tags):
                 tag, size, pos = read_tag_header(buf, pos)
                 end = pos + size
-                if tag == 0 and version >= 12:
+                if tag == 0:
                     self.diverging_epoch, pos = _FetchResponse_EpochEndOffset._read(buf, pos, version)
                     if pos != end:
                         raise DecodeError('tagged field DivergingEpoch has the wrong size')
-                elif tag == 1 and version >= 12:
+                elif tag == 1:
                     self.current_leader, pos = _FetchResponse_LeaderIdAndEpoch._read(buf, pos, version)
                     if pos != end:
                         raise DecodeError('tagged field CurrentLeader has the wrong size')
-                elif tag == 2 and version >= 12:
+                elif tag == 2:
                     self.snapshot_id, pos = _FetchResponse_SnapshotId._read(buf, pos, version)
                     if pos != end:
                         raise DecodeError('tagged field SnapshotId has the wrong size')
@@ -842,8 +744,6 @@ class _FetchResponse_PartitionData:
         out += _S_ihqq.pack(self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset)
         if version >= 5:
             out += _S_q.pack(self.log_start_offset)
-        if self.aborted_transactions is None and not (True):
-            raise EncodeError('AbortedTransactions cannot be null in version %d' % version)
         if self.aborted_transactions is None:
             out += b'\x00' if flexible else b'\xff\xff\xff\xff'
         else:
@@ -855,27 +755,26 @@ class _FetchResponse_PartitionData:
                 item._write(out, version, splices)
         if version >= 11:
             out += _S_i.pack(self.preferred_read_replica)
-        else:
-            if self.preferred_read_replica != -1:
-                raise EncodeError('PreferredReadReplica is not supported in version %d' % version)
+        elif self.preferred_read_replica != -1:
+            raise EncodeError('PreferredReadReplica is not supported in version %d' % version)
         write_records(out, self.records, splices, flexible)
-        if not (version >= 12) and self.diverging_epoch != _FetchResponse_EpochEndOffset():
+        if version < 12 and self.diverging_epoch != _FetchResponse_EpochEndOffset():
             raise EncodeError('DivergingEpoch is not supported in version %d' % version)
-        if not (version >= 12) and self.current_leader != _FetchResponse_LeaderIdAndEpoch():
+        if version < 12 and self.current_leader != _FetchResponse_LeaderIdAndEpoch():
             raise EncodeError('CurrentLeader is not supported in version %d' % version)
-        if not (version >= 12) and self.snapshot_id != _FetchResponse_SnapshotId():
+        if version < 12 and self.snapshot_id != _FetchResponse_SnapshotId():
             raise EncodeError('SnapshotId is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
-            if version >= 12 and self.diverging_epoch != _FetchResponse_EpochEndOffset():
+            if self.diverging_epoch != _FetchResponse_EpochEndOffset():
                 field_out = bytearray()
                 self.diverging_epoch._write(field_out, version, splices)
                 tagged.append((0, field_out))
-            if version >= 12 and self.current_leader != _FetchResponse_LeaderIdAndEpoch():
+            if self.current_leader != _FetchResponse_LeaderIdAndEpoch():
                 field_out = bytearray()
                 self.current_leader._write(field_out, version, splices)
                 tagged.append((1, field_out))
-            if version >= 12 and self.snapshot_id != _FetchResponse_SnapshotId():
+            if self.snapshot_id != _FetchResponse_SnapshotId():
                 field_out = bytearray()
                 self.snapshot_id._write(field_out, version, splices)
                 tagged.append((2, field_out))
@@ -924,16 +823,13 @@ class _FetchResponse_FetchableTopicResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _FetchResponse_PartitionData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
+        items = []
+        append = items.append
+        reader = _FetchResponse_PartitionData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -950,17 +846,14 @@ class _FetchResponse_FetchableTopicResponse:
                 write_string(out, self.topic)
         if version >= 13:
             out += self.topic_id.bytes
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.partitions))
+        for item in self.partitions:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -992,76 +885,23 @@ class _FetchResponse_NodeEndpoint:
     @staticmethod
     def _read(buf, pos, version):
         self = _FetchResponse_NodeEndpoint.__new__(_FetchResponse_NodeEndpoint)
-        flexible = version >= 12
-        if version >= 16:
-            (self.node_id,) = _S_i.unpack_from(buf, pos)
-            pos += 4
-        else:
-            self.node_id = 0
-        if version >= 16:
-            if flexible:
-                self.host, pos = read_compact_string(buf, pos)
-            else:
-                self.host, pos = read_string(buf, pos)
-        else:
-            self.host = ''
-        if version >= 16:
-            (self.port,) = _S_i.unpack_from(buf, pos)
-            pos += 4
-        else:
-            self.port = 0
-        if version >= 16:
-            if version >= 16:
-                if flexible:
-                    self.rack, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.rack, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.rack, pos = read_compact_string(buf, pos)
-                else:
-                    self.rack, pos = read_string(buf, pos)
-        else:
-            self.rack = None
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        (self.node_id,) = _S_i.unpack_from(buf, pos)
+        pos += 4
+        self.host, pos = read_compact_string(buf, pos)
+        (self.port,) = _S_i.unpack_from(buf, pos)
+        pos += 4
+        self.rack, pos = read_compact_nullable_string(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 12
-        if version >= 16:
-            out += _S_i.pack(self.node_id)
-        else:
-            if self.node_id != 0:
-                raise EncodeError('NodeId is not supported in version %d' % version)
-        if version >= 16:
-            if self.host is None:
-                raise EncodeError('Host cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.host)
-            else:
-                write_string(out, self.host)
-        else:
-            if self.host != '':
-                raise EncodeError('Host is not supported in version %d' % version)
-        if version >= 16:
-            out += _S_i.pack(self.port)
-        else:
-            if self.port != 0:
-                raise EncodeError('Port is not supported in version %d' % version)
-        if version >= 16:
-            if self.rack is None and not (version >= 16):
-                raise EncodeError('Rack cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.rack)
-            else:
-                write_nullable_string(out, self.rack)
-        else:
-            if self.rack != None:
-                raise EncodeError('Rack is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        out += _S_i.pack(self.node_id)
+        if self.host is None:
+            raise EncodeError('Host cannot be null in version %d' % version)
+        write_compact_string(out, self.host)
+        out += _S_i.pack(self.port)
+        write_compact_nullable_string(out, self.rack)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -1104,16 +944,13 @@ class FetchResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.responses = None
-        else:
-            items = []
-            append = items.append
-            reader = _FetchResponse_FetchableTopicResponse._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.responses = items
+        items = []
+        append = items.append
+        reader = _FetchResponse_FetchableTopicResponse._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.responses = items
         self.node_endpoints = []
         self.unknown_tagged_fields = None
         if flexible:
@@ -1122,20 +959,14 @@ class FetchResponse:
                 tag, size, pos = read_tag_header(buf, pos)
                 end = pos + size
                 if tag == 0 and version >= 16:
-                    if flexible:
-                        n, pos = read_compact_array_length(buf, pos, False)
-                    else:
-                        n, pos = read_array_length(buf, pos, False)
-                    if n < 0:
-                        self.node_endpoints = None
-                    else:
-                        items = []
-                        append = items.append
-                        reader = _FetchResponse_NodeEndpoint._read
-                        for _ in range(n):
-                            item, pos = reader(buf, pos, version)
-                            append(item)
-                        self.node_endpoints = items
+                    n, pos = read_compact_array_length(buf, pos, False)
+                    items = []
+                    append = items.append
+                    reader = _FetchResponse_NodeEndpoint._read
+                    for _ in range(n):
+                        item, pos = reader(buf, pos, version)
+                        append(item)
+                    self.node_endpoints = items
                     if pos != end:
                         raise DecodeError('tagged field NodeEndpoints has the wrong size')
                 else:
@@ -1150,37 +981,27 @@ class FetchResponse:
         out += _S_i.pack(self.throttle_time_ms)
         if version >= 7:
             out += _S_hi.pack(self.error_code, self.session_id)
-        else:
-            if self.session_id != 0:
-                raise EncodeError('SessionId is not supported in version %d' % version)
-        if self.responses is None and not (False):
-            raise EncodeError('Responses cannot be null in version %d' % version)
+        elif self.session_id != 0:
+            raise EncodeError('SessionId is not supported in version %d' % version)
         if self.responses is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Responses cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.responses) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.responses) + 1)
-            else:
-                out += _S_i.pack(len(self.responses))
-            for item in self.responses:
-                item._write(out, version, splices)
-        if not (version >= 16) and self.node_endpoints != []:
+            out += _S_i.pack(len(self.responses))
+        for item in self.responses:
+            item._write(out, version, splices)
+        if version < 16 and self.node_endpoints != []:
             raise EncodeError('NodeEndpoints is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
             if version >= 16 and self.node_endpoints != []:
                 field_out = bytearray()
-                if self.node_endpoints is None and not (False):
-                    raise EncodeError('NodeEndpoints cannot be null in version %d' % version)
                 if self.node_endpoints is None:
-                    field_out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-                else:
-                    if flexible:
-                        write_uvarint(field_out, len(self.node_endpoints) + 1)
-                    else:
-                        field_out += _S_i.pack(len(self.node_endpoints))
-                    for item in self.node_endpoints:
-                        item._write(field_out, version, splices)
+                    raise EncodeError('NodeEndpoints cannot be null in version %d' % version)
+                write_uvarint(field_out, len(self.node_endpoints) + 1)
+                for item in self.node_endpoints:
+                    item._write(field_out, version, splices)
                 tagged.append((0, field_out))
             write_tagged_fields(out, tagged)
 

@@ -42,21 +42,12 @@ class FindCoordinatorRequest:
         else:
             self.key_type = 0
         if version >= 4:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.coordinator_keys = None
-            else:
-                items = []
-                for _ in range(n):
-                    if flexible:
-                        item, pos = read_compact_string(buf, pos)
-                    else:
-                        item, pos = read_string(buf, pos)
-                    items.append(item)
-                self.coordinator_keys = items
+            n, pos = read_compact_array_length(buf, pos, False)
+            items = []
+            for _ in range(n):
+                item, pos = read_compact_string(buf, pos)
+                items.append(item)
+            self.coordinator_keys = items
         else:
             self.coordinator_keys = []
         self.unknown_tagged_fields = None
@@ -73,34 +64,22 @@ class FindCoordinatorRequest:
                 write_compact_string(out, self.key)
             else:
                 write_string(out, self.key)
-        else:
-            if self.key != '':
-                raise EncodeError('Key is not supported in version %d' % version)
+        elif self.key != '':
+            raise EncodeError('Key is not supported in version %d' % version)
         if version >= 1:
             out += _S_b.pack(self.key_type)
-        else:
-            if self.key_type != 0:
-                raise EncodeError('KeyType is not supported in version %d' % version)
+        elif self.key_type != 0:
+            raise EncodeError('KeyType is not supported in version %d' % version)
         if version >= 4:
-            if self.coordinator_keys is None and not (False):
-                raise EncodeError('CoordinatorKeys cannot be null in version %d' % version)
             if self.coordinator_keys is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.coordinator_keys) + 1)
-                else:
-                    out += _S_i.pack(len(self.coordinator_keys))
-                for item in self.coordinator_keys:
-                    if item is None:
-                        raise EncodeError('CoordinatorKeys cannot be null in version %d' % version)
-                    if flexible:
-                        write_compact_string(out, item)
-                    else:
-                        write_string(out, item)
-        else:
-            if self.coordinator_keys != []:
-                raise EncodeError('CoordinatorKeys is not supported in version %d' % version)
+                raise EncodeError('CoordinatorKeys cannot be null in version %d' % version)
+            write_uvarint(out, len(self.coordinator_keys) + 1)
+            for item in self.coordinator_keys:
+                if item is None:
+                    raise EncodeError('CoordinatorKeys cannot be null in version %d' % version)
+                write_compact_string(out, item)
+        elif self.coordinator_keys != []:
+            raise EncodeError('CoordinatorKeys is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -149,93 +128,27 @@ class _FindCoordinatorResponse_Coordinator:
     @staticmethod
     def _read(buf, pos, version):
         self = _FindCoordinatorResponse_Coordinator.__new__(_FindCoordinatorResponse_Coordinator)
-        flexible = version >= 3
-        if version >= 4:
-            if flexible:
-                self.key, pos = read_compact_string(buf, pos)
-            else:
-                self.key, pos = read_string(buf, pos)
-        else:
-            self.key = ''
-        if version >= 4:
-            (self.node_id,) = _S_i.unpack_from(buf, pos)
-            pos += 4
-        else:
-            self.node_id = 0
-        if version >= 4:
-            if flexible:
-                self.host, pos = read_compact_string(buf, pos)
-            else:
-                self.host, pos = read_string(buf, pos)
-        else:
-            self.host = ''
-        if version >= 4:
-            (self.port, self.error_code) = _S_ih.unpack_from(buf, pos)
-            pos += 6
-        else:
-            self.port = 0
-            self.error_code = 0
-        if version >= 4:
-            if version >= 4:
-                if flexible:
-                    self.error_message, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.error_message, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.error_message, pos = read_compact_string(buf, pos)
-                else:
-                    self.error_message, pos = read_string(buf, pos)
-        else:
-            self.error_message = ''
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.key, pos = read_compact_string(buf, pos)
+        (self.node_id,) = _S_i.unpack_from(buf, pos)
+        pos += 4
+        self.host, pos = read_compact_string(buf, pos)
+        (self.port, self.error_code) = _S_ih.unpack_from(buf, pos)
+        pos += 6
+        self.error_message, pos = read_compact_nullable_string(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 3
-        if version >= 4:
-            if self.key is None:
-                raise EncodeError('Key cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.key)
-            else:
-                write_string(out, self.key)
-        else:
-            if self.key != '':
-                raise EncodeError('Key is not supported in version %d' % version)
-        if version >= 4:
-            out += _S_i.pack(self.node_id)
-        else:
-            if self.node_id != 0:
-                raise EncodeError('NodeId is not supported in version %d' % version)
-        if version >= 4:
-            if self.host is None:
-                raise EncodeError('Host cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.host)
-            else:
-                write_string(out, self.host)
-        else:
-            if self.host != '':
-                raise EncodeError('Host is not supported in version %d' % version)
-        if version >= 4:
-            out += _S_ih.pack(self.port, self.error_code)
-        else:
-            if self.port != 0:
-                raise EncodeError('Port is not supported in version %d' % version)
-            if self.error_code != 0:
-                raise EncodeError('ErrorCode is not supported in version %d' % version)
-        if version >= 4:
-            if self.error_message is None and not (version >= 4):
-                raise EncodeError('ErrorMessage cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.error_message)
-            else:
-                write_nullable_string(out, self.error_message)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        if self.key is None:
+            raise EncodeError('Key cannot be null in version %d' % version)
+        write_compact_string(out, self.key)
+        out += _S_i.pack(self.node_id)
+        if self.host is None:
+            raise EncodeError('Host cannot be null in version %d' % version)
+        write_compact_string(out, self.host)
+        out += _S_ih.pack(self.port, self.error_code)
+        write_compact_nullable_string(out, self.error_message)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -278,17 +191,11 @@ class FindCoordinatorResponse:
             pos += 2
         else:
             self.error_code = 0
-        if version >= 1 and version <= 3:
-            if version >= 1 and version <= 3:
-                if flexible:
-                    self.error_message, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.error_message, pos = read_nullable_string(buf, pos)
+        if 1 <= version <= 3:
+            if flexible:
+                self.error_message, pos = read_compact_nullable_string(buf, pos)
             else:
-                if flexible:
-                    self.error_message, pos = read_compact_string(buf, pos)
-                else:
-                    self.error_message, pos = read_string(buf, pos)
+                self.error_message, pos = read_nullable_string(buf, pos)
         else:
             self.error_message = ''
         if version <= 3:
@@ -309,20 +216,14 @@ class FindCoordinatorResponse:
         else:
             self.port = 0
         if version >= 4:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.coordinators = None
-            else:
-                items = []
-                append = items.append
-                reader = _FindCoordinatorResponse_Coordinator._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.coordinators = items
+            n, pos = read_compact_array_length(buf, pos, False)
+            items = []
+            append = items.append
+            reader = _FindCoordinatorResponse_Coordinator._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.coordinators = items
         else:
             self.coordinators = []
         self.unknown_tagged_fields = None
@@ -336,21 +237,17 @@ class FindCoordinatorResponse:
             out += _S_i.pack(self.throttle_time_ms)
         if version <= 3:
             out += _S_h.pack(self.error_code)
-        else:
-            if self.error_code != 0:
-                raise EncodeError('ErrorCode is not supported in version %d' % version)
-        if version >= 1 and version <= 3:
-            if self.error_message is None and not (version >= 1 and version <= 3):
-                raise EncodeError('ErrorMessage cannot be null in version %d' % version)
+        elif self.error_code != 0:
+            raise EncodeError('ErrorCode is not supported in version %d' % version)
+        if 1 <= version <= 3:
             if flexible:
                 write_compact_nullable_string(out, self.error_message)
             else:
                 write_nullable_string(out, self.error_message)
         if version <= 3:
             out += _S_i.pack(self.node_id)
-        else:
-            if self.node_id != 0:
-                raise EncodeError('NodeId is not supported in version %d' % version)
+        elif self.node_id != 0:
+            raise EncodeError('NodeId is not supported in version %d' % version)
         if version <= 3:
             if self.host is None:
                 raise EncodeError('Host cannot be null in version %d' % version)
@@ -358,29 +255,20 @@ class FindCoordinatorResponse:
                 write_compact_string(out, self.host)
             else:
                 write_string(out, self.host)
-        else:
-            if self.host != '':
-                raise EncodeError('Host is not supported in version %d' % version)
+        elif self.host != '':
+            raise EncodeError('Host is not supported in version %d' % version)
         if version <= 3:
             out += _S_i.pack(self.port)
-        else:
-            if self.port != 0:
-                raise EncodeError('Port is not supported in version %d' % version)
+        elif self.port != 0:
+            raise EncodeError('Port is not supported in version %d' % version)
         if version >= 4:
-            if self.coordinators is None and not (False):
-                raise EncodeError('Coordinators cannot be null in version %d' % version)
             if self.coordinators is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.coordinators) + 1)
-                else:
-                    out += _S_i.pack(len(self.coordinators))
-                for item in self.coordinators:
-                    item._write(out, version, splices)
-        else:
-            if self.coordinators != []:
-                raise EncodeError('Coordinators is not supported in version %d' % version)
+                raise EncodeError('Coordinators cannot be null in version %d' % version)
+            write_uvarint(out, len(self.coordinators) + 1)
+            for item in self.coordinators:
+                item._write(out, version, splices)
+        elif self.coordinators != []:
+            raise EncodeError('Coordinators is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

@@ -39,16 +39,10 @@ class _GroupMetadataValue_MemberMetadata:
         else:
             self.member_id, pos = read_string(buf, pos)
         if version >= 3:
-            if version >= 3:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_nullable_string(buf, pos)
+            if flexible:
+                self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
             else:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_string(buf, pos)
+                self.group_instance_id, pos = read_nullable_string(buf, pos)
         else:
             self.group_instance_id = None
         if flexible:
@@ -88,8 +82,6 @@ class _GroupMetadataValue_MemberMetadata:
         else:
             write_string(out, self.member_id)
         if version >= 3:
-            if self.group_instance_id is None and not (version >= 3):
-                raise EncodeError('groupInstanceId cannot be null in version %d' % version)
             if flexible:
                 write_compact_nullable_string(out, self.group_instance_id)
             else:
@@ -177,16 +169,13 @@ class GroupMetadataValue:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.members = None
-        else:
-            items = []
-            append = items.append
-            reader = _GroupMetadataValue_MemberMetadata._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.members = items
+        items = []
+        append = items.append
+        reader = _GroupMetadataValue_MemberMetadata._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.members = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -211,17 +200,14 @@ class GroupMetadataValue:
             write_nullable_string(out, self.leader)
         if version >= 2:
             out += _S_q.pack(self.current_state_timestamp)
-        if self.members is None and not (False):
-            raise EncodeError('members cannot be null in version %d' % version)
         if self.members is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('members cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.members) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.members) + 1)
-            else:
-                out += _S_i.pack(len(self.members))
-            for item in self.members:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.members))
+        for item in self.members:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

@@ -32,10 +32,7 @@ class RequestHeader:
         (self.request_api_key, self.request_api_version, self.correlation_id) = _S_hhi.unpack_from(buf, pos)
         pos += 8
         if version >= 1:
-            if version >= 1:
-                self.client_id, pos = read_nullable_string(buf, pos)
-            else:
-                self.client_id, pos = read_string(buf, pos)
+            self.client_id, pos = read_nullable_string(buf, pos)
         else:
             self.client_id = ''
         self.unknown_tagged_fields = None
@@ -47,12 +44,9 @@ class RequestHeader:
         flexible = version >= 2
         out += _S_hhi.pack(self.request_api_key, self.request_api_version, self.correlation_id)
         if version >= 1:
-            if self.client_id is None and not (version >= 1):
-                raise EncodeError('ClientId cannot be null in version %d' % version)
             write_nullable_string(out, self.client_id)
-        else:
-            if self.client_id != '':
-                raise EncodeError('ClientId is not supported in version %d' % version)
+        elif self.client_id != '':
+            raise EncodeError('ClientId is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

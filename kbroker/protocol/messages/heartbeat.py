@@ -40,16 +40,10 @@ class HeartbeatRequest:
         else:
             self.member_id, pos = read_string(buf, pos)
         if version >= 3:
-            if version >= 3:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_nullable_string(buf, pos)
+            if flexible:
+                self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
             else:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_string(buf, pos)
+                self.group_instance_id, pos = read_nullable_string(buf, pos)
         else:
             self.group_instance_id = None
         self.unknown_tagged_fields = None
@@ -73,15 +67,12 @@ class HeartbeatRequest:
         else:
             write_string(out, self.member_id)
         if version >= 3:
-            if self.group_instance_id is None and not (version >= 3):
-                raise EncodeError('GroupInstanceId cannot be null in version %d' % version)
             if flexible:
                 write_compact_nullable_string(out, self.group_instance_id)
             else:
                 write_nullable_string(out, self.group_instance_id)
-        else:
-            if self.group_instance_id != None:
-                raise EncodeError('GroupInstanceId is not supported in version %d' % version)
+        elif self.group_instance_id is not None:
+            raise EncodeError('GroupInstanceId is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

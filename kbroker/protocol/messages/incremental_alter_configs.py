@@ -99,16 +99,13 @@ class _IncrementalAlterConfigsRequest_AlterConfigsResource:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.configs = None
-        else:
-            items = []
-            append = items.append
-            reader = _IncrementalAlterConfigsRequest_AlterableConfig._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.configs = items
+        items = []
+        append = items.append
+        reader = _IncrementalAlterConfigsRequest_AlterableConfig._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.configs = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -123,17 +120,14 @@ class _IncrementalAlterConfigsRequest_AlterConfigsResource:
             write_compact_string(out, self.resource_name)
         else:
             write_string(out, self.resource_name)
-        if self.configs is None and not (False):
-            raise EncodeError('Configs cannot be null in version %d' % version)
         if self.configs is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Configs cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.configs) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.configs) + 1)
-            else:
-                out += _S_i.pack(len(self.configs))
-            for item in self.configs:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.configs))
+        for item in self.configs:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -167,16 +161,13 @@ class IncrementalAlterConfigsRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.resources = None
-        else:
-            items = []
-            append = items.append
-            reader = _IncrementalAlterConfigsRequest_AlterConfigsResource._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.resources = items
+        items = []
+        append = items.append
+        reader = _IncrementalAlterConfigsRequest_AlterConfigsResource._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.resources = items
         (self.validate_only,) = _S_x.unpack_from(buf, pos)
         pos += 1
         self.unknown_tagged_fields = None
@@ -186,17 +177,14 @@ class IncrementalAlterConfigsRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 1
-        if self.resources is None and not (False):
-            raise EncodeError('Resources cannot be null in version %d' % version)
         if self.resources is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Resources cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.resources) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.resources) + 1)
-            else:
-                out += _S_i.pack(len(self.resources))
-            for item in self.resources:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.resources))
+        for item in self.resources:
+            item._write(out, version, splices)
         out += _S_x.pack(self.validate_only)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
@@ -322,16 +310,13 @@ class IncrementalAlterConfigsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.responses = None
-        else:
-            items = []
-            append = items.append
-            reader = _IncrementalAlterConfigsResponse_AlterConfigsResourceResponse._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.responses = items
+        items = []
+        append = items.append
+        reader = _IncrementalAlterConfigsResponse_AlterConfigsResourceResponse._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.responses = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -340,17 +325,14 @@ class IncrementalAlterConfigsResponse:
     def _write(self, out, version, splices):
         flexible = version >= 1
         out += _S_i.pack(self.throttle_time_ms)
-        if self.responses is None and not (False):
-            raise EncodeError('Responses cannot be null in version %d' % version)
         if self.responses is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Responses cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.responses) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.responses) + 1)
-            else:
-                out += _S_i.pack(len(self.responses))
-            for item in self.responses:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.responses))
+        for item in self.responses:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

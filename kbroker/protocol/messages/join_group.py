@@ -107,16 +107,10 @@ class JoinGroupRequest:
         else:
             self.member_id, pos = read_string(buf, pos)
         if version >= 5:
-            if version >= 5:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_nullable_string(buf, pos)
+            if flexible:
+                self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
             else:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_string(buf, pos)
+                self.group_instance_id, pos = read_nullable_string(buf, pos)
         else:
             self.group_instance_id = None
         if flexible:
@@ -127,27 +121,15 @@ class JoinGroupRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.protocols = None
-        else:
-            items = []
-            append = items.append
-            reader = _JoinGroupRequest_JoinGroupRequestProtocol._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.protocols = items
+        items = []
+        append = items.append
+        reader = _JoinGroupRequest_JoinGroupRequestProtocol._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.protocols = items
         if version >= 8:
-            if version >= 8:
-                if flexible:
-                    self.reason, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.reason, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.reason, pos = read_compact_string(buf, pos)
-                else:
-                    self.reason, pos = read_string(buf, pos)
+            self.reason, pos = read_compact_nullable_string(buf, pos)
         else:
             self.reason = None
         self.unknown_tagged_fields = None
@@ -173,39 +155,28 @@ class JoinGroupRequest:
         else:
             write_string(out, self.member_id)
         if version >= 5:
-            if self.group_instance_id is None and not (version >= 5):
-                raise EncodeError('GroupInstanceId cannot be null in version %d' % version)
             if flexible:
                 write_compact_nullable_string(out, self.group_instance_id)
             else:
                 write_nullable_string(out, self.group_instance_id)
-        else:
-            if self.group_instance_id != None:
-                raise EncodeError('GroupInstanceId is not supported in version %d' % version)
+        elif self.group_instance_id is not None:
+            raise EncodeError('GroupInstanceId is not supported in version %d' % version)
         if self.protocol_type is None:
             raise EncodeError('ProtocolType cannot be null in version %d' % version)
         if flexible:
             write_compact_string(out, self.protocol_type)
         else:
             write_string(out, self.protocol_type)
-        if self.protocols is None and not (False):
-            raise EncodeError('Protocols cannot be null in version %d' % version)
         if self.protocols is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Protocols cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.protocols) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.protocols) + 1)
-            else:
-                out += _S_i.pack(len(self.protocols))
-            for item in self.protocols:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.protocols))
+        for item in self.protocols:
+            item._write(out, version, splices)
         if version >= 8:
-            if self.reason is None and not (version >= 8):
-                raise EncodeError('Reason cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.reason)
-            else:
-                write_nullable_string(out, self.reason)
+            write_compact_nullable_string(out, self.reason)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -267,16 +238,10 @@ class _JoinGroupResponse_JoinGroupResponseMember:
         else:
             self.member_id, pos = read_string(buf, pos)
         if version >= 5:
-            if version >= 5:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_nullable_string(buf, pos)
+            if flexible:
+                self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
             else:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_string(buf, pos)
+                self.group_instance_id, pos = read_nullable_string(buf, pos)
         else:
             self.group_instance_id = None
         if flexible:
@@ -297,8 +262,6 @@ class _JoinGroupResponse_JoinGroupResponseMember:
         else:
             write_string(out, self.member_id)
         if version >= 5:
-            if self.group_instance_id is None and not (version >= 5):
-                raise EncodeError('GroupInstanceId cannot be null in version %d' % version)
             if flexible:
                 write_compact_nullable_string(out, self.group_instance_id)
             else:
@@ -353,23 +316,11 @@ class JoinGroupResponse:
         (self.error_code, self.generation_id) = _S_hi.unpack_from(buf, pos)
         pos += 6
         if version >= 7:
-            if version >= 7:
-                if flexible:
-                    self.protocol_type, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.protocol_type, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.protocol_type, pos = read_compact_string(buf, pos)
-                else:
-                    self.protocol_type, pos = read_string(buf, pos)
+            self.protocol_type, pos = read_compact_nullable_string(buf, pos)
         else:
             self.protocol_type = None
         if version >= 7:
-            if flexible:
-                self.protocol_name, pos = read_compact_nullable_string(buf, pos)
-            else:
-                self.protocol_name, pos = read_nullable_string(buf, pos)
+            self.protocol_name, pos = read_compact_nullable_string(buf, pos)
         else:
             if flexible:
                 self.protocol_name, pos = read_compact_string(buf, pos)
@@ -392,16 +343,13 @@ class JoinGroupResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.members = None
-        else:
-            items = []
-            append = items.append
-            reader = _JoinGroupResponse_JoinGroupResponseMember._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.members = items
+        items = []
+        append = items.append
+        reader = _JoinGroupResponse_JoinGroupResponseMember._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.members = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -413,13 +361,8 @@ class JoinGroupResponse:
             out += _S_i.pack(self.throttle_time_ms)
         out += _S_hi.pack(self.error_code, self.generation_id)
         if version >= 7:
-            if self.protocol_type is None and not (version >= 7):
-                raise EncodeError('ProtocolType cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.protocol_type)
-            else:
-                write_nullable_string(out, self.protocol_type)
-        if self.protocol_name is None and not (version >= 7):
+            write_compact_nullable_string(out, self.protocol_type)
+        if self.protocol_name is None and version < 7:
             raise EncodeError('ProtocolName cannot be null in version %d' % version)
         if flexible:
             write_compact_nullable_string(out, self.protocol_name)
@@ -433,26 +376,22 @@ class JoinGroupResponse:
             write_string(out, self.leader)
         if version >= 9:
             out += _S_x.pack(self.skip_assignment)
-        else:
-            if self.skip_assignment != False:
-                raise EncodeError('SkipAssignment is not supported in version %d' % version)
+        elif self.skip_assignment != False:
+            raise EncodeError('SkipAssignment is not supported in version %d' % version)
         if self.member_id is None:
             raise EncodeError('MemberId cannot be null in version %d' % version)
         if flexible:
             write_compact_string(out, self.member_id)
         else:
             write_string(out, self.member_id)
-        if self.members is None and not (False):
-            raise EncodeError('Members cannot be null in version %d' % version)
         if self.members is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Members cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.members) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.members) + 1)
-            else:
-                out += _S_i.pack(len(self.members))
-            for item in self.members:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.members))
+        for item in self.members:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

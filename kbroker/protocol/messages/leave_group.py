@@ -29,37 +29,16 @@ class _LeaveGroupRequest_MemberIdentity:
     def _read(buf, pos, version):
         self = _LeaveGroupRequest_MemberIdentity.__new__(_LeaveGroupRequest_MemberIdentity)
         flexible = version >= 4
-        if version >= 3:
-            if flexible:
-                self.member_id, pos = read_compact_string(buf, pos)
-            else:
-                self.member_id, pos = read_string(buf, pos)
+        if flexible:
+            self.member_id, pos = read_compact_string(buf, pos)
         else:
-            self.member_id = ''
-        if version >= 3:
-            if version >= 3:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_string(buf, pos)
+            self.member_id, pos = read_string(buf, pos)
+        if flexible:
+            self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
         else:
-            self.group_instance_id = None
+            self.group_instance_id, pos = read_nullable_string(buf, pos)
         if version >= 5:
-            if version >= 5:
-                if flexible:
-                    self.reason, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.reason, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.reason, pos = read_compact_string(buf, pos)
-                else:
-                    self.reason, pos = read_string(buf, pos)
+            self.reason, pos = read_compact_nullable_string(buf, pos)
         else:
             self.reason = None
         self.unknown_tagged_fields = None
@@ -69,33 +48,18 @@ class _LeaveGroupRequest_MemberIdentity:
 
     def _write(self, out, version, splices):
         flexible = version >= 4
-        if version >= 3:
-            if self.member_id is None:
-                raise EncodeError('MemberId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.member_id)
-            else:
-                write_string(out, self.member_id)
+        if self.member_id is None:
+            raise EncodeError('MemberId cannot be null in version %d' % version)
+        if flexible:
+            write_compact_string(out, self.member_id)
         else:
-            if self.member_id != '':
-                raise EncodeError('MemberId is not supported in version %d' % version)
-        if version >= 3:
-            if self.group_instance_id is None and not (version >= 3):
-                raise EncodeError('GroupInstanceId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.group_instance_id)
-            else:
-                write_nullable_string(out, self.group_instance_id)
+            write_string(out, self.member_id)
+        if flexible:
+            write_compact_nullable_string(out, self.group_instance_id)
         else:
-            if self.group_instance_id != None:
-                raise EncodeError('GroupInstanceId is not supported in version %d' % version)
+            write_nullable_string(out, self.group_instance_id)
         if version >= 5:
-            if self.reason is None and not (version >= 5):
-                raise EncodeError('Reason cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.reason)
-            else:
-                write_nullable_string(out, self.reason)
+            write_compact_nullable_string(out, self.reason)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -131,10 +95,7 @@ class LeaveGroupRequest:
         else:
             self.group_id, pos = read_string(buf, pos)
         if version <= 2:
-            if flexible:
-                self.member_id, pos = read_compact_string(buf, pos)
-            else:
-                self.member_id, pos = read_string(buf, pos)
+            self.member_id, pos = read_string(buf, pos)
         else:
             self.member_id = ''
         if version >= 3:
@@ -142,16 +103,13 @@ class LeaveGroupRequest:
                 n, pos = read_compact_array_length(buf, pos, False)
             else:
                 n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.members = None
-            else:
-                items = []
-                append = items.append
-                reader = _LeaveGroupRequest_MemberIdentity._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.members = items
+            items = []
+            append = items.append
+            reader = _LeaveGroupRequest_MemberIdentity._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.members = items
         else:
             self.members = []
         self.unknown_tagged_fields = None
@@ -170,28 +128,20 @@ class LeaveGroupRequest:
         if version <= 2:
             if self.member_id is None:
                 raise EncodeError('MemberId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.member_id)
-            else:
-                write_string(out, self.member_id)
-        else:
-            if self.member_id != '':
-                raise EncodeError('MemberId is not supported in version %d' % version)
+            write_string(out, self.member_id)
+        elif self.member_id != '':
+            raise EncodeError('MemberId is not supported in version %d' % version)
         if version >= 3:
-            if self.members is None and not (False):
-                raise EncodeError('Members cannot be null in version %d' % version)
             if self.members is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+                raise EncodeError('Members cannot be null in version %d' % version)
+            if flexible:
+                write_uvarint(out, len(self.members) + 1)
             else:
-                if flexible:
-                    write_uvarint(out, len(self.members) + 1)
-                else:
-                    out += _S_i.pack(len(self.members))
-                for item in self.members:
-                    item._write(out, version, splices)
-        else:
-            if self.members != []:
-                raise EncodeError('Members is not supported in version %d' % version)
+                out += _S_i.pack(len(self.members))
+            for item in self.members:
+                item._write(out, version, splices)
+        elif self.members != []:
+            raise EncodeError('Members is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -244,31 +194,16 @@ class _LeaveGroupResponse_MemberResponse:
     def _read(buf, pos, version):
         self = _LeaveGroupResponse_MemberResponse.__new__(_LeaveGroupResponse_MemberResponse)
         flexible = version >= 4
-        if version >= 3:
-            if flexible:
-                self.member_id, pos = read_compact_string(buf, pos)
-            else:
-                self.member_id, pos = read_string(buf, pos)
+        if flexible:
+            self.member_id, pos = read_compact_string(buf, pos)
         else:
-            self.member_id = ''
-        if version >= 3:
-            if version >= 3:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_string(buf, pos)
+            self.member_id, pos = read_string(buf, pos)
+        if flexible:
+            self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
         else:
-            self.group_instance_id = ''
-        if version >= 3:
-            (self.error_code,) = _S_h.unpack_from(buf, pos)
-            pos += 2
-        else:
-            self.error_code = 0
+            self.group_instance_id, pos = read_nullable_string(buf, pos)
+        (self.error_code,) = _S_h.unpack_from(buf, pos)
+        pos += 2
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -276,31 +211,17 @@ class _LeaveGroupResponse_MemberResponse:
 
     def _write(self, out, version, splices):
         flexible = version >= 4
-        if version >= 3:
-            if self.member_id is None:
-                raise EncodeError('MemberId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.member_id)
-            else:
-                write_string(out, self.member_id)
+        if self.member_id is None:
+            raise EncodeError('MemberId cannot be null in version %d' % version)
+        if flexible:
+            write_compact_string(out, self.member_id)
         else:
-            if self.member_id != '':
-                raise EncodeError('MemberId is not supported in version %d' % version)
-        if version >= 3:
-            if self.group_instance_id is None and not (version >= 3):
-                raise EncodeError('GroupInstanceId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.group_instance_id)
-            else:
-                write_nullable_string(out, self.group_instance_id)
+            write_string(out, self.member_id)
+        if flexible:
+            write_compact_nullable_string(out, self.group_instance_id)
         else:
-            if self.group_instance_id != '':
-                raise EncodeError('GroupInstanceId is not supported in version %d' % version)
-        if version >= 3:
-            out += _S_h.pack(self.error_code)
-        else:
-            if self.error_code != 0:
-                raise EncodeError('ErrorCode is not supported in version %d' % version)
+            write_nullable_string(out, self.group_instance_id)
+        out += _S_h.pack(self.error_code)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -343,16 +264,13 @@ class LeaveGroupResponse:
                 n, pos = read_compact_array_length(buf, pos, False)
             else:
                 n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.members = None
-            else:
-                items = []
-                append = items.append
-                reader = _LeaveGroupResponse_MemberResponse._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.members = items
+            items = []
+            append = items.append
+            reader = _LeaveGroupResponse_MemberResponse._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.members = items
         else:
             self.members = []
         self.unknown_tagged_fields = None
@@ -366,20 +284,16 @@ class LeaveGroupResponse:
             out += _S_i.pack(self.throttle_time_ms)
         out += _S_h.pack(self.error_code)
         if version >= 3:
-            if self.members is None and not (False):
-                raise EncodeError('Members cannot be null in version %d' % version)
             if self.members is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+                raise EncodeError('Members cannot be null in version %d' % version)
+            if flexible:
+                write_uvarint(out, len(self.members) + 1)
             else:
-                if flexible:
-                    write_uvarint(out, len(self.members) + 1)
-                else:
-                    out += _S_i.pack(len(self.members))
-                for item in self.members:
-                    item._write(out, version, splices)
-        else:
-            if self.members != []:
-                raise EncodeError('Members is not supported in version %d' % version)
+                out += _S_i.pack(len(self.members))
+            for item in self.members:
+                item._write(out, version, splices)
+        elif self.members != []:
+            raise EncodeError('Members is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

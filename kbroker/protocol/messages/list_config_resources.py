@@ -25,43 +25,25 @@ class ListConfigResourcesRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = ListConfigResourcesRequest.__new__(ListConfigResourcesRequest)
-        flexible = True
         if version >= 1:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.resource_types = None
-            else:
-                check_fixed_array(buf, pos, n, 1)
-                self.resource_types = list(struct.unpack_from('>%db' % n, buf, pos))
-                pos += n * 1
+            n, pos = read_compact_array_length(buf, pos, False)
+            check_fixed_array(buf, pos, n, 1)
+            self.resource_types = list(struct.unpack_from('>%db' % n, buf, pos))
+            pos += n * 1
         else:
             self.resource_types = []
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if version >= 1:
-            if self.resource_types is None and not (False):
-                raise EncodeError('ResourceTypes cannot be null in version %d' % version)
             if self.resource_types is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.resource_types) + 1)
-                else:
-                    out += _S_i.pack(len(self.resource_types))
-                out += struct.pack('>%db' % len(self.resource_types), *self.resource_types)
-        else:
-            if self.resource_types != []:
-                raise EncodeError('ResourceTypes is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+                raise EncodeError('ResourceTypes cannot be null in version %d' % version)
+            write_uvarint(out, len(self.resource_types) + 1)
+            out += struct.pack('>%db' % len(self.resource_types), *self.resource_types)
+        elif self.resource_types != []:
+            raise EncodeError('ResourceTypes is not supported in version %d' % version)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -102,33 +84,22 @@ class _ListConfigResourcesResponse_ConfigResource:
     @staticmethod
     def _read(buf, pos, version):
         self = _ListConfigResourcesResponse_ConfigResource.__new__(_ListConfigResourcesResponse_ConfigResource)
-        flexible = True
-        if flexible:
-            self.resource_name, pos = read_compact_string(buf, pos)
-        else:
-            self.resource_name, pos = read_string(buf, pos)
+        self.resource_name, pos = read_compact_string(buf, pos)
         if version >= 1:
             (self.resource_type,) = _S_b.unpack_from(buf, pos)
             pos += 1
         else:
             self.resource_type = 16
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.resource_name is None:
             raise EncodeError('ResourceName cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.resource_name)
-        else:
-            write_string(out, self.resource_name)
+        write_compact_string(out, self.resource_name)
         if version >= 1:
             out += _S_b.pack(self.resource_type)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -156,44 +127,27 @@ class ListConfigResourcesResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = ListConfigResourcesResponse.__new__(ListConfigResourcesResponse)
-        flexible = True
         (self.throttle_time_ms, self.error_code) = _S_ih.unpack_from(buf, pos)
         pos += 6
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.config_resources = None
-        else:
-            items = []
-            append = items.append
-            reader = _ListConfigResourcesResponse_ConfigResource._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.config_resources = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _ListConfigResourcesResponse_ConfigResource._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.config_resources = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_ih.pack(self.throttle_time_ms, self.error_code)
-        if self.config_resources is None and not (False):
-            raise EncodeError('ConfigResources cannot be null in version %d' % version)
         if self.config_resources is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.config_resources) + 1)
-            else:
-                out += _S_i.pack(len(self.config_resources))
-            for item in self.config_resources:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('ConfigResources cannot be null in version %d' % version)
+        write_uvarint(out, len(self.config_resources) + 1)
+        for item in self.config_resources:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -28,39 +28,21 @@ class ListGroupsRequest:
         self = ListGroupsRequest.__new__(ListGroupsRequest)
         flexible = version >= 3
         if version >= 4:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.states_filter = None
-            else:
-                items = []
-                for _ in range(n):
-                    if flexible:
-                        item, pos = read_compact_string(buf, pos)
-                    else:
-                        item, pos = read_string(buf, pos)
-                    items.append(item)
-                self.states_filter = items
+            n, pos = read_compact_array_length(buf, pos, False)
+            items = []
+            for _ in range(n):
+                item, pos = read_compact_string(buf, pos)
+                items.append(item)
+            self.states_filter = items
         else:
             self.states_filter = []
         if version >= 5:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.types_filter = None
-            else:
-                items = []
-                for _ in range(n):
-                    if flexible:
-                        item, pos = read_compact_string(buf, pos)
-                    else:
-                        item, pos = read_string(buf, pos)
-                    items.append(item)
-                self.types_filter = items
+            n, pos = read_compact_array_length(buf, pos, False)
+            items = []
+            for _ in range(n):
+                item, pos = read_compact_string(buf, pos)
+                items.append(item)
+            self.types_filter = items
         else:
             self.types_filter = []
         self.unknown_tagged_fields = None
@@ -71,45 +53,25 @@ class ListGroupsRequest:
     def _write(self, out, version, splices):
         flexible = version >= 3
         if version >= 4:
-            if self.states_filter is None and not (False):
-                raise EncodeError('StatesFilter cannot be null in version %d' % version)
             if self.states_filter is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.states_filter) + 1)
-                else:
-                    out += _S_i.pack(len(self.states_filter))
-                for item in self.states_filter:
-                    if item is None:
-                        raise EncodeError('StatesFilter cannot be null in version %d' % version)
-                    if flexible:
-                        write_compact_string(out, item)
-                    else:
-                        write_string(out, item)
-        else:
-            if self.states_filter != []:
-                raise EncodeError('StatesFilter is not supported in version %d' % version)
+                raise EncodeError('StatesFilter cannot be null in version %d' % version)
+            write_uvarint(out, len(self.states_filter) + 1)
+            for item in self.states_filter:
+                if item is None:
+                    raise EncodeError('StatesFilter cannot be null in version %d' % version)
+                write_compact_string(out, item)
+        elif self.states_filter != []:
+            raise EncodeError('StatesFilter is not supported in version %d' % version)
         if version >= 5:
-            if self.types_filter is None and not (False):
-                raise EncodeError('TypesFilter cannot be null in version %d' % version)
             if self.types_filter is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.types_filter) + 1)
-                else:
-                    out += _S_i.pack(len(self.types_filter))
-                for item in self.types_filter:
-                    if item is None:
-                        raise EncodeError('TypesFilter cannot be null in version %d' % version)
-                    if flexible:
-                        write_compact_string(out, item)
-                    else:
-                        write_string(out, item)
-        else:
-            if self.types_filter != []:
-                raise EncodeError('TypesFilter is not supported in version %d' % version)
+                raise EncodeError('TypesFilter cannot be null in version %d' % version)
+            write_uvarint(out, len(self.types_filter) + 1)
+            for item in self.types_filter:
+                if item is None:
+                    raise EncodeError('TypesFilter cannot be null in version %d' % version)
+                write_compact_string(out, item)
+        elif self.types_filter != []:
+            raise EncodeError('TypesFilter is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -165,17 +127,11 @@ class _ListGroupsResponse_ListedGroup:
         else:
             self.protocol_type, pos = read_string(buf, pos)
         if version >= 4:
-            if flexible:
-                self.group_state, pos = read_compact_string(buf, pos)
-            else:
-                self.group_state, pos = read_string(buf, pos)
+            self.group_state, pos = read_compact_string(buf, pos)
         else:
             self.group_state = ''
         if version >= 5:
-            if flexible:
-                self.group_type, pos = read_compact_string(buf, pos)
-            else:
-                self.group_type, pos = read_string(buf, pos)
+            self.group_type, pos = read_compact_string(buf, pos)
         else:
             self.group_type = ''
         self.unknown_tagged_fields = None
@@ -200,17 +156,11 @@ class _ListGroupsResponse_ListedGroup:
         if version >= 4:
             if self.group_state is None:
                 raise EncodeError('GroupState cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.group_state)
-            else:
-                write_string(out, self.group_state)
+            write_compact_string(out, self.group_state)
         if version >= 5:
             if self.group_type is None:
                 raise EncodeError('GroupType cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.group_type)
-            else:
-                write_string(out, self.group_type)
+            write_compact_string(out, self.group_type)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -252,16 +202,13 @@ class ListGroupsResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.groups = None
-        else:
-            items = []
-            append = items.append
-            reader = _ListGroupsResponse_ListedGroup._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.groups = items
+        items = []
+        append = items.append
+        reader = _ListGroupsResponse_ListedGroup._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.groups = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -272,17 +219,14 @@ class ListGroupsResponse:
         if version >= 1:
             out += _S_i.pack(self.throttle_time_ms)
         out += _S_h.pack(self.error_code)
-        if self.groups is None and not (False):
-            raise EncodeError('Groups cannot be null in version %d' % version)
         if self.groups is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Groups cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.groups) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.groups) + 1)
-            else:
-                out += _S_i.pack(len(self.groups))
-            for item in self.groups:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.groups))
+        for item in self.groups:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

@@ -27,46 +27,23 @@ class _ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics:
     @staticmethod
     def _read(buf, pos, version):
         self = _ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics.__new__(_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
-        flexible = True
-        if flexible:
-            self.name, pos = read_compact_string(buf, pos)
-        else:
-            self.name, pos = read_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partition_indexes = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.partition_indexes = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.partition_indexes = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.name)
-        else:
-            write_string(out, self.name)
-        if self.partition_indexes is None and not (False):
-            raise EncodeError('PartitionIndexes cannot be null in version %d' % version)
+        write_compact_string(out, self.name)
         if self.partition_indexes is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.partition_indexes) + 1)
-            else:
-                out += _S_i.pack(len(self.partition_indexes))
-            out += struct.pack('>%di' % len(self.partition_indexes), *self.partition_indexes)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('PartitionIndexes cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partition_indexes) + 1)
+        out += struct.pack('>%di' % len(self.partition_indexes), *self.partition_indexes)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -93,13 +70,9 @@ class ListPartitionReassignmentsRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = ListPartitionReassignmentsRequest.__new__(ListPartitionReassignmentsRequest)
-        flexible = True
         (self.timeout_ms,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, True)
-        else:
-            n, pos = read_array_length(buf, pos, True)
+        n, pos = read_compact_array_length(buf, pos, True)
         if n < 0:
             self.topics = None
         else:
@@ -110,27 +83,18 @@ class ListPartitionReassignmentsRequest:
                 item, pos = reader(buf, pos, version)
                 append(item)
             self.topics = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.timeout_ms)
-        if self.topics is None and not (True):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            out += b'\x00'
         else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
+            write_uvarint(out, len(self.topics) + 1)
             for item in self.topics:
                 item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -179,79 +143,38 @@ class _ListPartitionReassignmentsResponse_OngoingPartitionReassignment:
     @staticmethod
     def _read(buf, pos, version):
         self = _ListPartitionReassignmentsResponse_OngoingPartitionReassignment.__new__(_ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
-        flexible = True
         (self.partition_index,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.replicas = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.adding_replicas = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.removing_replicas = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        n, pos = read_compact_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.adding_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        n, pos = read_compact_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.removing_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.partition_index)
-        if self.replicas is None and not (False):
-            raise EncodeError('Replicas cannot be null in version %d' % version)
         if self.replicas is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.replicas) + 1)
-            else:
-                out += _S_i.pack(len(self.replicas))
-            out += struct.pack('>%di' % len(self.replicas), *self.replicas)
-        if self.adding_replicas is None and not (False):
-            raise EncodeError('AddingReplicas cannot be null in version %d' % version)
+            raise EncodeError('Replicas cannot be null in version %d' % version)
+        write_uvarint(out, len(self.replicas) + 1)
+        out += struct.pack('>%di' % len(self.replicas), *self.replicas)
         if self.adding_replicas is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.adding_replicas) + 1)
-            else:
-                out += _S_i.pack(len(self.adding_replicas))
-            out += struct.pack('>%di' % len(self.adding_replicas), *self.adding_replicas)
-        if self.removing_replicas is None and not (False):
-            raise EncodeError('RemovingReplicas cannot be null in version %d' % version)
+            raise EncodeError('AddingReplicas cannot be null in version %d' % version)
+        write_uvarint(out, len(self.adding_replicas) + 1)
+        out += struct.pack('>%di' % len(self.adding_replicas), *self.adding_replicas)
         if self.removing_replicas is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.removing_replicas) + 1)
-            else:
-                out += _S_i.pack(len(self.removing_replicas))
-            out += struct.pack('>%di' % len(self.removing_replicas), *self.removing_replicas)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('RemovingReplicas cannot be null in version %d' % version)
+        write_uvarint(out, len(self.removing_replicas) + 1)
+        out += struct.pack('>%di' % len(self.removing_replicas), *self.removing_replicas)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -279,51 +202,28 @@ class _ListPartitionReassignmentsResponse_OngoingTopicReassignment:
     @staticmethod
     def _read(buf, pos, version):
         self = _ListPartitionReassignmentsResponse_OngoingTopicReassignment.__new__(_ListPartitionReassignmentsResponse_OngoingTopicReassignment)
-        flexible = True
-        if flexible:
-            self.name, pos = read_compact_string(buf, pos)
-        else:
-            self.name, pos = read_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _ListPartitionReassignmentsResponse_OngoingPartitionReassignment._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _ListPartitionReassignmentsResponse_OngoingPartitionReassignment._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.name)
-        else:
-            write_string(out, self.name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_compact_string(out, self.name)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partitions) + 1)
+        for item in self.partitions:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -352,52 +252,29 @@ class ListPartitionReassignmentsResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = ListPartitionReassignmentsResponse.__new__(ListPartitionReassignmentsResponse)
-        flexible = True
         (self.throttle_time_ms, self.error_code) = _S_ih.unpack_from(buf, pos)
         pos += 6
-        if flexible:
-            self.error_message, pos = read_compact_nullable_string(buf, pos)
-        else:
-            self.error_message, pos = read_nullable_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _ListPartitionReassignmentsResponse_OngoingTopicReassignment._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.error_message, pos = read_compact_nullable_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _ListPartitionReassignmentsResponse_OngoingTopicReassignment._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_ih.pack(self.throttle_time_ms, self.error_code)
-        if flexible:
-            write_compact_nullable_string(out, self.error_message)
-        else:
-            write_nullable_string(out, self.error_message)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_compact_nullable_string(out, self.error_message)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topics) + 1)
+        for item in self.topics:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -29,100 +29,49 @@ class ListTransactionsRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = ListTransactionsRequest.__new__(ListTransactionsRequest)
-        flexible = True
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.state_filters = None
-        else:
-            items = []
-            for _ in range(n):
-                if flexible:
-                    item, pos = read_compact_string(buf, pos)
-                else:
-                    item, pos = read_string(buf, pos)
-                items.append(item)
-            self.state_filters = items
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.producer_id_filters = None
-        else:
-            check_fixed_array(buf, pos, n, 8)
-            self.producer_id_filters = list(struct.unpack_from('>%dq' % n, buf, pos))
-            pos += n * 8
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        for _ in range(n):
+            item, pos = read_compact_string(buf, pos)
+            items.append(item)
+        self.state_filters = items
+        n, pos = read_compact_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 8)
+        self.producer_id_filters = list(struct.unpack_from('>%dq' % n, buf, pos))
+        pos += n * 8
         if version >= 1:
             (self.duration_filter,) = _S_q.unpack_from(buf, pos)
             pos += 8
         else:
             self.duration_filter = -1
         if version >= 2:
-            if version >= 2:
-                if flexible:
-                    self.transactional_id_pattern, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.transactional_id_pattern, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.transactional_id_pattern, pos = read_compact_string(buf, pos)
-                else:
-                    self.transactional_id_pattern, pos = read_string(buf, pos)
+            self.transactional_id_pattern, pos = read_compact_nullable_string(buf, pos)
         else:
             self.transactional_id_pattern = None
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
-        if self.state_filters is None and not (False):
-            raise EncodeError('StateFilters cannot be null in version %d' % version)
         if self.state_filters is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.state_filters) + 1)
-            else:
-                out += _S_i.pack(len(self.state_filters))
-            for item in self.state_filters:
-                if item is None:
-                    raise EncodeError('StateFilters cannot be null in version %d' % version)
-                if flexible:
-                    write_compact_string(out, item)
-                else:
-                    write_string(out, item)
-        if self.producer_id_filters is None and not (False):
-            raise EncodeError('ProducerIdFilters cannot be null in version %d' % version)
+            raise EncodeError('StateFilters cannot be null in version %d' % version)
+        write_uvarint(out, len(self.state_filters) + 1)
+        for item in self.state_filters:
+            if item is None:
+                raise EncodeError('StateFilters cannot be null in version %d' % version)
+            write_compact_string(out, item)
         if self.producer_id_filters is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.producer_id_filters) + 1)
-            else:
-                out += _S_i.pack(len(self.producer_id_filters))
-            out += struct.pack('>%dq' % len(self.producer_id_filters), *self.producer_id_filters)
+            raise EncodeError('ProducerIdFilters cannot be null in version %d' % version)
+        write_uvarint(out, len(self.producer_id_filters) + 1)
+        out += struct.pack('>%dq' % len(self.producer_id_filters), *self.producer_id_filters)
         if version >= 1:
             out += _S_q.pack(self.duration_filter)
-        else:
-            if self.duration_filter != -1:
-                raise EncodeError('DurationFilter is not supported in version %d' % version)
+        elif self.duration_filter != -1:
+            raise EncodeError('DurationFilter is not supported in version %d' % version)
         if version >= 2:
-            if self.transactional_id_pattern is None and not (version >= 2):
-                raise EncodeError('TransactionalIdPattern cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.transactional_id_pattern)
-            else:
-                write_nullable_string(out, self.transactional_id_pattern)
-        else:
-            if self.transactional_id_pattern != None:
-                raise EncodeError('TransactionalIdPattern is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            write_compact_nullable_string(out, self.transactional_id_pattern)
+        elif self.transactional_id_pattern is not None:
+            raise EncodeError('TransactionalIdPattern is not supported in version %d' % version)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -167,39 +116,22 @@ class _ListTransactionsResponse_TransactionState:
     @staticmethod
     def _read(buf, pos, version):
         self = _ListTransactionsResponse_TransactionState.__new__(_ListTransactionsResponse_TransactionState)
-        flexible = True
-        if flexible:
-            self.transactional_id, pos = read_compact_string(buf, pos)
-        else:
-            self.transactional_id, pos = read_string(buf, pos)
+        self.transactional_id, pos = read_compact_string(buf, pos)
         (self.producer_id,) = _S_q.unpack_from(buf, pos)
         pos += 8
-        if flexible:
-            self.transaction_state, pos = read_compact_string(buf, pos)
-        else:
-            self.transaction_state, pos = read_string(buf, pos)
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.transaction_state, pos = read_compact_string(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.transactional_id is None:
             raise EncodeError('TransactionalId cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.transactional_id)
-        else:
-            write_string(out, self.transactional_id)
+        write_compact_string(out, self.transactional_id)
         out += _S_q.pack(self.producer_id)
         if self.transaction_state is None:
             raise EncodeError('TransactionState cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.transaction_state)
-        else:
-            write_string(out, self.transaction_state)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_compact_string(out, self.transaction_state)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -228,75 +160,40 @@ class ListTransactionsResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = ListTransactionsResponse.__new__(ListTransactionsResponse)
-        flexible = True
         (self.throttle_time_ms, self.error_code) = _S_ih.unpack_from(buf, pos)
         pos += 6
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.unknown_state_filters = None
-        else:
-            items = []
-            for _ in range(n):
-                if flexible:
-                    item, pos = read_compact_string(buf, pos)
-                else:
-                    item, pos = read_string(buf, pos)
-                items.append(item)
-            self.unknown_state_filters = items
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.transaction_states = None
-        else:
-            items = []
-            append = items.append
-            reader = _ListTransactionsResponse_TransactionState._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.transaction_states = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        for _ in range(n):
+            item, pos = read_compact_string(buf, pos)
+            items.append(item)
+        self.unknown_state_filters = items
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _ListTransactionsResponse_TransactionState._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.transaction_states = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_ih.pack(self.throttle_time_ms, self.error_code)
-        if self.unknown_state_filters is None and not (False):
-            raise EncodeError('UnknownStateFilters cannot be null in version %d' % version)
         if self.unknown_state_filters is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.unknown_state_filters) + 1)
-            else:
-                out += _S_i.pack(len(self.unknown_state_filters))
-            for item in self.unknown_state_filters:
-                if item is None:
-                    raise EncodeError('UnknownStateFilters cannot be null in version %d' % version)
-                if flexible:
-                    write_compact_string(out, item)
-                else:
-                    write_string(out, item)
-        if self.transaction_states is None and not (False):
-            raise EncodeError('TransactionStates cannot be null in version %d' % version)
+            raise EncodeError('UnknownStateFilters cannot be null in version %d' % version)
+        write_uvarint(out, len(self.unknown_state_filters) + 1)
+        for item in self.unknown_state_filters:
+            if item is None:
+                raise EncodeError('UnknownStateFilters cannot be null in version %d' % version)
+            write_compact_string(out, item)
         if self.transaction_states is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.transaction_states) + 1)
-            else:
-                out += _S_i.pack(len(self.transaction_states))
-            for item in self.transaction_states:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('TransactionStates cannot be null in version %d' % version)
+        write_uvarint(out, len(self.transaction_states) + 1)
+        for item in self.transaction_states:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

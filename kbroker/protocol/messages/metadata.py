@@ -35,10 +35,7 @@ class _MetadataRequest_MetadataRequestTopic:
         else:
             self.topic_id = ZERO_UUID
         if version >= 10:
-            if flexible:
-                self.name, pos = read_compact_nullable_string(buf, pos)
-            else:
-                self.name, pos = read_nullable_string(buf, pos)
+            self.name, pos = read_compact_nullable_string(buf, pos)
         else:
             if flexible:
                 self.name, pos = read_compact_string(buf, pos)
@@ -53,7 +50,7 @@ class _MetadataRequest_MetadataRequestTopic:
         flexible = version >= 9
         if version >= 10:
             out += self.topic_id.bytes
-        if self.name is None and not (version >= 10):
+        if self.name is None and version < 10:
             raise EncodeError('Name cannot be null in version %d' % version)
         if flexible:
             write_compact_nullable_string(out, self.name)
@@ -109,7 +106,7 @@ class MetadataRequest:
             pos += 1
         else:
             self.allow_auto_topic_creation = True
-        if version >= 8 and version <= 10:
+        if 8 <= version <= 10:
             (self.include_cluster_authorized_operations,) = _S_x.unpack_from(buf, pos)
             pos += 1
         else:
@@ -126,9 +123,9 @@ class MetadataRequest:
 
     def _write(self, out, version, splices):
         flexible = version >= 9
-        if self.topics is None and not (version >= 1):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
+            if version < 1:
+                raise EncodeError('Topics cannot be null in version %d' % version)
             out += b'\x00' if flexible else b'\xff\xff\xff\xff'
         else:
             if flexible:
@@ -139,19 +136,16 @@ class MetadataRequest:
                 item._write(out, version, splices)
         if version >= 4:
             out += _S_x.pack(self.allow_auto_topic_creation)
-        else:
-            if self.allow_auto_topic_creation != True:
-                raise EncodeError('AllowAutoTopicCreation is not supported in version %d' % version)
-        if version >= 8 and version <= 10:
+        elif self.allow_auto_topic_creation != True:
+            raise EncodeError('AllowAutoTopicCreation is not supported in version %d' % version)
+        if 8 <= version <= 10:
             out += _S_x.pack(self.include_cluster_authorized_operations)
-        else:
-            if self.include_cluster_authorized_operations != False:
-                raise EncodeError('IncludeClusterAuthorizedOperations is not supported in version %d' % version)
+        elif self.include_cluster_authorized_operations != False:
+            raise EncodeError('IncludeClusterAuthorizedOperations is not supported in version %d' % version)
         if version >= 8:
             out += _S_x.pack(self.include_topic_authorized_operations)
-        else:
-            if self.include_topic_authorized_operations != False:
-                raise EncodeError('IncludeTopicAuthorizedOperations is not supported in version %d' % version)
+        elif self.include_topic_authorized_operations != False:
+            raise EncodeError('IncludeTopicAuthorizedOperations is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -214,16 +208,10 @@ class _MetadataResponse_MetadataResponseBroker:
         (self.port,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if version >= 1:
-            if version >= 1:
-                if flexible:
-                    self.rack, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.rack, pos = read_nullable_string(buf, pos)
+            if flexible:
+                self.rack, pos = read_compact_nullable_string(buf, pos)
             else:
-                if flexible:
-                    self.rack, pos = read_compact_string(buf, pos)
-                else:
-                    self.rack, pos = read_string(buf, pos)
+                self.rack, pos = read_nullable_string(buf, pos)
         else:
             self.rack = None
         self.unknown_tagged_fields = None
@@ -242,8 +230,6 @@ class _MetadataResponse_MetadataResponseBroker:
             write_string(out, self.host)
         out += _S_i.pack(self.port)
         if version >= 1:
-            if self.rack is None and not (version >= 1):
-                raise EncodeError('Rack cannot be null in version %d' % version)
             if flexible:
                 write_compact_nullable_string(out, self.rack)
             else:
@@ -294,33 +280,24 @@ class _MetadataResponse_MetadataResponsePartition:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.replica_nodes = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
+        check_fixed_array(buf, pos, n, 4)
+        self.replica_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         if flexible:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.isr_nodes = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
+        check_fixed_array(buf, pos, n, 4)
+        self.isr_nodes = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         if version >= 5:
             if flexible:
                 n, pos = read_compact_array_length(buf, pos, False)
             else:
                 n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.offline_replicas = None
-            else:
-                check_fixed_array(buf, pos, n, 4)
-                self.offline_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            check_fixed_array(buf, pos, n, 4)
+            self.offline_replicas = list(struct.unpack_from('>%di' % n, buf, pos))
+            pos += n * 4
         else:
             self.offline_replicas = []
         self.unknown_tagged_fields = None
@@ -333,37 +310,28 @@ class _MetadataResponse_MetadataResponsePartition:
         out += _S_hii.pack(self.error_code, self.partition_index, self.leader_id)
         if version >= 7:
             out += _S_i.pack(self.leader_epoch)
-        if self.replica_nodes is None and not (False):
-            raise EncodeError('ReplicaNodes cannot be null in version %d' % version)
         if self.replica_nodes is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('ReplicaNodes cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.replica_nodes) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.replica_nodes) + 1)
-            else:
-                out += _S_i.pack(len(self.replica_nodes))
-            out += struct.pack('>%di' % len(self.replica_nodes), *self.replica_nodes)
-        if self.isr_nodes is None and not (False):
-            raise EncodeError('IsrNodes cannot be null in version %d' % version)
+            out += _S_i.pack(len(self.replica_nodes))
+        out += struct.pack('>%di' % len(self.replica_nodes), *self.replica_nodes)
         if self.isr_nodes is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('IsrNodes cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.isr_nodes) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.isr_nodes) + 1)
-            else:
-                out += _S_i.pack(len(self.isr_nodes))
-            out += struct.pack('>%di' % len(self.isr_nodes), *self.isr_nodes)
+            out += _S_i.pack(len(self.isr_nodes))
+        out += struct.pack('>%di' % len(self.isr_nodes), *self.isr_nodes)
         if version >= 5:
-            if self.offline_replicas is None and not (False):
-                raise EncodeError('OfflineReplicas cannot be null in version %d' % version)
             if self.offline_replicas is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+                raise EncodeError('OfflineReplicas cannot be null in version %d' % version)
+            if flexible:
+                write_uvarint(out, len(self.offline_replicas) + 1)
             else:
-                if flexible:
-                    write_uvarint(out, len(self.offline_replicas) + 1)
-                else:
-                    out += _S_i.pack(len(self.offline_replicas))
-                out += struct.pack('>%di' % len(self.offline_replicas), *self.offline_replicas)
+                out += _S_i.pack(len(self.offline_replicas))
+            out += struct.pack('>%di' % len(self.offline_replicas), *self.offline_replicas)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -401,10 +369,7 @@ class _MetadataResponse_MetadataResponseTopic:
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if version >= 12:
-            if flexible:
-                self.name, pos = read_compact_nullable_string(buf, pos)
-            else:
-                self.name, pos = read_nullable_string(buf, pos)
+            self.name, pos = read_compact_nullable_string(buf, pos)
         else:
             if flexible:
                 self.name, pos = read_compact_string(buf, pos)
@@ -423,16 +388,13 @@ class _MetadataResponse_MetadataResponseTopic:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _MetadataResponse_MetadataResponsePartition._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
+        items = []
+        append = items.append
+        reader = _MetadataResponse_MetadataResponsePartition._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
         if version >= 8:
             (self.topic_authorized_operations,) = _S_i.unpack_from(buf, pos)
             pos += 4
@@ -446,7 +408,7 @@ class _MetadataResponse_MetadataResponseTopic:
     def _write(self, out, version, splices):
         flexible = version >= 9
         out += _S_h.pack(self.error_code)
-        if self.name is None and not (version >= 12):
+        if self.name is None and version < 12:
             raise EncodeError('Name cannot be null in version %d' % version)
         if flexible:
             write_compact_nullable_string(out, self.name)
@@ -456,22 +418,18 @@ class _MetadataResponse_MetadataResponseTopic:
             out += self.topic_id.bytes
         if version >= 1:
             out += _S_x.pack(self.is_internal)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.partitions))
+        for item in self.partitions:
+            item._write(out, version, splices)
         if version >= 8:
             out += _S_i.pack(self.topic_authorized_operations)
-        else:
-            if self.topic_authorized_operations != -2147483648:
-                raise EncodeError('TopicAuthorizedOperations is not supported in version %d' % version)
+        elif self.topic_authorized_operations != -2147483648:
+            raise EncodeError('TopicAuthorizedOperations is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -515,27 +473,18 @@ class MetadataResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.brokers = None
-        else:
-            items = []
-            append = items.append
-            reader = _MetadataResponse_MetadataResponseBroker._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.brokers = items
+        items = []
+        append = items.append
+        reader = _MetadataResponse_MetadataResponseBroker._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.brokers = items
         if version >= 2:
-            if version >= 2:
-                if flexible:
-                    self.cluster_id, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.cluster_id, pos = read_nullable_string(buf, pos)
+            if flexible:
+                self.cluster_id, pos = read_compact_nullable_string(buf, pos)
             else:
-                if flexible:
-                    self.cluster_id, pos = read_compact_string(buf, pos)
-                else:
-                    self.cluster_id, pos = read_string(buf, pos)
+                self.cluster_id, pos = read_nullable_string(buf, pos)
         else:
             self.cluster_id = None
         if version >= 1:
@@ -547,17 +496,14 @@ class MetadataResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _MetadataResponse_MetadataResponseTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
-        if version >= 8 and version <= 10:
+        items = []
+        append = items.append
+        reader = _MetadataResponse_MetadataResponseTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
+        if 8 <= version <= 10:
             (self.cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
             pos += 4
         else:
@@ -576,42 +522,33 @@ class MetadataResponse:
         flexible = version >= 9
         if version >= 3:
             out += _S_i.pack(self.throttle_time_ms)
-        if self.brokers is None and not (False):
-            raise EncodeError('Brokers cannot be null in version %d' % version)
         if self.brokers is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Brokers cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.brokers) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.brokers) + 1)
-            else:
-                out += _S_i.pack(len(self.brokers))
-            for item in self.brokers:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.brokers))
+        for item in self.brokers:
+            item._write(out, version, splices)
         if version >= 2:
-            if self.cluster_id is None and not (version >= 2):
-                raise EncodeError('ClusterId cannot be null in version %d' % version)
             if flexible:
                 write_compact_nullable_string(out, self.cluster_id)
             else:
                 write_nullable_string(out, self.cluster_id)
         if version >= 1:
             out += _S_i.pack(self.controller_id)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.topics) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
-        if version >= 8 and version <= 10:
+            out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            item._write(out, version, splices)
+        if 8 <= version <= 10:
             out += _S_i.pack(self.cluster_authorized_operations)
-        else:
-            if self.cluster_authorized_operations != -2147483648:
-                raise EncodeError('ClusterAuthorizedOperations is not supported in version %d' % version)
+        elif self.cluster_authorized_operations != -2147483648:
+            raise EncodeError('ClusterAuthorizedOperations is not supported in version %d' % version)
         if version >= 13:
             out += _S_h.pack(self.error_code)
         if flexible:

@@ -44,7 +44,7 @@ class OffsetCommitValue:
             self.metadata, pos = read_string(buf, pos)
         (self.commit_timestamp,) = _S_q.unpack_from(buf, pos)
         pos += 8
-        if version >= 1 and version <= 1:
+        if version == 1:
             (self.expire_timestamp,) = _S_q.unpack_from(buf, pos)
             pos += 8
         else:
@@ -56,7 +56,7 @@ class OffsetCommitValue:
             for _ in range(n_tags):
                 tag, size, pos = read_tag_header(buf, pos)
                 end = pos + size
-                if tag == 0 and version >= 4:
+                if tag == 0:
                     self.topic_id, pos = read_uuid(buf, pos)
                     if pos != end:
                         raise DecodeError('tagged field topicId has the wrong size')
@@ -79,11 +79,11 @@ class OffsetCommitValue:
         else:
             write_string(out, self.metadata)
         out += _S_q.pack(self.commit_timestamp)
-        if version >= 1 and version <= 1:
+        if version == 1:
             out += _S_q.pack(self.expire_timestamp)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
-            if version >= 4 and self.topic_id != ZERO_UUID:
+            if self.topic_id != ZERO_UUID:
                 field_out = bytearray()
                 field_out += self.topic_id.bytes
                 tagged.append((0, field_out))

@@ -62,20 +62,14 @@ class _OffsetDeleteRequest_OffsetDeleteRequestTopic:
     def _read(buf, pos, version):
         self = _OffsetDeleteRequest_OffsetDeleteRequestTopic.__new__(_OffsetDeleteRequest_OffsetDeleteRequestTopic)
         self.name, pos = read_string(buf, pos)
-        if False:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _OffsetDeleteRequest_OffsetDeleteRequestPartition._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
+        n, pos = read_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _OffsetDeleteRequest_OffsetDeleteRequestPartition._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
         self.unknown_tagged_fields = None
         return self, pos
 
@@ -83,14 +77,11 @@ class _OffsetDeleteRequest_OffsetDeleteRequestTopic:
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
         write_string(out, self.name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\xff\xff\xff\xff'
-        else:
-            out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        out += _S_i.pack(len(self.partitions))
+        for item in self.partitions:
+            item._write(out, version, splices)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -118,20 +109,14 @@ class OffsetDeleteRequest:
     def _read(buf, pos, version):
         self = OffsetDeleteRequest.__new__(OffsetDeleteRequest)
         self.group_id, pos = read_string(buf, pos)
-        if False:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _OffsetDeleteRequest_OffsetDeleteRequestTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        n, pos = read_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _OffsetDeleteRequest_OffsetDeleteRequestTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         self.unknown_tagged_fields = None
         return self, pos
 
@@ -139,14 +124,11 @@ class OffsetDeleteRequest:
         if self.group_id is None:
             raise EncodeError('GroupId cannot be null in version %d' % version)
         write_string(out, self.group_id)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\xff\xff\xff\xff'
-        else:
-            out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            item._write(out, version, splices)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -232,20 +214,14 @@ class _OffsetDeleteResponse_OffsetDeleteResponseTopic:
     def _read(buf, pos, version):
         self = _OffsetDeleteResponse_OffsetDeleteResponseTopic.__new__(_OffsetDeleteResponse_OffsetDeleteResponseTopic)
         self.name, pos = read_string(buf, pos)
-        if False:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _OffsetDeleteResponse_OffsetDeleteResponsePartition._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
+        n, pos = read_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _OffsetDeleteResponse_OffsetDeleteResponsePartition._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
         self.unknown_tagged_fields = None
         return self, pos
 
@@ -253,14 +229,11 @@ class _OffsetDeleteResponse_OffsetDeleteResponseTopic:
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
         write_string(out, self.name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\xff\xff\xff\xff'
-        else:
-            out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        out += _S_i.pack(len(self.partitions))
+        for item in self.partitions:
+            item._write(out, version, splices)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -290,33 +263,24 @@ class OffsetDeleteResponse:
         self = OffsetDeleteResponse.__new__(OffsetDeleteResponse)
         (self.error_code, self.throttle_time_ms) = _S_hi.unpack_from(buf, pos)
         pos += 6
-        if False:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _OffsetDeleteResponse_OffsetDeleteResponseTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        n, pos = read_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _OffsetDeleteResponse_OffsetDeleteResponseTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         self.unknown_tagged_fields = None
         return self, pos
 
     def _write(self, out, version, splices):
         out += _S_hi.pack(self.error_code, self.throttle_time_ms)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\xff\xff\xff\xff'
-        else:
-            out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            item._write(out, version, splices)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

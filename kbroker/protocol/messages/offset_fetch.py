@@ -31,26 +31,17 @@ class _OffsetFetchRequest_OffsetFetchRequestTopic:
     def _read(buf, pos, version):
         self = _OffsetFetchRequest_OffsetFetchRequestTopic.__new__(_OffsetFetchRequest_OffsetFetchRequestTopic)
         flexible = version >= 6
-        if version <= 7:
-            if flexible:
-                self.name, pos = read_compact_string(buf, pos)
-            else:
-                self.name, pos = read_string(buf, pos)
+        if flexible:
+            self.name, pos = read_compact_string(buf, pos)
         else:
-            self.name = ''
-        if version <= 7:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.partition_indexes = None
-            else:
-                check_fixed_array(buf, pos, n, 4)
-                self.partition_indexes = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
+            self.name, pos = read_string(buf, pos)
+        if flexible:
+            n, pos = read_compact_array_length(buf, pos, False)
         else:
-            self.partition_indexes = []
+            n, pos = read_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.partition_indexes = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -58,30 +49,19 @@ class _OffsetFetchRequest_OffsetFetchRequestTopic:
 
     def _write(self, out, version, splices):
         flexible = version >= 6
-        if version <= 7:
-            if self.name is None:
-                raise EncodeError('Name cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.name)
-            else:
-                write_string(out, self.name)
+        if self.name is None:
+            raise EncodeError('Name cannot be null in version %d' % version)
+        if flexible:
+            write_compact_string(out, self.name)
         else:
-            if self.name != '':
-                raise EncodeError('Name is not supported in version %d' % version)
-        if version <= 7:
-            if self.partition_indexes is None and not (False):
-                raise EncodeError('PartitionIndexes cannot be null in version %d' % version)
-            if self.partition_indexes is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.partition_indexes) + 1)
-                else:
-                    out += _S_i.pack(len(self.partition_indexes))
-                out += struct.pack('>%di' % len(self.partition_indexes), *self.partition_indexes)
+            write_string(out, self.name)
+        if self.partition_indexes is None:
+            raise EncodeError('PartitionIndexes cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partition_indexes) + 1)
         else:
-            if self.partition_indexes != []:
-                raise EncodeError('PartitionIndexes is not supported in version %d' % version)
+            out += _S_i.pack(len(self.partition_indexes))
+        out += struct.pack('>%di' % len(self.partition_indexes), *self.partition_indexes)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -112,63 +92,33 @@ class _OffsetFetchRequest_OffsetFetchRequestTopics:
     @staticmethod
     def _read(buf, pos, version):
         self = _OffsetFetchRequest_OffsetFetchRequestTopics.__new__(_OffsetFetchRequest_OffsetFetchRequestTopics)
-        flexible = version >= 6
-        if version >= 8 and version <= 9:
-            if flexible:
-                self.name, pos = read_compact_string(buf, pos)
-            else:
-                self.name, pos = read_string(buf, pos)
+        if version <= 9:
+            self.name, pos = read_compact_string(buf, pos)
         else:
             self.name = ''
         if version >= 10:
             self.topic_id, pos = read_uuid(buf, pos)
         else:
             self.topic_id = ZERO_UUID
-        if version >= 8:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.partition_indexes = None
-            else:
-                check_fixed_array(buf, pos, n, 4)
-                self.partition_indexes = list(struct.unpack_from('>%di' % n, buf, pos))
-                pos += n * 4
-        else:
-            self.partition_indexes = []
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.partition_indexes = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 6
-        if version >= 8 and version <= 9:
+        if version <= 9:
             if self.name is None:
                 raise EncodeError('Name cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.name)
-            else:
-                write_string(out, self.name)
+            write_compact_string(out, self.name)
         if version >= 10:
             out += self.topic_id.bytes
-        if version >= 8:
-            if self.partition_indexes is None and not (False):
-                raise EncodeError('PartitionIndexes cannot be null in version %d' % version)
-            if self.partition_indexes is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.partition_indexes) + 1)
-                else:
-                    out += _S_i.pack(len(self.partition_indexes))
-                out += struct.pack('>%di' % len(self.partition_indexes), *self.partition_indexes)
-        else:
-            if self.partition_indexes != []:
-                raise EncodeError('PartitionIndexes is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        if self.partition_indexes is None:
+            raise EncodeError('PartitionIndexes cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partition_indexes) + 1)
+        out += struct.pack('>%di' % len(self.partition_indexes), *self.partition_indexes)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -198,25 +148,9 @@ class _OffsetFetchRequest_OffsetFetchRequestGroup:
     @staticmethod
     def _read(buf, pos, version):
         self = _OffsetFetchRequest_OffsetFetchRequestGroup.__new__(_OffsetFetchRequest_OffsetFetchRequestGroup)
-        flexible = version >= 6
-        if version >= 8:
-            if flexible:
-                self.group_id, pos = read_compact_string(buf, pos)
-            else:
-                self.group_id, pos = read_string(buf, pos)
-        else:
-            self.group_id = ''
+        self.group_id, pos = read_compact_string(buf, pos)
         if version >= 9:
-            if version >= 9:
-                if flexible:
-                    self.member_id, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.member_id, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.member_id, pos = read_compact_string(buf, pos)
-                else:
-                    self.member_id, pos = read_string(buf, pos)
+            self.member_id, pos = read_compact_nullable_string(buf, pos)
         else:
             self.member_id = None
         if version >= 9:
@@ -224,66 +158,35 @@ class _OffsetFetchRequest_OffsetFetchRequestGroup:
             pos += 4
         else:
             self.member_epoch = -1
-        if version >= 8:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, version >= 8)
-            else:
-                n, pos = read_array_length(buf, pos, version >= 8)
-            if n < 0:
-                self.topics = None
-            else:
-                items = []
-                append = items.append
-                reader = _OffsetFetchRequest_OffsetFetchRequestTopics._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.topics = items
+        n, pos = read_compact_array_length(buf, pos, True)
+        if n < 0:
+            self.topics = None
         else:
-            self.topics = []
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+            items = []
+            append = items.append
+            reader = _OffsetFetchRequest_OffsetFetchRequestTopics._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.topics = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 6
-        if version >= 8:
-            if self.group_id is None:
-                raise EncodeError('GroupId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.group_id)
-            else:
-                write_string(out, self.group_id)
-        else:
-            if self.group_id != '':
-                raise EncodeError('GroupId is not supported in version %d' % version)
+        if self.group_id is None:
+            raise EncodeError('GroupId cannot be null in version %d' % version)
+        write_compact_string(out, self.group_id)
         if version >= 9:
-            if self.member_id is None and not (version >= 9):
-                raise EncodeError('MemberId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.member_id)
-            else:
-                write_nullable_string(out, self.member_id)
+            write_compact_nullable_string(out, self.member_id)
         if version >= 9:
             out += _S_i.pack(self.member_epoch)
-        if version >= 8:
-            if self.topics is None and not (version >= 8):
-                raise EncodeError('Topics cannot be null in version %d' % version)
-            if self.topics is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.topics) + 1)
-                else:
-                    out += _S_i.pack(len(self.topics))
-                for item in self.topics:
-                    item._write(out, version, splices)
+        if self.topics is None:
+            out += b'\x00'
         else:
-            if self.topics != []:
-                raise EncodeError('Topics is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            write_uvarint(out, len(self.topics) + 1)
+            for item in self.topics:
+                item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -322,9 +225,9 @@ class OffsetFetchRequest:
             self.group_id = ''
         if version <= 7:
             if flexible:
-                n, pos = read_compact_array_length(buf, pos, version >= 2 and version <= 7)
+                n, pos = read_compact_array_length(buf, pos, version >= 2)
             else:
-                n, pos = read_array_length(buf, pos, version >= 2 and version <= 7)
+                n, pos = read_array_length(buf, pos, version >= 2)
             if n < 0:
                 self.topics = None
             else:
@@ -338,20 +241,14 @@ class OffsetFetchRequest:
         else:
             self.topics = []
         if version >= 8:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.groups = None
-            else:
-                items = []
-                append = items.append
-                reader = _OffsetFetchRequest_OffsetFetchRequestGroup._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.groups = items
+            n, pos = read_compact_array_length(buf, pos, False)
+            items = []
+            append = items.append
+            reader = _OffsetFetchRequest_OffsetFetchRequestGroup._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.groups = items
         else:
             self.groups = []
         if version >= 7:
@@ -373,13 +270,12 @@ class OffsetFetchRequest:
                 write_compact_string(out, self.group_id)
             else:
                 write_string(out, self.group_id)
-        else:
-            if self.group_id != '':
-                raise EncodeError('GroupId is not supported in version %d' % version)
+        elif self.group_id != '':
+            raise EncodeError('GroupId is not supported in version %d' % version)
         if version <= 7:
-            if self.topics is None and not (version >= 2 and version <= 7):
-                raise EncodeError('Topics cannot be null in version %d' % version)
             if self.topics is None:
+                if version < 2:
+                    raise EncodeError('Topics cannot be null in version %d' % version)
                 out += b'\x00' if flexible else b'\xff\xff\xff\xff'
             else:
                 if flexible:
@@ -388,29 +284,20 @@ class OffsetFetchRequest:
                     out += _S_i.pack(len(self.topics))
                 for item in self.topics:
                     item._write(out, version, splices)
-        else:
-            if self.topics != []:
-                raise EncodeError('Topics is not supported in version %d' % version)
+        elif self.topics != []:
+            raise EncodeError('Topics is not supported in version %d' % version)
         if version >= 8:
-            if self.groups is None and not (False):
-                raise EncodeError('Groups cannot be null in version %d' % version)
             if self.groups is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.groups) + 1)
-                else:
-                    out += _S_i.pack(len(self.groups))
-                for item in self.groups:
-                    item._write(out, version, splices)
-        else:
-            if self.groups != []:
-                raise EncodeError('Groups is not supported in version %d' % version)
+                raise EncodeError('Groups cannot be null in version %d' % version)
+            write_uvarint(out, len(self.groups) + 1)
+            for item in self.groups:
+                item._write(out, version, splices)
+        elif self.groups != []:
+            raise EncodeError('Groups is not supported in version %d' % version)
         if version >= 7:
             out += _S_x.pack(self.require_stable)
-        else:
-            if self.require_stable != False:
-                raise EncodeError('RequireStable is not supported in version %d' % version)
+        elif self.require_stable != False:
+            raise EncodeError('RequireStable is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -478,35 +365,19 @@ class _OffsetFetchResponse_OffsetFetchResponsePartition:
     def _read(buf, pos, version):
         self = _OffsetFetchResponse_OffsetFetchResponsePartition.__new__(_OffsetFetchResponse_OffsetFetchResponsePartition)
         flexible = version >= 6
-        if version <= 7:
-            (self.partition_index, self.committed_offset) = _S_iq.unpack_from(buf, pos)
-            pos += 12
-        else:
-            self.partition_index = 0
-            self.committed_offset = 0
-        if version >= 5 and version <= 7:
+        (self.partition_index, self.committed_offset) = _S_iq.unpack_from(buf, pos)
+        pos += 12
+        if version >= 5:
             (self.committed_leader_epoch,) = _S_i.unpack_from(buf, pos)
             pos += 4
         else:
             self.committed_leader_epoch = -1
-        if version <= 7:
-            if version <= 7:
-                if flexible:
-                    self.metadata, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.metadata, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.metadata, pos = read_compact_string(buf, pos)
-                else:
-                    self.metadata, pos = read_string(buf, pos)
+        if flexible:
+            self.metadata, pos = read_compact_nullable_string(buf, pos)
         else:
-            self.metadata = ''
-        if version <= 7:
-            (self.error_code,) = _S_h.unpack_from(buf, pos)
-            pos += 2
-        else:
-            self.error_code = 0
+            self.metadata, pos = read_nullable_string(buf, pos)
+        (self.error_code,) = _S_h.unpack_from(buf, pos)
+        pos += 2
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -514,30 +385,14 @@ class _OffsetFetchResponse_OffsetFetchResponsePartition:
 
     def _write(self, out, version, splices):
         flexible = version >= 6
-        if version <= 7:
-            out += _S_iq.pack(self.partition_index, self.committed_offset)
-        else:
-            if self.partition_index != 0:
-                raise EncodeError('PartitionIndex is not supported in version %d' % version)
-            if self.committed_offset != 0:
-                raise EncodeError('CommittedOffset is not supported in version %d' % version)
-        if version >= 5 and version <= 7:
+        out += _S_iq.pack(self.partition_index, self.committed_offset)
+        if version >= 5:
             out += _S_i.pack(self.committed_leader_epoch)
-        if version <= 7:
-            if self.metadata is None and not (version <= 7):
-                raise EncodeError('Metadata cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.metadata)
-            else:
-                write_nullable_string(out, self.metadata)
+        if flexible:
+            write_compact_nullable_string(out, self.metadata)
         else:
-            if self.metadata != '':
-                raise EncodeError('Metadata is not supported in version %d' % version)
-        if version <= 7:
-            out += _S_h.pack(self.error_code)
-        else:
-            if self.error_code != 0:
-                raise EncodeError('ErrorCode is not supported in version %d' % version)
+            write_nullable_string(out, self.metadata)
+        out += _S_h.pack(self.error_code)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -568,30 +423,21 @@ class _OffsetFetchResponse_OffsetFetchResponseTopic:
     def _read(buf, pos, version):
         self = _OffsetFetchResponse_OffsetFetchResponseTopic.__new__(_OffsetFetchResponse_OffsetFetchResponseTopic)
         flexible = version >= 6
-        if version <= 7:
-            if flexible:
-                self.name, pos = read_compact_string(buf, pos)
-            else:
-                self.name, pos = read_string(buf, pos)
+        if flexible:
+            self.name, pos = read_compact_string(buf, pos)
         else:
-            self.name = ''
-        if version <= 7:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.partitions = None
-            else:
-                items = []
-                append = items.append
-                reader = _OffsetFetchResponse_OffsetFetchResponsePartition._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.partitions = items
+            self.name, pos = read_string(buf, pos)
+        if flexible:
+            n, pos = read_compact_array_length(buf, pos, False)
         else:
-            self.partitions = []
+            n, pos = read_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _OffsetFetchResponse_OffsetFetchResponsePartition._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -599,31 +445,20 @@ class _OffsetFetchResponse_OffsetFetchResponseTopic:
 
     def _write(self, out, version, splices):
         flexible = version >= 6
-        if version <= 7:
-            if self.name is None:
-                raise EncodeError('Name cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.name)
-            else:
-                write_string(out, self.name)
+        if self.name is None:
+            raise EncodeError('Name cannot be null in version %d' % version)
+        if flexible:
+            write_compact_string(out, self.name)
         else:
-            if self.name != '':
-                raise EncodeError('Name is not supported in version %d' % version)
-        if version <= 7:
-            if self.partitions is None and not (False):
-                raise EncodeError('Partitions cannot be null in version %d' % version)
-            if self.partitions is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.partitions) + 1)
-                else:
-                    out += _S_i.pack(len(self.partitions))
-                for item in self.partitions:
-                    item._write(out, version, splices)
+            write_string(out, self.name)
+        if self.partitions is None:
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if self.partitions != []:
-                raise EncodeError('Partitions is not supported in version %d' % version)
+            out += _S_i.pack(len(self.partitions))
+        for item in self.partitions:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -656,63 +491,19 @@ class _OffsetFetchResponse_OffsetFetchResponsePartitions:
     @staticmethod
     def _read(buf, pos, version):
         self = _OffsetFetchResponse_OffsetFetchResponsePartitions.__new__(_OffsetFetchResponse_OffsetFetchResponsePartitions)
-        flexible = version >= 6
-        if version >= 8:
-            (self.partition_index, self.committed_offset, self.committed_leader_epoch) = _S_iqi.unpack_from(buf, pos)
-            pos += 16
-        else:
-            self.partition_index = 0
-            self.committed_offset = 0
-            self.committed_leader_epoch = -1
-        if version >= 8:
-            if version >= 8:
-                if flexible:
-                    self.metadata, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.metadata, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.metadata, pos = read_compact_string(buf, pos)
-                else:
-                    self.metadata, pos = read_string(buf, pos)
-        else:
-            self.metadata = ''
-        if version >= 8:
-            (self.error_code,) = _S_h.unpack_from(buf, pos)
-            pos += 2
-        else:
-            self.error_code = 0
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        (self.partition_index, self.committed_offset, self.committed_leader_epoch) = _S_iqi.unpack_from(buf, pos)
+        pos += 16
+        self.metadata, pos = read_compact_nullable_string(buf, pos)
+        (self.error_code,) = _S_h.unpack_from(buf, pos)
+        pos += 2
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 6
-        if version >= 8:
-            out += _S_iqi.pack(self.partition_index, self.committed_offset, self.committed_leader_epoch)
-        else:
-            if self.partition_index != 0:
-                raise EncodeError('PartitionIndex is not supported in version %d' % version)
-            if self.committed_offset != 0:
-                raise EncodeError('CommittedOffset is not supported in version %d' % version)
-        if version >= 8:
-            if self.metadata is None and not (version >= 8):
-                raise EncodeError('Metadata cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.metadata)
-            else:
-                write_nullable_string(out, self.metadata)
-        else:
-            if self.metadata != '':
-                raise EncodeError('Metadata is not supported in version %d' % version)
-        if version >= 8:
-            out += _S_h.pack(self.error_code)
-        else:
-            if self.error_code != 0:
-                raise EncodeError('ErrorCode is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        out += _S_iqi.pack(self.partition_index, self.committed_offset, self.committed_leader_epoch)
+        write_compact_nullable_string(out, self.metadata)
+        out += _S_h.pack(self.error_code)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -741,68 +532,38 @@ class _OffsetFetchResponse_OffsetFetchResponseTopics:
     @staticmethod
     def _read(buf, pos, version):
         self = _OffsetFetchResponse_OffsetFetchResponseTopics.__new__(_OffsetFetchResponse_OffsetFetchResponseTopics)
-        flexible = version >= 6
-        if version >= 8 and version <= 9:
-            if flexible:
-                self.name, pos = read_compact_string(buf, pos)
-            else:
-                self.name, pos = read_string(buf, pos)
+        if version <= 9:
+            self.name, pos = read_compact_string(buf, pos)
         else:
             self.name = ''
         if version >= 10:
             self.topic_id, pos = read_uuid(buf, pos)
         else:
             self.topic_id = ZERO_UUID
-        if version >= 8:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.partitions = None
-            else:
-                items = []
-                append = items.append
-                reader = _OffsetFetchResponse_OffsetFetchResponsePartitions._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.partitions = items
-        else:
-            self.partitions = []
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _OffsetFetchResponse_OffsetFetchResponsePartitions._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 6
-        if version >= 8 and version <= 9:
+        if version <= 9:
             if self.name is None:
                 raise EncodeError('Name cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.name)
-            else:
-                write_string(out, self.name)
+            write_compact_string(out, self.name)
         if version >= 10:
             out += self.topic_id.bytes
-        if version >= 8:
-            if self.partitions is None and not (False):
-                raise EncodeError('Partitions cannot be null in version %d' % version)
-            if self.partitions is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.partitions) + 1)
-                else:
-                    out += _S_i.pack(len(self.partitions))
-                for item in self.partitions:
-                    item._write(out, version, splices)
-        else:
-            if self.partitions != []:
-                raise EncodeError('Partitions is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        if self.partitions is None:
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partitions) + 1)
+        for item in self.partitions:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -831,75 +592,31 @@ class _OffsetFetchResponse_OffsetFetchResponseGroup:
     @staticmethod
     def _read(buf, pos, version):
         self = _OffsetFetchResponse_OffsetFetchResponseGroup.__new__(_OffsetFetchResponse_OffsetFetchResponseGroup)
-        flexible = version >= 6
-        if version >= 8:
-            if flexible:
-                self.group_id, pos = read_compact_string(buf, pos)
-            else:
-                self.group_id, pos = read_string(buf, pos)
-        else:
-            self.group_id = ''
-        if version >= 8:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.topics = None
-            else:
-                items = []
-                append = items.append
-                reader = _OffsetFetchResponse_OffsetFetchResponseTopics._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.topics = items
-        else:
-            self.topics = []
-        if version >= 8:
-            (self.error_code,) = _S_h.unpack_from(buf, pos)
-            pos += 2
-        else:
-            self.error_code = 0
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.group_id, pos = read_compact_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _OffsetFetchResponse_OffsetFetchResponseTopics._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
+        (self.error_code,) = _S_h.unpack_from(buf, pos)
+        pos += 2
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 6
-        if version >= 8:
-            if self.group_id is None:
-                raise EncodeError('GroupId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.group_id)
-            else:
-                write_string(out, self.group_id)
-        else:
-            if self.group_id != '':
-                raise EncodeError('GroupId is not supported in version %d' % version)
-        if version >= 8:
-            if self.topics is None and not (False):
-                raise EncodeError('Topics cannot be null in version %d' % version)
-            if self.topics is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.topics) + 1)
-                else:
-                    out += _S_i.pack(len(self.topics))
-                for item in self.topics:
-                    item._write(out, version, splices)
-        else:
-            if self.topics != []:
-                raise EncodeError('Topics is not supported in version %d' % version)
-        if version >= 8:
-            out += _S_h.pack(self.error_code)
-        else:
-            if self.error_code != 0:
-                raise EncodeError('ErrorCode is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        if self.group_id is None:
+            raise EncodeError('GroupId cannot be null in version %d' % version)
+        write_compact_string(out, self.group_id)
+        if self.topics is None:
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topics) + 1)
+        for item in self.topics:
+            item._write(out, version, splices)
+        out += _S_h.pack(self.error_code)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -939,38 +656,29 @@ class OffsetFetchResponse:
                 n, pos = read_compact_array_length(buf, pos, False)
             else:
                 n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.topics = None
-            else:
-                items = []
-                append = items.append
-                reader = _OffsetFetchResponse_OffsetFetchResponseTopic._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.topics = items
+            items = []
+            append = items.append
+            reader = _OffsetFetchResponse_OffsetFetchResponseTopic._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.topics = items
         else:
             self.topics = []
-        if version >= 2 and version <= 7:
+        if 2 <= version <= 7:
             (self.error_code,) = _S_h.unpack_from(buf, pos)
             pos += 2
         else:
             self.error_code = 0
         if version >= 8:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.groups = None
-            else:
-                items = []
-                append = items.append
-                reader = _OffsetFetchResponse_OffsetFetchResponseGroup._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.groups = items
+            n, pos = read_compact_array_length(buf, pos, False)
+            items = []
+            append = items.append
+            reader = _OffsetFetchResponse_OffsetFetchResponseGroup._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.groups = items
         else:
             self.groups = []
         self.unknown_tagged_fields = None
@@ -983,37 +691,26 @@ class OffsetFetchResponse:
         if version >= 3:
             out += _S_i.pack(self.throttle_time_ms)
         if version <= 7:
-            if self.topics is None and not (False):
-                raise EncodeError('Topics cannot be null in version %d' % version)
             if self.topics is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+                raise EncodeError('Topics cannot be null in version %d' % version)
+            if flexible:
+                write_uvarint(out, len(self.topics) + 1)
             else:
-                if flexible:
-                    write_uvarint(out, len(self.topics) + 1)
-                else:
-                    out += _S_i.pack(len(self.topics))
-                for item in self.topics:
-                    item._write(out, version, splices)
-        else:
-            if self.topics != []:
-                raise EncodeError('Topics is not supported in version %d' % version)
-        if version >= 2 and version <= 7:
+                out += _S_i.pack(len(self.topics))
+            for item in self.topics:
+                item._write(out, version, splices)
+        elif self.topics != []:
+            raise EncodeError('Topics is not supported in version %d' % version)
+        if 2 <= version <= 7:
             out += _S_h.pack(self.error_code)
         if version >= 8:
-            if self.groups is None and not (False):
-                raise EncodeError('Groups cannot be null in version %d' % version)
             if self.groups is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.groups) + 1)
-                else:
-                    out += _S_i.pack(len(self.groups))
-                for item in self.groups:
-                    item._write(out, version, splices)
-        else:
-            if self.groups != []:
-                raise EncodeError('Groups is not supported in version %d' % version)
+                raise EncodeError('Groups cannot be null in version %d' % version)
+            write_uvarint(out, len(self.groups) + 1)
+            for item in self.groups:
+                item._write(out, version, splices)
+        elif self.groups != []:
+            raise EncodeError('Groups is not supported in version %d' % version)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

@@ -92,16 +92,13 @@ class _ProduceRequest_TopicProduceData:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partition_data = None
-        else:
-            items = []
-            append = items.append
-            reader = _ProduceRequest_PartitionProduceData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partition_data = items
+        items = []
+        append = items.append
+        reader = _ProduceRequest_PartitionProduceData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partition_data = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -118,17 +115,14 @@ class _ProduceRequest_TopicProduceData:
                 write_string(out, self.name)
         if version >= 13:
             out += self.topic_id.bytes
-        if self.partition_data is None and not (False):
-            raise EncodeError('PartitionData cannot be null in version %d' % version)
         if self.partition_data is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('PartitionData cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partition_data) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partition_data) + 1)
-            else:
-                out += _S_i.pack(len(self.partition_data))
-            for item in self.partition_data:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.partition_data))
+        for item in self.partition_data:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -170,16 +164,13 @@ class ProduceRequest:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topic_data = None
-        else:
-            items = []
-            append = items.append
-            reader = _ProduceRequest_TopicProduceData._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topic_data = items
+        items = []
+        append = items.append
+        reader = _ProduceRequest_TopicProduceData._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topic_data = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -192,17 +183,14 @@ class ProduceRequest:
         else:
             write_nullable_string(out, self.transactional_id)
         out += _S_hi.pack(self.acks, self.timeout_ms)
-        if self.topic_data is None and not (False):
-            raise EncodeError('TopicData cannot be null in version %d' % version)
         if self.topic_data is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('TopicData cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.topic_data) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.topic_data) + 1)
-            else:
-                out += _S_i.pack(len(self.topic_data))
-            for item in self.topic_data:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.topic_data))
+        for item in self.topic_data:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -260,24 +248,12 @@ class _ProduceResponse_BatchIndexAndErrorMessage:
     def _read(buf, pos, version):
         self = _ProduceResponse_BatchIndexAndErrorMessage.__new__(_ProduceResponse_BatchIndexAndErrorMessage)
         flexible = version >= 9
-        if version >= 8:
-            (self.batch_index,) = _S_i.unpack_from(buf, pos)
-            pos += 4
+        (self.batch_index,) = _S_i.unpack_from(buf, pos)
+        pos += 4
+        if flexible:
+            self.batch_index_error_message, pos = read_compact_nullable_string(buf, pos)
         else:
-            self.batch_index = 0
-        if version >= 8:
-            if version >= 8:
-                if flexible:
-                    self.batch_index_error_message, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.batch_index_error_message, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.batch_index_error_message, pos = read_compact_string(buf, pos)
-                else:
-                    self.batch_index_error_message, pos = read_string(buf, pos)
-        else:
-            self.batch_index_error_message = None
+            self.batch_index_error_message, pos = read_nullable_string(buf, pos)
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -285,21 +261,11 @@ class _ProduceResponse_BatchIndexAndErrorMessage:
 
     def _write(self, out, version, splices):
         flexible = version >= 9
-        if version >= 8:
-            out += _S_i.pack(self.batch_index)
+        out += _S_i.pack(self.batch_index)
+        if flexible:
+            write_compact_nullable_string(out, self.batch_index_error_message)
         else:
-            if self.batch_index != 0:
-                raise EncodeError('BatchIndex is not supported in version %d' % version)
-        if version >= 8:
-            if self.batch_index_error_message is None and not (version >= 8):
-                raise EncodeError('BatchIndexErrorMessage cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.batch_index_error_message)
-            else:
-                write_nullable_string(out, self.batch_index_error_message)
-        else:
-            if self.batch_index_error_message != None:
-                raise EncodeError('BatchIndexErrorMessage is not supported in version %d' % version)
+            write_nullable_string(out, self.batch_index_error_message)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -329,29 +295,14 @@ class _ProduceResponse_LeaderIdAndEpoch:
     @staticmethod
     def _read(buf, pos, version):
         self = _ProduceResponse_LeaderIdAndEpoch.__new__(_ProduceResponse_LeaderIdAndEpoch)
-        flexible = version >= 9
-        if version >= 10:
-            (self.leader_id, self.leader_epoch) = _S_ii.unpack_from(buf, pos)
-            pos += 8
-        else:
-            self.leader_id = -1
-            self.leader_epoch = -1
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        (self.leader_id, self.leader_epoch) = _S_ii.unpack_from(buf, pos)
+        pos += 8
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 9
-        if version >= 10:
-            out += _S_ii.pack(self.leader_id, self.leader_epoch)
-        else:
-            if self.leader_id != -1:
-                raise EncodeError('LeaderId is not supported in version %d' % version)
-            if self.leader_epoch != -1:
-                raise EncodeError('LeaderEpoch is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        out += _S_ii.pack(self.leader_id, self.leader_epoch)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -398,29 +349,20 @@ class _ProduceResponse_PartitionProduceResponse:
                 n, pos = read_compact_array_length(buf, pos, False)
             else:
                 n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.record_errors = None
-            else:
-                items = []
-                append = items.append
-                reader = _ProduceResponse_BatchIndexAndErrorMessage._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.record_errors = items
+            items = []
+            append = items.append
+            reader = _ProduceResponse_BatchIndexAndErrorMessage._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.record_errors = items
         else:
             self.record_errors = []
         if version >= 8:
-            if version >= 8:
-                if flexible:
-                    self.error_message, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.error_message, pos = read_nullable_string(buf, pos)
+            if flexible:
+                self.error_message, pos = read_compact_nullable_string(buf, pos)
             else:
-                if flexible:
-                    self.error_message, pos = read_compact_string(buf, pos)
-                else:
-                    self.error_message, pos = read_string(buf, pos)
+                self.error_message, pos = read_nullable_string(buf, pos)
         else:
             self.error_message = None
         self.current_leader = _ProduceResponse_LeaderIdAndEpoch()
@@ -447,25 +389,20 @@ class _ProduceResponse_PartitionProduceResponse:
         if version >= 5:
             out += _S_q.pack(self.log_start_offset)
         if version >= 8:
-            if self.record_errors is None and not (False):
-                raise EncodeError('RecordErrors cannot be null in version %d' % version)
             if self.record_errors is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+                raise EncodeError('RecordErrors cannot be null in version %d' % version)
+            if flexible:
+                write_uvarint(out, len(self.record_errors) + 1)
             else:
-                if flexible:
-                    write_uvarint(out, len(self.record_errors) + 1)
-                else:
-                    out += _S_i.pack(len(self.record_errors))
-                for item in self.record_errors:
-                    item._write(out, version, splices)
+                out += _S_i.pack(len(self.record_errors))
+            for item in self.record_errors:
+                item._write(out, version, splices)
         if version >= 8:
-            if self.error_message is None and not (version >= 8):
-                raise EncodeError('ErrorMessage cannot be null in version %d' % version)
             if flexible:
                 write_compact_nullable_string(out, self.error_message)
             else:
                 write_nullable_string(out, self.error_message)
-        if not (version >= 10) and self.current_leader != _ProduceResponse_LeaderIdAndEpoch():
+        if version < 10 and self.current_leader != _ProduceResponse_LeaderIdAndEpoch():
             raise EncodeError('CurrentLeader is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
@@ -518,16 +455,13 @@ class _ProduceResponse_TopicProduceResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partition_responses = None
-        else:
-            items = []
-            append = items.append
-            reader = _ProduceResponse_PartitionProduceResponse._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partition_responses = items
+        items = []
+        append = items.append
+        reader = _ProduceResponse_PartitionProduceResponse._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partition_responses = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -544,17 +478,14 @@ class _ProduceResponse_TopicProduceResponse:
                 write_string(out, self.name)
         if version >= 13:
             out += self.topic_id.bytes
-        if self.partition_responses is None and not (False):
-            raise EncodeError('PartitionResponses cannot be null in version %d' % version)
         if self.partition_responses is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('PartitionResponses cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partition_responses) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partition_responses) + 1)
-            else:
-                out += _S_i.pack(len(self.partition_responses))
-            for item in self.partition_responses:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.partition_responses))
+        for item in self.partition_responses:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -586,76 +517,23 @@ class _ProduceResponse_NodeEndpoint:
     @staticmethod
     def _read(buf, pos, version):
         self = _ProduceResponse_NodeEndpoint.__new__(_ProduceResponse_NodeEndpoint)
-        flexible = version >= 9
-        if version >= 10:
-            (self.node_id,) = _S_i.unpack_from(buf, pos)
-            pos += 4
-        else:
-            self.node_id = 0
-        if version >= 10:
-            if flexible:
-                self.host, pos = read_compact_string(buf, pos)
-            else:
-                self.host, pos = read_string(buf, pos)
-        else:
-            self.host = ''
-        if version >= 10:
-            (self.port,) = _S_i.unpack_from(buf, pos)
-            pos += 4
-        else:
-            self.port = 0
-        if version >= 10:
-            if version >= 10:
-                if flexible:
-                    self.rack, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.rack, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.rack, pos = read_compact_string(buf, pos)
-                else:
-                    self.rack, pos = read_string(buf, pos)
-        else:
-            self.rack = None
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        (self.node_id,) = _S_i.unpack_from(buf, pos)
+        pos += 4
+        self.host, pos = read_compact_string(buf, pos)
+        (self.port,) = _S_i.unpack_from(buf, pos)
+        pos += 4
+        self.rack, pos = read_compact_nullable_string(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = version >= 9
-        if version >= 10:
-            out += _S_i.pack(self.node_id)
-        else:
-            if self.node_id != 0:
-                raise EncodeError('NodeId is not supported in version %d' % version)
-        if version >= 10:
-            if self.host is None:
-                raise EncodeError('Host cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.host)
-            else:
-                write_string(out, self.host)
-        else:
-            if self.host != '':
-                raise EncodeError('Host is not supported in version %d' % version)
-        if version >= 10:
-            out += _S_i.pack(self.port)
-        else:
-            if self.port != 0:
-                raise EncodeError('Port is not supported in version %d' % version)
-        if version >= 10:
-            if self.rack is None and not (version >= 10):
-                raise EncodeError('Rack cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.rack)
-            else:
-                write_nullable_string(out, self.rack)
-        else:
-            if self.rack != None:
-                raise EncodeError('Rack is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        out += _S_i.pack(self.node_id)
+        if self.host is None:
+            raise EncodeError('Host cannot be null in version %d' % version)
+        write_compact_string(out, self.host)
+        out += _S_i.pack(self.port)
+        write_compact_nullable_string(out, self.rack)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -688,16 +566,13 @@ class ProduceResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.responses = None
-        else:
-            items = []
-            append = items.append
-            reader = _ProduceResponse_TopicProduceResponse._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.responses = items
+        items = []
+        append = items.append
+        reader = _ProduceResponse_TopicProduceResponse._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.responses = items
         (self.throttle_time_ms,) = _S_i.unpack_from(buf, pos)
         pos += 4
         self.node_endpoints = []
@@ -708,20 +583,14 @@ class ProduceResponse:
                 tag, size, pos = read_tag_header(buf, pos)
                 end = pos + size
                 if tag == 0 and version >= 10:
-                    if flexible:
-                        n, pos = read_compact_array_length(buf, pos, False)
-                    else:
-                        n, pos = read_array_length(buf, pos, False)
-                    if n < 0:
-                        self.node_endpoints = None
-                    else:
-                        items = []
-                        append = items.append
-                        reader = _ProduceResponse_NodeEndpoint._read
-                        for _ in range(n):
-                            item, pos = reader(buf, pos, version)
-                            append(item)
-                        self.node_endpoints = items
+                    n, pos = read_compact_array_length(buf, pos, False)
+                    items = []
+                    append = items.append
+                    reader = _ProduceResponse_NodeEndpoint._read
+                    for _ in range(n):
+                        item, pos = reader(buf, pos, version)
+                        append(item)
+                    self.node_endpoints = items
                     if pos != end:
                         raise DecodeError('tagged field NodeEndpoints has the wrong size')
                 else:
@@ -733,35 +602,26 @@ class ProduceResponse:
 
     def _write(self, out, version, splices):
         flexible = version >= 9
-        if self.responses is None and not (False):
-            raise EncodeError('Responses cannot be null in version %d' % version)
         if self.responses is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Responses cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.responses) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.responses) + 1)
-            else:
-                out += _S_i.pack(len(self.responses))
-            for item in self.responses:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.responses))
+        for item in self.responses:
+            item._write(out, version, splices)
         out += _S_i.pack(self.throttle_time_ms)
-        if not (version >= 10) and self.node_endpoints != []:
+        if version < 10 and self.node_endpoints != []:
             raise EncodeError('NodeEndpoints is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
             if version >= 10 and self.node_endpoints != []:
                 field_out = bytearray()
-                if self.node_endpoints is None and not (False):
-                    raise EncodeError('NodeEndpoints cannot be null in version %d' % version)
                 if self.node_endpoints is None:
-                    field_out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-                else:
-                    if flexible:
-                        write_uvarint(field_out, len(self.node_endpoints) + 1)
-                    else:
-                        field_out += _S_i.pack(len(self.node_endpoints))
-                    for item in self.node_endpoints:
-                        item._write(field_out, version, splices)
+                    raise EncodeError('NodeEndpoints cannot be null in version %d' % version)
+                write_uvarint(field_out, len(self.node_endpoints) + 1)
+                for item in self.node_endpoints:
+                    item._write(field_out, version, splices)
                 tagged.append((0, field_out))
             write_tagged_fields(out, tagged)
 

@@ -74,33 +74,24 @@ class SaslHandshakeResponse:
         self = SaslHandshakeResponse.__new__(SaslHandshakeResponse)
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
-        if False:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.mechanisms = None
-        else:
-            items = []
-            for _ in range(n):
-                item, pos = read_string(buf, pos)
-                items.append(item)
-            self.mechanisms = items
+        n, pos = read_array_length(buf, pos, False)
+        items = []
+        for _ in range(n):
+            item, pos = read_string(buf, pos)
+            items.append(item)
+        self.mechanisms = items
         self.unknown_tagged_fields = None
         return self, pos
 
     def _write(self, out, version, splices):
         out += _S_h.pack(self.error_code)
-        if self.mechanisms is None and not (False):
-            raise EncodeError('Mechanisms cannot be null in version %d' % version)
         if self.mechanisms is None:
-            out += b'\xff\xff\xff\xff'
-        else:
-            out += _S_i.pack(len(self.mechanisms))
-            for item in self.mechanisms:
-                if item is None:
-                    raise EncodeError('Mechanisms cannot be null in version %d' % version)
-                write_string(out, item)
+            raise EncodeError('Mechanisms cannot be null in version %d' % version)
+        out += _S_i.pack(len(self.mechanisms))
+        for item in self.mechanisms:
+            if item is None:
+                raise EncodeError('Mechanisms cannot be null in version %d' % version)
+            write_string(out, item)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -100,58 +100,31 @@ class SyncGroupRequest:
         else:
             self.member_id, pos = read_string(buf, pos)
         if version >= 3:
-            if version >= 3:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_nullable_string(buf, pos)
+            if flexible:
+                self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
             else:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_string(buf, pos)
+                self.group_instance_id, pos = read_nullable_string(buf, pos)
         else:
             self.group_instance_id = None
         if version >= 5:
-            if version >= 5:
-                if flexible:
-                    self.protocol_type, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.protocol_type, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.protocol_type, pos = read_compact_string(buf, pos)
-                else:
-                    self.protocol_type, pos = read_string(buf, pos)
+            self.protocol_type, pos = read_compact_nullable_string(buf, pos)
         else:
             self.protocol_type = None
         if version >= 5:
-            if version >= 5:
-                if flexible:
-                    self.protocol_name, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.protocol_name, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.protocol_name, pos = read_compact_string(buf, pos)
-                else:
-                    self.protocol_name, pos = read_string(buf, pos)
+            self.protocol_name, pos = read_compact_nullable_string(buf, pos)
         else:
             self.protocol_name = None
         if flexible:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.assignments = None
-        else:
-            items = []
-            append = items.append
-            reader = _SyncGroupRequest_SyncGroupRequestAssignment._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.assignments = items
+        items = []
+        append = items.append
+        reader = _SyncGroupRequest_SyncGroupRequestAssignment._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.assignments = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -173,40 +146,24 @@ class SyncGroupRequest:
         else:
             write_string(out, self.member_id)
         if version >= 3:
-            if self.group_instance_id is None and not (version >= 3):
-                raise EncodeError('GroupInstanceId cannot be null in version %d' % version)
             if flexible:
                 write_compact_nullable_string(out, self.group_instance_id)
             else:
                 write_nullable_string(out, self.group_instance_id)
-        else:
-            if self.group_instance_id != None:
-                raise EncodeError('GroupInstanceId is not supported in version %d' % version)
+        elif self.group_instance_id is not None:
+            raise EncodeError('GroupInstanceId is not supported in version %d' % version)
         if version >= 5:
-            if self.protocol_type is None and not (version >= 5):
-                raise EncodeError('ProtocolType cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.protocol_type)
-            else:
-                write_nullable_string(out, self.protocol_type)
+            write_compact_nullable_string(out, self.protocol_type)
         if version >= 5:
-            if self.protocol_name is None and not (version >= 5):
-                raise EncodeError('ProtocolName cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.protocol_name)
-            else:
-                write_nullable_string(out, self.protocol_name)
-        if self.assignments is None and not (False):
-            raise EncodeError('Assignments cannot be null in version %d' % version)
+            write_compact_nullable_string(out, self.protocol_name)
         if self.assignments is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Assignments cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.assignments) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.assignments) + 1)
-            else:
-                out += _S_i.pack(len(self.assignments))
-            for item in self.assignments:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.assignments))
+        for item in self.assignments:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -271,29 +228,11 @@ class SyncGroupResponse:
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if version >= 5:
-            if version >= 5:
-                if flexible:
-                    self.protocol_type, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.protocol_type, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.protocol_type, pos = read_compact_string(buf, pos)
-                else:
-                    self.protocol_type, pos = read_string(buf, pos)
+            self.protocol_type, pos = read_compact_nullable_string(buf, pos)
         else:
             self.protocol_type = None
         if version >= 5:
-            if version >= 5:
-                if flexible:
-                    self.protocol_name, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.protocol_name, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.protocol_name, pos = read_compact_string(buf, pos)
-                else:
-                    self.protocol_name, pos = read_string(buf, pos)
+            self.protocol_name, pos = read_compact_nullable_string(buf, pos)
         else:
             self.protocol_name = None
         if flexible:
@@ -311,19 +250,9 @@ class SyncGroupResponse:
             out += _S_i.pack(self.throttle_time_ms)
         out += _S_h.pack(self.error_code)
         if version >= 5:
-            if self.protocol_type is None and not (version >= 5):
-                raise EncodeError('ProtocolType cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.protocol_type)
-            else:
-                write_nullable_string(out, self.protocol_type)
+            write_compact_nullable_string(out, self.protocol_type)
         if version >= 5:
-            if self.protocol_name is None and not (version >= 5):
-                raise EncodeError('ProtocolName cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.protocol_name)
-            else:
-                write_nullable_string(out, self.protocol_name)
+            write_compact_nullable_string(out, self.protocol_name)
         if self.assignment is None:
             raise EncodeError('Assignment cannot be null in version %d' % version)
         if flexible:

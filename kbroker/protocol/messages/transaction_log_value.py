@@ -39,12 +39,9 @@ class _TransactionLogValue_PartitionsSchema:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partition_ids = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.partition_ids = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
+        check_fixed_array(buf, pos, n, 4)
+        self.partition_ids = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -58,16 +55,13 @@ class _TransactionLogValue_PartitionsSchema:
             write_compact_string(out, self.topic)
         else:
             write_string(out, self.topic)
-        if self.partition_ids is None and not (False):
-            raise EncodeError('PartitionIds cannot be null in version %d' % version)
         if self.partition_ids is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('PartitionIds cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partition_ids) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partition_ids) + 1)
-            else:
-                out += _S_i.pack(len(self.partition_ids))
-            out += struct.pack('>%di' % len(self.partition_ids), *self.partition_ids)
+            out += _S_i.pack(len(self.partition_ids))
+        out += struct.pack('>%di' % len(self.partition_ids), *self.partition_ids)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -138,22 +132,22 @@ class TransactionLogValue:
             for _ in range(n_tags):
                 tag, size, pos = read_tag_header(buf, pos)
                 end = pos + size
-                if tag == 0 and version >= 1:
+                if tag == 0:
                     (self.previous_producer_id,) = _S_q.unpack_from(buf, pos)
                     pos += 8
                     if pos != end:
                         raise DecodeError('tagged field PreviousProducerId has the wrong size')
-                elif tag == 1 and version >= 1:
+                elif tag == 1:
                     (self.next_producer_id,) = _S_q.unpack_from(buf, pos)
                     pos += 8
                     if pos != end:
                         raise DecodeError('tagged field NextProducerId has the wrong size')
-                elif tag == 3 and version >= 1:
+                elif tag == 3:
                     (self.next_producer_epoch,) = _S_h.unpack_from(buf, pos)
                     pos += 2
                     if pos != end:
                         raise DecodeError('tagged field NextProducerEpoch has the wrong size')
-                elif tag == 2 and version >= 1:
+                elif tag == 2:
                     (self.client_transaction_version,) = _S_h.unpack_from(buf, pos)
                     pos += 2
                     if pos != end:
@@ -170,8 +164,6 @@ class TransactionLogValue:
         out += _S_q.pack(self.producer_id)
         out += _S_h.pack(self.producer_epoch)
         out += _S_ib.pack(self.transaction_timeout_ms, self.transaction_status)
-        if self.transaction_partitions is None and not (True):
-            raise EncodeError('TransactionPartitions cannot be null in version %d' % version)
         if self.transaction_partitions is None:
             out += b'\x00' if flexible else b'\xff\xff\xff\xff'
         else:
@@ -182,29 +174,29 @@ class TransactionLogValue:
             for item in self.transaction_partitions:
                 item._write(out, version, splices)
         out += _S_qq.pack(self.transaction_last_update_timestamp_ms, self.transaction_start_timestamp_ms)
-        if not (version >= 1) and self.previous_producer_id != -1:
+        if version < 1 and self.previous_producer_id != -1:
             raise EncodeError('PreviousProducerId is not supported in version %d' % version)
-        if not (version >= 1) and self.next_producer_id != -1:
+        if version < 1 and self.next_producer_id != -1:
             raise EncodeError('NextProducerId is not supported in version %d' % version)
-        if not (version >= 1) and self.next_producer_epoch != -1:
+        if version < 1 and self.next_producer_epoch != -1:
             raise EncodeError('NextProducerEpoch is not supported in version %d' % version)
-        if not (version >= 1) and self.client_transaction_version != 0:
+        if version < 1 and self.client_transaction_version != 0:
             raise EncodeError('ClientTransactionVersion is not supported in version %d' % version)
         if flexible:
             tagged = list(self.unknown_tagged_fields or ())
-            if version >= 1 and self.previous_producer_id != -1:
+            if self.previous_producer_id != -1:
                 field_out = bytearray()
                 field_out += _S_q.pack(self.previous_producer_id)
                 tagged.append((0, field_out))
-            if version >= 1 and self.next_producer_id != -1:
+            if self.next_producer_id != -1:
                 field_out = bytearray()
                 field_out += _S_q.pack(self.next_producer_id)
                 tagged.append((1, field_out))
-            if version >= 1 and self.next_producer_epoch != -1:
+            if self.next_producer_epoch != -1:
                 field_out = bytearray()
                 field_out += _S_h.pack(self.next_producer_epoch)
                 tagged.append((3, field_out))
-            if version >= 1 and self.client_transaction_version != 0:
+            if self.client_transaction_version != 0:
                 field_out = bytearray()
                 field_out += _S_h.pack(self.client_transaction_version)
                 tagged.append((2, field_out))

@@ -95,16 +95,13 @@ class _TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
+        items = []
+        append = items.append
+        reader = _TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -118,17 +115,14 @@ class _TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic:
             write_compact_string(out, self.name)
         else:
             write_string(out, self.name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.partitions))
+        for item in self.partitions:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -180,39 +174,24 @@ class TxnOffsetCommitRequest:
         else:
             self.generation_id = -1
         if version >= 3:
-            if flexible:
-                self.member_id, pos = read_compact_string(buf, pos)
-            else:
-                self.member_id, pos = read_string(buf, pos)
+            self.member_id, pos = read_compact_string(buf, pos)
         else:
             self.member_id = ''
         if version >= 3:
-            if version >= 3:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_nullable_string(buf, pos)
-            else:
-                if flexible:
-                    self.group_instance_id, pos = read_compact_string(buf, pos)
-                else:
-                    self.group_instance_id, pos = read_string(buf, pos)
+            self.group_instance_id, pos = read_compact_nullable_string(buf, pos)
         else:
             self.group_instance_id = None
         if flexible:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        items = []
+        append = items.append
+        reader = _TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -235,40 +214,26 @@ class TxnOffsetCommitRequest:
         out += _S_qh.pack(self.producer_id, self.producer_epoch)
         if version >= 3:
             out += _S_i.pack(self.generation_id)
-        else:
-            if self.generation_id != -1:
-                raise EncodeError('GenerationId is not supported in version %d' % version)
+        elif self.generation_id != -1:
+            raise EncodeError('GenerationId is not supported in version %d' % version)
         if version >= 3:
             if self.member_id is None:
                 raise EncodeError('MemberId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_string(out, self.member_id)
-            else:
-                write_string(out, self.member_id)
-        else:
-            if self.member_id != '':
-                raise EncodeError('MemberId is not supported in version %d' % version)
+            write_compact_string(out, self.member_id)
+        elif self.member_id != '':
+            raise EncodeError('MemberId is not supported in version %d' % version)
         if version >= 3:
-            if self.group_instance_id is None and not (version >= 3):
-                raise EncodeError('GroupInstanceId cannot be null in version %d' % version)
-            if flexible:
-                write_compact_nullable_string(out, self.group_instance_id)
-            else:
-                write_nullable_string(out, self.group_instance_id)
-        else:
-            if self.group_instance_id != None:
-                raise EncodeError('GroupInstanceId is not supported in version %d' % version)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
+            write_compact_nullable_string(out, self.group_instance_id)
+        elif self.group_instance_id is not None:
+            raise EncodeError('GroupInstanceId is not supported in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.topics) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -379,16 +344,13 @@ class _TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
+        items = []
+        append = items.append
+        reader = _TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -402,17 +364,14 @@ class _TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic:
             write_compact_string(out, self.name)
         else:
             write_string(out, self.name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.partitions) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.partitions))
+        for item in self.partitions:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 
@@ -448,16 +407,13 @@ class TxnOffsetCommitResponse:
             n, pos = read_compact_array_length(buf, pos, False)
         else:
             n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        items = []
+        append = items.append
+        reader = _TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         self.unknown_tagged_fields = None
         if flexible:
             self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
@@ -466,17 +422,14 @@ class TxnOffsetCommitResponse:
     def _write(self, out, version, splices):
         flexible = version >= 3
         out += _S_i.pack(self.throttle_time_ms)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        if flexible:
+            write_uvarint(out, len(self.topics) + 1)
         else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            out += _S_i.pack(len(self.topics))
+        for item in self.topics:
+            item._write(out, version, splices)
         if flexible:
             write_unknown_tags(out, self.unknown_tagged_fields)
 

@@ -31,11 +31,7 @@ class _UpdateFeaturesRequest_FeatureUpdateKey:
     @staticmethod
     def _read(buf, pos, version):
         self = _UpdateFeaturesRequest_FeatureUpdateKey.__new__(_UpdateFeaturesRequest_FeatureUpdateKey)
-        flexible = True
-        if flexible:
-            self.feature, pos = read_compact_string(buf, pos)
-        else:
-            self.feature, pos = read_string(buf, pos)
+        self.feature, pos = read_compact_string(buf, pos)
         (self.max_version_level,) = _S_h.unpack_from(buf, pos)
         pos += 2
         if version <= 0:
@@ -48,32 +44,23 @@ class _UpdateFeaturesRequest_FeatureUpdateKey:
             pos += 1
         else:
             self.upgrade_type = 1
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.feature is None:
             raise EncodeError('Feature cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.feature)
-        else:
-            write_string(out, self.feature)
+        write_compact_string(out, self.feature)
         out += _S_h.pack(self.max_version_level)
         if version <= 0:
             out += _S_x.pack(self.allow_downgrade)
-        else:
-            if self.allow_downgrade != False:
-                raise EncodeError('AllowDowngrade is not supported in version %d' % version)
+        elif self.allow_downgrade != False:
+            raise EncodeError('AllowDowngrade is not supported in version %d' % version)
         if version >= 1:
             out += _S_b.pack(self.upgrade_type)
-        else:
-            if self.upgrade_type != 1:
-                raise EncodeError('UpgradeType is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        elif self.upgrade_type != 1:
+            raise EncodeError('UpgradeType is not supported in version %d' % version)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -101,54 +88,36 @@ class UpdateFeaturesRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = UpdateFeaturesRequest.__new__(UpdateFeaturesRequest)
-        flexible = True
         (self.timeout_ms,) = _S_i.unpack_from(buf, pos)
         pos += 4
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.feature_updates = None
-        else:
-            items = []
-            append = items.append
-            reader = _UpdateFeaturesRequest_FeatureUpdateKey._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.feature_updates = items
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _UpdateFeaturesRequest_FeatureUpdateKey._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.feature_updates = items
         if version >= 1:
             (self.validate_only,) = _S_x.unpack_from(buf, pos)
             pos += 1
         else:
             self.validate_only = False
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_i.pack(self.timeout_ms)
-        if self.feature_updates is None and not (False):
-            raise EncodeError('FeatureUpdates cannot be null in version %d' % version)
         if self.feature_updates is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.feature_updates) + 1)
-            else:
-                out += _S_i.pack(len(self.feature_updates))
-            for item in self.feature_updates:
-                item._write(out, version, splices)
+            raise EncodeError('FeatureUpdates cannot be null in version %d' % version)
+        write_uvarint(out, len(self.feature_updates) + 1)
+        for item in self.feature_updates:
+            item._write(out, version, splices)
         if version >= 1:
             out += _S_x.pack(self.validate_only)
-        else:
-            if self.validate_only != False:
-                raise EncodeError('ValidateOnly is not supported in version %d' % version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        elif self.validate_only != False:
+            raise EncodeError('ValidateOnly is not supported in version %d' % version)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -199,37 +168,20 @@ class _UpdateFeaturesResponse_UpdatableFeatureResult:
     @staticmethod
     def _read(buf, pos, version):
         self = _UpdateFeaturesResponse_UpdatableFeatureResult.__new__(_UpdateFeaturesResponse_UpdatableFeatureResult)
-        flexible = True
-        if flexible:
-            self.feature, pos = read_compact_string(buf, pos)
-        else:
-            self.feature, pos = read_string(buf, pos)
+        self.feature, pos = read_compact_string(buf, pos)
         (self.error_code,) = _S_h.unpack_from(buf, pos)
         pos += 2
-        if flexible:
-            self.error_message, pos = read_compact_nullable_string(buf, pos)
-        else:
-            self.error_message, pos = read_nullable_string(buf, pos)
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.error_message, pos = read_compact_nullable_string(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.feature is None:
             raise EncodeError('Feature cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.feature)
-        else:
-            write_string(out, self.feature)
+        write_compact_string(out, self.feature)
         out += _S_h.pack(self.error_code)
-        if flexible:
-            write_compact_nullable_string(out, self.error_message)
-        else:
-            write_nullable_string(out, self.error_message)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_compact_nullable_string(out, self.error_message)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -258,56 +210,33 @@ class UpdateFeaturesResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = UpdateFeaturesResponse.__new__(UpdateFeaturesResponse)
-        flexible = True
         (self.throttle_time_ms, self.error_code) = _S_ih.unpack_from(buf, pos)
         pos += 6
-        if flexible:
-            self.error_message, pos = read_compact_nullable_string(buf, pos)
-        else:
-            self.error_message, pos = read_nullable_string(buf, pos)
+        self.error_message, pos = read_compact_nullable_string(buf, pos)
         if version <= 1:
-            if flexible:
-                n, pos = read_compact_array_length(buf, pos, False)
-            else:
-                n, pos = read_array_length(buf, pos, False)
-            if n < 0:
-                self.results = None
-            else:
-                items = []
-                append = items.append
-                reader = _UpdateFeaturesResponse_UpdatableFeatureResult._read
-                for _ in range(n):
-                    item, pos = reader(buf, pos, version)
-                    append(item)
-                self.results = items
+            n, pos = read_compact_array_length(buf, pos, False)
+            items = []
+            append = items.append
+            reader = _UpdateFeaturesResponse_UpdatableFeatureResult._read
+            for _ in range(n):
+                item, pos = reader(buf, pos, version)
+                append(item)
+            self.results = items
         else:
             self.results = []
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_ih.pack(self.throttle_time_ms, self.error_code)
-        if flexible:
-            write_compact_nullable_string(out, self.error_message)
-        else:
-            write_nullable_string(out, self.error_message)
+        write_compact_nullable_string(out, self.error_message)
         if version <= 1:
-            if self.results is None and not (False):
-                raise EncodeError('Results cannot be null in version %d' % version)
             if self.results is None:
-                out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-            else:
-                if flexible:
-                    write_uvarint(out, len(self.results) + 1)
-                else:
-                    out += _S_i.pack(len(self.results))
-                for item in self.results:
-                    item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+                raise EncodeError('Results cannot be null in version %d' % version)
+            write_uvarint(out, len(self.results) + 1)
+            for item in self.results:
+                item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:

@@ -29,46 +29,23 @@ class _WriteTxnMarkersRequest_WritableTxnMarkerTopic:
     @staticmethod
     def _read(buf, pos, version):
         self = _WriteTxnMarkersRequest_WritableTxnMarkerTopic.__new__(_WriteTxnMarkersRequest_WritableTxnMarkerTopic)
-        flexible = True
-        if flexible:
-            self.name, pos = read_compact_string(buf, pos)
-        else:
-            self.name, pos = read_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partition_indexes = None
-        else:
-            check_fixed_array(buf, pos, n, 4)
-            self.partition_indexes = list(struct.unpack_from('>%di' % n, buf, pos))
-            pos += n * 4
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        check_fixed_array(buf, pos, n, 4)
+        self.partition_indexes = list(struct.unpack_from('>%di' % n, buf, pos))
+        pos += n * 4
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.name)
-        else:
-            write_string(out, self.name)
-        if self.partition_indexes is None and not (False):
-            raise EncodeError('PartitionIndexes cannot be null in version %d' % version)
+        write_compact_string(out, self.name)
         if self.partition_indexes is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.partition_indexes) + 1)
-            else:
-                out += _S_i.pack(len(self.partition_indexes))
-            out += struct.pack('>%di' % len(self.partition_indexes), *self.partition_indexes)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('PartitionIndexes cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partition_indexes) + 1)
+        out += struct.pack('>%di' % len(self.partition_indexes), *self.partition_indexes)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -100,23 +77,16 @@ class _WriteTxnMarkersRequest_WritableTxnMarker:
     @staticmethod
     def _read(buf, pos, version):
         self = _WriteTxnMarkersRequest_WritableTxnMarker.__new__(_WriteTxnMarkersRequest_WritableTxnMarker)
-        flexible = True
         (self.producer_id, self.producer_epoch, self.transaction_result) = _S_qhx.unpack_from(buf, pos)
         pos += 11
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _WriteTxnMarkersRequest_WritableTxnMarkerTopic._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _WriteTxnMarkersRequest_WritableTxnMarkerTopic._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
         (self.coordinator_epoch,) = _S_i.unpack_from(buf, pos)
         pos += 4
         if version >= 2:
@@ -124,30 +94,20 @@ class _WriteTxnMarkersRequest_WritableTxnMarker:
             pos += 1
         else:
             self.transaction_version = 0
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_qhx.pack(self.producer_id, self.producer_epoch, self.transaction_result)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topics) + 1)
+        for item in self.topics:
+            item._write(out, version, splices)
         out += _S_i.pack(self.coordinator_epoch)
         if version >= 2:
             out += _S_b.pack(self.transaction_version)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -173,41 +133,24 @@ class WriteTxnMarkersRequest:
     @staticmethod
     def _read(buf, pos, version):
         self = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
-        flexible = True
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.markers = None
-        else:
-            items = []
-            append = items.append
-            reader = _WriteTxnMarkersRequest_WritableTxnMarker._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.markers = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _WriteTxnMarkersRequest_WritableTxnMarker._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.markers = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
-        if self.markers is None and not (False):
-            raise EncodeError('Markers cannot be null in version %d' % version)
         if self.markers is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.markers) + 1)
-            else:
-                out += _S_i.pack(len(self.markers))
-            for item in self.markers:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Markers cannot be null in version %d' % version)
+        write_uvarint(out, len(self.markers) + 1)
+        for item in self.markers:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -262,19 +205,14 @@ class _WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult:
     @staticmethod
     def _read(buf, pos, version):
         self = _WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult.__new__(_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
-        flexible = True
         (self.partition_index, self.error_code) = _S_ih.unpack_from(buf, pos)
         pos += 6
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_ih.pack(self.partition_index, self.error_code)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -302,51 +240,28 @@ class _WriteTxnMarkersResponse_WritableTxnMarkerTopicResult:
     @staticmethod
     def _read(buf, pos, version):
         self = _WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__new__(_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
-        flexible = True
-        if flexible:
-            self.name, pos = read_compact_string(buf, pos)
-        else:
-            self.name, pos = read_string(buf, pos)
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.partitions = None
-        else:
-            items = []
-            append = items.append
-            reader = _WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.partitions = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        self.name, pos = read_compact_string(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.partitions = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         if self.name is None:
             raise EncodeError('Name cannot be null in version %d' % version)
-        if flexible:
-            write_compact_string(out, self.name)
-        else:
-            write_string(out, self.name)
-        if self.partitions is None and not (False):
-            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_compact_string(out, self.name)
         if self.partitions is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.partitions) + 1)
-            else:
-                out += _S_i.pack(len(self.partitions))
-            for item in self.partitions:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Partitions cannot be null in version %d' % version)
+        write_uvarint(out, len(self.partitions) + 1)
+        for item in self.partitions:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -374,44 +289,27 @@ class _WriteTxnMarkersResponse_WritableTxnMarkerResult:
     @staticmethod
     def _read(buf, pos, version):
         self = _WriteTxnMarkersResponse_WritableTxnMarkerResult.__new__(_WriteTxnMarkersResponse_WritableTxnMarkerResult)
-        flexible = True
         (self.producer_id,) = _S_q.unpack_from(buf, pos)
         pos += 8
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.topics = None
-        else:
-            items = []
-            append = items.append
-            reader = _WriteTxnMarkersResponse_WritableTxnMarkerTopicResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.topics = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _WriteTxnMarkersResponse_WritableTxnMarkerTopicResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.topics = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
         out += _S_q.pack(self.producer_id)
-        if self.topics is None and not (False):
-            raise EncodeError('Topics cannot be null in version %d' % version)
         if self.topics is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.topics) + 1)
-            else:
-                out += _S_i.pack(len(self.topics))
-            for item in self.topics:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Topics cannot be null in version %d' % version)
+        write_uvarint(out, len(self.topics) + 1)
+        for item in self.topics:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
@@ -437,41 +335,24 @@ class WriteTxnMarkersResponse:
     @staticmethod
     def _read(buf, pos, version):
         self = WriteTxnMarkersResponse.__new__(WriteTxnMarkersResponse)
-        flexible = True
-        if flexible:
-            n, pos = read_compact_array_length(buf, pos, False)
-        else:
-            n, pos = read_array_length(buf, pos, False)
-        if n < 0:
-            self.markers = None
-        else:
-            items = []
-            append = items.append
-            reader = _WriteTxnMarkersResponse_WritableTxnMarkerResult._read
-            for _ in range(n):
-                item, pos = reader(buf, pos, version)
-                append(item)
-            self.markers = items
-        self.unknown_tagged_fields = None
-        if flexible:
-            self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
+        n, pos = read_compact_array_length(buf, pos, False)
+        items = []
+        append = items.append
+        reader = _WriteTxnMarkersResponse_WritableTxnMarkerResult._read
+        for _ in range(n):
+            item, pos = reader(buf, pos, version)
+            append(item)
+        self.markers = items
+        self.unknown_tagged_fields, pos = read_unknown_tags(buf, pos)
         return self, pos
 
     def _write(self, out, version, splices):
-        flexible = True
-        if self.markers is None and not (False):
-            raise EncodeError('Markers cannot be null in version %d' % version)
         if self.markers is None:
-            out += b'\x00' if flexible else b'\xff\xff\xff\xff'
-        else:
-            if flexible:
-                write_uvarint(out, len(self.markers) + 1)
-            else:
-                out += _S_i.pack(len(self.markers))
-            for item in self.markers:
-                item._write(out, version, splices)
-        if flexible:
-            write_unknown_tags(out, self.unknown_tagged_fields)
+            raise EncodeError('Markers cannot be null in version %d' % version)
+        write_uvarint(out, len(self.markers) + 1)
+        for item in self.markers:
+            item._write(out, version, splices)
+        write_unknown_tags(out, self.unknown_tagged_fields)
 
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
