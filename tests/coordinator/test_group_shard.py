@@ -247,6 +247,9 @@ def test_static_member_rejoins_without_rebalance_and_old_id_is_fenced():
         assert result.assignment == b"mine"
         assert await do(shard, heartbeat.heartbeat, "g", 1, a.member_id, "i-a") is \
             Errors.FENCED_INSTANCE_ID
+        # An instance id the group does not know: UNKNOWN_MEMBER_ID, even with a valid member id.
+        assert await do(shard, heartbeat.heartbeat, "g", 1, again.member_id, "i-x") is \
+            Errors.UNKNOWN_MEMBER_ID
         assert (await do(shard, join, request(member_id=a.member_id, instance="i-a"))).error is \
             Errors.FENCED_INSTANCE_ID
         # The new member id is what a reload sees.
