@@ -4,6 +4,7 @@
 #   - kcat from Debian's packages;
 #   - the Java driver (Apache Kafka's kafka-clients from Maven Central), built with Maven;
 #   - Spark's Kafka connector jars for compat_tests/spark (Maven Central, copied by Maven).
+#   - Apache Kafka's jars for the side-by-side tests (tools/kafka_ref/run_kafka.py fetch).
 #   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
 #     (npm ci, native lz4/zstd codecs built by node-gyp).
 # --python-only skips the system packages and the Java build.
@@ -38,6 +39,12 @@ if [ -f compat_tests/java/pom.xml ]; then
      [ -n "$(find compat_tests/java/src -newer "$jar" -type f 2>/dev/null | head -n 1)" ]; then
     (cd compat_tests/java && mvn -q -B package -DskipTests)
   fi
+fi
+
+# Apache Kafka's jars (Maven Central) for the tests that compare kbroker with the real Kafka;
+# run_kafka.py skips Maven once its cache is complete.
+if [ -f tools/kafka_ref/pom.xml ]; then
+  "$VENV/bin/python" tools/kafka_ref/run_kafka.py fetch >/dev/null
 fi
 
 # Spark's Kafka connector and the jars it needs beyond the pyspark wheel, for spark.jars.

@@ -59,7 +59,7 @@ def handle_offset_commit(ctx, request):
         # One operation: the group's checks see the state the commit is written against.
         offsets.validate_commit(shard, request.group_id, request.generation_id_or_member_epoch,
                                 request.member_id,
-                                request.group_instance_id if v >= 7 else None)
+                                request.group_instance_id if v >= 7 else None, v)
         return offsets.commit(shard, request.group_id, wanted, expire)
 
     async def answer():

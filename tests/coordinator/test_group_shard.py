@@ -247,10 +247,65 @@ def test_static_member_rejoins_without_rebalance_and_old_id_is_fenced():
         assert result.assignment == b"mine"
         assert await do(shard, heartbeat.heartbeat, "g", 1, a.member_id, "i-a") is \
             Errors.FENCED_INSTANCE_ID
+        # An instance id the group does not know: UNKNOWN_MEMBER_ID, even with a valid member id.
+        assert await do(shard, heartbeat.heartbeat, "g", 1, again.member_id, "i-x") is \
+            Errors.UNKNOWN_MEMBER_ID
         assert (await do(shard, join, request(member_id=a.member_id, instance="i-a"))).error is \
             Errors.FENCED_INSTANCE_ID
         # The new member id is what a reload sees.
         assert list(reload(shard).groups["g"].members) == [again.member_id]
+        close(shard)
+
+    run(scenario())
+
+
+def test_member_heartbeating_through_a_rebalance_stays_until_the_rebalance_timeout():
+    """Kafka's classic protocol: a member busy between polls keeps heartbeating (the answer is
+    REBALANCE_IN_PROGRESS) and keeps its membership past its session timeout; only the rebalance
+    timeout (its max.poll.interval.ms) removes it if it does not rejoin."""
+    async def scenario():
+        shard = make_shard()
+        a = await join_member(shard, session=300, rebalance=1500)
+        await do(shard, sync.sync, "g", 1, a.member_id, None, None, None, {a.member_id: b"A"})
+        b_first = await do(shard, join, request(session=300, rebalance=1500))
+        b_join = await do(shard, join, request(member_id=b_first.member_id, session=300,
+                                               rebalance=1500))
+        for _ in range(15):  # 900 ms: three session timeouts
+            await asyncio.sleep(0.06)
+            assert await do(shard, heartbeat.heartbeat, "g", 1, a.member_id, None) is \
+                Errors.REBALANCE_IN_PROGRESS
+        assert not b_join.done() and a.member_id in shard.groups["g"].members
+        b = await resolve(b_join)
+        assert (b.generation, b.leader, [m[0] for m in b.members]) == \
+            (2, b.member_id, [b.member_id])
+        assert await do(shard, heartbeat.heartbeat, "g", 1, a.member_id, None) is \
+            Errors.UNKNOWN_MEMBER_ID
+        close(shard)
+
+    run(scenario())
+
+
+def test_rebalance_waits_again_when_no_member_rejoined():
+    """Only a static member is left and it did not rejoin: Kafka does not start a generation
+    nobody joined; it waits another rebalance timeout (completeClassicGroupJoin)."""
+    async def scenario():
+        shard = make_shard()
+        s = await resolve(await do(shard, join, request(instance="i-s", session=2000,
+                                                        rebalance=150)))
+        await do(shard, sync.sync, "g", 1, s.member_id, "i-s", None, None, {s.member_id: b"S"})
+        d = await do(shard, join, request(version=3, session=2000, rebalance=150))
+        group = shard.groups["g"]
+        assert group.is_in(S.PREPARING_REBALANCE)
+        d_member = next(m for m in group.members if m != s.member_id)
+        await do(shard, leave.leave, "g", [(d_member, None, "bye")])
+        assert (await resolve(d)).error is Errors.UNKNOWN_MEMBER_ID
+        await asyncio.sleep(0.4)  # more than two rebalance timeouts
+        assert group.is_in(S.PREPARING_REBALANCE) and group.generation == 1
+        assert await do(shard, heartbeat.heartbeat, "g", 1, s.member_id, "i-s") is \
+            Errors.REBALANCE_IN_PROGRESS
+        again = await resolve(await do(shard, join, request(member_id=s.member_id,
+                                                            instance="i-s", rebalance=150)))
+        assert (again.error, again.generation) == (Errors.NONE, 2)
         close(shard)
 
     run(scenario())
@@ -276,14 +331,15 @@ def test_commit_validation_and_standalone_commits():
     async def scenario():
         shard = make_shard()
         # Standalone commits (generation -1) create an Empty group.
-        offsets.validate_commit(shard, "solo", -1, "", None)
+        offsets.validate_commit(shard, "solo", -1, "", None, 9)
         assert await do(shard, offsets.commit, "solo",
                         [("t", 0, rec.ZERO_UUID, 5, -1, "meta")]) == \
             [Errors.NONE]
         assert shard.groups["solo"].is_in(S.EMPTY)
-        with pytest.raises(KafkaError) as e:
-            offsets.validate_commit(shard, "nogroup", 3, "m", None)
-        assert e.value.error is Errors.ILLEGAL_GENERATION
+        for version, error in [(8, Errors.ILLEGAL_GENERATION), (9, Errors.GROUP_ID_NOT_FOUND)]:
+            with pytest.raises(KafkaError) as e:
+                offsets.validate_commit(shard, "nogroup", 3, "m", None, version)
+            assert e.value.error is error
         assert await do(shard, offsets.commit, "solo",
                         [("t", 1, rec.ZERO_UUID, 1, -1, "x" * 5000)]) == \
             [Errors.OFFSET_METADATA_TOO_LARGE]
@@ -293,10 +349,10 @@ def test_commit_validation_and_standalone_commits():
                                           (-1, "", Errors.UNKNOWN_MEMBER_ID),
                                           (1, a.member_id, Errors.REBALANCE_IN_PROGRESS)]:
             with pytest.raises(KafkaError) as e:
-                offsets.validate_commit(shard, "g", generation, member, None)
+                offsets.validate_commit(shard, "g", generation, member, None, 9)
             assert e.value.error is error
         await do(shard, sync.sync, "g", 1, a.member_id, None, None, None, {})
-        offsets.validate_commit(shard, "g", 1, a.member_id, None)
+        offsets.validate_commit(shard, "g", 1, a.member_id, None, 9)
         fetched = offsets.fetch(shard, "solo", [("t", [0, 1])])
         assert [(p, c.offset if c else None) for _, p, c in fetched] == [(0, 5), (1, None)]
         fresh = reload(shard)

@@ -8,7 +8,10 @@ accepts only standalone commits (generation -1), which create an Empty group; an
 accepts them too; otherwise the member must be known (FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID),
 the generation current (ILLEGAL_GENERATION), and the group not be in CompletingRebalance
 (REBALANCE_IN_PROGRESS). Commits during PreparingRebalance are allowed, so members can commit
-while revoking partitions.
+while revoking partitions; they count as a heartbeat there and in Stable. A generation >= 0 for a
+group that does not exist is GROUP_ID_NOT_FOUND from v9 on, ILLEGAL_GENERATION before. A member
+that left (LeaveGroup) or was removed is UNKNOWN_MEMBER_ID; a static member replaced by a newer
+instance FENCED_INSTANCE_ID.
 
 Expiry (offsets.retention.minutes, Kafka's rule): an Empty group's offsets expire that long after
 the group became empty (a group that never used group management: after each commit); a stable
@@ -33,12 +36,15 @@ S = GroupState
 
 
 def validate_commit(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
-                    group_instance_id: str | None) -> None:
+                    group_instance_id: str | None, api_version: int) -> None:
     group = shard.group(group_id)
     if group is None:
         if generation_id < 0:
             return
-        raise KafkaError(Errors.ILLEGAL_GENERATION)
+        # Kafka's OffsetMetadataManager: v9+ (KIP-848) says the group is not there; older
+        # versions keep the ILLEGAL_GENERATION their clients know.
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND if api_version >= 9
+                         else Errors.ILLEGAL_GENERATION)
     if generation_id < 0 and group.is_in(S.EMPTY):
         return
     if generation_id >= 0 or member_id or group_instance_id is not None:

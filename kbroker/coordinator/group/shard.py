@@ -251,10 +251,15 @@ class GroupShard(Shard):
                          group.group_id)
                 group.remove(member.member_id)
                 self.cancel(("session", group.group_id, member.member_id))
-        if group.leader_id is not None and not group.members[group.leader_id].awaiting_join:
-            joined = [m for m in group.members.values() if m.awaiting_join]
-            if joined:
-                group.leader_id = joined[0].member_id
+        if group.members and not self._elect_joined_leader(group):
+            # Only static members are left and none rejoined: Kafka does not move to a
+            # generation nobody joined; it waits another rebalance timeout, until they rejoin or
+            # their sessions expire (their heartbeats keep answering REBALANCE_IN_PROGRESS).
+            log.info("group %s could not complete its rebalance because no member rejoined; "
+                     "waiting another %d ms", group.group_id, group.max_rebalance_timeout_ms())
+            self.schedule(("join", group.group_id), group.max_rebalance_timeout_ms(),
+                          _timer(lambda: self.complete_join(group)))
+            return []
         group.generation += 1
         if not group.members:
             group.protocol_name = None
@@ -285,6 +290,19 @@ class GroupShard(Shard):
         self.schedule(("sync", group.group_id), group.max_rebalance_timeout_ms(),
                       _timer(sync_timeout))
         return []
+
+    @staticmethod
+    def _elect_joined_leader(group: ClassicGroup) -> bool:
+        """Kafka's maybeElectNewJoinedLeader: keep a leader that rejoined, else the first member
+        that did; False when no member rejoined."""
+        leader = group.members.get(group.leader_id) if group.leader_id is not None else None
+        if leader is not None and leader.awaiting_join:
+            return True
+        joined = next((m for m in group.members.values() if m.awaiting_join), None)
+        if joined is None:
+            return False
+        group.leader_id = joined.member_id
+        return True
 
     def complete_join_future(self, group: ClassicGroup, member: Member,
                              skip_assignment: bool = False) -> None:

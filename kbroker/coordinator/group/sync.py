@@ -87,10 +87,13 @@ def _sync(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
 
 def validate_member(group, member_id: str, group_instance_id: str | None) -> Errors | None:
     """Kafka's ClassicGroup.validateMember: FENCED_INSTANCE_ID for a replaced static member,
-    UNKNOWN_MEMBER_ID for a member the group does not have."""
+    UNKNOWN_MEMBER_ID for a member the group does not have or a group.instance.id it does not
+    know (even with a valid member id)."""
     if group_instance_id is not None:
         existing = group.static_member_id(group_instance_id)
-        if existing is not None and existing != member_id:
+        if existing is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        if existing != member_id:
             return Errors.FENCED_INSTANCE_ID
     if member_id not in group.members:
         return Errors.UNKNOWN_MEMBER_ID
