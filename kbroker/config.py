@@ -291,6 +291,22 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 _AT0, _AT1 = Range(0), Range(1)
 
 
+class HostCounts:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, as Kafka parses them."""
+
+    def __call__(self, value: str) -> None:
+        for item in filter(None, (part.strip() for part in (value or "").split(","))):
+            host, sep, count = item.rpartition(":")
+            if not sep or not host or not count.strip().isdigit():
+                raise ValueError(f"'{item}' is not host:count")
+
+    def __str__(self) -> str:
+        return "host:count,..."
+
+
+_host_counts = HostCounts()
+
+
 def _d(name: str, type_: ConfigType, default: Any, doc: str, importance: Importance = MEDIUM,
        validator: Callable[[Any], None] | None = None, **kw: Any) -> ConfigDef:
     return ConfigDef(name, type_, default, doc, importance, validator, **kw)
@@ -338,6 +354,14 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("max.connections", I, INT_MAX, "Most connections the broker accepts.", MEDIUM, _AT0, dynamic=True),
     _d("max.connections.per.ip", I, INT_MAX, "Most connections accepted from one address.", MEDIUM,
        _AT0, dynamic=True),
+    _d("max.connections.per.ip.overrides", S, "",
+       "Per-address exceptions to max.connections.per.ip: host:count,host:count.", MEDIUM,
+       _host_counts, dynamic=True),
+    _d("queued.max.requests", I, 500,
+       "Requests in flight across all connections before the broker stops reading.", MEDIUM, _AT1),
+    _d("queued.max.request.bytes", L, -1,
+       "Request bytes in flight across all connections before the broker stops reading; -1: "
+       "no limit.", MEDIUM),
     _d("request.timeout.ms", I, 30000, "Timeout for requests the broker itself sends.", HIGH),
     _d("max.incremental.fetch.session.cache.slots", I, 1000,
        "Most incremental fetch sessions kept.", MEDIUM, _AT0),
@@ -348,7 +372,6 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _ignored("background.threads", I, 10, "Background task threads.", _AT1),
     _ignored("num.recovery.threads.per.data.dir", I, 2, "Log recovery threads per data dir.", _AT1),
     _ignored("num.replica.fetchers", I, 1, "Replica fetcher threads.", _AT1),
-    _ignored("queued.max.requests", I, 500, "Queued requests before network threads block.", _AT1),
     _ignored("socket.send.buffer.bytes", I, 102400, "SO_SNDBUF of server sockets.", None),
     _ignored("socket.receive.buffer.bytes", I, 102400, "SO_RCVBUF of server sockets.", None),
     _ignored("socket.listen.backlog.size", I, 50, "Listen backlog of server sockets.", _AT1),

@@ -13,7 +13,9 @@ import signal
 import time
 
 from kbroker import handlers
+from kbroker.server.acceptor import listen
 from kbroker.server.connection import KafkaConnection
+from kbroker.server.limits import ConnectionLimits
 from kbroker.server.dispatch import Dispatcher
 
 log = logging.getLogger("kbroker")
@@ -25,6 +27,7 @@ class Broker:
         self.node_id: int = config.node_id
         self.max_request_size: int = config.get("socket.request.max.bytes")
         self.connections: set[KafkaConnection] = set()
+        self.connection_limits = ConnectionLimits(config)
         self.servers: list[tuple[str, asyncio.AbstractServer]] = []
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> (host, actual port)
         self.metadata = None
@@ -69,9 +72,9 @@ class Broker:
         self.dispatcher = Dispatcher(self, handlers.load())
         for endpoint in self.config.listeners:
             name = endpoint.name
-            server = await asyncio.get_running_loop().create_server(
-                lambda name=name: KafkaConnection(self, name), endpoint.bind_host, endpoint.port,
-                reuse_address=True, backlog=1024)
+            server = await listen(endpoint.bind_host, endpoint.port,
+                                  lambda name=name: KafkaConnection(self, name),
+                                  self.connection_limits)
             sock_port = server.sockets[0].getsockname()[1]
             self.bound[name] = (endpoint.bind_host or "0.0.0.0", sock_port)
             self.servers.append((name, server))
@@ -94,6 +97,7 @@ class Broker:
             server.close()
         for connection in list(self.connections):
             connection.close()
+        self.connection_limits.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
