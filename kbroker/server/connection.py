@@ -7,9 +7,10 @@ client that declares a large frame and sends little costs little. A frame longer
 ``socket.request.max.bytes`` (or a negative size) closes the connection with a log line, as Kafka
 does.
 
-Memory of an idle connection: receive buffers (256 KiB, sized for throughput) are lent from a small
-pool while bytes are being parsed and returned as soon as a connection has no partial frame, so an
-idle connection holds only its objects (a few KiB).
+Memory of an idle connection: every read lands in one shared 256 KiB buffer (sized for throughput)
+and is parsed before the read callback returns; only a connection left with a partial frame keeps
+a buffer of its own (from a small pool) until the frame completes. An idle connection holds only
+its objects (a few KiB).
 
 Backpressure: requests read but not answered are "in flight". Reading pauses
 (``transport.pause_reading``) while this connection has too many requests or bytes in flight,
@@ -43,17 +44,12 @@ _DEDICATED_FRAME = 64 * 1024
 # Per-connection bounds on requests read but not answered. Clients pipeline a handful (Java's
 # max.in.flight.requests.per.connection is 5); librdkafka's default is unbounded.
 _MAX_IN_FLIGHT = 32
-# Receive buffers kept for reuse; more are allocated (and freed) only under a burst of connections
-# each holding a partial frame.
-_POOL_SIZE = 16
-_pool: list[tuple[bytearray, memoryview]] = []
-
-
-def _take_buffer() -> tuple[bytearray, memoryview]:
-    if _pool:
-        return _pool.pop()
-    buf = bytearray(_RECV_SIZE)
-    return buf, memoryview(buf)
+# Every read lands in this one buffer: frames are handled (or copied out) before the read callback
+# returns, so no other connection can read in between. Only a partial frame left at the end moves
+# to a buffer of the connection's own, sized to what it holds and grown as more arrives.
+_LANDING = bytearray(_RECV_SIZE)
+_LANDING_VIEW = memoryview(_LANDING)
+_OWN_MIN = 1024
 
 
 class Closed(Exception):
@@ -128,9 +124,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._grow_frame()
             return self._frame_view[self._frame_filled:]
         if self._buf is None:
-            self._buf, self._view = _take_buffer()
+            self._buf, self._view = _LANDING, _LANDING_VIEW
+            self._start = self._end = 0
         elif self._end == len(self._buf):
             self._compact()
+            if self._end == len(self._buf):
+                self._own_buffer(min(2 * len(self._buf), _RECV_SIZE))
         return self._view[self._end:]
 
     def buffer_updated(self, nbytes):
@@ -146,6 +145,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._parse_frames()
 
     def eof_received(self):
+        if self._buf is _LANDING:
+            self._buf = self._view = None
         return False
 
     # --- framing -------------------------------------------------------------------------------
@@ -157,11 +158,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._start, self._end = 0, remaining
 
     def _release_buffer(self):
-        if self._buf is not None:
-            if len(_pool) < _POOL_SIZE:
-                _pool.append((self._buf, self._view))
-            self._buf = self._view = None
-            self._start = self._end = 0
+        self._buf = self._view = None
+        self._start = self._end = 0
+
+    def _own_buffer(self, capacity: int):
+        """Move the unparsed bytes to a new buffer of this connection's own."""
+        remaining = self._end - self._start
+        buf = bytearray(max(capacity, remaining))
+        buf[:remaining] = self._view[self._start:self._end]
+        self._buf, self._view = buf, memoryview(buf)
+        self._start, self._end = 0, remaining
 
     def _grow_frame(self):
         # Doubling keeps copies amortised and memory at most twice what has arrived.
@@ -199,8 +205,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self._start + 4 + size > len(self._buf):
                 self._compact()
             break
-        if self._buf is not None and self._start == self._end:
+        if self._buf is None:
+            return
+        if self._start == self._end:
             self._release_buffer()
+        elif self._buf is _LANDING:  # a partial frame stays: move it to a buffer of our own
+            self._own_buffer(max(_OWN_MIN, 2 * (self._end - self._start)))
 
     # --- backpressure --------------------------------------------------------------------------
 
