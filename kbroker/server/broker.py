@@ -8,7 +8,10 @@ SIGINT (stop accepting, flush logs, write checkpoints and the clean-shutdown mar
 from __future__ import annotations
 
 import asyncio
+import errno
+import json
 import logging
+import os
 import signal
 import time
 
@@ -16,6 +19,7 @@ from kbroker import handlers
 from kbroker.server.acceptor import listen
 from kbroker.server.connection import KafkaConnection
 from kbroker.server.limits import ConnectionLimits
+from kbroker.startup import EXIT_LISTENER, EXIT_LOG_DIR, EXIT_METADATA, StartupError
 from kbroker.server.dispatch import Dispatcher
 
 log = logging.getLogger("kbroker")
@@ -51,7 +55,8 @@ class Broker:
         from kbroker.server.producer_ids import ProducerIdManager
 
         log_dirs = self.config.log_dirs
-        self.metadata = LocalMetadataStore(log_dirs[0], self.config.get("cluster.id"))
+        self.metadata = _open_metadata(LocalMetadataStore, log_dirs[0],
+                                       self.config.get("cluster.id"))
         restore_dynamic_configs(self.config, self.metadata)
         self.log_manager = LogManager(log_dirs, self.node_id, self.metadata.cluster_id)
         topics = self.metadata.topics()
@@ -72,9 +77,17 @@ class Broker:
         self.dispatcher = Dispatcher(self, handlers.load())
         for endpoint in self.config.listeners:
             name = endpoint.name
-            server = await listen(endpoint.bind_host, endpoint.port,
-                                  lambda name=name: KafkaConnection(self, name),
-                                  self.connection_limits)
+            try:
+                server = await listen(endpoint.bind_host, endpoint.port,
+                                      lambda name=name: KafkaConnection(self, name),
+                                      self.connection_limits)
+            except OSError as exc:
+                raise StartupError(
+                    f"cannot listen on {name}://{endpoint.bind_host or '0.0.0.0'}:"
+                    f"{endpoint.port} ({exc.strerror})",
+                    "stop the process using that port or change listeners" if exc.errno ==
+                    errno.EADDRINUSE else "fix the host or port in listeners",
+                    EXIT_LISTENER) from None
             sock_port = server.sockets[0].getsockname()[1]
             self.bound[name] = (endpoint.bind_host or "0.0.0.0", sock_port)
             self.servers.append((name, server))
@@ -168,6 +181,31 @@ class Broker:
 
     def _checkpoint(self) -> None:
         self.log_manager.checkpoint()
+
+
+def _open_metadata(store_class, log_dir: str, cluster_id: str | None):
+    """The metadata store, or a StartupError naming the file and the fix."""
+    from kbroker.metadata.local_store import FILE_NAME
+
+    path = os.path.join(log_dir, FILE_NAME)
+    try:
+        return store_class(log_dir, cluster_id)
+    except PermissionError as exc:
+        raise StartupError(f"log dir {log_dir} is not accessible: {exc.strerror} "
+                           f"({exc.filename or path})",
+                           "give the broker's user read and write access to it, or change "
+                           "log.dirs", EXIT_LOG_DIR) from None
+    except OSError as exc:
+        raise StartupError(f"cannot read or write {exc.filename or path}: {exc.strerror}",
+                           "check the disk and the path, or change log.dirs",
+                           EXIT_LOG_DIR) from None
+    except (ValueError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+        if "does not match" in str(exc):
+            raise StartupError(f"{path}: {exc}", "set cluster.id to the stored one or point "
+                               "log.dirs elsewhere", EXIT_METADATA) from None
+        raise StartupError(f"{path} is corrupt ({type(exc).__name__}: {exc})",
+                           f"restore {FILE_NAME} from a backup; without it the topics of this "
+                           f"dir are unknown to the broker", EXIT_METADATA) from None
 
 
 async def serve(config) -> None:
