@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.server.fuzz_frames import FuzzSession
 
-FRAMES = 3000
+FRAMES = 5000
 MAX_FRAME = 100 * 1024 * 1024  # socket.request.max.bytes, Kafka's default
 
 
