@@ -72,12 +72,7 @@ def test_disk_full_answers_storage_error_and_recovers(broker_factory, small_disk
     # Reads keep being served, and every acknowledged record is there.
     assert _consume_all(broker.bootstrap, len(first)) == first
 
-    # Space returns: writes resume.
-    spare = [p for p in small_disk.rglob("*.log") if p.stat().st_size > 0]
-    assert spare
-    filler = small_disk / "filler"
-    assert not filler.exists()
-    # Free space by lowering what the disk holds from outside: a larger tmpfs (remount).
+    # Space returns (the tmpfs grows, as a disk does when an operator frees space): writes resume.
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
     second, errors = _produce(broker.bootstrap, [b"after-%d" % i for i in range(50)])
     assert errors == [] and len(second) == 50
