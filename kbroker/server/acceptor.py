@@ -36,8 +36,12 @@ class Listener:
             try:
                 conn, address = await loop.sock_accept(self._sock)
             except OSError as exc:
+                if self._sock.fileno() < 0:  # closed: the broker is stopping
+                    return
                 if exc.errno not in _RETRY_LATER:
-                    raise
+                    # One client's failure (it reset before we accepted, ...): accept the next.
+                    log.debug("accept failed: %s", exc)
+                    continue
                 if not out_of_descriptors_logged:
                     log.warning("cannot accept connections: %s; retrying (raise the descriptor "
                                 "limit or lower max.connections)", exc.strerror)
