@@ -1,6 +1,9 @@
-"""``kbroker [serve] [--config FILE] [--set key=value ...] [--log-level LEVEL]``.
+"""``kbroker [serve] [--config FILE] [--set key=value ...] [--log-level LEVEL] [--debug]``.
 
-Exit codes: 0 clean shutdown, 2 bad usage or bad config (``kbroker: bad config: <message>``).
+Every start-up failure is one line on stderr naming the file, key or port and the fix, with no
+traceback (``--debug`` adds it). Exit codes (:mod:`kbroker.startup`): 0 clean shutdown,
+1 unexpected internal error, 2 bad usage or bad config (``kbroker: bad config: <message>``),
+3 a listener cannot be bound, 4 a log dir is unusable, 5 the metadata file is corrupt.
 The broker module is imported only once the config is valid, keeping ``--help`` and config errors
 instant.
 """
@@ -27,12 +30,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO", type=str.upper,
                        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                        help="logging threshold (default INFO)")
+    serve.add_argument("--debug", action="store_true",
+                       help="show tracebacks of start-up failures")
+    parser.epilog = ("exit codes: 0 clean shutdown, 1 internal error, 2 bad usage or config, "
+                     "3 listener cannot be bound, 4 log dir unusable, 5 metadata file corrupt")
+    serve.epilog = parser.epilog
     return parser
 
 
 def setup_logging(level: str) -> None:
+    from kbroker.cli.log_limits import RepeatFilter
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
+    handler.addFilter(RepeatFilter())  # a client repeating a bad request must not flood the log
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -56,11 +67,23 @@ def serve(args: argparse.Namespace) -> int:
         print(f"kbroker: bad config: {exc}", file=sys.stderr)
         return 2
     from kbroker.server.broker import run_broker
+    from kbroker.startup import EXIT_INTERNAL, StartupError
 
     try:
         run_broker(config)
     except KeyboardInterrupt:
         pass
+    except StartupError as exc:
+        if args.debug:
+            logging.getLogger("kbroker").exception("start-up failed")
+        print(f"kbroker: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except Exception as exc:
+        if args.debug:
+            logging.getLogger("kbroker").exception("unexpected error")
+        print(f"kbroker: unexpected error: {type(exc).__name__}: {exc}; this is a bug: run "
+              f"again with --debug and report the traceback", file=sys.stderr)
+        return EXIT_INTERNAL
     return 0
 
 

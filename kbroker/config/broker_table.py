@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kbroker.config.types import (CLUSTER_WIDE, INT_MAX, LONG_MAX, PER_BROKER, ConfigDef,
+from kbroker.config.types import (HostCounts, CLUSTER_WIDE, INT_MAX, LONG_MAX, PER_BROKER, ConfigDef,
                                   ConfigType, GzipLevel, Importance, ListOf, OneOf, Range,
                                   not_implemented_if_set, only)
 
@@ -106,7 +106,8 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("max.connections.per.ip", I, INT_MAX, "Most connections accepted from one address.", MEDIUM,
        _AT0, update_mode=CW),
     _d("max.connections.per.ip.overrides", S, "",
-       "Per-address overrides of max.connections.per.ip: host:count,...", MEDIUM, update_mode=CW),
+       "Per-address overrides of max.connections.per.ip: host:count,...", MEDIUM, HostCounts(),
+       update_mode=CW),
     _d("max.connection.creation.rate", I, INT_MAX, "Most new connections per second.", MEDIUM, _AT0,
        update_mode=CW),
     _d("request.timeout.ms", I, 30000, "Timeout for requests the broker itself sends.", HIGH),
@@ -121,8 +122,11 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
              update_mode=CW),
     _ignored("num.replica.fetchers", I, 1, "Replica fetcher threads.", _AT1, why=NO_REPLICATION,
              update_mode=CW),
-    _ignored("queued.max.requests", I, 500, "Queued requests before network threads block.", _AT1,
-             why="the request queue bound is not enforced yet (issue 11, enforced limits)"),
+    _d("queued.max.requests", I, 500,
+       "Requests in flight across all connections before the broker stops reading.", MEDIUM, _AT1),
+    _d("queued.max.request.bytes", L, -1,
+       "Request bytes in flight across all connections before the broker stops reading; -1: "
+       "no limit.", MEDIUM),
     _ignored("socket.send.buffer.bytes", I, 102400, "SO_SNDBUF of server sockets.", None,
              why="the operating system's default socket buffers are used"),
     _ignored("socket.receive.buffer.bytes", I, 102400, "SO_RCVBUF of server sockets.", None,

@@ -133,6 +133,19 @@ class GzipLevel:
 READ_ONLY, PER_BROKER, CLUSTER_WIDE = "read-only", "per-broker", "cluster-wide"
 
 
+class HostCounts:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, as Kafka parses them."""
+
+    def __call__(self, value: str) -> None:
+        for item in filter(None, (part.strip() for part in (value or "").split(","))):
+            host, sep, count = item.rpartition(":")
+            if not sep or not host or not count.strip().isdigit():
+                raise ValueError(f"'{item}' is not host:count")
+
+    def __str__(self) -> str:
+        return "host:count,..."
+
+
 class Scope(Enum):
     BROKER = "broker"
     TOPIC = "topic"

@@ -50,6 +50,14 @@ def handle_metadata(ctx, request):
             response.topics.append(describe_topic(R, ctx, topic))
         return response
 
+    if ctx.api_version < 12 and any(t.name is None for t in request.topics):
+        # v10-11 carry topic ids but Kafka serves ids only from v12: INVALID_REQUEST for every
+        # topic, a null name answered as "" (MetadataRequest.getErrorResponse).
+        for requested in request.topics:
+            response.topics.append(R.MetadataResponseTopic(
+                error_code=Errors.INVALID_REQUEST.code, name=requested.name or "",
+                topic_id=requested.topic_id, topic_authorized_operations=NOT_REQUESTED))
+        return response
     allow_create = (ctx.config.get("auto.create.topics.enable")
                     and (ctx.api_version < 4 or request.allow_auto_topic_creation))
     if allow_create:

@@ -53,7 +53,8 @@ def handle_offset_commit(ctx, request):
                            p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata))
     expire = -1
     if v <= 4 and request.retention_time_ms != DEFAULT_RETENTION_TIME:
-        expire = now_ms() + request.retention_time_ms
+        # Bounded to an int64, the field's type (Java would wrap around instead).
+        expire = max(-1, min(now_ms() + request.retention_time_ms, 2**63 - 1))
 
     def validate_and_commit(shard):
         # One operation: the group's checks see the state the commit is written against.

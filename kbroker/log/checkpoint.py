@@ -84,6 +84,8 @@ def _read_lines(path: str) -> list[str] | None:
             return f.read().splitlines()
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{path}: not a text file ({e.reason} at byte {e.start})") from None
 
 
 def _entries(path: str, lines: list[str], version: int, fields: int) -> list[list[str]]:

@@ -34,7 +34,9 @@ from kbroker.log.checkpoint import (CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKP
                                     uuid_to_base64,
                                     write_atomic, write_offset_checkpoint,
                                     write_partition_metadata, write_properties)
+from kbroker.log.offline import OfflineLog
 from kbroker.log.partition_log import DELETE_DIR_SUFFIX, LogConfig, PartitionLog
+from kbroker.startup import EXIT_LOG_DIR, StartupError
 
 log = logging.getLogger("kbroker.log")
 
@@ -65,6 +67,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], str] = {}
         self._lock_fds: dict[str, int] = {}
+        self.offline: dict[tuple[str, int], str] = {}  # partitions that could not be opened
 
     # --- start-up ----------------------------------------------------------------------------
 
@@ -72,15 +75,35 @@ class LogManager:
              now_ms: int | None = None) -> None:
         """Validate each log dir's meta.properties and load every partition dir in it."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        started = time.monotonic()
         try:
             for log_dir in self.log_dirs:
-                os.makedirs(log_dir, exist_ok=True)
-                self._lock(log_dir)
-                self._check_meta_properties(log_dir)
-                self._load_dir(log_dir, config_for, now_ms)
+                try:
+                    os.makedirs(log_dir, exist_ok=True)
+                    self._lock(log_dir)
+                    self._check_meta_properties(log_dir)
+                    self._load_dir(log_dir, config_for, now_ms)
+                except PermissionError as exc:
+                    raise StartupError(
+                        f"log dir {log_dir} is not accessible: {exc.strerror} "
+                        f"({exc.filename or log_dir})",
+                        "give the broker's user read and write access to it, or change log.dirs",
+                        EXIT_LOG_DIR) from None
+                except OSError as exc:
+                    raise StartupError(
+                        f"log dir {log_dir} cannot be used: {exc.strerror} "
+                        f"({exc.filename or log_dir})",
+                        "check the disk and the path, or change log.dirs", EXIT_LOG_DIR) from None
         except BaseException:
             self._unlock()
             raise
+        scanned = sum(l.recovery_stats[0] for l in self._logs.values())
+        truncated = sum(l.recovery_stats[1] for l in self._logs.values())
+        log.info("loaded %d partition(s) from %d log dir(s) in %.2f s: %d segment(s) recovered, "
+                 "%d bytes truncated, %d partition(s) offline%s", len(self._logs),
+                 len(self.log_dirs), time.monotonic() - started, scanned, truncated,
+                 len(self.offline), "" if not self.offline else
+                 " (" + ", ".join(f"{t}-{p}" for t, p in sorted(self.offline)) + ")")
 
     def _unlock(self) -> None:
         for fd in self._lock_fds.values():
@@ -93,12 +116,20 @@ class LogManager:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            raise RuntimeError(f"log dir {log_dir} is in use by another process") from None
+            raise StartupError(f"log dir {log_dir} is in use by another process "
+                               f"({LOCK_FILE} is locked)",
+                               "stop the other broker or give this one its own log.dirs",
+                               EXIT_LOG_DIR) from None
         self._lock_fds[log_dir] = fd
 
     def _check_meta_properties(self, log_dir: str) -> None:
         path = os.path.join(log_dir, META_PROPERTIES)
-        props = read_properties(path)
+        fix = (f"restore {META_PROPERTIES} from a backup, or point log.dirs elsewhere "
+               f"(delete it only if the dir holds no data this broker needs)")
+        try:
+            props = read_properties(path)
+        except CheckpointError as exc:
+            raise StartupError(f"{path} is unreadable: {exc}", fix, EXIT_LOG_DIR) from None
         if props is None:
             directory_id = uuid.uuid4()
             write_properties(path, {"version": "1", "node.id": str(self.node_id),
@@ -107,34 +138,45 @@ class LogManager:
             self.directory_ids[log_dir] = directory_id
             return
         if props.get("version") != "1":
-            raise RuntimeError(f"{path}: unsupported meta.properties version "
-                               f"{props.get('version')!r}")
+            raise StartupError(f"{path}: unsupported meta.properties version "
+                               f"{props.get('version')!r} (kbroker writes version=1)", fix,
+                               EXIT_LOG_DIR)
         if props.get("cluster.id") != self.cluster_id:
-            raise RuntimeError(f"{path}: cluster.id {props.get('cluster.id')!r} does not match "
-                               f"this broker's {self.cluster_id!r}")
+            raise StartupError(f"{path}: cluster.id {props.get('cluster.id')!r} does not match "
+                               f"this broker's {self.cluster_id!r}",
+                               "this dir belongs to another cluster: point log.dirs elsewhere",
+                               EXIT_LOG_DIR)
         if props.get("node.id") != str(self.node_id):
-            raise RuntimeError(f"{path}: node.id {props.get('node.id')!r} does not match "
-                               f"this broker's {self.node_id}")
+            raise StartupError(f"{path}: node.id {props.get('node.id')!r} does not match "
+                               f"this broker's {self.node_id}",
+                               "set node.id to the dir's, or point log.dirs elsewhere",
+                               EXIT_LOG_DIR)
         try:
             self.directory_ids[log_dir] = uuid_from_base64(props.get("directory.id", ""))
         except CheckpointError:
             self.directory_ids[log_dir] = uuid.uuid4()
 
-    def _read_checkpoint(self, log_dir: str, name: str) -> dict[tuple[str, int], int]:
+    def _read_checkpoint(self, log_dir: str, name: str, consequence: str
+                         ) -> dict[tuple[str, int], int]:
         try:
             return read_offset_checkpoint(os.path.join(log_dir, name))
         except CheckpointError as e:
-            log.warning("ignoring unreadable checkpoint: %s", e)
+            # Kafka's LogManager does the same: warn and fall back to what the segments say.
+            log.warning("ignoring unreadable checkpoint %s; %s", e, consequence)
             return {}
 
     def _load_dir(self, log_dir: str, config_for, now_ms: int) -> None:
         marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         self.had_clean_shutdown[log_dir] = clean
-        recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
-        log_starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
-        self.checkpointed_high_watermarks.update(
-            self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT))
+        recovery_points = self._read_checkpoint(
+            log_dir, RECOVERY_POINT_CHECKPOINT,
+            "every partition of the dir is recovered from its first segment")
+        log_starts = self._read_checkpoint(
+            log_dir, LOG_START_OFFSET_CHECKPOINT,
+            "each log starts at its first segment's base offset")
+        self.checkpointed_high_watermarks.update(self._read_checkpoint(
+            log_dir, REPLICATION_OFFSET_CHECKPOINT, "high watermarks restart at the log ends"))
         for name in sorted(os.listdir(log_dir)):
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
@@ -148,13 +190,28 @@ class LogManager:
             if key is None:
                 continue
             if key in self._logs:
-                raise RuntimeError(f"partition {name} exists in two log dirs: "
-                                   f"{self._dir_of[key]} and {log_dir}")
+                raise StartupError(f"partition {name} exists in two log dirs: "
+                                   f"{self._dir_of[key]} and {log_dir}",
+                                   "keep the copy you trust and move the other out of log.dirs",
+                                   EXIT_LOG_DIR)
             config = config_for(key[0]) if config_for else self.default_config
-            partition_log = PartitionLog.open(path, key[0], key[1], config,
-                                              recovery_point=recovery_points.get(key, 0),
-                                              log_start_offset=log_starts.get(key, 0),
-                                              now_ms=now_ms, clean_shutdown=clean)
+            try:
+                partition_log = PartitionLog.open(path, key[0], key[1], config,
+                                                  recovery_point=recovery_points.get(key, 0),
+                                                  log_start_offset=log_starts.get(key, 0),
+                                                  now_ms=now_ms, clean_shutdown=clean)
+            except Exception as exc:  # one damaged partition must not keep the broker down
+                reason = f"{type(exc).__name__}: {exc}"
+                log.error("partition %s is offline: cannot open %s (%s); its files are left as "
+                          "they are; repair or remove the dir and restart to bring it back",
+                          name, path, reason)
+                log.debug("opening %s failed", path, exc_info=True)
+                self.offline[key] = reason
+                partition_log = OfflineLog(
+                    path, key[0], key[1], config, reason,
+                    log_start_offset=log_starts.get(key, 0),
+                    recovery_point=recovery_points.get(key, 0),
+                    high_watermark=self.checkpointed_high_watermarks.get(key, 0))
             self._logs[key] = partition_log
             self._dir_of[key] = log_dir
         if clean:
@@ -214,15 +271,23 @@ class LogManager:
             partition_log.flush_if_needed(now_ms)
 
     def checkpoint(self) -> None:
-        """Write the three offset checkpoint files of every log dir."""
+        """Write the three offset checkpoint files of every log dir. A dir that cannot be
+        written (disk full) keeps its previous checkpoints: they only make recovery longer."""
         for log_dir in self.log_dirs:
-            logs = {key: self._logs[key] for key, d in self._dir_of.items() if d == log_dir}
-            write_offset_checkpoint(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT),
-                                    {key: l.recovery_point for key, l in logs.items()})
-            write_offset_checkpoint(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT),
-                                    {key: l.log_start_offset for key, l in logs.items()})
-            write_offset_checkpoint(os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT),
-                                    {key: l.high_watermark for key, l in logs.items()})
+            try:
+                self._checkpoint_dir(log_dir)
+            except OSError as exc:
+                log.warning("cannot write the checkpoints of %s: %s; the previous ones stay",
+                            log_dir, exc.strerror)
+
+    def _checkpoint_dir(self, log_dir: str) -> None:
+        logs = {key: self._logs[key] for key, d in self._dir_of.items() if d == log_dir}
+        write_offset_checkpoint(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT),
+                                {key: l.recovery_point for key, l in logs.items()})
+        write_offset_checkpoint(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT),
+                                {key: l.log_start_offset for key, l in logs.items()})
+        write_offset_checkpoint(os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT),
+                                {key: l.high_watermark for key, l in logs.items()})
 
     def close(self) -> None:
         """Clean shutdown: close (flush + snapshot) every log, checkpoint, then mark each dir

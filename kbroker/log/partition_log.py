@@ -28,13 +28,15 @@ segment (as Kafka does: at most one segment per partition per fetch).
 from __future__ import annotations
 
 import bisect
+import errno
+import logging
 import os
 import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
 
-from kbroker.log.checkpoint import fsync_dir, read_partition_metadata
+from kbroker.log.checkpoint import CheckpointError, fsync_dir, read_partition_metadata
 from kbroker.log.cleaner_swap import complete_interrupted_swaps, swap_in
 from kbroker.log.file_region import FileRegion
 from kbroker.log.leader_epoch import LeaderEpochCache
@@ -57,6 +59,8 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 DELETE_DIR_SUFFIX = "-delete"
+
+log = logging.getLogger("kbroker.log")
 
 
 @dataclass
@@ -125,6 +129,7 @@ class PartitionLog:
         self.producer_state = ProducerStateManager(dir_path, self.name)
         self._last_flush_ms = 0
         self._closed = False
+        self.recovery_stats = (0, 0)  # (segments scanned, bytes truncated) at open
 
     @property
     def name(self) -> str:
@@ -158,15 +163,35 @@ class PartitionLog:
         sanity-checked (and are rebuilt when that fails). Producer state is rebuilt from the
         newest snapshot plus the batch headers after it."""
         now_ms = _now_ms() if now_ms is None else now_ms
-        log = cls(dir_path, topic, partition, config)
+        self = cls(dir_path, topic, partition, config)
         os.makedirs(dir_path, exist_ok=True)
-        log.topic_id = read_partition_metadata(dir_path)
-        log.leader_epoch_cache = LeaderEpochCache.load(dir_path)
-        log._load_segments(recovery_point, log_start_offset, clean_shutdown, now_ms)
-        log._load_producer_state(now_ms)
-        log.high_watermark = log.log_end_offset
-        log._last_flush_ms = now_ms
-        return log
+        self.topic_id = read_partition_metadata(dir_path)
+        try:
+            self.leader_epoch_cache = LeaderEpochCache.load(dir_path)
+            rebuild_epochs = False
+        except CheckpointError as exc:
+            # Kafka would take the whole log dir offline; the epochs are in every batch header,
+            # so they are rebuilt from the log instead.
+            log.warning("%s: %s; rebuilding the leader epoch cache from the log's batches",
+                        self.name, exc)
+            self.leader_epoch_cache = LeaderEpochCache(dir_path)
+            rebuild_epochs = True
+        self._load_segments(recovery_point, log_start_offset, clean_shutdown, now_ms)
+        if rebuild_epochs:
+            self._rebuild_leader_epochs()
+        self._load_producer_state(now_ms)
+        self.high_watermark = self.log_end_offset
+        self._last_flush_ms = now_ms
+        return self
+
+    def _rebuild_leader_epochs(self) -> None:
+        cache = self.leader_epoch_cache
+        cache.clear()
+        for segment in self.segments:
+            for _, header in segment.batches(0):
+                self._recovered_batch(header)
+        cache.truncate_from_start(self.log_start_offset)
+        cache.flush()
 
     def _load_segments(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool,
                        now_ms: int) -> None:
@@ -191,6 +216,8 @@ class PartitionLog:
         if not clean_shutdown:
             first_to_recover = max(0, bisect.bisect_right(bases, recovery_point) - 1)
         recovered = False
+        started = time.monotonic()
+        scanned = truncated_bytes = 0
         for i, segment in enumerate(segments):
             must_recover = segment.needs_recovery or i >= first_to_recover
             if not must_recover:
@@ -200,17 +227,40 @@ class PartitionLog:
                     must_recover = True
             if must_recover:
                 recovered = True
+                scanned += 1
                 truncated = segment.recover(self._recovered_batch)
+                truncated_bytes += truncated
+                if truncated:
+                    log.warning("%s: corruption found in segment %d, truncated %d bytes: the log "
+                                "now ends at offset %d", self.name, segment.base_offset,
+                                truncated, segment.next_offset)
                 if truncated and i + 1 < len(segments):
-                    for later in segments[i + 1:]:
-                        later.delete()
+                    later = segments[i + 1:]
+                    log.warning("%s: deleting %d segment(s) after the corruption, offsets %d..%d",
+                                self.name, len(later), later[0].base_offset,
+                                later[-1].next_offset - 1)
+                    for segment in later:
+                        segment.delete()
                     del segments[i + 1:]
                     break
+        if scanned:
+            log.info("%s: recovered %d segment(s) from offset %d, %d bytes truncated, in %.3f s",
+                     self.name, scanned, segments[first_to_recover].base_offset
+                     if first_to_recover < len(segments) else recovery_point,
+                     truncated_bytes, time.monotonic() - started)
+        self.recovery_stats = (scanned, truncated_bytes)
         if segments and log_start_offset > segments[-1].next_offset:
-            # Everything below the checkpointed log start offset is gone (DeleteRecords to the end).
+            # Kafka's LogLoader does the same (the segments were deleted behind its back, or
+            # DeleteRecords reached the end): nothing below the log start offset may be served.
+            log.warning("%s: deleting all segments (offsets %d..%d) because the log end offset %d "
+                        "is below the checkpointed log start offset %d (log-start-offset-"
+                        "checkpoint); this happens when segment files were deleted from the "
+                        "file system", self.name, segments[0].base_offset,
+                        segments[-1].next_offset - 1, segments[-1].next_offset, log_start_offset)
             for segment in segments:
                 segment.delete()
             segments = []
+            self.leader_epoch_cache.clear()
         if not segments:
             base = max(log_start_offset, 0)
             segments = [LogSegment.create(self.dir_path, base, config.index_interval_bytes,
@@ -286,8 +336,13 @@ class PartitionLog:
             max_timestamp = now_ms
         else:
             max_timestamp = header.max_timestamp
-        self._maybe_roll(len(batch), max_timestamp, last_offset, now_ms)
-        self.active_segment.append(batch, last_offset, max_timestamp, last_offset)
+        size_before = None
+        try:
+            self._maybe_roll(len(batch), max_timestamp, last_offset, now_ms)
+            size_before = self.active_segment.size
+            self.active_segment.append(batch, last_offset, max_timestamp, last_offset)
+        except OSError as exc:
+            self._undo_failed_append(exc, first_offset, last_offset, size_before)
         self.log_end_offset = last_offset + 1
         latest_epoch = self.leader_epoch_cache.latest_epoch
         if leader_epoch >= 0 and (latest_epoch is None or leader_epoch > latest_epoch):
@@ -302,6 +357,20 @@ class PartitionLog:
         self.producer_state.map_end_offset = self.log_end_offset
         return AppendResult(first_offset, last_offset, now_ms if log_append_time else -1,
                             self.log_start_offset, [], False)
+
+    def _undo_failed_append(self, exc: OSError, first_offset: int, last_offset: int,
+                            size_before: int | None):
+        """A write failed (disk full, I/O error): drop whatever part of the batch reached the
+        segment, so the log is as before the append, and answer KAFKA_STORAGE_ERROR. Later
+        appends try again: writes resume when space returns."""
+        segment = self.active_segment
+        if size_before is not None and segment.size > size_before:
+            # The batch is in the file but an index write failed: cut the batch off again.
+            segment.next_offset = max(segment.next_offset, last_offset + 1)
+            segment.truncate_to(first_offset)
+        reason = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+        raise KafkaError(Errors.KAFKA_STORAGE_ERROR,
+                         f"cannot append to {self.name}: {reason}") from None
 
     def _maybe_roll(self, batch_size: int, max_timestamp: int, last_offset: int,
                     now_ms: int) -> None:

@@ -8,12 +8,18 @@ SIGINT (stop accepting, flush logs, write checkpoints and the clean-shutdown mar
 from __future__ import annotations
 
 import asyncio
+import errno
+import json
 import logging
+import os
 import signal
 import time
 
 from kbroker import handlers
+from kbroker.server.acceptor import listen
 from kbroker.server.connection import KafkaConnection
+from kbroker.server.limits import ConnectionLimits
+from kbroker.startup import EXIT_LISTENER, EXIT_LOG_DIR, EXIT_METADATA, StartupError
 from kbroker.server.dispatch import Dispatcher
 
 log = logging.getLogger("kbroker")
@@ -25,6 +31,7 @@ class Broker:
         self.node_id: int = config.node_id
         self.max_request_size: int = config.get("socket.request.max.bytes")
         self.connections: set[KafkaConnection] = set()
+        self.connection_limits = ConnectionLimits(config)
         self.servers: list[tuple[str, asyncio.AbstractServer]] = []
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> (host, actual port)
         self.log_manager = None
@@ -49,7 +56,8 @@ class Broker:
         from kbroker.metadata.producer_ids import ProducerIdManager
 
         log_dirs = self.config.log_dirs
-        store = LocalMetadataStore(log_dirs[0], self.config.get("cluster.id"), self.node_id)
+        store = _open_metadata(LocalMetadataStore, log_dirs[0], self.config.get("cluster.id"),
+                               self.node_id)
         self.controller = Controller(store, self.node_id)
         image = self.controller.image
         restore_dynamic_configs(self.config, image)
@@ -72,9 +80,17 @@ class Broker:
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         for endpoint in self.config.listeners:
             name = endpoint.name
-            server = await asyncio.get_running_loop().create_server(
-                lambda name=name: KafkaConnection(self, name), endpoint.bind_host, endpoint.port,
-                reuse_address=True, backlog=1024)
+            try:
+                server = await listen(endpoint.bind_host, endpoint.port,
+                                      lambda name=name: KafkaConnection(self, name),
+                                      self.connection_limits)
+            except OSError as exc:
+                raise StartupError(
+                    f"cannot listen on {name}://{endpoint.bind_host or '0.0.0.0'}:"
+                    f"{endpoint.port} ({exc.strerror})",
+                    "stop the process using that port or change listeners" if exc.errno ==
+                    errno.EADDRINUSE else "fix the host or port in listeners",
+                    EXIT_LISTENER) from None
             sock_port = server.sockets[0].getsockname()[1]
             self.bound[name] = (endpoint.bind_host or "0.0.0.0", sock_port)
             self.servers.append((name, server))
@@ -98,6 +114,7 @@ class Broker:
             server.close()
         for connection in list(self.connections):
             connection.close()
+        self.connection_limits.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -161,6 +178,31 @@ class Broker:
                 job()
             except Exception:
                 log.exception("background job %s failed", job.__name__)
+
+
+def _open_metadata(store_class, log_dir: str, cluster_id: str | None, node_id: int):
+    """The metadata store, or a StartupError naming the file and the fix."""
+    from kbroker.metadata.local_store import FILE_NAME
+
+    path = os.path.join(log_dir, FILE_NAME)
+    try:
+        return store_class(log_dir, cluster_id, node_id)
+    except PermissionError as exc:
+        raise StartupError(f"log dir {log_dir} is not accessible: {exc.strerror} "
+                           f"({exc.filename or path})",
+                           "give the broker's user read and write access to it, or change "
+                           "log.dirs", EXIT_LOG_DIR) from None
+    except OSError as exc:
+        raise StartupError(f"cannot read or write {exc.filename or path}: {exc.strerror}",
+                           "check the disk and the path, or change log.dirs",
+                           EXIT_LOG_DIR) from None
+    except (ValueError, KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+        if "does not match" in str(exc):
+            raise StartupError(f"{path}: {exc}", "set cluster.id to the stored one or point "
+                               "log.dirs elsewhere", EXIT_METADATA) from None
+        raise StartupError(f"{path} is corrupt ({type(exc).__name__}: {exc})",
+                           f"restore {FILE_NAME} from a backup; without it the topics of this "
+                           f"dir are unknown to the broker", EXIT_METADATA) from None
 
 
 async def serve(config) -> None:

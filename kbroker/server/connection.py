@@ -1,9 +1,24 @@
 """One client connection: size-prefixed framing in, ordered responses out.
 
-Reading uses ``asyncio.BufferedProtocol``: the socket reads straight into our buffer, frames are
-cut as memoryviews, and a large frame gets a buffer of its own so that its bytes (usually records)
-are received once and never copied again. A frame longer than ``socket.request.max.bytes`` (or a
-negative size) closes the connection with a log line, as Kafka does.
+Reading uses ``asyncio.BufferedProtocol``: the socket reads straight into a receive buffer, frames
+are cut from it, and a large frame gets a buffer of its own so that its bytes (usually records)
+are received once. That buffer grows as the bytes arrive (doubling, up to the declared size), so a
+client that declares a large frame and sends little costs little. A frame longer than
+``socket.request.max.bytes`` (or a negative size) closes the connection with a log line, as Kafka
+does.
+
+Memory of an idle connection: every read lands in one shared 256 KiB buffer (sized for throughput)
+and is parsed before the read callback returns; only a connection left with a partial frame keeps
+a buffer of its own (from a small pool) until the frame completes. An idle connection holds only
+its objects (a few KiB).
+
+Backpressure: requests read but not answered are "in flight". Reading pauses
+(``transport.pause_reading``) while this connection has too many requests or bytes in flight,
+while its responses are not being read by the client (the transport's write buffer is full), or
+while the broker-wide ``queued.max.requests`` / ``queued.max.request.bytes`` are reached
+(:mod:`kbroker.server.limits`) and this connection has requests of its own in flight; it resumes
+when answers go out. Kafka is stricter still: it reads the next request only after answering the
+previous one.
 
 Ordering: requests are handled in the order they arrive and their responses are written in the
 same order (Kafka's per-connection guarantee, which clients rely on to match correlation ids and
@@ -26,6 +41,15 @@ _SIZE = struct.Struct(">i")
 _RECV_SIZE = 256 * 1024
 # Frames up to this size are parsed from the shared receive buffer; bigger ones get their own.
 _DEDICATED_FRAME = 64 * 1024
+# Per-connection bounds on requests read but not answered. Clients pipeline a handful (Java's
+# max.in.flight.requests.per.connection is 5); librdkafka's default is unbounded.
+_MAX_IN_FLIGHT = 32
+# Every read lands in this one buffer: frames are handled (or copied out) before the read callback
+# returns, so no other connection can read in between. Only a partial frame left at the end moves
+# to a buffer of the connection's own, sized to what it holds and grown as more arrives.
+_LANDING = bytearray(_RECV_SIZE)
+_LANDING_VIEW = memoryview(_LANDING)
+_OWN_MIN = 1024
 
 
 class Closed(Exception):
@@ -35,21 +59,28 @@ class Closed(Exception):
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server, listener_name: str | None = None):
         self._server = server
+        self._limits = server.connection_limits
         self.listener_name = listener_name
         self._max_frame = server.max_request_size
-        self._buf = bytearray(_RECV_SIZE)
-        self._view = memoryview(self._buf)
+        self._buf: bytearray | None = None  # receive buffer, lent from the pool while in use
+        self._view: memoryview | None = None
         self._start = 0  # first unparsed byte in _buf
         self._end = 0  # end of received bytes in _buf
         self._frame: bytearray | None = None  # dedicated buffer of a large frame being received
         self._frame_view: memoryview | None = None
+        self._frame_size = 0
         self._frame_filled = 0
-        self._pending: collections.deque = collections.deque()  # responses in request order
+        # (response parts or future, request size) in request order
+        self._pending: collections.deque = collections.deque()
+        self._in_flight_bytes = 0
         self._writer: asyncio.Task | None = None
         self._can_write = asyncio.Event()
         self._can_write.set()
+        self._reading_paused = False
         self.transport = None
         self.peer = "?"
+        self.ip = "?"
+        self.last_active = 0.0
         self.closed = False
 
     # --- asyncio callbacks ---------------------------------------------------------------------
@@ -57,36 +88,55 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport):
         self.transport = transport
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if peer:
+            self.ip = peer[0]
+            self.peer = f"{peer[0]}:{peer[1]}"
+        self.last_active = asyncio.get_running_loop().time()
         self._server.connections.add(self)
+        self._limits.opened(self)
 
     def connection_lost(self, exc):
         self.closed = True
         self._server.connections.discard(self)
-        for item in self._pending:
+        self._limits.closed(self)
+        for item, size in self._pending:
             if isinstance(item, asyncio.Future):
                 item.cancel()
+            self._limits.request_done(size)
         self._pending.clear()
+        self._in_flight_bytes = 0
         if self._writer is not None:
             self._writer.cancel()
+        self._release_buffer()
+        self._frame = self._frame_view = None
 
     def pause_writing(self):
         self._can_write.clear()
+        self.update_reading()
 
     def resume_writing(self):
         self._can_write.set()
+        self.update_reading()
 
     def get_buffer(self, sizehint):
         if self._frame is not None:
+            if self._frame_filled == len(self._frame):
+                self._grow_frame()
             return self._frame_view[self._frame_filled:]
-        if self._end == len(self._buf):
+        if self._buf is None:
+            self._buf, self._view = _LANDING, _LANDING_VIEW
+            self._start = self._end = 0
+        elif self._end == len(self._buf):
             self._compact()
+            if self._end == len(self._buf):
+                self._own_buffer(min(2 * len(self._buf), _RECV_SIZE))
         return self._view[self._end:]
 
     def buffer_updated(self, nbytes):
+        self.last_active = asyncio.get_running_loop().time()
         if self._frame is not None:
             self._frame_filled += nbytes
-            if self._frame_filled == len(self._frame):
+            if self._frame_filled == self._frame_size:
                 frame = self._frame_view
                 self._frame = self._frame_view = None
                 self._handle_frame(frame)
@@ -95,6 +145,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._parse_frames()
 
     def eof_received(self):
+        if self._buf is _LANDING:
+            self._buf = self._view = None
         return False
 
     # --- framing -------------------------------------------------------------------------------
@@ -105,9 +157,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._buf[:remaining] = self._view[self._start:self._end]
         self._start, self._end = 0, remaining
 
+    def _release_buffer(self):
+        self._buf = self._view = None
+        self._start = self._end = 0
+
+    def _own_buffer(self, capacity: int):
+        """Move the unparsed bytes to a new buffer of this connection's own."""
+        remaining = self._end - self._start
+        buf = bytearray(max(capacity, remaining))
+        buf[:remaining] = self._view[self._start:self._end]
+        self._buf, self._view = buf, memoryview(buf)
+        self._start, self._end = 0, remaining
+
+    def _grow_frame(self):
+        # Doubling keeps copies amortised and memory at most twice what has arrived.
+        grown = bytearray(min(self._frame_size, 2 * len(self._frame)))
+        grown[:self._frame_filled] = self._frame_view[:self._frame_filled]
+        self._frame, self._frame_view = grown, memoryview(grown)
+
     def _parse_frames(self):
         view = self._view
-        while not self.closed:
+        while not self.closed and not self._reading_paused:
             available = self._end - self._start
             if available < 4:
                 break
@@ -124,18 +194,52 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._handle_frame(memoryview(bytes(view[begin:self._start])))
                 continue
             if size > _DEDICATED_FRAME:
-                # Receive the rest of a large frame straight into a buffer of its own.
-                frame = bytearray(size)
+                # Receive the rest of a large frame into a buffer of its own, grown as it fills.
                 have = available - 4
+                frame = bytearray(min(size, max(2 * have, _DEDICATED_FRAME)))
                 frame[:have] = view[self._start + 4:self._end]
-                self._start = self._end = 0
-                self._frame, self._frame_view, self._frame_filled = frame, memoryview(frame), have
-                return
+                self._start = self._end
+                self._frame, self._frame_view = frame, memoryview(frame)
+                self._frame_size, self._frame_filled = size, have
+                break
             if self._start + 4 + size > len(self._buf):
                 self._compact()
             break
+        if self._buf is None:
+            return
         if self._start == self._end:
-            self._start = self._end = 0
+            self._release_buffer()
+        elif self._buf is _LANDING:  # a partial frame stays: move it to a buffer of our own
+            self._own_buffer(max(_OWN_MIN, 2 * (self._end - self._start)))
+
+    # --- backpressure --------------------------------------------------------------------------
+
+    def _must_pause(self) -> bool:
+        if not self._can_write.is_set():
+            return True
+        if len(self._pending) >= _MAX_IN_FLIGHT or self._in_flight_bytes >= self._max_frame:
+            return True
+        # Only connections with requests of their own in flight wait for the broker-wide queue:
+        # parked requests (long-poll fetches) count in it, and the producers that would complete
+        # them must still be read.
+        if self._pending and self._limits.queue_full():
+            self._limits.wait_for_queue(self)
+            return True
+        return False
+
+    def update_reading(self):
+        """Pause or resume reading from the socket after the in-flight counts changed."""
+        if self.closed or self.transport is None:
+            return
+        if self._must_pause():
+            if not self._reading_paused:
+                self._reading_paused = True
+                self.transport.pause_reading()
+        elif self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
+            if self._buf is not None:
+                self._parse_frames()  # frames that arrived before the pause
 
     # --- requests and responses ----------------------------------------------------------------
 
@@ -151,16 +255,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 and all(isinstance(p, (bytes, bytearray, memoryview)) for p in result):
             self.transport.writelines(result)
             return
-        self._pending.append(result)
+        size = len(frame)
+        self._pending.append((result, size))
+        self._in_flight_bytes += size
+        self._limits.request_queued(size)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write_pending())
+        self.update_reading()
 
     async def _write_pending(self):
         loop = asyncio.get_running_loop()
         pending = self._pending
         try:
             while pending and not self.closed:
-                item = pending[0]
+                item, size = pending[0]
                 if isinstance(item, asyncio.Future):
                     try:
                         parts = await item
@@ -177,8 +285,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     parts = item
                 if parts is not None:
                     await self._send(loop, parts)
+                if self.closed:
+                    return
                 # Only now: while this response is being sent, later ones must queue behind it.
                 pending.popleft()
+                self._in_flight_bytes -= size
+                self._limits.request_done(size)
+                self.last_active = loop.time()
+                self.update_reading()
         except (ConnectionError, asyncio.CancelledError):
             pass
 
@@ -197,6 +311,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.writelines(buffered)
         if not self._can_write.is_set():
             await self._can_write.wait()
+
+    def idle(self) -> bool:
+        """No request in flight (a half-received frame does not count: Kafka closes those too)."""
+        return not self._pending
 
     def close(self):
         if not self.closed:

@@ -86,6 +86,10 @@ class Dispatcher:
                 result = self.handlers[api_key](ctx, request)
         except (Closed, CloseConnection):
             raise Closed() from None
+        except OSError as exc:  # the disk (full, failing), not the request: no traceback
+            log.error("%s v%d from %s failed: %s; closing the connection", info.name, version,
+                      _peer(connection), exc)
+            raise Closed() from None
         except Exception:
             log.exception("%s v%d from %s failed; closing the connection", info.name, version,
                           _peer(connection))

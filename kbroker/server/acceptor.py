@@ -1,0 +1,90 @@
+"""A listening socket with our own accept loop, so connection limits act before a client is served.
+
+asyncio's ``create_server`` accepts whatever arrives; Kafka's Acceptor instead stops accepting at
+``max.connections`` and closes a connection over ``max.connections.per.ip`` right after accepting
+it. ``Listener`` does the same with ``sock_accept`` + ``connect_accepted_socket`` and offers the
+part of ``asyncio.Server`` the broker uses (``sockets``, ``close``, ``wait_closed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+
+log = logging.getLogger("kbroker.connection")
+
+# Accept failures that a moment's wait can cure (out of descriptors or kernel memory).
+_RETRY_LATER = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
+class Listener:
+    def __init__(self, sock: socket.socket, protocol_factory, limits):
+        self.sockets = [sock]
+        self._sock = sock
+        self._factory = protocol_factory
+        self._limits = limits
+        self._task = asyncio.get_running_loop().create_task(self._accept_loop(),
+                                                            name=f"accept-{sock.getsockname()}")
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        out_of_descriptors_logged = False
+        while True:
+            await self._limits.wait_for_slot()
+            try:
+                conn, address = await loop.sock_accept(self._sock)
+            except OSError as exc:
+                if self._sock.fileno() < 0:  # closed: the broker is stopping
+                    return
+                if exc.errno not in _RETRY_LATER:
+                    # One client's failure (it reset before we accepted, ...): accept the next.
+                    log.debug("accept failed: %s", exc)
+                    continue
+                if not out_of_descriptors_logged:
+                    log.warning("cannot accept connections: %s; retrying (raise the descriptor "
+                                "limit or lower max.connections)", exc.strerror)
+                    out_of_descriptors_logged = True
+                await asyncio.sleep(0.1)
+                continue
+            out_of_descriptors_logged = False
+            if not self._limits.admits(address[0]):
+                conn.close()
+                continue
+            try:
+                await loop.connect_accepted_socket(self._factory, conn)
+            except OSError as exc:  # the client left between accept and set-up
+                log.debug("connection from %s lost during set-up: %s", address, exc)
+                conn.close()
+
+    def close(self) -> None:
+        self._task.cancel()
+        self._sock.close()
+
+    async def wait_closed(self) -> None:
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+
+
+async def listen(host: str | None, port: int, protocol_factory, limits,
+                 backlog: int = 1024) -> Listener:
+    """Bind and start accepting; raises OSError (with errno) when the address cannot be bound."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    # Like create_server's default of every interface, but one socket: prefer IPv4's 0.0.0.0.
+    infos.sort(key=lambda info: info[0] != socket.AF_INET)
+    family, type_, proto, _, address = infos[0]
+    sock = socket.socket(family, type_, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return Listener(sock, protocol_factory, limits)
