@@ -1,5 +1,8 @@
 """``kbroker [serve] [--config FILE] [--set key=value ...] [--log-level LEVEL]``.
 
+``kbroker dev`` is ``kbroker serve --dev``; the admin commands (``topic``, ``group``, ``cluster``,
+``completion``) live in :mod:`kbroker.cli.commands`.
+
 Exit codes: 0 clean shutdown, 2 bad usage or bad config (``kbroker: bad config: <message>``).
 The broker module is imported only once the config is valid, keeping ``--help`` and config errors
 instant.
@@ -13,13 +16,24 @@ import sys
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"
 LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
-SUBCOMMANDS = ("serve",)
+SUBCOMMANDS = ("serve", "dev")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka-compatible broker.")
-    sub = parser.add_subparsers(dest="command")
+    from kbroker.cli import serve_options
+    from kbroker.cli.parser import Parser
+
+    parser = Parser(prog="kbroker", description="A Kafka-compatible broker.")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
+    dev = sub.add_parser("dev", help="run the broker with the dev profile (= serve --dev)")
     serve = sub.add_parser("serve", help="run the broker (the default)")
+    for serve in (serve, dev):
+        _add_serve_arguments(serve)
+        serve_options.add_arguments(serve)
+    return parser
+
+
+def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--config", "-c", metavar="FILE",
                        help="server.properties-style file (Kafka's broker config names)")
     serve.add_argument("--set", "-s", dest="overrides", metavar="KEY=VALUE", action="append",
@@ -27,7 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO", type=str.upper,
                        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                        help="logging threshold (default INFO)")
-    return parser
 
 
 def setup_logging(level: str) -> None:
@@ -40,25 +53,39 @@ def setup_logging(level: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from kbroker.cli import commands
+
+    if argv and (argv[0] in commands.COMMANDS or argv[0] in ("--version", "-V")):
+        return commands.main(argv)
     if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
         argv.insert(0, "serve")  # bare ``kbroker [options]`` means ``kbroker serve [options]``
     args = build_parser().parse_args(argv)
+    args.dev = args.dev or args.command == "dev"
     return serve(args)
 
 
 def serve(args: argparse.Namespace) -> int:
+    import time
+
+    from kbroker.cli import serve_options
+
+    started = time.monotonic()
     setup_logging(args.log_level)
+    if args.log_format == "json":
+        serve_options.use_json_logs()
     from kbroker.config import ConfigError, load_config
 
     try:
-        config = load_config(args.config, args.overrides)
+        config = load_config(args.config, serve_options.overrides(args))
     except ConfigError as exc:
         print(f"kbroker: bad config: {exc}", file=sys.stderr)
         return 2
+    from kbroker.testing.profile import warn_unknown
     from kbroker.server.broker import run_broker
 
+    warn_unknown(config.originals)
     try:
-        run_broker(config)
+        run_broker(config, serve_options.on_ready(args, config, started))
     except KeyboardInterrupt:
         pass
     return 0

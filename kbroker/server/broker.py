@@ -166,7 +166,9 @@ class Broker:
         self.log_manager.checkpoint()
 
 
-async def serve(config) -> None:
+async def serve(config, on_ready=None) -> None:
+    """Run until SIGTERM/SIGINT. ``on_ready(broker)`` runs once every listener is bound (the CLI
+    writes its ready file and banner there)."""
     broker = Broker(config)
     started = time.monotonic()
     await broker.start()
@@ -178,11 +180,13 @@ async def serve(config) -> None:
     log.info("kbroker ready: node %d of cluster %s listening on %s, data in %s (started in "
              "%.2f s)", broker.node_id, broker.metadata.cluster_id, endpoints,
              ", ".join(config.log_dirs), time.monotonic() - started)
+    if on_ready is not None:
+        on_ready(broker)
     await stop.wait()
     log.info("shutting down: flushing logs and writing checkpoints")
     await broker.stop()
     log.info("kbroker stopped cleanly")
 
 
-def run_broker(config) -> None:
-    asyncio.run(serve(config))
+def run_broker(config, on_ready=None) -> None:
+    asyncio.run(serve(config, on_ready))
