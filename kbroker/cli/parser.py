@@ -21,6 +21,7 @@ class Parser(argparse.ArgumentParser):
             kwargs["epilog"] = "examples:\n" + "\n".join(
                 "  " + line for line in examples.strip("\n").splitlines())
             kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)  # --ready-fil is a typo, not --ready-file
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:

@@ -104,8 +104,8 @@ def test_unknown_setting_names_the_closest(tmp_path):
     assert "unknown broker setting 'num.partitons' is ignored (did you mean 'num.partitions'?)" in err
 
 
-def test_unknown_serve_flag_is_one_line():
-    result = run("serve", "--ready-fil", "x")
+def test_unknown_serve_flag_is_one_line(tmp_path):
+    result = run("serve", "--ready-fil", "x", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == \
         "kbroker serve: error: unknown flag '--ready-fil' (did you mean '--ready-file'?)"
