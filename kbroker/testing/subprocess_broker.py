@@ -38,6 +38,7 @@ class SubprocessKafkaBroker:
 
     def start(self) -> "SubprocessKafkaBroker":
         self.data_dir = Path(self._given_data_dir or tempfile.mkdtemp(prefix="kbroker-"))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         ready_file = self.data_dir / "ready.json"
         ready_file.unlink(missing_ok=True)
         settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(self.data_dir / "logs"),
