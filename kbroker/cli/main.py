@@ -85,7 +85,7 @@ def serve(args: argparse.Namespace) -> int:
 
     warn_unknown(config.originals)
     try:
-        run_broker(config, serve_options.on_ready(args, config, started))
+        run_broker(config, on_ready=serve_options.on_ready(args, config, started))
     except KeyboardInterrupt:
         pass
     return 0
