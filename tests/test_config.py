@@ -402,7 +402,7 @@ def test_cli_runs_broker_with_loaded_config(monkeypatch):
 
     seen = {}
     fake = types.ModuleType("kbroker.server.broker")
-    fake.run_broker = lambda config: seen.setdefault("config", config)
+    fake.run_broker = lambda config, on_ready=None: seen.setdefault("config", config)
     monkeypatch.setitem(sys.modules, "kbroker.server.broker", fake)
     root = logging.getLogger()
     saved = root.handlers[:], root.level

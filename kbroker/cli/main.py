@@ -1,5 +1,8 @@
 """``kbroker [serve] [--config FILE] [--set key=value ...] [--log-level LEVEL] [--debug]``.
 
+``kbroker dev`` is ``kbroker serve --dev``; the admin commands (``topic``, ``group``, ``cluster``,
+``completion``) live in :mod:`kbroker.cli.commands`.
+
 Every start-up failure is one line on stderr naming the file, key or port and the fix, with no
 traceback (``--debug`` adds it). Exit codes (:mod:`kbroker.startup`): 0 clean shutdown,
 1 unexpected internal error, 2 bad usage or bad config (``kbroker: bad config: <message>``),
@@ -16,13 +19,29 @@ import sys
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"
 LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
-SUBCOMMANDS = ("serve",)
+SUBCOMMANDS = ("serve", "dev")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka-compatible broker.")
-    sub = parser.add_subparsers(dest="command")
+    from kbroker.cli import serve_options
+    from kbroker.cli.parser import Parser
+
+    parser = Parser(prog="kbroker", description="A Kafka-compatible broker.")
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
+    dev = sub.add_parser("dev", help="run the broker with the dev profile (= serve --dev)")
     serve = sub.add_parser("serve", help="run the broker (the default)")
+    for serve in (serve, dev):
+        _add_serve_arguments(serve)
+        serve_options.add_arguments(serve)
+    parser.epilog = EXIT_CODES_HELP
+    return parser
+
+
+EXIT_CODES_HELP = ("exit codes: 0 clean shutdown, 1 internal error, 2 bad usage or config, "
+                   "3 listener cannot be bound, 4 log dir unusable, 5 metadata file corrupt")
+
+
+def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--config", "-c", metavar="FILE",
                        help="server.properties-style file (Kafka's broker config names)")
     serve.add_argument("--set", "-s", dest="overrides", metavar="KEY=VALUE", action="append",
@@ -32,10 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="logging threshold (default INFO)")
     serve.add_argument("--debug", action="store_true",
                        help="show tracebacks of start-up failures")
-    parser.epilog = ("exit codes: 0 clean shutdown, 1 internal error, 2 bad usage or config, "
-                     "3 listener cannot be bound, 4 log dir unusable, 5 metadata file corrupt")
-    serve.epilog = parser.epilog
-    return parser
+    serve.epilog = EXIT_CODES_HELP
 
 
 def setup_logging(level: str) -> None:
@@ -51,26 +67,40 @@ def setup_logging(level: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from kbroker.cli import commands
+
+    if argv and (argv[0] in commands.COMMANDS or argv[0] in ("--version", "-V", "-h", "--help")):
+        return commands.main(argv)
     if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
         argv.insert(0, "serve")  # bare ``kbroker [options]`` means ``kbroker serve [options]``
     args = build_parser().parse_args(argv)
+    args.dev = args.dev or args.command == "dev"
     return serve(args)
 
 
 def serve(args: argparse.Namespace) -> int:
+    import time
+
+    from kbroker.cli import serve_options
+
+    started = time.monotonic()
     setup_logging(args.log_level)
+    if args.log_format == "json":
+        serve_options.use_json_logs()
     from kbroker.config import ConfigError, load_config
 
     try:
-        config = load_config(args.config, args.overrides)
+        config = load_config(args.config, serve_options.overrides(args))
     except ConfigError as exc:
         print(f"kbroker: bad config: {exc}", file=sys.stderr)
         return 2
+    from kbroker.testing.profile import warn_unknown
     from kbroker.server.broker import run_broker
     from kbroker.startup import EXIT_INTERNAL, StartupError
 
+    warn_unknown(config.originals)
     try:
-        run_broker(config)
+        run_broker(config, on_ready=serve_options.on_ready(args, config, started))
     except KeyboardInterrupt:
         pass
     except StartupError as exc:

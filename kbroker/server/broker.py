@@ -205,7 +205,9 @@ def _open_metadata(store_class, log_dir: str, cluster_id: str | None, node_id: i
                            f"dir are unknown to the broker", EXIT_METADATA) from None
 
 
-async def serve(config) -> None:
+async def serve(config, on_ready=None) -> None:
+    """Run until SIGTERM/SIGINT. ``on_ready(broker)`` runs once every listener is bound (the CLI
+    writes its ready file and banner there)."""
     broker = Broker(config)
     started = time.monotonic()
     await broker.start()
@@ -217,11 +219,13 @@ async def serve(config) -> None:
     log.info("kbroker ready: node %d of cluster %s listening on %s, data in %s (started in "
              "%.2f s)", broker.node_id, broker.controller.cluster_id, endpoints,
              ", ".join(config.log_dirs), time.monotonic() - started)
+    if on_ready is not None:
+        on_ready(broker)
     await stop.wait()
     log.info("shutting down: flushing logs and writing checkpoints")
     await broker.stop()
     log.info("kbroker stopped cleanly")
 
 
-def run_broker(config) -> None:
-    asyncio.run(serve(config))
+def run_broker(config, on_ready=None) -> None:
+    asyncio.run(serve(config, on_ready))

@@ -1,0 +1,17 @@
+"""The closest valid name for a misspelt flag, setting or subcommand: one line a user can act on."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    matches = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` or the empty string, to append to an error line."""
+    match = closest(name, candidates)
+    return f" (did you mean '{match}'?)" if match else ""

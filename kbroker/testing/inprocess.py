@@ -1,0 +1,170 @@
+"""A real broker inside the current process, for scripts and tests.
+
+``KafkaBroker`` (synchronous, any framework) runs the asyncio broker on its own event loop in a
+background thread; ``AsyncKafkaBroker`` runs it on the caller's loop. Both listen on an ephemeral
+port of 127.0.0.1 and a fresh temp data dir unless told otherwise, apply the dev profile
+(:mod:`kbroker.testing.profile`) under the caller's settings, and expose the bound addresses::
+
+    with KafkaBroker({"num.partitions": 3}) as kafka:
+        producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers)
+
+    async with AsyncKafkaBroker() as kafka:
+        consumer = AIOKafkaConsumer("t", bootstrap_servers=kafka.bootstrap_servers)
+
+Settings use Kafka's broker config names, values as strings or Python values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from kbroker.testing.profile import warn_unknown, with_dev_profile
+
+
+class AsyncKafkaBroker:
+    """``async with AsyncKafkaBroker(settings) as kafka``; ``kafka.broker`` is the
+    :class:`kbroker.server.broker.Broker` itself."""
+
+    def __init__(self, settings: Mapping[str, object] | None = None, *,
+                 data_dir: str | Path | None = None, dev: bool = True,
+                 keep_data: bool = False) -> None:
+        self.settings = dict(settings or {})
+        self.dev = dev
+        self._given_data_dir = data_dir
+        self.keep_data = keep_data or data_dir is not None  # never delete a caller's directory
+        self.data_dir: Path | None = None
+        self.broker = None
+
+    async def start(self) -> "AsyncKafkaBroker":
+        from kbroker.config import BrokerConfig
+        from kbroker.server.broker import Broker
+
+        self.data_dir = Path(self._given_data_dir or tempfile.mkdtemp(prefix="kbroker-"))
+        settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(self.data_dir),
+                    **self.settings}
+        warn_unknown(settings)
+        props = with_dev_profile(settings) if self.dev else {k: str(v) for k, v in settings.items()}
+        broker = Broker(BrokerConfig(props))
+        try:
+            await broker.start()
+        except BaseException:
+            await broker.stop()
+            self._remove_data()
+            raise
+        self.broker = broker
+        return self
+
+    async def stop(self) -> None:
+        if self.broker is not None:
+            broker, self.broker = self.broker, None
+            await broker.stop()
+        self._remove_data()
+
+    async def __aenter__(self) -> "AsyncKafkaBroker":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    @property
+    def listeners(self) -> dict[str, tuple[str, int]]:
+        """Listener name -> the (host, port) clients should use; the port is the one bound."""
+        self._require_started()
+        return {name: self.broker.advertised_endpoint(name) for name in self.broker.bound}
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` of every listener, comma separated (one listener unless configured)."""
+        return ",".join(f"{host}:{port}" for host, port in self.listeners.values())
+
+    @property
+    def port(self) -> int:
+        self._require_started()
+        return self.broker.port()
+
+    def _require_started(self) -> None:
+        if self.broker is None:
+            raise RuntimeError("the broker is not running: use it inside `async with` or after start()")
+
+    def _remove_data(self) -> None:
+        if self.data_dir is not None and not self.keep_data:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+class KafkaBroker:
+    """A broker for synchronous code: ``with KafkaBroker(settings) as kafka``. Its event loop runs
+    in a daemon thread, so the caller's thread stays free for blocking clients."""
+
+    def __init__(self, settings: Mapping[str, object] | None = None, *,
+                 data_dir: str | Path | None = None, dev: bool = True,
+                 keep_data: bool = False, start_timeout: float = 30.0) -> None:
+        self._inner = AsyncKafkaBroker(settings, data_dir=data_dir, dev=dev, keep_data=keep_data)
+        self.start_timeout = start_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "KafkaBroker":
+        if self._loop is not None:
+            raise RuntimeError("the broker is already running")
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="kbroker-loop", daemon=True)
+        thread.start()
+        self._loop, self._thread = loop, thread
+        try:
+            self.call(self._inner.start(), self.start_timeout)
+        except BaseException:
+            self._stop_loop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self._loop is None:
+            return
+        try:
+            self.call(self._inner.stop(), timeout)
+        finally:
+            self._stop_loop()
+
+    def call(self, coroutine, timeout: float | None = None):
+        """Run ``coroutine`` on the broker's loop and return its result (for tests that reach
+        into ``broker``: its state belongs to that loop's thread)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    def _stop_loop(self) -> None:
+        loop, self._loop = self._loop, None
+        loop.call_soon_threadsafe(loop.stop)
+        self._thread.join()
+        loop.close()
+
+    def __enter__(self) -> "KafkaBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    broker = property(lambda self: self._inner.broker)
+    data_dir = property(lambda self: self._inner.data_dir)
+    listeners = property(lambda self: self._inner.listeners)
+    bootstrap_servers = property(lambda self: self._inner.bootstrap_servers)
+    port = property(lambda self: self._inner.port)
+
+    @property
+    def keep_data(self) -> bool:
+        return self._inner.keep_data
+
+    @keep_data.setter
+    def keep_data(self, value: bool) -> None:
+        self._inner.keep_data = value
+
+
+@contextmanager
+def running_broker(settings: Mapping[str, object] | None = None, **options) -> Iterator[KafkaBroker]:
+    """``with running_broker({"num.partitions": 3}) as kafka: kafka.bootstrap_servers``."""
+    with KafkaBroker(settings, **options) as kafka:
+        yield kafka
