@@ -33,6 +33,35 @@ class ReplicaManager:
         self.node_id = node_id
         self._partitions: dict[tuple[str, int], Partition] = {}
 
+    @classmethod
+    def open(cls, broker_config, image: "MetadataImage", node_id: int) -> "ReplicaManager":
+        """Open (and recover) the logs in ``log.dirs`` with each topic's own settings, then bring
+        them to ``image`` (see :meth:`start`). The broker's one way to get at its storage."""
+        from kbroker.config.log_settings import log_config_factory
+        from kbroker.log.log_manager import LogManager
+
+        log_config_for = log_config_factory(broker_config)
+        default_config = log_config_for(None)
+        topics = image.topics()
+        log_manager = LogManager(broker_config.log_dirs, node_id, image.cluster_id)
+        # Recovery validates and indexes with each topic's own settings.
+        log_manager.open(config_for=lambda name: log_config_for(topics[name])
+                         if name in topics else default_config)
+        replicas = cls(log_manager, log_config_for, node_id)
+        # Repairs a crash between a persisted change and its application.
+        replicas.start(image)
+        return replicas
+
+    def log_cleaner(self, backoff_ms: int):
+        """The compaction cleaner over these logs; the broker runs its ``run()`` as a task."""
+        from kbroker.log.cleaner import LogCleaner
+
+        return LogCleaner(self.log_manager, backoff_ms=backoff_ms)
+
+    def close(self) -> None:
+        """Flush and close every log, writing the checkpoints and the clean-shutdown marker."""
+        self.log_manager.close()
+
     def get(self, topic: str, index: int) -> Partition | None:
         return self._partitions.get((topic, index))
 

@@ -34,7 +34,6 @@ class Broker:
         self.connection_limits = ConnectionLimits(config)
         self.servers: list[tuple[str, asyncio.AbstractServer]] = []
         self.bound: dict[str, tuple[str, int]] = {}  # listener name -> (host, actual port)
-        self.log_manager = None
         self.replicas = None
         self.producer_ids = None
         self.controller = None
@@ -48,10 +47,8 @@ class Broker:
 
     async def start(self) -> None:
         from kbroker.handlers.configs import restore_dynamic_configs
-        from kbroker.log.log_manager import LogManager
         from kbroker.metadata.local_store import LocalMetadataStore
         from kbroker.replica.replica_manager import ReplicaManager
-        from kbroker.server.topic_config import log_config_factory
         from kbroker.metadata.controller import Controller
         from kbroker.metadata.producer_ids import ProducerIdManager
 
@@ -61,16 +58,9 @@ class Broker:
         self.controller = Controller(store, self.node_id)
         image = self.controller.image
         restore_dynamic_configs(self.config, image)
-        self.log_manager = LogManager(log_dirs, self.node_id, image.cluster_id)
-        topics = image.topics()
-        log_config_for = log_config_factory(self.config)
-        default_config = log_config_for(None)
-        # Recovery validates and indexes with each topic's own settings.
-        self.log_manager.open(config_for=lambda name: log_config_for(topics[name])
-                              if name in topics else default_config)
-        self.replicas = ReplicaManager(self.log_manager, log_config_for, self.node_id)
-        # Repairs a crash between a persisted change and its application, then follows changes.
-        self.replicas.start(image)
+        # Recovers the logs and repairs a crash between a persisted change and its application;
+        # then follows the controller's changes.
+        self.replicas = ReplicaManager.open(self.config, image, self.node_id)
         self.controller.subscribe(self.replicas)
         self.producer_ids = ProducerIdManager(self.controller)
         from kbroker.coordinator.group.coordinator import GroupCoordinator
@@ -104,9 +94,7 @@ class Broker:
                 name="checkpoint"),
         ]
         if self.config.get("log.cleaner.enable"):
-            from kbroker.log.cleaner import LogCleaner
-            self.log_cleaner = LogCleaner(self.log_manager,
-                                          backoff_ms=self.config.get("log.cleaner.backoff.ms"))
+            self.log_cleaner = self.replicas.log_cleaner(self.config.get("log.cleaner.backoff.ms"))
             self._tasks.append(asyncio.create_task(self.log_cleaner.run(), name="log-cleaner"))
 
     async def stop(self) -> None:
@@ -126,8 +114,8 @@ class Broker:
             await server.wait_closed()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
-        if self.log_manager is not None:
-            self.log_manager.close()
+        if self.replicas is not None:
+            self.replicas.close()
         self._stopped.set()
 
     async def __aenter__(self):
