@@ -11,7 +11,7 @@ returned by reads carry that file object; see :mod:`kbroker.log.file_region` for
 rule (deletion unlinks, never closes).
 
 Batch headers are scanned through a read-ahead buffer (one ``pread`` of a few KiB covers many
-small batches); a header that does not describe a whole v2 batch inside the segment raises
+small batches; after a batch at least that large only the next header is read); a header that does not describe a whole v2 batch inside the segment raises
 :class:`TornBatch`, which recovery turns into a truncation point.
 """
 
@@ -132,10 +132,11 @@ class LogSegment:
         buf = b""
         buf_pos = start
         pos = start
+        read_ahead = _READ_AHEAD
         while pos < end:
             off = pos - buf_pos
             if off + BATCH_HEADER_SIZE > len(buf):
-                buf = os.pread(fd, max(_READ_AHEAD, BATCH_HEADER_SIZE), pos)
+                buf = os.pread(fd, read_ahead, pos)
                 buf_pos, off = pos, 0
                 if len(buf) < BATCH_HEADER_SIZE:
                     raise TornBatch(pos, f"only {len(buf)} bytes left for a batch header")
@@ -154,6 +155,8 @@ class LogSegment:
                     raise TornBatch(pos, f"batch of {size} bytes, only {len(buf)} readable")
             yield pos, BatchHeader(buf, off)
             pos += size
+            # Batches as large as the read-ahead would waste it: read just the next header.
+            read_ahead = BATCH_HEADER_SIZE if size >= _READ_AHEAD else _READ_AHEAD
 
     def read_batch(self, position: int) -> BatchHeader:
         """The whole batch at ``position`` (for record decoding)."""
@@ -170,17 +173,21 @@ class LogSegment:
         return None
 
     def batch_boundary_at_or_below(self, limit: int, start: int) -> int:
-        """The largest end of a batch that is <= ``limit``, starting from the batch at ``start``
-        (``start`` itself when even the first batch does not fit)."""
+        """The largest end of a batch that is <= ``limit``, counting batches from the one at
+        ``start`` (``start`` itself when even that batch does not fit).
+
+        The fetch end (Kafka's ``LogSegment.read``): the offset index gives the last indexed
+        batch starting at or below ``limit``, which is itself a batch boundary, and only the
+        headers between it and ``limit`` are read (at most ``index.interval.bytes`` plus one
+        batch); no record data is read."""
         if limit >= self.size:
             return self.size
-        boundary = start
-        position = max(self.index.floor_position(limit), start)
-        for pos, header in self.batches(position):
+        boundary = max(self.index.floor_position(limit), start)
+        for pos, header in self.batches(boundary):
             if pos + header.size > limit:
                 break
             boundary = pos + header.size
-        return max(boundary, start)
+        return boundary
 
     def region(self, start: int, end: int) -> FileRegion:
         return FileRegion(self.file, start, end - start)
