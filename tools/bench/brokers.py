@@ -140,8 +140,7 @@ class Kafka(Broker):
         log4j.write_text(run_kafka.LOG4J2.format(console_level="WARN",
                                                  log_file=ddir / "server.log"))
         jvm = [f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={ddir}"]
-        cluster_id = run_kafka.base64.urlsafe_b64encode(
-            run_kafka.uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = run_kafka.new_cluster_id()
         fmt = run_kafka.java_cmd(run_kafka.STORAGE_MAIN,
                                  ["format", "-t", cluster_id, "-c", str(props)],
                                  version, None, heap="256M", extra=jvm)
