@@ -4,6 +4,7 @@
 #   - kcat from Debian's packages;
 #   - the Java driver (Apache Kafka's kafka-clients from Maven Central), built with Maven;
 #   - Spark's Kafka connector jars for compat_tests/spark (Maven Central, copied by Maven).
+#   - Apache Kafka's own jars (DumpLogSegments for tests/log, the reference broker for tools/bench).
 #   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
 #     (npm ci, native lz4/zstd codecs built by node-gyp).
 # --python-only skips the system packages and the Java build.
@@ -39,6 +40,10 @@ if [ -f compat_tests/java/pom.xml ]; then
     (cd compat_tests/java && mvn -q -B package -DskipTests)
   fi
 fi
+
+# Apache Kafka's jars, resolved by Maven once into ~/.cache/kbroker/kafka-<version>/libs:
+# tests/log runs Kafka's DumpLogSegments on our segment files (and fails without them).
+"$VENV/bin/python" tools/kafka_ref/run_kafka.py fetch >/dev/null
 
 # Spark's Kafka connector and the jars it needs beyond the pyspark wheel, for spark.jars.
 if [ -f compat_tests/spark/pom.xml ]; then
