@@ -107,6 +107,8 @@ class KBroker(Broker):
                 "--set", f"log.dirs={self.data_dir}",
                 # the reference Kafka runs its internal topics with one partition, too
                 "--set", "offsets.topic.num.partitions=1",
+                # ... and joins a new group at once (run_kafka.server_properties)
+                "--set", "group.initial.rebalance.delay.ms=0",
                 "--log-level", "WARNING"]
         for kv in extra or ():
             args += ["--set", kv]
