@@ -11,8 +11,9 @@ returned by reads carry that file object; see :mod:`kbroker.log.file_region` for
 rule (deletion unlinks, never closes).
 
 Batch headers are scanned through a read-ahead buffer (one ``pread`` of a few KiB covers many
-small batches; after a batch at least that large only the next header is read); a header that does not describe a whole v2 batch inside the segment raises
-:class:`TornBatch`, which recovery turns into a truncation point.
+small batches; after a batch at least that large only the next header is read); a header that
+does not describe a whole v2 batch inside the segment raises :class:`TornBatch`, which recovery
+turns into a truncation point.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ same order (Kafka's per-connection guarantee, which clients rely on to match cor
 to pipeline). A handler may answer at once or later (a long-poll fetch, a produce waiting for
 acks); later answers wait in ``_pending`` behind earlier ones, but handling of the next requests
 goes on meanwhile. Responses are written with ``writelines``; file regions (fetched log data) go
-to the socket with ``loop.sendfile`` from a writer task, except small ones (a few KiB), which are
-read into the response: cheaper than sendfile's set-up, and one write per response.
+to the socket with ``loop.sendfile`` from a writer task, except small ones (up to 64 KiB per
+response), which are read into the response: cheaper than sendfile's set-up, one write.
 """
 
 from __future__ import annotations
@@ -29,27 +29,21 @@ _RECV_SIZE = 256 * 1024
 _DEDICATED_FRAME = 64 * 1024
 
 
-# File regions up to this size are read (pread) into the response instead of sent with
-# loop.sendfile: sendfile's fixed cost (pause reading, wait for an empty buffer, fstat, a
-# separate write) is more than copying a few KiB, and it is what a parked fetch woken by a small
-# produce sends, so it sets the end-to-end latency. Larger regions still go by sendfile.
-_INLINE_REGION = 64 * 1024
+# File regions up to this many bytes per response are read (pread) into the response instead
+# of sent with loop.sendfile: sendfile's fixed cost (pause reading, wait for an empty buffer,
+# fstat, a separate write) is more than copying a few KiB, and a parked fetch woken by a small
+# produce sends just that, so it sets the end-to-end latency. The budget is per response, so a
+# fetch of many partitions never copies more than this; the rest goes by sendfile.
+_INLINE_REGION_BYTES = 64 * 1024
 
 
 def _inline_small_regions(parts):
-    """``parts`` as buffers when every file region in it is small, else None."""
-    out = None
-    for i, part in enumerate(parts):
-        if isinstance(part, (bytes, bytearray, memoryview)):
-            if out is not None:
-                out.append(part)
-            continue
-        if len(part) > _INLINE_REGION:
-            return None
-        if out is None:
-            out = list(parts[:i])
-        out.append(part.read())
-    return parts if out is None else out
+    """``parts`` as buffers when its file regions hold at most the inline budget, else None."""
+    if sum(len(part) for part in parts
+           if not isinstance(part, (bytes, bytearray, memoryview))) > _INLINE_REGION_BYTES:
+        return None
+    return [part if isinstance(part, (bytes, bytearray, memoryview)) else part.read()
+            for part in parts]
 
 
 class Closed(Exception):
@@ -214,11 +208,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def _send(self, loop, parts):
         buffered = []
+        inline_budget = _INLINE_REGION_BYTES
         for part in parts:
             if isinstance(part, (bytes, bytearray, memoryview)):
                 buffered.append(part)
                 continue
-            if len(part) <= _INLINE_REGION:
+            if len(part) <= inline_budget:
+                inline_budget -= len(part)
                 buffered.append(part.read())
                 continue
             if buffered:
