@@ -395,6 +395,9 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        dynamic=True),
     _d("log.index.size.max.bytes", I, 10485760, "Maximum size of an offset or time index.", MEDIUM,
        Range(4), dynamic=True),
+    _d("log.open.files.max", I, 4096, "Most segment and index files kept open at once (kbroker; "
+       "opened on demand, least recently used closed first; capped at half the open files limit).",
+       MEDIUM, Range(16)),
     _d("log.retention.ms", L, None, "Retention time; -1 keeps forever. Beats .minutes and .hours.",
        HIGH, dynamic=True),
     _d("log.retention.minutes", I, None, "Retention time in minutes; beats log.retention.hours.", HIGH,

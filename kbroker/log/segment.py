@@ -5,10 +5,11 @@ back, exactly as produced except for the base offset and partition leader epoch 
 stamped in, so Kafka's DumpLogSegments reads it. ``baseOffset`` is the first offset the segment
 may hold. Index formats are in :mod:`kbroker.log.index`.
 
-The segment keeps one unbuffered file object (``r+b``) open for both writing (``os.pwrite`` at the
-segment's size) and reading (``os.pread`` of batch headers, ``sendfile`` of regions). Regions
+The segment uses one unbuffered file object (``r+b``) for both writing (``os.pwrite`` at the
+segment's size) and reading (``os.pread`` of batch headers, ``sendfile`` of regions), opened on
+demand through the bounded cache of open files (:mod:`kbroker.log.file_cache`). Regions
 returned by reads carry that file object; see :mod:`kbroker.log.file_region` for the lifetime
-rule (deletion unlinks, never closes).
+rule (deletion and eviction drop it, never close it under a region).
 
 Batch headers are scanned through a read-ahead buffer (one ``pread`` of a few KiB covers many
 small batches; after a batch at least that large only the next header is read); a header that
@@ -21,6 +22,7 @@ from __future__ import annotations
 import os
 import struct
 
+from kbroker.log.file_cache import open_files
 from kbroker.log.file_region import FileRegion
 from kbroker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from kbroker.protocol.records import (BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC,
@@ -86,6 +88,7 @@ class LogSegment:
                max_index_size: int, now_ms: int) -> "LogSegment":
         segment = cls(dir_path, base_offset, index_interval_bytes, max_index_size, now_ms)
         segment._file = open(segment.log_path, "w+b", buffering=0)
+        open_files.touch(segment)
         segment.index.reset()
         segment.time_index.reset()
         segment._dirty = True
@@ -116,9 +119,17 @@ class LogSegment:
 
     @property
     def file(self):
+        """The log file object, opened on demand through the bounded cache of open files
+        (:mod:`kbroker.log.file_cache`); hold the object, not its descriptor, across calls."""
         if self._file is None:
             self._file = open(self.log_path, "r+b", buffering=0)
+        open_files.touch(self)
         return self._file
+
+    def release_file(self) -> None:
+        """Evicted from the open files cache: drop the file object (regions in flight keep it
+        open until they are sent; otherwise it closes now)."""
+        self._file = None
 
     # --- scanning ----------------------------------------------------------------------------
 
@@ -129,7 +140,8 @@ class LogSegment:
         decoding); otherwise only the 61 header bytes are guaranteed. Raises :class:`TornBatch`
         at the first malformed or incomplete batch."""
         end = self.size if end is None else end
-        fd = self.file.fileno()
+        file = self.file  # keeps the descriptor valid while the caller pauses between batches
+        fd = file.fileno()
         buf = b""
         buf_pos = start
         pos = start
@@ -326,8 +338,9 @@ class LogSegment:
         return 0 <= last_offset - self.base_offset <= 2**31 - 1
 
     def flush(self) -> None:
-        if self._dirty and self._file is not None:
-            os.fsync(self._file.fileno())
+        if self._dirty:
+            # fsync flushes the file, whichever descriptor: a released file is reopened for it.
+            os.fsync(self.file.fileno())
             self._dirty = False
         self.index.flush()
         self.time_index.flush()
@@ -335,6 +348,7 @@ class LogSegment:
     def close(self) -> None:
         self.index.close()
         self.time_index.close()
+        open_files.forget(self)
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -348,7 +362,9 @@ class LogSegment:
             os.unlink(self.log_path)
         except FileNotFoundError:
             pass
+        open_files.forget(self)
         self._file = None
+        self._dirty = False
 
     def __repr__(self) -> str:
         return (f"LogSegment(base_offset={self.base_offset}, size={self.size}, "

@@ -50,7 +50,8 @@ class Broker:
         log_dirs = self.config.log_dirs
         self.metadata = LocalMetadataStore(log_dirs[0], self.config.get("cluster.id"))
         restore_dynamic_configs(self.config, self.metadata)
-        self.log_manager = LogManager(log_dirs, self.node_id, self.metadata.cluster_id)
+        self.log_manager = LogManager(log_dirs, self.node_id, self.metadata.cluster_id,
+                                      max_open_files=self.config.get("log.open.files.max"))
         topics = self.metadata.topics()
         log_config_for = log_config_factory(self.config)
         default_config = log_config_for(None)
