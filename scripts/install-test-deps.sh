@@ -4,10 +4,10 @@
 #   - kcat from Debian's packages;
 #   - the Java driver (Apache Kafka's kafka-clients from Maven Central), built with Maven;
 #   - Spark's Kafka connector jars for compat_tests/spark (Maven Central, copied by Maven).
-#   - Apache Kafka's jars for the side-by-side tests (tools/kafka_ref/run_kafka.py fetch).
+#   - Apache Kafka's own jars (DumpLogSegments for tests/log, the reference broker for tools/bench).
 #   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
 #     (npm ci, native lz4/zstd codecs built by node-gyp).
-# --python-only skips the system packages and the Java build.
+# --python-only skips the system packages and the Java build (not Kafka's jars).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -25,6 +25,11 @@ if [ ! -e "$stamp" ]; then
   touch "$stamp" "$VENV/.installed"
 fi
 
+# Apache Kafka's jars, resolved by Maven once into ~/.cache/kbroker/kafka-<version>/libs:
+# tests/log runs Kafka's DumpLogSegments on our segment files (and fails without them), so
+# --python-only (make test-fast) needs them too.
+"$VENV/bin/python" tools/kafka_ref/run_kafka.py fetch >/dev/null
+
 [ "${1:-}" = "--python-only" ] && exit 0
 
 if ! command -v kcat >/dev/null 2>&1; then
@@ -39,12 +44,6 @@ if [ -f compat_tests/java/pom.xml ]; then
      [ -n "$(find compat_tests/java/src -newer "$jar" -type f 2>/dev/null | head -n 1)" ]; then
     (cd compat_tests/java && mvn -q -B package -DskipTests)
   fi
-fi
-
-# Apache Kafka's jars (Maven Central) for the tests that compare kbroker with the real Kafka;
-# run_kafka.py skips Maven once its cache is complete.
-if [ -f tools/kafka_ref/pom.xml ]; then
-  "$VENV/bin/python" tools/kafka_ref/run_kafka.py fetch >/dev/null
 fi
 
 # Spark's Kafka connector and the jars it needs beyond the pyspark wheel, for spark.jars.

@@ -102,6 +102,9 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("socket.request.max.bytes", I, 104857600, "Largest request the broker reads.", HIGH, _AT1),
     _d("fetch.max.bytes", I, 57671680, "Most bytes returned by one fetch request.", MEDIUM, Range(1024)),
     _d("connections.max.idle.ms", L, 600000, "Idle connections are closed after this long."),
+    _d("log.open.files.max", I, 4096, "Most segment and index files kept open at once (kbroker; "
+       "opened on demand, least recently used closed first; capped at half the open files limit).",
+       MEDIUM, Range(16)),
     _d("max.connections", I, INT_MAX, "Most connections the broker accepts.", MEDIUM, _AT0, update_mode=CW),
     _d("max.connections.per.ip", I, INT_MAX, "Most connections accepted from one address.", MEDIUM,
        _AT0, update_mode=CW),

@@ -33,6 +33,8 @@ import struct
 import sys
 from array import array
 
+from kbroker.log.file_cache import open_files
+
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
 
@@ -42,7 +44,8 @@ class CorruptIndexError(Exception):
 
 
 class _IndexFile:
-    """Append-only file of fixed-size entries, opened lazily."""
+    """Append-only file of fixed-size entries; its writer is opened on demand through the
+    bounded cache of open files (:mod:`kbroker.log.file_cache`)."""
 
     entry_size = 0
 
@@ -56,7 +59,15 @@ class _IndexFile:
     def _writer(self) -> int:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        open_files.touch(self)
         return self._fd
+
+    def release_file(self) -> None:
+        """Evicted from the open files cache (unflushed entries are fsynced by a later
+        :meth:`flush` through a new descriptor)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def _write(self, data: bytes) -> None:
         os.write(self._writer(), data)
@@ -74,17 +85,19 @@ class _IndexFile:
             return b""
 
     def flush(self) -> None:
-        if self._fd is not None and self._dirty:
-            os.fsync(self._fd)
+        if self._dirty:
+            os.fsync(self._writer())
             self._dirty = False
 
     def close(self) -> None:
+        open_files.forget(self)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
     def delete(self) -> None:
         self.close()
+        self._dirty = False
         try:
             os.unlink(self.path)
         except FileNotFoundError:

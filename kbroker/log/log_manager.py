@@ -27,6 +27,7 @@ import time
 import uuid
 from typing import Callable
 
+from kbroker.log import file_cache
 from kbroker.log.checkpoint import (CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT,
                                     META_PROPERTIES, RECOVERY_POINT_CHECKPOINT,
                                     REPLICATION_OFFSET_CHECKPOINT, CheckpointError,
@@ -53,9 +54,11 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 
 class LogManager:
     def __init__(self, log_dirs: list[str], node_id: int, cluster_id: str,
-                 default_config: LogConfig | None = None):
+                 default_config: LogConfig | None = None, max_open_files: int | None = None):
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
+        if max_open_files is not None:  # log.open.files.max (kbroker.log.file_cache)
+            file_cache.configure(max_open_files)
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.node_id = node_id
         self.cluster_id = cluster_id

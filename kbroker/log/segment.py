@@ -5,14 +5,16 @@ back, exactly as produced except for the base offset and partition leader epoch 
 stamped in, so Kafka's DumpLogSegments reads it. ``baseOffset`` is the first offset the segment
 may hold. Index formats are in :mod:`kbroker.log.index`.
 
-The segment keeps one unbuffered file object (``r+b``) open for both writing (``os.pwrite`` at the
-segment's size) and reading (``os.pread`` of batch headers, ``sendfile`` of regions). Regions
+The segment uses one unbuffered file object (``r+b``) for both writing (``os.pwrite`` at the
+segment's size) and reading (``os.pread`` of batch headers, ``sendfile`` of regions), opened on
+demand through the bounded cache of open files (:mod:`kbroker.log.file_cache`). Regions
 returned by reads carry that file object; see :mod:`kbroker.log.file_region` for the lifetime
-rule (deletion unlinks, never closes).
+rule (deletion and eviction drop it, never close it under a region).
 
 Batch headers are scanned through a read-ahead buffer (one ``pread`` of a few KiB covers many
-small batches); a header that does not describe a whole v2 batch inside the segment raises
-:class:`TornBatch`, which recovery turns into a truncation point.
+small batches; after a batch at least that large only the next header is read); a header that
+does not describe a whole v2 batch inside the segment raises :class:`TornBatch`, which recovery
+turns into a truncation point.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import os
 import struct
 
+from kbroker.log.file_cache import open_files
 from kbroker.log.file_region import FileRegion
 from kbroker.log.index import CorruptIndexError, OffsetIndex, TimeIndex
 from kbroker.protocol.records import (BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC,
@@ -85,6 +88,7 @@ class LogSegment:
                max_index_size: int, now_ms: int) -> "LogSegment":
         segment = cls(dir_path, base_offset, index_interval_bytes, max_index_size, now_ms)
         segment._file = open(segment.log_path, "w+b", buffering=0)
+        open_files.touch(segment)
         segment.index.reset()
         segment.time_index.reset()
         segment._dirty = True
@@ -115,9 +119,17 @@ class LogSegment:
 
     @property
     def file(self):
+        """The log file object, opened on demand through the bounded cache of open files
+        (:mod:`kbroker.log.file_cache`); hold the object, not its descriptor, across calls."""
         if self._file is None:
             self._file = open(self.log_path, "r+b", buffering=0)
+        open_files.touch(self)
         return self._file
+
+    def release_file(self) -> None:
+        """Evicted from the open files cache: drop the file object (regions in flight keep it
+        open until they are sent; otherwise it closes now)."""
+        self._file = None
 
     # --- scanning ----------------------------------------------------------------------------
 
@@ -128,14 +140,16 @@ class LogSegment:
         decoding); otherwise only the 61 header bytes are guaranteed. Raises :class:`TornBatch`
         at the first malformed or incomplete batch."""
         end = self.size if end is None else end
-        fd = self.file.fileno()
+        file = self.file  # keeps the descriptor valid while the caller pauses between batches
+        fd = file.fileno()
         buf = b""
         buf_pos = start
         pos = start
+        read_ahead = _READ_AHEAD
         while pos < end:
             off = pos - buf_pos
             if off + BATCH_HEADER_SIZE > len(buf):
-                buf = os.pread(fd, max(_READ_AHEAD, BATCH_HEADER_SIZE), pos)
+                buf = os.pread(fd, read_ahead, pos)
                 buf_pos, off = pos, 0
                 if len(buf) < BATCH_HEADER_SIZE:
                     raise TornBatch(pos, f"only {len(buf)} bytes left for a batch header")
@@ -154,6 +168,8 @@ class LogSegment:
                     raise TornBatch(pos, f"batch of {size} bytes, only {len(buf)} readable")
             yield pos, BatchHeader(buf, off)
             pos += size
+            # Batches as large as the read-ahead would waste it: read just the next header.
+            read_ahead = BATCH_HEADER_SIZE if size >= _READ_AHEAD else _READ_AHEAD
 
     def read_batch(self, position: int) -> BatchHeader:
         """The whole batch at ``position`` (for record decoding)."""
@@ -170,17 +186,21 @@ class LogSegment:
         return None
 
     def batch_boundary_at_or_below(self, limit: int, start: int) -> int:
-        """The largest end of a batch that is <= ``limit``, starting from the batch at ``start``
-        (``start`` itself when even the first batch does not fit)."""
+        """The largest end of a batch that is <= ``limit``, counting batches from the one at
+        ``start`` (``start`` itself when even that batch does not fit).
+
+        The fetch end (Kafka's ``LogSegment.read``): the offset index gives the last indexed
+        batch starting at or below ``limit``, which is itself a batch boundary, and only the
+        headers between it and ``limit`` are read (at most ``index.interval.bytes`` plus one
+        batch); no record data is read."""
         if limit >= self.size:
             return self.size
-        boundary = start
-        position = max(self.index.floor_position(limit), start)
-        for pos, header in self.batches(position):
+        boundary = max(self.index.floor_position(limit), start)
+        for pos, header in self.batches(boundary):
             if pos + header.size > limit:
                 break
             boundary = pos + header.size
-        return max(boundary, start)
+        return boundary
 
     def region(self, start: int, end: int) -> FileRegion:
         return FileRegion(self.file, start, end - start)
@@ -318,8 +338,9 @@ class LogSegment:
         return 0 <= last_offset - self.base_offset <= 2**31 - 1
 
     def flush(self) -> None:
-        if self._dirty and self._file is not None:
-            os.fsync(self._file.fileno())
+        if self._dirty:
+            # fsync flushes the file, whichever descriptor: a released file is reopened for it.
+            os.fsync(self.file.fileno())
             self._dirty = False
         self.index.flush()
         self.time_index.flush()
@@ -327,6 +348,7 @@ class LogSegment:
     def close(self) -> None:
         self.index.close()
         self.time_index.close()
+        open_files.forget(self)
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -340,7 +362,9 @@ class LogSegment:
             os.unlink(self.log_path)
         except FileNotFoundError:
             pass
+        open_files.forget(self)
         self._file = None
+        self._dirty = False
 
     def __repr__(self) -> str:
         return (f"LogSegment(base_offset={self.base_offset}, size={self.size}, "

@@ -43,7 +43,8 @@ class ReplicaManager:
         log_config_for = log_config_factory(broker_config)
         default_config = log_config_for(None)
         topics = image.topics()
-        log_manager = LogManager(broker_config.log_dirs, node_id, image.cluster_id)
+        log_manager = LogManager(broker_config.log_dirs, node_id, image.cluster_id,
+                                 max_open_files=broker_config.get("log.open.files.max"))
         # Recovery validates and indexes with each topic's own settings.
         log_manager.open(config_for=lambda name: log_config_for(topics[name])
                          if name in topics else default_config)

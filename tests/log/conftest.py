@@ -1,4 +1,8 @@
+import importlib.util
 import os
+import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +52,27 @@ def read_all(log, offset=0, max_bytes=1 << 30, bound=None):
 
 def files(log_dir):
     return sorted(os.listdir(log_dir))
+
+
+def _run_kafka():
+    """tools/kafka_ref/run_kafka.py (stdlib only), which owns where Kafka's jars are cached."""
+    if "run_kafka" not in sys.modules:
+        path = Path(__file__).resolve().parents[2] / "tools" / "kafka_ref" / "run_kafka.py"
+        spec = importlib.util.spec_from_file_location("run_kafka", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["run_kafka"] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["run_kafka"]
+
+
+def kafka_classpath() -> str:
+    """Apache Kafka's jars (for its DumpLogSegments tool). They are a test dependency like any
+    other: missing jars fail the test with the command that installs them, never skip it."""
+    run_kafka = _run_kafka()
+    version = os.environ.get("KBROKER_KAFKA_VERSION", run_kafka.DEFAULT_VERSION)
+    libs = run_kafka.cache_dir(version) / "libs"
+    if shutil.which("java") is None or not (libs / ".complete").exists():
+        pytest.fail(f"Apache Kafka {version}'s jars are not installed in {libs} (or java is not "
+                    f"on PATH): run scripts/install-test-deps.sh, or "
+                    f"python tools/kafka_ref/run_kafka.py fetch", pytrace=False)
+    return run_kafka.classpath(version)

@@ -15,8 +15,7 @@ from kbroker.log import cleaner as cleaner_module
 from kbroker.log.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner
 from kbroker.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kbroker.protocol.records import RecordBatchBuilder, decode_records, iter_batches
-from tests.log.conftest import NOW, append
-from tests.log.test_formats import _kafka_classpath
+from tests.log.conftest import NOW, append, kafka_classpath
 
 DAY = 24 * 3600 * 1000
 
@@ -442,7 +441,6 @@ def test_topic_configs_reach_the_log_config():
     assert config.max_compaction_lag_ms == 60000
 
 
-@pytest.mark.skipif(_kafka_classpath() is None, reason="no cached Apache Kafka jars (tools/kafka_ref)")
 def test_kafka_dump_log_segments_reads_cleaned_segments(manager):
     m = manager()
     log = m.create("t", 0, compact_config())
@@ -461,7 +459,7 @@ def test_kafka_dump_log_segments_reads_cleaned_segments(manager):
     names = sorted(n for n in os.listdir(log.dir_path) if n.endswith((".log", ".index",
                                                                       ".timeindex")))
     paths = ",".join(os.path.join(log.dir_path, n) for n in names)
-    out = subprocess.run(["java", "-cp", _kafka_classpath(),
+    out = subprocess.run(["java", "-cp", kafka_classpath(),
                           "org.apache.kafka.tools.DumpLogSegments", "--index-sanity-check",
                           "--files", paths], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -469,7 +467,7 @@ def test_kafka_dump_log_segments_reads_cleaned_segments(manager):
     for name in names:
         if name.endswith((".index", ".timeindex")):
             assert f"{name} passed sanity check" in out.stdout or f"{name} is empty" in out.stdout
-    out = subprocess.run(["java", "-cp", _kafka_classpath(),
+    out = subprocess.run(["java", "-cp", kafka_classpath(),
                           "org.apache.kafka.tools.DumpLogSegments", "--deep-iteration",
                           "--print-data-log", "--files", paths],
                          capture_output=True, text=True, timeout=120)

@@ -1,20 +1,17 @@
-"""Kafka's on-disk formats, byte for byte (and, when a Kafka install is cached, its own tool)."""
+"""Kafka's on-disk formats, byte for byte, and read back by Kafka's own DumpLogSegments."""
 
-import glob
 import os
-import shutil
 import struct
 import subprocess
 import uuid
 
-import pytest
 
 from kbroker.log import LogConfig, LogManager
 from kbroker.log.checkpoint import (read_offset_checkpoint, read_partition_metadata,
                                     uuid_to_base64, write_offset_checkpoint)
 from kbroker.protocol.records import iter_batches
 
-from .conftest import NOW, append, make_batch
+from .conftest import NOW, append, kafka_classpath, make_batch
 
 
 def test_segment_file_names_and_index_entries(open_log, log_dir):
@@ -84,16 +81,6 @@ def test_log_manager_files(tmp_path):
     assert (root / "orders-2" / "00000000000000000003.snapshot").exists()
 
 
-def _kafka_classpath():
-    if shutil.which("java") is None:
-        return None
-    jars = glob.glob(os.path.expanduser("~/.cache/kbroker/kafka-*/libs/*.jar"))
-    if not any("kafka-tools-" in j for j in jars):
-        return None
-    return ":".join(jars)
-
-
-@pytest.mark.skipif(_kafka_classpath() is None, reason="no cached Apache Kafka jars (tools/kafka_ref)")
 def test_kafka_dump_log_segments_reads_our_files(open_log, log_dir):
     log = open_log(LogConfig(segment_bytes=1500, index_interval_bytes=200))
     for i in range(30):
@@ -102,7 +89,7 @@ def test_kafka_dump_log_segments_reads_our_files(open_log, log_dir):
     log.close()
     names = sorted(n for n in os.listdir(log_dir) if n.endswith((".log", ".index", ".timeindex",
                                                                  ".snapshot")))
-    out = subprocess.run(["java", "-cp", _kafka_classpath(),
+    out = subprocess.run(["java", "-cp", kafka_classpath(),
                           "org.apache.kafka.tools.DumpLogSegments", "--index-sanity-check",
                           "--files", ",".join(os.path.join(log_dir, n) for n in names)],
                          capture_output=True, text=True, timeout=120)
@@ -113,7 +100,7 @@ def test_kafka_dump_log_segments_reads_our_files(open_log, log_dir):
     for name in names:
         if name.endswith((".index", ".timeindex")):
             assert f"{name} passed sanity check" in out.stdout
-    out = subprocess.run(["java", "-cp", _kafka_classpath(),
+    out = subprocess.run(["java", "-cp", kafka_classpath(),
                           "org.apache.kafka.tools.DumpLogSegments",
                           "--files", ",".join(os.path.join(log_dir, n) for n in names)],
                          capture_output=True, text=True, timeout=120)

@@ -107,6 +107,8 @@ class KBroker(Broker):
                 "--set", f"log.dirs={self.data_dir}",
                 # the reference Kafka runs its internal topics with one partition, too
                 "--set", "offsets.topic.num.partitions=1",
+                # ... and joins a new group at once (run_kafka.server_properties)
+                "--set", "group.initial.rebalance.delay.ms=0",
                 "--log-level", "WARNING"]
         for kv in extra or ():
             args += ["--set", kv]
@@ -140,8 +142,7 @@ class Kafka(Broker):
         log4j.write_text(run_kafka.LOG4J2.format(console_level="WARN",
                                                  log_file=ddir / "server.log"))
         jvm = [f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={ddir}"]
-        cluster_id = run_kafka.base64.urlsafe_b64encode(
-            run_kafka.uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = run_kafka.new_cluster_id()
         fmt = run_kafka.java_cmd(run_kafka.STORAGE_MAIN,
                                  ["format", "-t", cluster_id, "-c", str(props)],
                                  version, None, heap="256M", extra=jvm)

@@ -12,9 +12,16 @@ then runs every workload against both, alternating which broker goes first. Work
 - produce: RECORDS records of 1024 and of 100 bytes, acks=1 and acks=-1, no compression and lz4,
   with Kafka's ProducerPerformance (kafka-tools, client defaults) and with confluent-kafka
   (librdkafka defaults), each into a fresh one-partition topic that is deleted afterwards;
-- consume: a 1 GiB topic (1 KiB records) read back with ConsumerPerformance (a consumer group)
-  and with confluent-kafka (assign());
-- end-to-end latency p50/p99 at a fixed 5,000 records/s (100-byte records, confluent-kafka);
+- consume: a 1 GiB topic (1 KiB records, written by confluent-kafka in ~1 MB batches) read back
+  with ConsumerPerformance (a consumer group) and with confluent-kafka (assign());
+- consume with Java defaults on both sides, the case a harness cannot hide: ProducerPerformance
+  with nothing but ``compression.type`` set (16 KiB batches, linger 5 ms; none and lz4) writes the
+  topic, ConsumerPerformance with its defaults (1 MiB per partition per fetch) reads it back and
+  prints the consumer's own metrics: ``fetch-size-avg`` (bytes per fetch response) and
+  ``fetch-latency-avg`` are reported next to the throughput;
+- end-to-end latency p50/p99 at a fixed 5,000 records/s (100-byte records, confluent-kafka), and
+  Kafka's own EndToEndLatency tool (one 100-byte record at a time, acks=1, send then poll until
+  it arrives: avg and p99);
 - start-up time, idle RSS (5 s after start-up) and peak RSS (VmHWM at the end of the round).
 
 Throughputs are in MB/s (10^6 bytes of record values per second). The report (markdown) goes to
@@ -125,6 +132,43 @@ def consume_perf(broker, topic, records, size, version, group) -> float:
     return float(fields[9]) * size / 1e6
 
 
+def consume_java_defaults(broker, topic, records, codec, version, group) -> dict:
+    """Fill with ProducerPerformance defaults, read with ConsumerPerformance defaults."""
+    out = java_tool(PRODUCER_PERF, [
+        "--topic", topic, "--num-records", str(records), "--record-size", "1024",
+        "--throughput", "-1", "--command-property", f"bootstrap.servers={broker.bootstrap}",
+        f"compression.type={codec}"], version, timeout=900)
+    line = [ln for ln in out.splitlines() if "records sent" in ln][-1]
+    produced = float(re.search(r"records sent, ([\d.]+) records/sec", line).group(1)) * 1024 / 1e6
+    out = java_tool(CONSUMER_PERF, [
+        "--bootstrap-server", broker.bootstrap, "--topic", topic, "--num-records", str(records),
+        "--group", group, "--timeout", "60000", "--print-metrics"], version, timeout=900)
+    rows = [ln for ln in out.splitlines() if ln and ln[0].isdigit()]
+    fields = [f.strip() for f in rows[-1].split(",")]
+    if int(fields[4]) < records:
+        raise RuntimeError(f"ConsumerPerformance read {fields[4]} of {records}")
+
+    def metric(name):
+        # The client-wide figure ("{client-id=...}"), not the per-topic one.
+        for ln in out.splitlines():
+            if f":{name}:{{client-id=" in ln and "topic=" not in ln:
+                return float(ln.rsplit(":", 1)[1])
+        raise RuntimeError(f"ConsumerPerformance printed no {name}")
+
+    return {"produce_mb_per_s": produced, "mb_per_s": float(fields[9]) * 1024 / 1e6,
+            "fetch_size_avg_kb": metric("fetch-size-avg") / 1e3,
+            "fetch_latency_avg_ms": metric("fetch-latency-avg")}
+
+
+def end_to_end_latency(broker, topic, records, version) -> dict:
+    """Kafka's EndToEndLatency: send one record (acks=1), poll until it arrives, repeat."""
+    out = java_tool("org.apache.kafka.tools.EndToEndLatency",
+                    [broker.bootstrap, topic, str(records), "1", "100"], version, timeout=600)
+    avg = float(re.search(r"Avg latency: ([\d.]+) ms", out).group(1))
+    p99 = float(re.search(r"99th = ([\d.]+)", out).group(1))
+    return {"avg_ms": avg, "p99_ms": p99}
+
+
 def consume_confluent(broker, topic, records, size, _version, _group) -> float:
     return client(["consume", broker.bootstrap, topic, records], timeout=900)["mb_per_s"]
 
@@ -142,7 +186,11 @@ def cells(cfg) -> list[dict]:
                                 "kind": "produce", "fn": fn, "size": size, "acks": acks,
                                 "codec": codec})
     out.append({"name": "consume-1GiB", "kind": "consume"})
+    for codec in ("none", "lz4"):
+        out.append({"name": f"consume-java-defaults-{codec}", "kind": "consume-java",
+                    "codec": codec})
     out.append({"name": "latency-5000rps", "kind": "latency"})
+    out.append({"name": "latency-e2e-java", "kind": "e2e"})
     return [c for c in out if re.search(cfg.only, c["name"])]
 
 
@@ -176,6 +224,33 @@ def run_cell(cell, broker, cfg, round_, results) -> None:
                 log(f"{name} {broker.name}: {value:.1f} MB/s")
         finally:
             delete_topic(broker.bootstrap, topic)
+    elif cell["kind"] == "consume-java":
+        codec = cell["codec"]
+        topic = f"consume-java-{codec}-{tag}"
+        create_topic(broker.bootstrap, topic)
+        try:
+            res = consume_java_defaults(broker, topic, cfg.consume_records, codec,
+                                        cfg.kafka_version, f"bench-java-{tag}")
+        finally:
+            delete_topic(broker.bootstrap, topic)
+        record(f"produce-java-defaults-{codec}", res["produce_mb_per_s"])
+        record(f"consume-java-defaults-{codec}", res["mb_per_s"])
+        record(f"fetch-size-avg-java-{codec}-kb", res["fetch_size_avg_kb"])
+        record(f"fetch-latency-avg-java-{codec}-ms", res["fetch_latency_avg_ms"])
+        log(f"java defaults {codec} {broker.name}: produce {res['produce_mb_per_s']:.1f} MB/s, "
+            f"consume {res['mb_per_s']:.1f} MB/s, fetch-size-avg "
+            f"{res['fetch_size_avg_kb']:.0f} KB, fetch-latency-avg "
+            f"{res['fetch_latency_avg_ms']:.2f} ms")
+    elif cell["kind"] == "e2e":
+        topic = f"e2e-{tag}"
+        create_topic(broker.bootstrap, topic)
+        try:
+            res = end_to_end_latency(broker, topic, cfg.e2e_records, cfg.kafka_version)
+        finally:
+            delete_topic(broker.bootstrap, topic)
+        record("latency-e2e-java-avg-ms", res["avg_ms"])
+        record("latency-e2e-java-p99-ms", res["p99_ms"])
+        log(f"EndToEndLatency {broker.name}: avg {res['avg_ms']:.2f} ms, p99 {res['p99_ms']} ms")
     elif cell["kind"] == "latency":
         topic = f"latency-{tag}"
         create_topic(broker.bootstrap, topic)
@@ -224,7 +299,8 @@ def run(cfg, on_round=None) -> dict:
 # ---------------------------------------------------------------- report
 
 LOWER_IS_BETTER = ("startup-ms", "idle-rss-mb", "peak-rss-mb", "latency-p50-ms",
-                   "latency-p99-ms")
+                   "latency-p99-ms", "latency-e2e-java-avg-ms", "latency-e2e-java-p99-ms",
+                   "fetch-latency-avg-java-none-ms", "fetch-latency-avg-java-lz4-ms")
 
 
 def machine() -> dict:
@@ -266,13 +342,15 @@ def report(results: dict, cfg, started: float, rounds_done: int,
         if not kb or not ka:
             continue
         mk, ma = statistics.median(kb), statistics.median(ka)
-        unit = ("ms" if name.endswith("-ms") else "MB" if name.endswith("-mb") else "MB/s")
+        unit = ("ms" if name.endswith("-ms") else "MB" if name.endswith("-mb")
+                else "KB" if name.endswith("-kb") else "MB/s")
         lines.append(f"| {name} ({unit}) | {_num(mk)} | {_num(ma)} | {mk / ma:.2f} | "
                      f"{', '.join(_num(v) for v in kb)}; "
                      f"{', '.join(_num(v) for v in ka)} |")
     lines.append("")
     lines.append("Throughput ratios above 1 favour kbroker; for start-up, RSS and latency "
-                 "(lower is better) ratios below 1 favour kbroker.")
+                 "(lower is better) ratios below 1 favour kbroker. fetch-size-avg (KB per fetch "
+                 "response, the Java consumer's metric) should be equal.")
     return "\n".join(lines)
 
 
@@ -284,6 +362,8 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, help="records per produce cell (default 1,000,000)")
     ap.add_argument("--consume-records", type=int, help="1 KiB records to read back")
     ap.add_argument("--latency-seconds", type=float)
+    ap.add_argument("--e2e-records", type=int,
+                    help="records for Kafka's EndToEndLatency (default 10,000)")
     ap.add_argument("--only", default="", help="regex on workload names")
     ap.add_argument("--kafka-version", default=os.environ.get("KBROKER_KAFKA_VERSION",
                                                                run_kafka.DEFAULT_VERSION))
@@ -302,6 +382,7 @@ def main(argv=None) -> int:
     cfg.records = cfg.records or (200_000 if quick else 1_000_000)
     cfg.consume_records = cfg.consume_records or (GIB_OF_1K // 4 if quick else GIB_OF_1K)
     cfg.latency_seconds = cfg.latency_seconds or (5 if quick else 15)
+    cfg.e2e_records = cfg.e2e_records or (2_000 if quick else 10_000)
     run_kafka.fetch(cfg.kafka_version)  # Maven Central, once; cached in ~/.cache/kbroker
     started = time.time()
 

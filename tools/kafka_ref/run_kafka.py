@@ -248,6 +248,15 @@ def default_data_dir(port: int) -> Path:
     return Path(tempfile.gettempdir()) / f"kbroker-kafka-ref-{port}"
 
 
+def new_cluster_id() -> str:
+    """A random cluster id as Kafka's ``Uuid.randomUuid`` makes one: 22 URL-safe base64
+    characters, never starting with ``-`` (StorageTool would read it as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def server_properties(port: int, controller_port: int, log_dir: Path, advertised: str,
                       extra: dict[str, str]) -> str:
     props = {
@@ -306,7 +315,7 @@ def start_kafka(port: int = 19092, controller_port: int | None = None, data_dir:
     log4j.write_text(LOG4J2.format(console_level=console_level, log_file=ddir / "server.log"))
     jvm_extra = [f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={ddir}"]
 
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = new_cluster_id()
     fmt = java_cmd(STORAGE_MAIN, ["format", "-t", cluster_id, "-c", str(props_file)],
                    version, cache, heap="256M", extra=jvm_extra)
     res = subprocess.run(fmt, capture_output=True, text=True)
