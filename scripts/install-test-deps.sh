@@ -5,6 +5,7 @@
 #   - the Java driver (Apache Kafka's kafka-clients from Maven Central), built with Maven;
 #   - Spark's Kafka connector jars for compat_tests/spark (Maven Central, copied by Maven).
 #   - Apache Kafka's jars for the side-by-side tests (tools/kafka_ref/run_kafka.py fetch).
+#   - Apache ZooKeeper's server jars for `kbroker cluster up` and tests/cluster (Maven Central).
 #   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
 #     (npm ci, native lz4/zstd codecs built by node-gyp).
 # --python-only skips the system packages and the Java build.
@@ -45,6 +46,17 @@ fi
 # run_kafka.py skips Maven once its cache is complete.
 if [ -f tools/kafka_ref/pom.xml ]; then
   "$VENV/bin/python" tools/kafka_ref/run_kafka.py fetch >/dev/null
+fi
+
+# Apache ZooKeeper (server + runtime deps + metrics-core and snappy-java, which it loads without
+# declaring them) for the cluster tests and `kbroker cluster up`; see kbroker/cluster/zookeeper.py.
+if [ -f tools/zookeeper/pom.xml ]; then
+  zk_stamp=tools/zookeeper/target/jars.stamp
+  if [ ! -e "$zk_stamp" ] || [ tools/zookeeper/pom.xml -nt "$zk_stamp" ]; then
+    rm -rf tools/zookeeper/target/jars
+    (cd tools/zookeeper && mvn -q -B dependency:copy-dependencies)
+    touch "$zk_stamp"
+  fi
 fi
 
 # Spark's Kafka connector and the jars it needs beyond the pyspark wheel, for spark.jars.
