@@ -5,6 +5,7 @@
 #   - the Java driver (Apache Kafka's kafka-clients from Maven Central), built with Maven;
 #   - Spark's Kafka connector jars for compat_tests/spark (Maven Central, copied by Maven).
 #   - Apache Kafka's own jars (DumpLogSegments for tests/log, the reference broker for tools/bench).
+#   - Apache ZooKeeper's server jars for `kbroker cluster up` and tests/cluster (Maven Central).
 #   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
 #     (npm ci, native lz4/zstd codecs built by node-gyp).
 # --python-only skips the system packages and the Java build (not Kafka's jars).
@@ -43,6 +44,17 @@ if [ -f compat_tests/java/pom.xml ]; then
   if [ ! -e "$jar" ] || [ compat_tests/java/pom.xml -nt "$jar" ] || \
      [ -n "$(find compat_tests/java/src -newer "$jar" -type f 2>/dev/null | head -n 1)" ]; then
     (cd compat_tests/java && mvn -q -B package -DskipTests)
+  fi
+fi
+
+# Apache ZooKeeper (server + runtime deps + metrics-core and snappy-java, which it loads without
+# declaring them) for the cluster tests and `kbroker cluster up`; see kbroker/cluster/zookeeper.py.
+if [ -f tools/zookeeper/pom.xml ]; then
+  zk_stamp=tools/zookeeper/target/jars.stamp
+  if [ ! -e "$zk_stamp" ] || [ tools/zookeeper/pom.xml -nt "$zk_stamp" ]; then
+    rm -rf tools/zookeeper/target/jars
+    (cd tools/zookeeper && mvn -q -B dependency:copy-dependencies)
+    touch "$zk_stamp"
   fi
 fi
 

@@ -16,8 +16,10 @@ operations are shaped after those znodes so the ZooKeeper store maps one call to
 =============================  ==========================================================
 
 Every write is durable when the call returns. Only :mod:`kbroker.metadata.controller` calls the
-writing methods (a test checks it); everyone else reads the controller's image. Conditional
-writes on a znode version (controller fencing) are the ZooKeeper store's concern, added with it.
+writing methods (a test checks it); everyone else reads the controller's image. The ZooKeeper
+store (``zk_store``) makes every write conditional on the znode version it read and, once its
+broker is controller, on the controller epoch; a write that loses raises
+:class:`StaleMetadataError` and changes nothing.
 """
 
 from __future__ import annotations
@@ -50,3 +52,8 @@ class MetadataStore(Protocol):
 # The writing methods, for the import rule test (only the controller calls them).
 WRITES = ("create_topic", "set_assignments", "set_topic_configs", "delete_topic",
           "set_broker_configs", "allocate_producer_id_block")
+
+
+class StaleMetadataError(Exception):
+    """A conditional write lost: the znode changed since this writer read it, or this writer's
+    controller epoch is no longer current (ZooKeeper store). Nothing was written."""

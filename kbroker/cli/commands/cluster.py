@@ -1,4 +1,5 @@
-"""``kbroker cluster info`` and ``kbroker cluster config get|set`` (dynamic broker configs)."""
+"""``kbroker cluster info``, ``kbroker cluster config get|set`` (dynamic broker configs), and
+``kbroker cluster up`` (a local ZooKeeper cluster: :mod:`kbroker.cli.cluster_up`)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ def register(sub, shared) -> None:
     p.add_argument("value", metavar="VALUE", help="the value; an empty string deletes the override")
     p.add_argument("--node", help="broker id (default: every broker)")
     p.set_defaults(run=config_set)
+
+    from kbroker.cli import cluster_up
+    cluster_up.register(cluster)
 
 
 def info(args) -> int:

@@ -1,0 +1,167 @@
+"""``kbroker cluster up --brokers N``: a real ZooKeeper and N broker processes on free local ports.
+
+Starts Apache ZooKeeper (:mod:`kbroker.cluster.zookeeper`, admin server off) and N brokers, each
+``python -m kbroker.cluster.member`` (the broker process itself: the PID written is the broker's),
+prints the bootstrap servers and stays in the foreground; SIGINT or SIGTERM stops the brokers
+(SIGTERM: clean shutdown) and then ZooKeeper. A broker that dies is reported, never restarted:
+tests restart it with the exact ``restart_command`` from ``--json FILE``::
+
+    {"zookeeper": {"connect": "127.0.0.1:PORT/kbroker", "pid": N, "port": PORT},
+     "session_timeout_ms": 6000, "bootstrap_servers": "127.0.0.1:P1,...",
+     "brokers": [{"id": 1, "host": "127.0.0.1", "port": P1, "pid": N, "data_dir": "...",
+                  "restart_command": ["python", "-m", "kbroker.cluster.member", ...]}, ...]}
+
+EXPERIMENTAL. Works: ZooKeeper, brokers registered at ``/brokers/ids/N``, one controller elected
+through ``/controller`` with ``/controller_epoch`` bumped, one cluster id for all. Not yet:
+replication and shared topic metadata: each broker keeps its own topics, so clients should use
+one broker's address per topic until issue 13's replication lands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# The dev default: short, so tests see a dead broker quickly; ZooKeeper's minimum at its default
+# 2 s tick is 4 s.
+DEV_SESSION_TIMEOUT_MS = 6000
+CHROOT = "/kbroker"
+NOT_YET = ("EXPERIMENTAL cluster: brokers register in ZooKeeper and elect a controller; "
+           "topics are NOT replicated or shared between brokers yet (each broker keeps its own)")
+
+
+def register(cluster_sub) -> None:
+    p = cluster_sub.add_parser(
+        "up", help="start ZooKeeper and N brokers locally (experimental; Ctrl-C stops all)",
+        description=__doc__.split("\n\n")[0] + " " + NOT_YET + ".")
+    p.add_argument("--brokers", type=int, default=3, metavar="N", help="number of brokers (3)")
+    p.add_argument("--json", metavar="FILE", help="write ports, PIDs and restart commands here")
+    p.add_argument("--data-dir", metavar="DIR",
+                   help="where ZooKeeper's and the brokers' data go (default: a temp dir, removed "
+                        "at exit)")
+    p.add_argument("--session-timeout-ms", type=int, default=DEV_SESSION_TIMEOUT_MS,
+                   help=f"zookeeper.session.timeout.ms for the brokers ({DEV_SESSION_TIMEOUT_MS})")
+    p.set_defaults(run=run, help_parser=p)
+
+
+def broker_command(zk_connect: str, broker_id: int, port: int, data_dir: str,
+                   session_timeout_ms: int) -> list[str]:
+    return [sys.executable, "-m", "kbroker.cluster.member",
+            "--zookeeper-connect", zk_connect, "--broker-id", str(broker_id),
+            "--host", "127.0.0.1", "--port", str(port),
+            "--session-timeout-ms", str(session_timeout_ms), "--",
+            "serve", "--dev", "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--set", f"log.dirs={data_dir}",
+            "--ready-file", os.path.join(data_dir, "ready.json")]
+
+
+def _start_broker(command: list[str], data_dir: str) -> subprocess.Popen:
+    log = open(os.path.join(data_dir, "broker.log"), "ab")
+    try:
+        # Own session: a terminal's Ctrl-C reaches the launcher only, which stops things in order.
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    finally:
+        log.close()
+
+
+def _stop(process: subprocess.Popen, timeout: float = 30.0) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def run(args) -> int:
+    from kbroker.cli.commands.common import CommandError
+    from kbroker.cluster.zookeeper import ZooKeeperNotInstalled, free_port, start_zookeeper
+
+    if args.brokers < 1:
+        raise CommandError("--brokers must be at least 1", 2)
+    stopping = []
+
+    def on_signal(signum, frame):
+        stopping.append(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    base = Path(args.data_dir or tempfile.mkdtemp(prefix="kbroker-cluster-"))
+    base.mkdir(parents=True, exist_ok=True)
+    brokers: list[dict] = []
+    processes: list[subprocess.Popen] = []
+    zookeeper = None
+    try:
+        try:
+            zookeeper = start_zookeeper(data_dir=base / "zookeeper")
+        except ZooKeeperNotInstalled as exc:
+            raise CommandError(str(exc), 1) from None
+        zk_connect = zookeeper.connect + CHROOT
+        for broker_id in range(1, args.brokers + 1):
+            port = free_port()
+            data_dir = str(base / f"broker-{broker_id}")
+            os.makedirs(data_dir, exist_ok=True)
+            command = broker_command(zk_connect, broker_id, port, data_dir, args.session_timeout_ms)
+            process = _start_broker(command, data_dir)
+            processes.append(process)
+            brokers.append({"id": broker_id, "host": "127.0.0.1", "port": port,
+                            "pid": process.pid, "data_dir": data_dir, "restart_command": command})
+        _wait_ready(brokers, processes, stopping)
+        bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in brokers)
+        info = {"zookeeper": {"connect": zk_connect, "pid": zookeeper.pid, "port": zookeeper.port,
+                              "data_dir": str(zookeeper.data_dir)},
+                "session_timeout_ms": args.session_timeout_ms, "bootstrap_servers": bootstrap,
+                "brokers": brokers, "launcher_pid": os.getpid()}
+        if args.json:
+            tmp = args.json + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(info, f, indent=2)
+            os.replace(tmp, args.json)
+        print(f"kbroker cluster up: {args.brokers} broker(s), ZooKeeper {zk_connect} "
+              f"(pid {zookeeper.pid}), session timeout {args.session_timeout_ms} ms")
+        print(f"  bootstrap servers  {bootstrap}")
+        for b in brokers:
+            print(f"  broker {b['id']}  127.0.0.1:{b['port']}  pid {b['pid']}  {b['data_dir']}")
+        print(f"  note               {NOT_YET}")
+        print("  stop               Ctrl-C, or kill", os.getpid(), flush=True)
+        reported = set()
+        while not stopping:
+            for b, process in zip(brokers, processes):
+                if process.poll() is not None and b["id"] not in reported:
+                    reported.add(b["id"])  # not restarted: that is the tests' job
+                    print(f"kbroker cluster up: broker {b['id']} (pid {b['pid']}) exited with "
+                          f"{process.returncode}; not restarted", file=sys.stderr, flush=True)
+            time.sleep(0.2)
+        return 0
+    finally:
+        for process in processes:
+            _stop(process)
+        if zookeeper is not None:
+            zookeeper.stop()
+        if not args.data_dir:
+            import shutil
+            shutil.rmtree(base, ignore_errors=True)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _wait_ready(brokers, processes, stopping, timeout: float = 60.0) -> None:
+    from kbroker.cli.commands.common import CommandError
+
+    deadline = time.monotonic() + timeout
+    for b, process in zip(brokers, processes):
+        ready = os.path.join(b["data_dir"], "ready.json")
+        while not os.path.exists(ready):
+            if stopping:
+                return
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = Path(b["data_dir"], "broker.log").read_text(errors="replace")[-2000:]
+                raise CommandError(f"broker {b['id']} did not start:\n{tail}", 1)
+            time.sleep(0.05)

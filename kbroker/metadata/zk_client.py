@@ -1,0 +1,43 @@
+"""Connecting to ZooKeeper the way Kafka does: ``zookeeper.connect`` with an optional chroot,
+``zookeeper.session.timeout.ms`` and ``zookeeper.connection.timeout.ms``.
+
+``zookeeper.connect`` is ``host:port[,host:port...][/chroot]``. Like Kafka (KafkaServer's
+``createZkClient``), the chroot path is created if it is missing before the real session starts
+inside it, so a fresh ZooKeeper needs no preparation. The session timeout asked for is bounded
+by the server (2 to 20 ticks: 4 s to 40 s at the default 2 s tick); ``negotiated_timeout_ms``
+says what the server granted.
+"""
+
+from __future__ import annotations
+
+from kazoo.client import KazooClient
+
+# Kafka's defaults: zookeeper.session.timeout.ms=18000; the connection timeout defaults to it.
+DEFAULT_SESSION_TIMEOUT_MS = 18000
+
+
+def split_chroot(connect: str) -> tuple[str, str]:
+    """``"h1:2181,h2:2181/kafka"`` -> ``("h1:2181,h2:2181", "/kafka")``; no chroot gives ""."""
+    hosts, slash, chroot = connect.partition("/")
+    chroot = ("/" + chroot).rstrip("/") if slash else ""
+    return hosts, chroot
+
+
+def connect(connect_string: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+            connection_timeout_ms: int | None = None) -> KazooClient:
+    """A started client, rooted at the chroot; raises kazoo's timeout error when no server
+    answers within the connection timeout."""
+    hosts, chroot = split_chroot(connect_string)
+    connection_timeout = (connection_timeout_ms or session_timeout_ms) / 1000
+    if chroot:
+        bootstrap = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
+        bootstrap.start(timeout=connection_timeout)
+        try:
+            bootstrap.ensure_path(chroot)
+        finally:
+            bootstrap.stop()
+            bootstrap.close()
+    client = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000)
+    client.start(timeout=connection_timeout)
+    return client
+

@@ -1,0 +1,295 @@
+"""The metadata store over ZooKeeper (kazoo), in Kafka's classic znode layout (``zk_znodes``).
+
+It implements :class:`kbroker.metadata.store.MetadataStore` one call to one ZooKeeper
+transaction (``multi``), and adds what only a cluster has: partition state
+(``/brokers/topics/T/partitions/P/state``) read and written with its znode version.
+
+**Every write is conditional.** The store remembers the version of each znode it read or wrote
+(``_versions``); a ``set_data`` or ``delete`` names that version, a ``create`` fails if the
+znode exists. Once this broker has won the controller election (:meth:`fence`), every
+transaction also checks ``/controller_epoch`` at the version this broker's election wrote, as
+Kafka's controller does (``KafkaZkClient.retryRequestsUntilConnected`` with
+``zkControllerEpochZkVersion``): a controller that was paused while another won cannot
+overwrite anything. A write that loses either check raises :class:`StaleMetadataError` and
+changes nothing.
+
+Topics: ``create_topic`` writes the topic's config, assignment and one state znode per partition
+(leader = the first replica, ISR = all replicas, leader epoch 0) in one transaction. ZooKeeper
+bounds one transaction by ``jute.maxbuffer`` (1 MiB by default), about 5,000 partitions.
+``delete_topic`` first creates ``/admin/delete_topics/T`` (as Kafka's admin does), then deletes
+the topic's znodes and the marker in one transaction; ``load`` finishes a deletion a crash
+interrupted.
+
+Config changes create a sequential ``/config/changes/config_change_`` notification in the same
+transaction, which is how a Kafka broker learns of them.
+
+Concurrency: kazoo calls block the caller for one ZooKeeper round trip (about a millisecond on
+a local server); the controller is the one caller.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping, Sequence
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+
+from kbroker.metadata import zk_znodes as zn
+from kbroker.metadata.image import MetadataImage, TopicMetadata
+from kbroker.metadata.local_store import new_cluster_id
+from kbroker.metadata.store import StaleMetadataError
+
+log = logging.getLogger("kbroker.metadata.zk")
+
+_PRODUCER_ID_RETRIES = 20
+
+
+class ZkMetadataStore:
+    def __init__(self, client: KazooClient, node_id: int, cluster_id: str | None = None):
+        self._zk = client
+        self._node_id = node_id
+        self._versions: dict[str, int] = {}
+        self._partition_counts: dict[str, int] = {}
+        self._topic_ids: dict[str, object] = {}
+        self._epoch: int | None = None            # controller epoch this broker won, if any
+        self._epoch_zk_version: int | None = None
+        for path in zn.PERSISTENT_PATHS:
+            client.ensure_path(path)
+        self.cluster_id = self._create_or_get_cluster_id(cluster_id)
+
+    def _create_or_get_cluster_id(self, wanted: str | None) -> str:
+        try:
+            self._zk.create(zn.CLUSTER_ID, zn.encode_cluster_id(wanted or new_cluster_id()),
+                            makepath=True)
+        except NodeExistsError:
+            pass
+        data, _ = self._zk.get(zn.CLUSTER_ID)
+        stored = zn.decode_cluster_id(data)
+        if wanted and wanted != stored:
+            raise ValueError(f"cluster.id {wanted} does not match {stored} stored in ZooKeeper "
+                             f"at {zn.CLUSTER_ID}")
+        return stored
+
+    # --- fencing ---------------------------------------------------------------------------------
+
+    def fence(self, controller_epoch: int, epoch_zk_version: int) -> None:
+        """From now on every write checks ``/controller_epoch`` is still at ``epoch_zk_version``
+        (called by the election when this broker becomes controller). Never cleared: after a
+        resignation the old version no longer matches, so stale writes fail, as they must."""
+        self._epoch = controller_epoch
+        self._epoch_zk_version = epoch_zk_version
+
+    @property
+    def controller_epoch(self) -> int:
+        return self._epoch or 0
+
+    # --- reads -----------------------------------------------------------------------------------
+
+    def _get(self, path: str) -> bytes | None:
+        """Data of ``path`` (None if absent), remembering its version for the next write."""
+        try:
+            data, stat = self._zk.get(path)
+        except NoNodeError:
+            self._versions.pop(path, None)
+            return None
+        self._versions[path] = stat.version
+        return data
+
+    def load(self) -> MetadataImage:
+        self._finish_deletions()
+        topics = []
+        for name in sorted(self._zk.get_children(zn.TOPICS)):
+            data = self._get(zn.topic_path(name))
+            if data is None:
+                continue  # deleted since the listing
+            topic_id, assignments = zn.decode_topic(data)
+            if topic_id is None:
+                log.warning("topic %s in ZooKeeper has no topic_id (written by Kafka < 2.8); "
+                            "it is skipped", name)
+                continue
+            self._partition_counts[name] = len(assignments)
+            self._topic_ids[name] = topic_id
+            configs = zn.decode_config(self._get(zn.topic_config_path(name)))
+            topics.append(TopicMetadata(name, topic_id, assignments, configs))
+        broker_configs = {
+            "cluster": zn.decode_config(self._get(zn.broker_config_path(None))),
+            "broker": zn.decode_config(self._get(zn.broker_config_path(self._node_id))),
+        }
+        return MetadataImage.build(self.cluster_id, topics, broker_configs)
+
+    def partition_state(self, topic: str, partition: int) -> zn.PartitionState | None:
+        try:
+            data, stat = self._zk.get(zn.partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        return zn.PartitionState.decode(data, stat.version)
+
+    # --- writes (the controller only) ------------------------------------------------------------
+
+    def _transaction(self):
+        txn = self._zk.transaction()
+        if self._epoch_zk_version is not None:
+            txn.check(zn.CONTROLLER_EPOCH, self._epoch_zk_version)
+        return txn
+
+    def _commit(self, txn, what: str) -> list:
+        """Commit; on any failed operation raise StaleMetadataError naming the cause."""
+        results = txn.commit()
+        failures = [r for r in results if isinstance(r, Exception)
+                    and not isinstance(r, RolledBackError)]
+        if failures:
+            failure = failures[0]
+            ops = txn.operations
+            path = self._zk.unchroot(ops[results.index(failure)].path)
+            if self._epoch_zk_version is not None and results[0] is failure:
+                reason = (f"the controller epoch moved on (this broker's epoch {self._epoch} "
+                          "is stale: another broker is controller)")
+            elif isinstance(failure, BadVersionError):
+                reason = f"{path} changed since it was read"
+            elif isinstance(failure, NodeExistsError):
+                reason = f"{path} already exists"
+            elif isinstance(failure, NoNodeError):
+                reason = f"{path} does not exist"
+            else:
+                reason = f"{path}: {type(failure).__name__}"
+            raise StaleMetadataError(f"{what} refused: {reason}")
+        return results
+
+    def _set_or_create(self, txn, path: str, data: bytes) -> None:
+        version = self._versions.get(path)
+        if version is None:
+            txn.create(path, data)
+        else:
+            txn.set_data(path, data, version)
+
+    def _remember(self, txn, results) -> None:
+        """Record the versions our own writes produced, so the next write names them."""
+        for op, result in zip(txn.operations, results):
+            kind, path = type(op).__name__, self._zk.unchroot(op.path)
+            if kind == "SetData":
+                self._versions[path] = result.version
+            elif kind == "Create":
+                self._versions[path] = 0
+            elif kind == "Delete":
+                self._versions.pop(path, None)
+
+    def _partition_state_ops(self, txn, topic: str, first: int, assignments) -> None:
+        for p in range(first, len(assignments)):
+            replicas = tuple(assignments[p])
+            txn.create(f"{zn.TOPICS}/{topic}/partitions/{p}")
+            state = zn.PartitionState(replicas[0] if replicas else -1, 0, replicas,
+                                      self.controller_epoch)
+            txn.create(zn.partition_state_path(topic, p), state.encode())
+
+    def create_topic(self, topic: TopicMetadata) -> None:
+        txn = self._transaction()
+        config_path = zn.topic_config_path(topic.name)
+        txn.create(config_path, zn.encode_config(topic.configs))
+        txn.create(zn.topic_path(topic.name), zn.encode_topic(topic.topic_id, topic.assignments))
+        txn.create(f"{zn.TOPICS}/{topic.name}/partitions")
+        self._partition_state_ops(txn, topic.name, 0, topic.assignments)
+        self._remember(txn, self._commit(txn, f"creating topic {topic.name}"))
+        self._partition_counts[topic.name] = topic.num_partitions
+        self._topic_ids[topic.name] = topic.topic_id
+
+    def set_assignments(self, name: str, assignments: Sequence[Sequence[int]]) -> None:
+        path = zn.topic_path(name)
+        if path not in self._versions:  # never read by this store: read it, then write on it
+            data = self._get(path)
+            if data is None:
+                raise StaleMetadataError(f"changing the assignment of {name} refused: "
+                                         f"{path} does not exist")
+            self._topic_ids[name], old = zn.decode_topic(data)
+            self._partition_counts[name] = len(old)
+        txn = self._transaction()
+        txn.set_data(path, zn.encode_topic(self._topic_ids[name], assignments),
+                     self._versions[path])
+        self._partition_state_ops(txn, name, self._partition_counts[name], assignments)
+        self._remember(txn, self._commit(txn, f"changing the assignment of {name}"))
+        self._partition_counts[name] = len(assignments)
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        path = zn.topic_config_path(name)
+        if path not in self._versions:
+            self._get(path)
+        txn = self._transaction()
+        self._set_or_create(txn, path, zn.encode_config(configs))
+        txn.create(zn.CONFIG_CHANGE_PREFIX, zn.encode_config_change(f"topics/{name}"),
+                   sequence=True)
+        self._remember(txn, self._commit(txn, f"altering the configs of {name}"))
+
+    def delete_topic(self, name: str) -> None:
+        try:
+            self._zk.create(f"{zn.DELETE_TOPICS}/{name}")
+        except NodeExistsError:
+            pass  # a deletion already under way (or interrupted): finish it
+        self._delete_topic_znodes(name)
+
+    def _delete_topic_znodes(self, name: str) -> None:
+        txn = self._transaction()
+        topic = zn.topic_path(name)
+        partitions = f"{topic}/partitions"
+        try:
+            for p in self._zk.get_children(partitions):
+                if self._zk.exists(f"{partitions}/{p}/state"):
+                    txn.delete(f"{partitions}/{p}/state")
+                txn.delete(f"{partitions}/{p}")
+            txn.delete(partitions)
+        except NoNodeError:
+            pass
+        if self._zk.exists(topic):
+            txn.delete(topic, self._versions.get(topic, -1))
+        config = zn.topic_config_path(name)
+        if self._zk.exists(config):
+            txn.delete(config, self._versions.get(config, -1))
+        txn.delete(f"{zn.DELETE_TOPICS}/{name}")
+        self._remember(txn, self._commit(txn, f"deleting topic {name}"))
+        self._partition_counts.pop(name, None)
+        self._topic_ids.pop(name, None)
+
+    def _finish_deletions(self) -> None:
+        for name in self._zk.get_children(zn.DELETE_TOPICS):
+            log.info("finishing the deletion of topic %s that was under way", name)
+            self._versions.pop(zn.topic_path(name), None)
+            self._versions.pop(zn.topic_config_path(name), None)
+            self._delete_topic_znodes(name)
+
+    def set_broker_configs(self, configs: Mapping[str, str], *, cluster_default: bool) -> None:
+        broker = None if cluster_default else self._node_id
+        path = zn.broker_config_path(broker)
+        if path not in self._versions:
+            self._get(path)
+        txn = self._transaction()
+        self._set_or_create(txn, path, zn.encode_config(configs))
+        entity = zn.DEFAULT_ENTITY if cluster_default else str(self._node_id)
+        txn.create(zn.CONFIG_CHANGE_PREFIX, zn.encode_config_change(f"brokers/{entity}"),
+                   sequence=True)
+        self._remember(txn, self._commit(txn, f"altering broker configs ({entity})"))
+
+    def set_partition_state(self, topic: str, partition: int,
+                            state: zn.PartitionState) -> zn.PartitionState:
+        """Write ``state`` if the znode is still at ``state.zk_version``; return it with the new
+        version. A leader or controller holding an older version gets StaleMetadataError."""
+        txn = self._transaction()
+        txn.set_data(zn.partition_state_path(topic, partition), state.encode(), state.zk_version)
+        results = self._commit(txn, f"updating the state of {topic}-{partition}")
+        new_version = results[-1].version
+        return zn.PartitionState(state.leader, state.leader_epoch, state.isr,
+                                 state.controller_epoch, new_version)
+
+    def allocate_producer_id_block(self, size: int) -> int:
+        """Kafka's ZooKeeper-era scheme: read the latest block, claim the next one with a write
+        conditional on the version read, retry if another broker claimed it first. The counter
+        is shared by every broker, so it is not fenced by the controller epoch."""
+        for _ in range(_PRODUCER_ID_RETRIES):
+            data, stat = self._zk.get(zn.PRODUCER_ID_BLOCK)
+            first = zn.decode_producer_id_block_end(data) + 1
+            try:
+                self._zk.set(zn.PRODUCER_ID_BLOCK,
+                             zn.encode_producer_id_block(self._node_id, first, size), stat.version)
+            except BadVersionError:
+                continue
+            return first
+        raise StaleMetadataError(f"could not claim a producer id block in "
+                                 f"{_PRODUCER_ID_RETRIES} tries (too much contention)")

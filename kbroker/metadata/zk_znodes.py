@@ -1,0 +1,230 @@
+"""Kafka's classic ZooKeeper layout: znode paths and their JSON, exactly as Kafka 3.x writes them.
+
+Checked against Kafka 3.x's ``kafka/zk/ZkData.scala`` (and ``ProducerIdBlockZNode``) so that
+Kafka's own tools (``zookeeper-shell``, ``kafka-topics --zookeeper`` of old, a Kafka broker
+reading a kbroker-written tree) read what we write::
+
+    /cluster/id                          {"version":"1","id":"<cluster id>"}
+    /controller                          {"version":1,"brokerid":N,"timestamp":"<ms>"}  ephemeral
+    /controller_epoch                    "<epoch>"  (a plain decimal string, not JSON)
+    /brokers/ids/N                       version 5 registration (see broker_registration)  ephemeral
+    /brokers/topics/T                    {"version":2,"partitions":{"0":[1,2]},"adding_replicas":{},
+                                          "removing_replicas":{},"topic_id":"<base64url uuid>"}
+    /brokers/topics/T/partitions/P/state {"version":1,"leader":1,"leader_epoch":0,
+                                          "controller_epoch":1,"isr":[1,2]}
+    /config/topics/T, /config/brokers/N, /config/brokers/<default>
+                                         {"version":1,"config":{"key":"value"}}
+    /config/changes/config_change_NNNNNNNNNN   {"version":2,"entity_path":"topics/T"}  sequential
+    /admin/delete_topics/T               (no data: a topic being deleted)
+    /latest_producer_id_block            {"version":1,"broker":N,"block_start":"0","block_end":"999"}
+
+Kafka quirks kept on purpose: ``/cluster/id``'s version is the *string* "1"; timestamps and
+producer-id bounds are strings; a topic id is Kafka's ``Uuid.toString()`` (URL-safe base64 of
+the 16 bytes, no padding), not the dashed hex form; ``block_end`` is inclusive.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+TOPIC_CONFIGS = "/config/topics"
+BROKER_CONFIGS = "/config/brokers"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
+DELETE_TOPICS = "/admin/delete_topics"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+DEFAULT_ENTITY = "<default>"
+
+# The persistent paths a Kafka broker creates at start-up (KafkaZkClient.createTopLevelPaths).
+PERSISTENT_PATHS = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
+                    "/brokers/seqid", "/isr_change_notification", PRODUCER_ID_BLOCK,
+                    "/log_dir_event_notification", TOPIC_CONFIGS, "/config/clients",
+                    "/config/users", BROKER_CONFIGS, "/config/ips")
+
+
+def _json(value) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _parse(data: bytes) -> dict:
+    return json.loads(data.decode())
+
+
+def now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def broker_config_path(broker_id: int | None) -> str:
+    """``None`` is the cluster-wide default, Kafka's ``<default>`` entity."""
+    return f"{BROKER_CONFIGS}/{DEFAULT_ENTITY if broker_id is None else broker_id}"
+
+
+# --- topic ids: Kafka's Uuid.toString ------------------------------------------------------------
+
+def topic_id_to_kafka(topic_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def topic_id_from_kafka(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+# --- znode data --------------------------------------------------------------------------------
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _json({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return _parse(data)["id"]
+
+
+def encode_controller(broker_id: int) -> bytes:
+    return _json({"version": 1, "brokerid": broker_id, "timestamp": now_ms()})
+
+
+def decode_controller(data: bytes) -> int:
+    return int(_parse(data)["brokerid"])
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    return int(data.decode())
+
+
+def encode_topic(topic_id: uuid.UUID, assignments: Sequence[Sequence[int]]) -> bytes:
+    return _json({"version": 2,
+                  "partitions": {str(p): list(r) for p, r in enumerate(assignments)},
+                  "adding_replicas": {}, "removing_replicas": {},
+                  "topic_id": topic_id_to_kafka(topic_id)})
+
+
+def decode_topic(data: bytes) -> tuple[uuid.UUID | None, tuple[tuple[int, ...], ...]]:
+    """(topic id, replicas of partition 0..n-1); a topic written before ids has none."""
+    value = _parse(data)
+    partitions = {int(p): tuple(r) for p, r in (value.get("partitions") or {}).items()}
+    assignments = tuple(partitions[p] for p in range(len(partitions)))
+    topic_id = value.get("topic_id")
+    return (topic_id_from_kafka(topic_id) if topic_id else None), assignments
+
+
+def encode_config(configs: Mapping[str, str]) -> bytes:
+    return _json({"version": 1, "config": {k: str(v) for k, v in configs.items()}})
+
+
+def decode_config(data: bytes | None) -> dict[str, str]:
+    if not data:
+        return {}
+    return {k: str(v) for k, v in (_parse(data).get("config") or {}).items()}
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    """``entity_path`` as Kafka sanitizes it: ``topics/T``, ``brokers/1``, ``brokers/<default>``."""
+    return _json({"version": 2, "entity_path": entity_path})
+
+
+def encode_producer_id_block(broker_id: int, first: int, size: int) -> bytes:
+    return _json({"version": 1, "broker": broker_id, "block_start": str(first),
+                  "block_end": str(first + size - 1)})
+
+
+def decode_producer_id_block_end(data: bytes | None) -> int:
+    """The last id handed out so far, or -1 if none (Kafka starts the first block at 0)."""
+    if not data:
+        return -1
+    return int(_parse(data)["block_end"])
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """``/brokers/topics/T/partitions/P/state`` plus the znode version it was read at: Kafka's
+    LeaderIsrAndControllerEpoch, whose ``zk_version`` is the partition epoch a conditional
+    update must name."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = 0
+
+    def encode(self) -> bytes:
+        # leader_recovery_state is written only when not RECOVERED (Kafka 3.2+, KIP-704); we
+        # never elect uncleanly yet, so it is always absent.
+        return _json({"version": 1, "leader": self.leader, "leader_epoch": self.leader_epoch,
+                      "controller_epoch": self.controller_epoch, "isr": list(self.isr)})
+
+    @classmethod
+    def decode(cls, data: bytes, zk_version: int) -> "PartitionState":
+        value = _parse(data)
+        return cls(int(value["leader"]), int(value["leader_epoch"]), tuple(value["isr"]),
+                   int(value["controller_epoch"]), zk_version)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str          # listener name, e.g. PLAINTEXT
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def connection_string(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+def encode_broker_registration(endpoints: Sequence[Endpoint], rack: str | None = None,
+                               jmx_port: int = -1, features: Mapping | None = None) -> bytes:
+    """Kafka's version 5 registration (BrokerIdZNode.encode). ``host``/``port`` are the first
+    PLAINTEXT endpoint's, for old clients; null and -1 when there is none, as Kafka writes."""
+    plaintext = next((e for e in endpoints if e.security_protocol == "PLAINTEXT"), None)
+    value = {"version": 5,
+             "host": plaintext.host if plaintext else None,
+             "port": plaintext.port if plaintext else -1,
+             "endpoints": [e.connection_string() for e in endpoints],
+             "jmx_port": jmx_port,
+             "timestamp": now_ms(),
+             "listener_security_protocol_map": {e.listener: e.security_protocol for e in endpoints},
+             "features": dict(features or {})}
+    if rack is not None:
+        value["rack"] = rack
+    return _json(value)
+
+
+def decode_broker_registration(data: bytes) -> tuple[list[Endpoint], str | None]:
+    value = _parse(data)
+    protocols = value.get("listener_security_protocol_map") or {}
+    endpoints = []
+    for text in value.get("endpoints") or ():
+        listener, _, address = text.partition("://")
+        host, _, port = address.rpartition(":")
+        endpoints.append(Endpoint(listener, host.strip("[]"), int(port),
+                                  protocols.get(listener, listener)))
+    return endpoints, value.get("rack")
