@@ -101,7 +101,7 @@ class ConsoleApi:
                         "log_start_offset": partition.log_start_offset,
                         "log_end_offset": partition.log_end_offset,
                         "high_watermark": partition.high_watermark,
-                        "size": partition.log.size_in_bytes()})
+                        "size": partition.log.size_in_bytes})
         return out
 
     def messages(self, name: str, query: dict) -> dict | None:

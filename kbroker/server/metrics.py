@@ -167,7 +167,7 @@ class BrokerCollector:
         count = 0
         for partition in sorted(replicas.partitions(), key=lambda p: (p.topic, p.index)):
             labels = [partition.topic, str(partition.index)]
-            size.add_metric(labels, partition.log.size_in_bytes())
+            size.add_metric(labels, partition.log.size_in_bytes)
             end.add_metric(labels, partition.log_end_offset)
             start.add_metric(labels, partition.log_start_offset)
             count += 1
