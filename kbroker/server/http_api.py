@@ -214,7 +214,7 @@ def latest_records(partition, limit: int) -> list:
 
 
 def _records(batch):
-    body = compression.decompress(batch.compression, batch.records_view, 64 * 1024 * 1024)
+    body = compression.decompress(batch.compression, batch.records_view(), 64 * 1024 * 1024)
     pos = 0
     for _ in range(batch.record_count):
         _, pos = read_varint(body, pos)  # record length
