@@ -27,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="INFO", type=str.upper,
                        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                        help="logging threshold (default INFO)")
+    from kbroker.cli import observability
+    observability.add_arguments(serve)
     return parser
 
 
@@ -48,10 +50,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
+    from kbroker.cli import observability
     from kbroker.config import ConfigError, load_config
 
+    observability.apply_log_format(args)
     try:
-        config = load_config(args.config, args.overrides)
+        config = load_config(args.config, observability.overrides(args) + args.overrides)
     except ConfigError as exc:
         print(f"kbroker: bad config: {exc}", file=sys.stderr)
         return 2
