@@ -60,9 +60,6 @@ class Dispatcher:
 
     def reconfigure(self) -> None:
         """Re-read the fault rules and the trace settings (after a dynamic config change)."""
-        from kbroker.server.observe import RequestObserver
-        from kbroker.server.trace import Tracer
-
         for api_key in self._injected:
             self.faults.pop(api_key, None)
         hooks = self.injector.reload()
@@ -70,12 +67,15 @@ class Dispatcher:
         self._injected = set(hooks)
         config = self.services.config
         fmt = config.get("kbroker.trace")
-        tracer = None if fmt == "off" else Tracer(fmt, config.get("kbroker.trace.apis"),
-                                                 config.get("kbroker.trace.client.ids"))
-        if tracer is None and self.metrics is None and \
+        if fmt == "off" and self.metrics is None and \
                 not logging.getLogger("kbroker.requests").isEnabledFor(logging.DEBUG):
             self.observer = None
             return
+        from kbroker.server.observe import RequestObserver
+        from kbroker.server.trace import Tracer
+
+        tracer = None if fmt == "off" else Tracer(fmt, config.get("kbroker.trace.apis"),
+                                                 config.get("kbroker.trace.client.ids"))
         software = self.observer.software if self.observer is not None else None
         self.observer = RequestObserver(self.metrics, tracer, self._topic_name_of)
         if software is not None:

@@ -29,15 +29,12 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Al
 
 class HttpServer:
     def __init__(self, broker):
-        from prometheus_client import CollectorRegistry
-
         from kbroker.server.http_api import ConsoleApi
-        from kbroker.server.metrics import BrokerCollector, RequestMetrics
+        from kbroker.server.metrics import RequestMetrics
 
         self.broker = broker
         self.metrics = RequestMetrics()
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(broker, self.metrics))
+        self.registry = None  # made on the first scrape: prometheus_client costs ~0.1 s to import
         self.api = ConsoleApi(broker)
         self.server: asyncio.AbstractServer | None = None
         self.address: tuple[str, int] | None = None
@@ -63,6 +60,16 @@ class HttpServer:
     def url(self) -> str:
         host, port = self.address
         return f"http://{'127.0.0.1' if host in ('', '0.0.0.0') else host}:{port}/"
+
+    def _registry(self):
+        if self.registry is None:
+            from prometheus_client import CollectorRegistry
+
+            from kbroker.server.metrics import BrokerCollector
+
+            self.registry = CollectorRegistry(auto_describe=False)
+            self.registry.register(BrokerCollector(self.broker, self.metrics))
+        return self.registry
 
     # --- HTTP/1.1 --------------------------------------------------------------------------------
 
@@ -129,7 +136,7 @@ class HttpServer:
                     (503, b"not ready\n", "text/plain")
             if path == "/metrics":
                 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-                return 200, generate_latest(self.registry), CONTENT_TYPE_LATEST
+                return 200, generate_latest(self._registry()), CONTENT_TYPE_LATEST
             if path in ("/", "/index.html"):
                 from kbroker.server.http_console import PAGE
                 return 200, PAGE, "text/html; charset=utf-8"

@@ -28,9 +28,6 @@ from __future__ import annotations
 import bisect
 import struct
 
-from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                    HistogramMetricFamily)
-
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages import API_BY_KEY
 
@@ -103,13 +100,18 @@ def record_count(records) -> int:
 
 
 class BrokerCollector:
-    """A prometheus_client collector over one broker."""
+    """A prometheus_client collector over one broker. prometheus_client is imported on the first
+    scrape (about 0.1 s), not at start-up."""
 
     def __init__(self, broker, metrics: RequestMetrics):
         self.broker = broker
         self.metrics = metrics
 
     def collect(self):
+        global CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                            HistogramMetricFamily)
+
         yield from self._requests()
         yield from self._topics()
         broker = self.broker
