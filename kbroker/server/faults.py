@@ -27,6 +27,7 @@ from kbroker.config import ConfigError
 from kbroker.config.fault_rules import FaultRule, parse_rule
 from kbroker.protocol import messages
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.primitives import EncodeError
 from kbroker.server.connection import Closed
 
 log = logging.getLogger("kbroker.faults")
@@ -195,7 +196,23 @@ def error_response(ctx, request, code: int):
     build = _BUILDERS.get(messages.API_BY_KEY[ctx.api_key].name)
     if build is not None:
         return build(R, ctx, request, code)
-    return R(error_code=code)
+    response = R(error_code=code)
+    # Some versions have no top-level error code (Metadata before v13): the encoder drops it or
+    # refuses it, and the client would see a success.
+    try:
+        carried = _encoded(response, ctx.api_version) != _encoded(R(), ctx.api_version)
+    except EncodeError:
+        carried = False
+    if not carried:
+        log.warning("%s v%d has no top-level error code to carry %s; closing the connection "
+                    "instead", messages.API_BY_KEY[ctx.api_key].name, ctx.api_version,
+                    error_name(code))
+        raise Closed() from None
+    return response
+
+
+def _encoded(message, version: int) -> bytes:
+    return b"".join(bytes(part) for part in message.encode(version))
 
 
 def _produce(R, ctx, request, code):
