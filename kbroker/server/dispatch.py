@@ -154,11 +154,11 @@ class Dispatcher:
 
     def _observed(self, observer, token, ctx, result, connection):
         """The tail of :meth:`handle` when an observer watches: the same, reporting the answer."""
-        def finish(response):
-            observer.end(token, ctx, response)
-            return self.encode_response(ctx, response)
-
         if inspect.isawaitable(result):
+            def finish(response):
+                observer.end(token, ctx, response)
+                return self.encode_response(ctx, response)
+
             future = asyncio.ensure_future(result)
 
             def failed(fut):
@@ -166,8 +166,9 @@ class Dispatcher:
                     observer.dropped(token, ctx, "no answer (cancelled or failed)")
             future.add_done_callback(failed)
             return _chain(future, finish)
+        observer.end(token, ctx, result)
         try:
-            return finish(result)
+            return self.encode_response(ctx, result)
         except Exception:
             log.exception("cannot encode the %s v%d response for %s; closing the connection",
                           API_BY_KEY[ctx.api_key].name, ctx.api_version, _peer(connection))

@@ -29,48 +29,79 @@ class RequestObserver:
 
     def begin(self, ctx, request, connection) -> tuple:
         """Called once a request is decoded; returns the token ``end`` gets back."""
-        api_name = API_BY_KEY[ctx.api_key].name
-        peer = getattr(connection, "peer", "?")
-        if ctx.api_key == API_VERSIONS and connection is not None:
-            name = getattr(request, "client_software_name", None)
-            if name:
-                self.software[connection] = (name, request.client_software_version)
-            log.debug("connection from %s: client id %s, software %s %s", peer, ctx.client_id,
-                      name or "unknown", getattr(request, "client_software_version", "") or "")
-        software = self.software.get(connection) if connection is not None else None
-        traced = self.tracer is not None and self.tracer.wants(api_name, ctx.client_id)
+        api_key = ctx.api_key
+        if api_key == API_VERSIONS and connection is not None:
+            self._connected(ctx, request, connection)
+        tracer = self.tracer
+        traced = tracer is not None and tracer.wants(API_BY_KEY[api_key].name, ctx.client_id)
         if traced:
-            self.tracer.request(api_name, ctx, request, software, peer)
-        if self.metrics is not None and ctx.api_key == PRODUCE:
+            tracer.request(API_BY_KEY[api_key].name, ctx, request,
+                           self.software.get(connection) if connection is not None else None,
+                           getattr(connection, "peer", "?"))
+        if api_key == PRODUCE and self.metrics is not None:
             self.metrics.produced(request)
-        return time.perf_counter(), api_name, traced, peer
+        return time.perf_counter(), traced, connection
 
     def end(self, token, ctx, response) -> None:
-        started, api_name, traced, peer = token
+        started, traced, connection = token
         latency_ms = (time.perf_counter() - started) * 1000
+        metrics = self.metrics
         if response is None:  # acks=0 produce
             if traced:
-                self.tracer.no_response(api_name, ctx, latency_ms, "no response (acks=0)")
-            if self.metrics is not None:
-                self.metrics.request_done(ctx.api_key, ctx.api_version, latency_ms, ())
+                self.tracer.no_response(API_BY_KEY[ctx.api_key].name, ctx, latency_ms,
+                                        "no response (acks=0)")
+            if metrics is not None:
+                metrics.request_done(ctx.api_key, ctx.api_version, latency_ms, ())
             return
-        errors = error_codes(response)
+        errors = response_errors(ctx.api_key, response)
         if traced:
-            self.tracer.response(api_name, ctx, response, latency_ms, errors)
-        if self.metrics is not None:
-            self.metrics.request_done(ctx.api_key, ctx.api_version, latency_ms, errors)
+            self.tracer.response(API_BY_KEY[ctx.api_key].name, ctx, response, latency_ms, errors)
+        if metrics is not None:
+            metrics.request_done(ctx.api_key, ctx.api_version, latency_ms, errors)
             if ctx.api_key == FETCH:
-                self.metrics.fetched(response, self.topic_name_of)
+                metrics.fetched(response, self.topic_name_of)
         if errors and log.isEnabledFor(logging.DEBUG):
             from kbroker.protocol.errors import ErrorCode
-            log.debug("%s v%d from %s (client %s, correlation id %d) answered with %s", api_name,
-                      ctx.api_version, peer, ctx.client_id, ctx.correlation_id,
+            log.debug("%s v%d from %s (client %s, correlation id %d) answered with %s",
+                      API_BY_KEY[ctx.api_key].name, ctx.api_version,
+                      getattr(connection, "peer", "?"), ctx.client_id, ctx.correlation_id,
                       ", ".join(ErrorCode.for_code(code).name for code in errors))
 
     def dropped(self, token, ctx, why: str) -> None:
-        started, api_name, traced, peer = token
+        started, traced, connection = token
         latency_ms = (time.perf_counter() - started) * 1000
+        api_name = API_BY_KEY[ctx.api_key].name
         if traced:
             self.tracer.no_response(api_name, ctx, latency_ms, why)
         log.debug("%s v%d from %s (client %s, correlation id %d): %s", api_name, ctx.api_version,
-                  peer, ctx.client_id, ctx.correlation_id, why)
+                  getattr(connection, "peer", "?"), ctx.client_id, ctx.correlation_id, why)
+
+    def _connected(self, ctx, request, connection) -> None:
+        name = getattr(request, "client_software_name", None)
+        if name:
+            self.software[connection] = (name, request.client_software_version)
+        log.debug("connection from %s: client id %s, software %s %s",
+                  getattr(connection, "peer", "?"), ctx.client_id, name or "unknown",
+                  getattr(request, "client_software_version", "") or "")
+
+
+def response_errors(api_key: int, response) -> list:
+    """The non-zero error codes of a response; Produce and Fetch (the hot path) read only
+    their partitions, other APIs are walked generically."""
+    if api_key == PRODUCE:
+        found = []
+        for topic in response.responses:
+            for partition in topic.partition_responses:
+                code = partition.error_code
+                if code and code not in found:
+                    found.append(code)
+        return found
+    if api_key == FETCH:
+        found = [response.error_code] if response.error_code else []
+        for topic in response.responses:
+            for partition in topic.partitions:
+                code = partition.error_code
+                if code and code not in found:
+                    found.append(code)
+        return found
+    return error_codes(response)
