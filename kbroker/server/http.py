@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 log = logging.getLogger("kbroker.http")
 
 _MAX_HEADER_BYTES = 16 * 1024
+_IDLE_S = 30  # a connection that sends no complete request header for this long is closed
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             500: "Internal Server Error", 503: "Service Unavailable"}
 
@@ -78,9 +79,10 @@ class HttpServer:
         try:
             while True:
                 try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-                    return
+                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _IDLE_S)
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
+                        asyncio.TimeoutError):
+                    return  # closed, idle, or not HTTP at all (a Kafka client on the wrong port)
                 if len(head) > _MAX_HEADER_BYTES:
                     await self._send(writer, 400, b"request header too large\n", "text/plain", False)
                     return

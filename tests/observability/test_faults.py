@@ -149,3 +149,28 @@ def test_refused_outside_dev_mode(broker):
     error = refusal(broker, ("kbroker.fault.x", "api=Produce error=NOT_LEADER_OR_FOLLOWER"))
     assert error.code() == Errors.INVALID_REQUEST.code
     assert "fault injection works only on a broker in dev mode" in error.str()
+
+
+def test_wire_level_effects_throttle_error_and_close(dev_broker):
+    """The answers themselves, read off the wire: throttle_time_ms carried, an error in a
+    top-level error code, and a closed connection."""
+    from kbroker.protocol.messages.find_coordinator import FindCoordinatorRequest
+    from kbroker.protocol.messages.metadata import MetadataRequest
+    from tests.integration.clients import Wire
+
+    set_rules(dev_broker, ("kbroker.fault.a", "api=Metadata throttle.ms=150 client.id=wire"),
+              ("kbroker.fault.b", "api=FindCoordinator error=COORDINATOR_NOT_AVAILABLE count=1"),
+              ("kbroker.fault.c", "api=Heartbeat close"))
+    with Wire(dev_broker.bootstrap, client_id="wire") as wire:
+        wire.send(3, 12, MetadataRequest(topics=None))
+        assert wire.receive(3, 12)[1].throttle_time_ms == 150
+        wire.send(10, 3, FindCoordinatorRequest(key="g", key_type=0))
+        assert wire.receive(10, 3)[1].error_code == Errors.COORDINATOR_NOT_AVAILABLE.code
+        wire.send(10, 3, FindCoordinatorRequest(key="g", key_type=0))  # the one hit is spent
+        assert wire.receive(10, 3)[1].error_code == Errors.NONE.code
+    with Wire(dev_broker.bootstrap, client_id="other") as wire:  # client.id narrows the rule
+        wire.send(3, 12, MetadataRequest(topics=None))
+        assert wire.receive(3, 12)[1].throttle_time_ms == 0
+        from kbroker.protocol.messages.heartbeat import HeartbeatRequest
+        wire.send(12, 4, HeartbeatRequest(group_id="g", generation_id=1, member_id="m"))
+        assert wire.closed_by_broker()
