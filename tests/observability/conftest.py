@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 
@@ -38,3 +39,14 @@ def http_json(broker, path: str):
     status, body = http_get(broker, path)
     assert status == 200, body
     return json.loads(body)
+
+
+def log_lines(broker, predicate, at_least: int = 1) -> list[str]:
+    """The broker's log lines matching ``predicate``, once ``at_least`` of them are there (the
+    log reaches the file through a reader thread, a moment after the broker wrote it)."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        lines = [line for line in broker.log().splitlines() if predicate(line)]
+        if len(lines) >= at_least or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)

@@ -9,15 +9,16 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, \
     ResourceType
 
+from tests.observability.conftest import log_lines
+
 TIMEOUT = 20
 
 
 def trace_events(broker) -> list[dict]:
-    events = []
-    for line in broker.log().splitlines():
-        if " kbroker.trace: {" in line:
-            events.append(json.loads(line.split(" kbroker.trace: ", 1)[1]))
-    return events
+    # Wait until the last line the test needs reached the file.
+    log_lines(broker, lambda line: '"event": "response", "api": "Produce"' in line)
+    lines = [line for line in broker.log().splitlines() if " kbroker.trace: {" in line]
+    return [json.loads(line.split(" kbroker.trace: ", 1)[1]) for line in lines]
 
 
 def produce(broker, topic, client_id="tracer"):
@@ -58,7 +59,7 @@ def test_trace_switched_on_dynamically_and_filtered(broker):
                            "kbroker.trace.client.ids": "wanted"})
     produce(broker, "quiet", client_id="unwanted")
     produce(broker, "quiet", client_id="wanted")
-    lines = [line for line in broker.log().splitlines() if "kbroker.trace:" in line]
-    assert lines, broker.log()
+    # Two lines (request and response) from the wanted client: wait for them to reach the file.
+    lines = log_lines(broker, lambda line: "kbroker.trace:" in line, 2)
     assert all("Produce" in line and "client=wanted" in line for line in lines)
     assert any("-> Produce" in line for line in lines) and any("<- Produce" in line for line in lines)
