@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
@@ -31,7 +30,8 @@ def test_json_logs_trace_http_and_debug_lines(tmp_path):
             lines.append(line)
             if "kbroker ready" in line:
                 ready.set()
-    threading.Thread(target=pump, daemon=True).start()
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
     try:
         assert ready.wait(TIMEOUT), "".join(lines)
         port = re.search(r"127\.0\.0\.1:(\d+), data in", "".join(lines)).group(1)
@@ -44,10 +44,10 @@ def test_json_logs_trace_http_and_debug_lines(tmp_path):
         except Exception:
             pass  # UNKNOWN_TOPIC_OR_PARTITION: the failed request we want logged
         admin.close()
-        time.sleep(0.5)
     finally:
         proc.terminate()
         proc.wait(TIMEOUT)
+        reader.join(TIMEOUT)  # every line the broker wrote, up to its exit
     entries = [json.loads(line) for line in lines if line.strip()]
     assert any(e["logger"] == "kbroker.http" and "kbroker HTTP on http://" in e["message"]
                for e in entries)
