@@ -23,8 +23,9 @@ def add_arguments(parser) -> None:
                         help="trace only requests from this client id; repeatable")
     parser.add_argument("--http-port", type=int, metavar="PORT",
                         help="serve /healthz, /readyz, /metrics and the web console on PORT")
-    parser.add_argument("--log-format", choices=["text", "json"], default="text",
-                        help="log lines as text (default) or one JSON object each")
+    if "--log-format" not in parser._option_string_actions:  # the dev profile's serve options
+        parser.add_argument("--log-format", choices=["text", "json"], default="text",  # may have it
+                            help="log lines as text (default) or one JSON object each")
 
 
 def overrides(args) -> list[str]:
@@ -54,4 +55,5 @@ class JsonFormatter(logging.Formatter):
 def apply_log_format(args) -> None:
     if args.log_format == "json":
         for handler in logging.getLogger().handlers:
-            handler.setFormatter(JsonFormatter())
+            if type(handler.formatter).__name__ != "JsonFormatter":  # not set up already
+                handler.setFormatter(JsonFormatter())

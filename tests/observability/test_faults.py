@@ -175,3 +175,23 @@ def test_wire_level_effects_throttle_error_and_close(dev_broker):
         from kbroker.protocol.messages.heartbeat import HeartbeatRequest
         wire.send(12, 4, HeartbeatRequest(group_id="g", generation_id=1, member_id="m"))
         assert wire.closed_by_broker()
+
+
+def test_java_producer_retries_through_not_leader(dev_broker):
+    """Apache Kafka's Java producer (idempotent, acks=all) through two NOT_LEADER_OR_FOLLOWER."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    jar = Path(__file__).resolve().parents[2] / "compat_tests/java/target/kbroker-java-driver.jar"
+    if not jar.exists():
+        pytest.fail(f"{jar} is missing: run scripts/install-test-deps.sh")
+    create_topic(dev_broker, "java")
+    set_rules(dev_broker, ("kbroker.fault.java", "api=Produce error=NOT_LEADER_OR_FOLLOWER count=2"))
+    proc = subprocess.run(["java", "-jar", str(jar), "produce", "--bootstrap", dev_broker.bootstrap,
+                           "--topic", "java", "--count", "5", "--acks", "all"],
+                          capture_output=True, timeout=120)
+    events = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.startswith("{")]
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert events[-1] == {"event": "done", "produced": 5, "requested": 5}
+    assert len(fault_lines(dev_broker, "java", 2)) == 2
