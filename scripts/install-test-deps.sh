@@ -39,6 +39,14 @@ if ! command -v kcat >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat >/dev/null
 fi
 
+# Headless Chromium for the web console test (tests/observability/test_console.py), driven by
+# Playwright through executable_path: Playwright's own browser download is not needed.
+if ! command -v chromium >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
 if [ -f compat_tests/java/pom.xml ]; then
   jar=compat_tests/java/target/kbroker-java-driver.jar
   if [ ! -e "$jar" ] || [ compat_tests/java/pom.xml -nt "$jar" ] || \

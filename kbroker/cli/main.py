@@ -23,7 +23,7 @@ SUBCOMMANDS = ("serve", "dev")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kbroker.cli import serve_options
+    from kbroker.cli import observability, serve_options
     from kbroker.cli.parser import Parser
 
     parser = Parser(prog="kbroker", description="A Kafka-compatible broker.")
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     for serve in (serve, dev):
         _add_serve_arguments(serve)
         serve_options.add_arguments(serve)
+        observability.add_arguments(serve)  # after serve_options: --log-format is theirs
     parser.epilog = EXIT_CODES_HELP
     return parser
 
@@ -87,10 +88,12 @@ def serve(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     if args.log_format == "json":
         serve_options.use_json_logs()
+    from kbroker.cli import observability
     from kbroker.config import ConfigError, load_config
 
     try:
-        config = load_config(args.config, serve_options.overrides(args))
+        config = load_config(args.config,
+                             observability.overrides(args) + serve_options.overrides(args))
     except ConfigError as exc:
         print(f"kbroker: bad config: {exc}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Mapping
 
-from kbroker.config.broker_table import BROKER_CONFIGS, security_feature
+from kbroker.config.broker_table import BROKER_CONFIGS, FAULT_PREFIX, security_feature
 from kbroker.config.listeners import Endpoint, parse_listeners
 from kbroker.config.properties import parse_properties
 from kbroker.config.topic_table import TOPIC_CONFIGS
@@ -44,6 +44,7 @@ class BrokerConfig:
         self._static: dict[str, Any] = {}
         self._dynamic_broker: dict[str, Any] = {}
         self._dynamic_default: dict[str, Any] = {}
+        self._watchers: list = []
         for key, raw in self.originals.items():
             definition = BROKER_CONFIGS.get(key)
             if definition is None:
@@ -114,6 +115,20 @@ class BrokerConfig:
             layer.clear()
             layer.update(previous)
             raise
+        for watcher in self._watchers:
+            watcher(name)
+
+    def watch(self, callback) -> None:
+        """Call ``callback(name)`` after each successful dynamic change (the server re-reads
+        the trace and fault-injection settings this way instead of polling on every request)."""
+        self._watchers.append(callback)
+
+    def fault_rule_names(self) -> list[str]:
+        """The ``kbroker.fault.<name>`` keys set in any layer, sorted."""
+        names = set()
+        for layer in (self._dynamic_broker, self._dynamic_default, self._static):
+            names.update(n for n in layer if n.startswith(FAULT_PREFIX))
+        return sorted(names)
 
     def dynamic_configs(self, *, cluster_default: bool = False) -> dict[str, str]:
         """The dynamic broker configs of one layer (per-broker or cluster default), as strings:
@@ -241,6 +256,10 @@ class BrokerConfig:
         if self.get("group.min.session.timeout.ms") > self.get("group.max.session.timeout.ms"):
             raise ConfigError("'group.min.session.timeout.ms' must not exceed "
                               "'group.max.session.timeout.ms'", "group.min.session.timeout.ms")
+        faults = sorted(n for n in self._static if n.startswith(FAULT_PREFIX))
+        if faults and not self.get("dev.mode"):
+            raise ConfigError(f"refused '{faults[0]}': fault injection works only in dev mode "
+                              "(dev.mode=true)", faults[0])
         if not self.log_dirs:
             raise ConfigError("invalid value for 'log.dirs': at least one directory is required", "log.dirs")
 

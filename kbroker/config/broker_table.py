@@ -330,6 +330,21 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("producer.id.expiration.ms", I, 86400000, "Idle producer ids expire after this.", LOW, _AT1,
        update_mode=CW, log_field="producer_id_expiration_ms"),
     _d("producer.id.expiration.check.interval.ms", I, 600000, "How often producer ids expire.", LOW, _AT1),
+    # dev/CI tooling (kbroker extensions; docs/observability.md)
+    _d("dev.mode", B, False, "kbroker extension: a development broker. Enables fault injection "
+       "(kbroker.fault.<name>) and the HTTP port by default.", LOW),
+    _d("http.port", I, None, "kbroker extension: port of the HTTP server (/healthz, /readyz, "
+       "/metrics, the web console); 0 picks a free one. Unset means off, or a free port in dev "
+       "mode.", LOW, Range(0, 65535)),
+    _d("http.host", S, None, "kbroker extension: address the HTTP server binds; defaults to the "
+       "first listener's host.", LOW),
+    _d("kbroker.trace", S, "off", "kbroker extension: log every request and response decoded "
+       "(logger kbroker.trace) as text or json; off costs nothing.", LOW,
+       OneOf("off", "text", "json"), update_mode=CW),
+    _d("kbroker.trace.apis", LS, [], "kbroker extension: trace only these APIs (names as in "
+       "Kafka's protocol, e.g. Produce,Fetch); empty means all.", LOW, update_mode=CW),
+    _d("kbroker.trace.client.ids", LS, [], "kbroker extension: trace only requests from these "
+       "client ids; empty means all.", LOW, update_mode=CW),
     # security: TLS, SASL and ACLs are not implemented yet, so setting any of these is refused
     # (the per-broker mode is Kafka's, for when they are)
     _d("sasl.enabled.mechanisms", LS, ["GSSAPI"], "SASL mechanisms offered.", MEDIUM, update_mode=PB,
@@ -373,7 +388,45 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        unsupported=PLUGINS),
 )
 
-BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_TABLE}
+FAULT_PREFIX = "kbroker.fault."
+
+
+class _BrokerTable(dict):
+    """The table, plus one definition shared by the open family of ``kbroker.fault.<name>`` keys
+    (fault-injection rules: the user picks the names). Iterating lists only the fixed keys."""
+
+    def get(self, name, default=None):
+        definition = dict.get(self, name)
+        if definition is None and _is_fault_key(name):
+            return fault_rule_def(name)
+        return default if definition is None else definition
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, name) or _is_fault_key(name)
+
+    def __missing__(self, name):
+        if _is_fault_key(name):
+            return fault_rule_def(name)
+        raise KeyError(name)
+
+
+def _is_fault_key(name) -> bool:
+    return isinstance(name, str) and name.startswith(FAULT_PREFIX) and len(name) > len(FAULT_PREFIX)
+
+
+def _check_fault_rule(value: str) -> None:
+    from kbroker.config.fault_rules import parse_rule  # imports the protocol tables: only when used
+
+    parse_rule(value)
+
+
+def fault_rule_def(name: str) -> ConfigDef:
+    return ConfigDef(name, S, None, "kbroker extension, dev mode only: a fault-injection rule, "
+                     "e.g. 'api=Produce error=NOT_LEADER_OR_FOLLOWER count=3' "
+                     "(docs/observability.md).", LOW, _check_fault_rule, update_mode=CW)
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = _BrokerTable((d.name, d) for d in _BROKER_TABLE)
 
 # Keys outside the table that still name a security feature: Kafka's per-listener overrides and
 # the rest of the ssl.* / sasl.* families. They are refused rather than kept as unknown keys.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from kbroker.config.broker import BrokerConfig
-from kbroker.config.broker_table import BROKER_CONFIGS
+from kbroker.config.broker_table import BROKER_CONFIGS, FAULT_PREFIX
 from kbroker.config.topic_table import TOPIC_CONFIGS, broker_synonyms
 from kbroker.config.types import LONG_MAX, ConfigError, ConfigSource, ConfigType
 
@@ -65,7 +65,12 @@ def describe_broker_configs(broker: BrokerConfig, names: Iterable[str] | None = 
                             include_documentation: bool = False) -> list[ConfigEntry]:
     """Entries for a BROKER resource naming this broker (all configs when ``names`` is None;
     unknown names are skipped, as Kafka does)."""
-    wanted = list(BROKER_CONFIGS) if names is None else [n for n in names if n in BROKER_CONFIGS]
+    set_faults = broker.fault_rule_names()
+    if names is None:
+        wanted = list(BROKER_CONFIGS) + set_faults
+    else:  # a fault rule that is not set is as unknown as any other key
+        wanted = [n for n in names if n in BROKER_CONFIGS
+                  and (not n.startswith(FAULT_PREFIX) or n in set_faults)]
     entries = []
     for name in wanted:
         definition = BROKER_CONFIGS[name]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from kbroker.config.broker import BrokerConfig
-from kbroker.config.broker_table import BROKER_CONFIGS, security_feature
+from kbroker.config.broker_table import BROKER_CONFIGS, FAULT_PREFIX, security_feature
 from kbroker.config.types import PER_BROKER, ConfigError
 
 # SslConfigs.RECONFIGURABLE_CONFIGS: Kafka updates these only per listener (listener.name.X.*).
@@ -51,6 +51,11 @@ def check_update(config: BrokerConfig, changes: Mapping[str, Any], cluster_defau
         name = min(security)
         raise DynamicUpdateError(f"refused '{name}': {security_feature(name)} is not implemented "
                                  "by kbroker yet", name)
+    faults = sorted(n for n in names if n.startswith(FAULT_PREFIX) and changes[n] is not None)
+    if faults and not config.get("dev.mode"):
+        raise DynamicUpdateError(f"refused '{faults[0]}': fault injection works only on a broker "
+                                 "in dev mode (start it with dev.mode=true, e.g. kbroker serve "
+                                 "--dev)", faults[0])
     for name, value in changes.items():
         definition = BROKER_CONFIGS[name]
         if value is not None:

@@ -40,6 +40,7 @@ class Broker:
         self.dispatcher: Dispatcher | None = None
         self.group_coordinator = None
         self.log_cleaner = None
+        self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
 
@@ -84,6 +85,8 @@ class Broker:
             sock_port = server.sockets[0].getsockname()[1]
             self.bound[name] = (endpoint.bind_host or "0.0.0.0", sock_port)
             self.servers.append((name, server))
+        from kbroker.server.http import start_http_server
+        self.http = await start_http_server(self)  # None unless http.port is set or in dev mode
         self._tasks = [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self.replicas.enforce_retention), name="retention"),
@@ -98,6 +101,8 @@ class Broker:
             self._tasks.append(asyncio.create_task(self.log_cleaner.run(), name="log-cleaner"))
 
     async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.stop()
         for _, server in self.servers:
             server.close()
         for connection in list(self.connections):

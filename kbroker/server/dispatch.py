@@ -39,9 +39,51 @@ class Dispatcher:
     def __init__(self, services, handlers: dict):
         self.services = services
         self.handlers = handlers
-        # Per-api fault injection for tests: api_key -> fn(ctx, request) returning a response,
-        # None to fall through to the real handler, or raising Closed to drop the connection.
+        # Per-api fault injection: api_key -> fn(ctx, request) returning a response (or an
+        # awaitable of one), None to fall through to the real handler, or raising Closed to drop
+        # the connection. Tests set hooks directly; kbroker.fault.* rules install theirs through
+        # the FaultInjector (kbroker.server.faults).
         self.faults: dict = {}
+        # Metrics, trace and DEBUG request lines; None when nobody watches (kbroker.server.observe).
+        self.observer = None
+        self.metrics = None  # RequestMetrics, once the HTTP server wants them
+        self.injector = None
+        self._injected: set = set()
+        config = getattr(services, "config", None)
+        if config is not None:
+            from kbroker.server.faults import FaultInjector
+
+            self.injector = FaultInjector(config, handlers)
+            self.reconfigure()
+            config.watch(lambda name: self.reconfigure()
+                         if name.startswith("kbroker.") else None)
+
+    def reconfigure(self) -> None:
+        """Re-read the fault rules and the trace settings (after a dynamic config change)."""
+        for api_key in self._injected:
+            self.faults.pop(api_key, None)
+        hooks = self.injector.reload()
+        self.faults.update(hooks)
+        self._injected = set(hooks)
+        config = self.services.config
+        fmt = config.get("kbroker.trace")
+        if fmt == "off" and self.metrics is None and \
+                not logging.getLogger("kbroker.requests").isEnabledFor(logging.DEBUG):
+            self.observer = None
+            return
+        from kbroker.server.observe import RequestObserver
+        from kbroker.server.trace import Tracer
+
+        tracer = None if fmt == "off" else Tracer(fmt, config.get("kbroker.trace.apis"),
+                                                 config.get("kbroker.trace.client.ids"))
+        software = self.observer.software if self.observer is not None else None
+        self.observer = RequestObserver(self.metrics, tracer, self._topic_name_of)
+        if software is not None:
+            self.observer.software = software
+
+    def _topic_name_of(self, topic_id) -> str:
+        topic = self.services.controller.image.topic_by_id(topic_id)
+        return topic.name if topic is not None else str(topic_id)
 
     def handle(self, frame: memoryview, connection=None):
         if len(frame) < 8:
@@ -79,12 +121,16 @@ class Dispatcher:
             raise Closed() from None
         ctx = RequestContext(self.services, api_key, version, correlation_id, header.client_id,
                              _client_host(connection), getattr(connection, "listener_name", None))
+        observer = self.observer
+        token = observer.begin(ctx, request, connection) if observer is not None else None
         try:
             fault = self.faults.get(api_key)
             result = fault(ctx, request) if fault is not None else None
             if result is None:
                 result = self.handlers[api_key](ctx, request)
         except (Closed, CloseConnection):
+            if observer is not None:
+                observer.dropped(token, ctx, "connection closed instead of an answer")
             raise Closed() from None
         except OSError as exc:  # the disk (full, failing), not the request: no traceback
             log.error("%s v%d from %s failed: %s; closing the connection", info.name, version,
@@ -93,7 +139,11 @@ class Dispatcher:
         except Exception:
             log.exception("%s v%d from %s failed; closing the connection", info.name, version,
                           _peer(connection))
+            if observer is not None:
+                observer.dropped(token, ctx, "failed; connection closed")
             raise Closed() from None
+        if observer is not None:
+            return self._observed(observer, token, ctx, result, connection)
         if result is None:
             return None
         if inspect.isawaitable(result):
@@ -104,6 +154,28 @@ class Dispatcher:
         except Exception:
             log.exception("cannot encode the %s v%d response for %s; closing the connection",
                           info.name, version, _peer(connection))
+            raise Closed() from None
+
+    def _observed(self, observer, token, ctx, result, connection):
+        """The tail of :meth:`handle` when an observer watches: the same, reporting the answer."""
+        if inspect.isawaitable(result):
+            def finish(response):
+                observer.end(token, ctx, response)
+                return self.encode_response(ctx, response)
+
+            future = asyncio.ensure_future(result)
+
+            def failed(fut):
+                if fut.cancelled() or fut.exception() is not None:
+                    observer.dropped(token, ctx, "no answer (cancelled or failed)")
+            future.add_done_callback(failed)
+            return _chain(future, finish)
+        observer.end(token, ctx, result)
+        try:
+            return self.encode_response(ctx, result)
+        except Exception:
+            log.exception("cannot encode the %s v%d response for %s; closing the connection",
+                          API_BY_KEY[ctx.api_key].name, ctx.api_version, _peer(connection))
             raise Closed() from None
 
     def encode_response(self, ctx: RequestContext, response) -> list | None:

@@ -16,6 +16,7 @@ from kbroker.cli.suggest import did_you_mean
 log = logging.getLogger("kbroker.config")
 
 DEV_PROFILE: dict[str, str] = {
+    "dev.mode": "true",  # fault injection allowed; the HTTP port (console, metrics) on by default
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "1",
     "offsets.topic.segment.bytes": str(1 << 20),

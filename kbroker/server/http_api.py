@@ -1,0 +1,250 @@
+"""The JSON the web console reads (``/api/...`` on the HTTP port): read-only views of the broker.
+
+- ``cluster``: cluster id, this broker, listeners, dev mode;
+- ``topics``; ``topics/<name>``: partitions with offsets and sizes, configs with their sources;
+- ``topics/<name>/messages?partition=P&limit=N``: the latest N records (key, value, headers as
+  text when they are UTF-8, else hex), newest last;
+- ``groups``; ``groups/<id>``: state, members, committed offsets with lag, and the group's total
+  lag over time, sampled every ``_LAG_SAMPLE_S`` seconds while the HTTP port is up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+
+from kbroker.protocol import compression
+from kbroker.protocol.records import iter_batches, read_varint, read_varlong
+from kbroker.server.metrics import group_offsets
+
+_LAG_SAMPLE_S = 1.0
+_LAG_POINTS = 600
+_MAX_LIMIT = 500
+_READ_BYTES = 4 * 1024 * 1024
+
+
+class ConsoleApi:
+    def __init__(self, broker):
+        self.broker = broker
+        self.lag_history: dict[str, collections.deque] = {}
+        self._sampler: asyncio.Task | None = None
+        self.started = time.time()
+
+    def start(self) -> None:
+        self._sampler = asyncio.get_running_loop().create_task(self._sample_lag(), name="lag")
+
+    def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+
+    def get(self, path: list[str], query: dict):
+        match path:
+            case ["cluster"]:
+                return self.cluster()
+            case ["topics"]:
+                return self.topics()
+            case ["topics", name]:
+                return self.topic(name)
+            case ["topics", name, "messages"]:
+                return self.messages(name, query)
+            case ["groups"]:
+                return self.groups()
+            case ["groups", group_id]:
+                return self.group(group_id)
+        return None
+
+    # --- cluster and topics ----------------------------------------------------------------------
+
+    def cluster(self) -> dict:
+        broker = self.broker
+        host, port = broker.advertised_endpoint(None)
+        return {"cluster_id": broker.controller.cluster_id, "controller_id": broker.node_id,
+                "brokers": [{"node_id": broker.node_id, "host": host, "port": port,
+                             "rack": broker.config.get("broker.rack")}],
+                "listeners": {name: f"{h}:{p}" for name, (h, p) in broker.bound.items()},
+                "dev_mode": broker.config.get("dev.mode"),
+                "connections": len(broker.connections),
+                "uptime_s": round(time.time() - self.started, 1)}
+
+    def topics(self) -> list:
+        out = []
+        for name, topic in sorted(self.broker.controller.image.topics().items()):
+            parts = self._partitions(name, topic.num_partitions)
+            out.append({"name": name, "internal": topic.is_internal,
+                        "partitions": topic.num_partitions,
+                        "messages": sum(p["log_end_offset"] - p["log_start_offset"] for p in parts),
+                        "size": sum(p["size"] for p in parts)})
+        return out
+
+    def topic(self, name: str) -> dict | None:
+        from kbroker.config import TopicConfig
+
+        topic = self.broker.controller.image.topic(name)
+        if topic is None:
+            return None
+        configs = TopicConfig(topic.configs, self.broker.config).describe(None)
+        return {"name": name, "topic_id": str(topic.topic_id), "internal": topic.is_internal,
+                "partitions": self._partitions(name, topic.num_partitions),
+                "configs": [{"name": e.name, "value": e.value, "source": e.source.name}
+                            for e in sorted(configs, key=lambda e: e.name)]}
+
+    def _partitions(self, name: str, count: int) -> list:
+        out = []
+        for index in range(count):
+            partition = self.broker.replicas.get(name, index)
+            if partition is None:
+                out.append({"partition": index, "leader": -1, "log_start_offset": 0,
+                            "log_end_offset": 0, "high_watermark": 0, "size": 0})
+                continue
+            out.append({"partition": index, "leader": self.broker.node_id,
+                        "log_start_offset": partition.log_start_offset,
+                        "log_end_offset": partition.log_end_offset,
+                        "high_watermark": partition.high_watermark,
+                        "size": partition.size_in_bytes})
+        return out
+
+    def messages(self, name: str, query: dict) -> dict | None:
+        topic = self.broker.controller.image.topic(name)
+        if topic is None:
+            return None
+        limit = _int(query, "limit", 20)
+        if not 1 <= limit <= _MAX_LIMIT:
+            raise ValueError(f"limit must be between 1 and {_MAX_LIMIT}")
+        indexes = range(topic.num_partitions)
+        if "partition" in query:
+            index = _int(query, "partition", 0)
+            if index not in indexes:
+                raise ValueError(f"topic {name} has no partition {index}")
+            indexes = [index]
+        records = []
+        for index in indexes:
+            partition = self.broker.replicas.get(name, index)
+            if partition is not None:
+                records.extend(latest_records(partition, limit))
+        records.sort(key=lambda r: (r["timestamp"], r["partition"], r["offset"]))
+        return {"topic": name, "records": records[-limit:]}
+
+    # --- groups ------------------------------------------------------------------------------------
+
+    def _group_objects(self) -> dict:
+        coordinator = self.broker.group_coordinator
+        found = {}
+        for shard in list(coordinator.shards()) if coordinator is not None else ():
+            if not getattr(shard, "loading", False):
+                found.update(shard.groups)
+        return found
+
+    def _lags(self) -> dict:
+        lags: dict[str, list] = {}
+        for group, topic, index, committed, lag in group_offsets(self.broker):
+            lags.setdefault(group, []).append({"topic": topic, "partition": index,
+                                               "committed_offset": committed, "lag": lag})
+        return lags
+
+    def groups(self) -> list:
+        groups, lags = self._group_objects(), self._lags()
+        out = []
+        for group_id in sorted(groups.keys() | lags.keys()):
+            group = groups.get(group_id)
+            out.append({"group_id": group_id,
+                        "state": group.state.name if group is not None else "EMPTY",
+                        "members": len(group.members) if group is not None else 0,
+                        "lag": sum(o["lag"] or 0 for o in lags.get(group_id, []))})
+        return out
+
+    def group(self, group_id: str) -> dict | None:
+        group = self._group_objects().get(group_id)
+        offsets = self._lags().get(group_id, [])
+        if group is None and not offsets:
+            return None
+        members = [] if group is None else [
+            {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+             "group_instance_id": m.group_instance_id} for m in group.members.values()]
+        return {"group_id": group_id, "state": group.state.name if group else "EMPTY",
+                "protocol": group.protocol_name if group else None,
+                "generation": group.generation if group else 0,
+                "leader": group.leader_id if group else None, "members": members,
+                "offsets": offsets, "lag_history": list(self.lag_history.get(group_id, ()))}
+
+    async def _sample_lag(self) -> None:
+        while True:
+            now = round(time.time(), 3)
+            try:
+                totals: dict[str, int] = {}
+                for group, _, _, _, lag in group_offsets(self.broker):
+                    totals[group] = totals.get(group, 0) + (lag or 0)
+                for group, total in totals.items():
+                    history = self.lag_history.setdefault(group, collections.deque(maxlen=_LAG_POINTS))
+                    history.append([now, total])
+            except Exception:  # a group shard moving under us: try again next tick
+                pass
+            await asyncio.sleep(_LAG_SAMPLE_S)
+
+
+def _int(query: dict, name: str, default: int) -> int:
+    raw = query.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, not {raw!r}") from None
+
+
+def latest_records(partition, limit: int) -> list:
+    """The last ``limit`` records below the high watermark, read from whole batches."""
+    end = partition.high_watermark
+    start = max(partition.log_start_offset, end - limit)
+    out: collections.deque = collections.deque(maxlen=limit)
+    offset = start
+    while offset < end:
+        result = partition.read(offset, _READ_BYTES)
+        data = b"".join(region.read() for region in result.regions)
+        if not data:
+            break
+        for batch in iter_batches(memoryview(data), allow_partial_tail=True):
+            offset = batch.next_offset
+            if batch.is_control:
+                continue
+            for record in _records(batch):
+                if start <= record["offset"] < end:
+                    out.append({"partition": partition.index, **record})
+    return list(out)
+
+
+def _records(batch):
+    body = compression.decompress(batch.compression, batch.records_view(), 64 * 1024 * 1024)
+    pos = 0
+    for _ in range(batch.record_count):
+        _, pos = read_varint(body, pos)  # record length
+        pos += 1  # attributes
+        timestamp_delta, pos = read_varlong(body, pos)
+        offset_delta, pos = read_varint(body, pos)
+        key, pos = _bytes(body, pos)
+        value, pos = _bytes(body, pos)
+        count, pos = read_varint(body, pos)
+        headers = []
+        for _ in range(count):
+            hkey, pos = _bytes(body, pos)
+            hvalue, pos = _bytes(body, pos)
+            headers.append([_text(hkey), _text(hvalue)])
+        yield {"offset": batch.base_offset + offset_delta,
+               "timestamp": batch.base_timestamp + timestamp_delta,
+               "key": _text(key), "value": _text(value), "headers": headers}
+
+
+def _bytes(data, pos: int):
+    length, pos = read_varint(data, pos)
+    if length < 0:
+        return None, pos
+    return bytes(data[pos:pos + length]), pos + length
+
+
+def _text(value: bytes | None):
+    if value is None:
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + value.hex()

@@ -1,0 +1,222 @@
+"""Prometheus metrics with Kafka's names (as the JMX exporter spells them), through
+``prometheus_client``.
+
+The hot path only bumps plain integers, once per request (never per record: a produce's record
+count comes from its batch headers): :class:`RequestMetrics` holds them. Everything else --
+partitions, log sizes, group lag, connections -- is read from the broker when ``/metrics`` is
+scraped, by :class:`BrokerCollector`.
+
+Names (Kafka's MBean -> Prometheus, lower-cased):
+- ``kafka_server_brokertopicmetrics_messagesin_total{topic}``, ``..._bytesin_total{topic}``,
+  ``..._bytesout_total{topic}`` (BrokerTopicMetrics MessagesInPerSec, BytesInPerSec,
+  BytesOutPerSec);
+- ``kafka_network_requestmetrics_requests_total{request,version}`` (RequestsPerSec),
+  ``kafka_network_requestmetrics_errors_total{request,error}`` (ErrorsPerSec),
+  ``kafka_network_requestmetrics_totaltimems{request}`` (TotalTimeMs, a histogram in ms);
+- ``kafka_server_socketservermetrics_connection_count`` (connection-count);
+- ``kafka_server_replicamanager_partitioncount``, ``..._underreplicatedpartitions``,
+  ``kafka_controller_kafkacontroller_offlinepartitionscount``;
+- ``kafka_log_log_size{topic,partition}``, ``kafka_log_log_logendoffset``,
+  ``kafka_log_log_logstartoffset`` (kafka.log:type=Log);
+- ``kafka_consumergroup_lag{consumergroup,topic,partition}`` and
+  ``kafka_consumergroup_current_offset`` (Kafka has no broker-side lag metric; these are the
+  names kafka_exporter made standard).
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages import API_BY_KEY
+
+# TotalTimeMs buckets, in milliseconds.
+BUCKETS_MS = (0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+_BATCH_LENGTH = struct.Struct(">i")  # at offset 8 of a record batch
+_RECORD_COUNT = struct.Struct(">i")  # at offset 57 (v2 batches)
+PRODUCE, FETCH = 0, 1
+
+
+class RequestMetrics:
+    """Counters bumped once per request; read by the collector at scrape time."""
+
+    def __init__(self):
+        self.requests: dict[tuple[int, int], int] = {}  # (api key, version) -> count
+        self.errors: dict[tuple[int, int], int] = {}  # (api key, error code) -> count
+        self.latency: dict[int, list] = {}  # api key -> [bucket counts..., +Inf count, sum]
+        self.topics: dict[str, list] = {}  # topic -> [messages in, bytes in, bytes out]
+
+    def request_done(self, api_key: int, version: int, latency_ms: float, errors) -> None:
+        key = (api_key, version)
+        self.requests[key] = self.requests.get(key, 0) + 1
+        buckets = self.latency.get(api_key)
+        if buckets is None:
+            buckets = self.latency[api_key] = [0] * (len(BUCKETS_MS) + 1) + [0.0]
+        buckets[bisect.bisect_left(BUCKETS_MS, latency_ms)] += 1
+        buckets[-1] += latency_ms
+        for code in errors:
+            error_key = (api_key, code)
+            self.errors[error_key] = self.errors.get(error_key, 0) + 1
+
+    def produced(self, request) -> None:
+        for topic in request.topic_data:
+            for partition in topic.partition_data:
+                records = partition.records
+                if records is None:
+                    continue
+                counts = self._topic(topic.name)
+                counts[0] += record_count(records)
+                counts[1] += len(records)
+
+    def fetched(self, response, name_of) -> None:
+        for topic in response.responses:
+            size = 0
+            for partition in topic.partitions:
+                records = partition.records
+                if records:
+                    size += records.nbytes if isinstance(records, memoryview) else \
+                        sum(len(r) for r in records) if isinstance(records, list) else len(records)
+            if size:
+                self._topic(topic.topic or name_of(topic.topic_id))[2] += size
+
+    def _topic(self, name) -> list:
+        counts = self.topics.get(name)
+        if counts is None:
+            counts = self.topics[name] = [0, 0, 0]
+        return counts
+
+
+def record_count(records) -> int:
+    """Records in a run of v2 record batches, from their headers."""
+    view = memoryview(records)
+    total, pos, end = 0, 0, len(view)
+    while pos + 61 <= end:
+        (length,) = _BATCH_LENGTH.unpack_from(view, pos + 8)
+        (count,) = _RECORD_COUNT.unpack_from(view, pos + 57)
+        total += max(count, 0)
+        pos += 12 + length
+    return total
+
+
+class BrokerCollector:
+    """A prometheus_client collector over one broker. prometheus_client is imported on the first
+    scrape (about 0.1 s), not at start-up."""
+
+    def __init__(self, broker, metrics: RequestMetrics):
+        self.broker = broker
+        self.metrics = metrics
+
+    def collect(self):
+        global CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                            HistogramMetricFamily)
+
+        yield from self._requests()
+        yield from self._topics()
+        broker = self.broker
+        connections = GaugeMetricFamily("kafka_server_socketservermetrics_connection_count",
+                                        "Open client connections.")
+        connections.add_metric([], len(broker.connections))
+        yield connections
+        yield from self._partitions()
+        yield from self._groups()
+
+    def _requests(self):
+        m = self.metrics
+        requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                       "Requests answered, per API and version.",
+                                       labels=["request", "version"])
+        for (api_key, version), count in sorted(m.requests.items()):
+            requests.add_metric([API_BY_KEY[api_key].name, str(version)], count)
+        yield requests
+        errors = CounterMetricFamily("kafka_network_requestmetrics_errors",
+                                     "Error codes in responses, per API and error.",
+                                     labels=["request", "error"])
+        for (api_key, code), count in sorted(m.errors.items()):
+            errors.add_metric([API_BY_KEY[api_key].name, ErrorCode.for_code(code).name], count)
+        yield errors
+        latency = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
+                                        "Time from a request's arrival to its response, in ms.",
+                                        labels=["request"])
+        for api_key, counts in sorted(m.latency.items()):
+            cumulative, buckets = 0, []
+            for bound, count in zip(BUCKETS_MS + (float("inf"),), counts[:-1]):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
+            latency.add_metric([API_BY_KEY[api_key].name], buckets, counts[-1])
+        yield latency
+
+    def _topics(self):
+        names = ("messagesin", "Messages appended"), ("bytesin", "Record bytes received"), \
+            ("bytesout", "Record bytes sent to consumers")
+        families = [CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}",
+                                        f"{text}, per topic.", labels=["topic"])
+                    for name, text in names]
+        for topic, counts in sorted(self.metrics.topics.items()):
+            for family, value in zip(families, counts):
+                family.add_metric([topic], value)
+        yield from families
+
+    def _partitions(self):
+        replicas = self.broker.replicas
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of a partition's log.",
+                                 labels=["topic", "partition"])
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.",
+                                labels=["topic", "partition"])
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset.",
+                                  labels=["topic", "partition"])
+        count = 0
+        for partition in sorted(replicas.partitions(), key=lambda p: (p.topic, p.index)):
+            labels = [partition.topic, str(partition.index)]
+            size.add_metric(labels, partition.size_in_bytes)
+            end.add_metric(labels, partition.log_end_offset)
+            start.add_metric(labels, partition.log_start_offset)
+            count += 1
+        yield size
+        yield end
+        yield start
+        total = GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
+                                  "Partitions on this broker.")
+        total.add_metric([], count)
+        yield total
+        # A single node leads every partition with its whole replica set: none can lag or be
+        # offline while the broker answers.
+        under = GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
+                                  "Partitions whose ISR is smaller than their replica set.")
+        under.add_metric([], 0)
+        yield under
+        offline = GaugeMetricFamily("kafka_controller_kafkacontroller_offlinepartitionscount",
+                                    "Partitions without a leader.")
+        offline.add_metric([], 0)
+        yield offline
+
+    def _groups(self):
+        lag = GaugeMetricFamily("kafka_consumergroup_lag",
+                                "High watermark minus the group's committed offset.",
+                                labels=["consumergroup", "topic", "partition"])
+        current = GaugeMetricFamily("kafka_consumergroup_current_offset",
+                                    "The group's committed offset.",
+                                    labels=["consumergroup", "topic", "partition"])
+        for group, topic, index, committed, lag_value in group_offsets(self.broker):
+            labels = [group, topic, str(index)]
+            current.add_metric(labels, committed)
+            if lag_value is not None:
+                lag.add_metric(labels, lag_value)
+        yield lag
+        yield current
+
+
+def group_offsets(broker):
+    """(group, topic, partition, committed offset, lag or None) for every committed offset."""
+    coordinator = broker.group_coordinator
+    if coordinator is None:
+        return
+    for shard in list(coordinator.shards()):
+        if getattr(shard, "loading", False):
+            continue
+        for group, committed in sorted(shard.offsets.items()):
+            for (topic, index), offset in sorted(committed.items()):
+                partition = broker.replicas.get(topic, index)
+                lag = None if partition is None else max(partition.high_watermark - offset.offset, 0)
+                yield group, topic, index, offset.offset, lag
