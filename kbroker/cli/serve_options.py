@@ -66,7 +66,7 @@ def ready_info(broker, config) -> dict:
         "listeners": listeners,
         "pid": os.getpid(),
         "data_dirs": [os.path.abspath(d) for d in config.log_dirs],
-        "cluster_id": broker.metadata.cluster_id,
+        "cluster_id": broker.controller.image.cluster_id,
         "node_id": broker.node_id,
         "version": VERSION,
     }
