@@ -42,7 +42,7 @@ class TransactionCoordinator:
         self.partitions = partitions
         self.producer_ids = producer_ids
         self.groups = groups
-        topic_configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+        topic_configs = {"cleanup.policy": "compact", "compression.type": "producer",
                          "segment.bytes": str(config.get("transaction.state.log.segment.bytes")),
                          "min.insync.replicas": str(config.get("transaction.state.log.min.isr"))}
         self.runtime = CoordinatorRuntime(
