@@ -38,6 +38,7 @@ MODULES = (
     "add_offsets_to_txn",
     "end_txn",
     "write_txn_markers",
+    "txn_offset_commit",
 )
 
 

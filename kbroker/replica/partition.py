@@ -62,6 +62,7 @@ class Partition:
         # Opening a log recovers it; on a single node everything on disk was committed.
         self.high_watermark = log.high_watermark
         self.last_stable_offset = self.high_watermark
+        self._update_last_stable_offset()  # transactions left open in the log hold it back
         self.isr: frozenset[int] = frozenset((local_replica_id,))
         # Log end offset of each follower, as its fetches report it (empty on a single node).
         self._follower_end_offsets: dict[int, int] = {}

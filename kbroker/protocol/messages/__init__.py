@@ -108,6 +108,7 @@ ADVERTISED = {
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 4),  # EndTxn
     27: (1, 2),  # WriteTxnMarkers
+    28: (0, 5),  # TxnOffsetCommit
 }
 
 
