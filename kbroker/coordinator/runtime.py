@@ -329,8 +329,11 @@ class CoordinatorRuntime:
         for key, value in result.records:
             builder.append(timestamp, key, value)
         try:
-            appended, committed = partition.append(builder.build(), timestamp,
-                                                   from_client=not transactional)
+            if transactional:  # the coordinator's own batch: no client sequence checks
+                appended, committed = partition.append(builder.build(), timestamp,
+                                                       from_client=False)
+            else:
+                appended, committed = partition.append(builder.build(), timestamp)
         except KafkaError as exc:
             log.warning("appending %d record(s) to %s-%d failed: %s", len(result.records),
                         self.topic, index, exc)
