@@ -146,3 +146,15 @@ def test_state_is_rebuilt_by_replay(shard):
     assert fresh.txns["t"].partitions == shard.txns["t"].partitions
     fresh.replay(1, rec.key("t"), None)  # a tombstone
     assert "t" not in fresh.txns
+
+
+def test_idle_ids_expire(shard):
+    _, pid, epoch = init(shard)
+    updated = shard.txns["t"].txn_last_update_timestamp
+    assert run(shard, ops.expire_ids(shard, updated + 999, 1000)) == 0
+    run(shard, ops.add_partitions(shard, "t", pid, epoch, [("a", 0)]))
+    assert run(shard, ops.expire_ids(shard, updated + 10**9, 1000)) == 0  # open transaction
+    run(shard, ops.end_txn(shard, "t", pid, epoch, False))
+    run(shard, ops.complete(shard, shard.coordinator.sent[-1]))
+    assert run(shard, ops.expire_ids(shard, updated + 10**9, 1000)) == 1
+    assert "t" not in shard.txns

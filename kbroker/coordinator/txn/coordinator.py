@@ -11,7 +11,9 @@ transaction it finds prepared (a crash between Prepare and Complete).
 
 Timeouts: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` each loaded shard
 fences and aborts its Ongoing transactions older than their timeout; this runs for transactions
-recovered by a load as for live ones.
+recovered by a load as for live ones. Every
+``transaction.remove.expired.transaction.cleanup.interval.ms`` ids idle for
+``transactional.id.expiration.ms`` without an open transaction are deleted (tombstones).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class TransactionCoordinator:
             topic_configs, lambda runtime, index: TxnShard(runtime, index, self))
         self._markers: set[asyncio.Task] = set()
         self._timeouts: asyncio.Task | None = None
+        self._expiry: asyncio.Task | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -57,9 +60,11 @@ class TransactionCoordinator:
         self.runtime.start()
         self._timeouts = asyncio.get_running_loop().create_task(self._abort_timed_out_periodically(),
                                                                 name="transaction timeouts")
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_ids_periodically(),
+                                                              name="transactional id expiry")
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._timeouts, *self._markers) if t is not None]
+        tasks = [t for t in (self._timeouts, self._expiry, *self._markers) if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -188,6 +193,28 @@ class TransactionCoordinator:
             if not shard.loading:
                 total += await self.runtime.write(index, lambda s: ops.abort_timed_out(s, now))
         return total
+
+    async def expire_ids(self, now: int | None = None) -> int:
+        now = now_ms() if now is None else now
+        expiration = self.config.get("transactional.id.expiration.ms")
+        total = 0
+        for index, shard in list(self.runtime.shards.items()):
+            if not shard.loading:
+                total += await self.runtime.write(
+                    index, lambda s: ops.expire_ids(s, now, expiration))
+        return total
+
+    async def _expire_ids_periodically(self) -> None:
+        interval = self.config.get(
+            "transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_ids()
+            except KafkaError as exc:
+                log.warning("expiring transactional ids: %s", exc)
+            except Exception:
+                log.exception("expiring transactional ids failed")
 
     async def _abort_timed_out_periodically(self) -> None:
         interval = self.config.get(

@@ -177,5 +177,21 @@ def abort_timed_out(shard, now: int) -> CoordinatorResult:
                              on_failed=lambda exc: 0)
 
 
-__all__ = ["init_producer_id", "add_partitions", "verify_partitions", "end_txn", "complete",
+def expire_ids(shard, now: int, expiration_ms: int) -> CoordinatorResult:
+    """Kafka's removeExpiredTransactionalIds: an id with no open transaction (Empty,
+    CompleteCommit, CompleteAbort) idle for ``transactional.id.expiration.ms`` gets a tombstone;
+    its next InitProducerId starts afresh with a new producer id."""
+    expired = [m.transactional_id for m in shard.txns.values()
+               if m.state in (S.EMPTY, *COMPLETED)
+               and m.txn_last_update_timestamp + expiration_ms <= now]
+    if not expired:
+        return respond(0)
+    for transactional_id in expired:
+        log.info("transactional id %s expired after %d ms without use", transactional_id,
+                 expiration_ms)
+    return CoordinatorResult([(rec.key(t), None) for t in expired], len(expired),
+                             on_failed=lambda exc: 0)
+
+
+__all__ = ["expire_ids", "init_producer_id", "add_partitions", "verify_partitions", "end_txn", "complete",
            "abort_timed_out", "fence_and_abort", "COMPLETED"]
