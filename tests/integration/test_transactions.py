@@ -294,3 +294,43 @@ def test_aiokafka_transactions(shared):
     commit_end(bootstrap, topic)
     assert read_all(bootstrap, topic, "read_committed") == ["aio-commit", "end"]
     assert read_all(bootstrap, topic, "read_uncommitted") == ["aio-commit", "aio-abort", "end"]
+
+
+def test_consume_transform_produce_with_a_group_member(shared):
+    """Exactly-once loop: a subscribed consumer (a real group member, so TxnOffsetCommit carries
+    its generation and member id), one transaction per batch; the group's committed offsets and
+    the read_committed output match the input."""
+    bootstrap = shared.bootstrap
+    source, sink = new_topic(bootstrap), new_topic(bootstrap)
+    group = "eos-" + uuid.uuid4().hex[:6]
+    feeder = Producer({"bootstrap.servers": bootstrap})
+    for i in range(20):
+        feeder.produce(source, f"m{i}".encode())
+    feeder.flush(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([source])
+    p = producer(bootstrap, "eos-" + uuid.uuid4().hex[:6])
+    seen = 0
+
+    def step():
+        nonlocal seen
+        batch = [m for m in consumer.consume(5, 0.5) if m.error() is None]
+        if not batch:
+            return seen == 20
+        p.begin_transaction()
+        for m in batch:
+            p.produce(sink, m.value().upper())
+        p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                      consumer.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        seen += len(batch)
+        return seen == 20
+
+    wait_until(step, 60, 0, "20 records through the transactional loop")
+    committed = consumer.committed([TopicPartition(source, 0)], 30)
+    assert committed[0].offset == 20
+    consumer.close()
+    commit_end(bootstrap, sink)
+    assert read_all(bootstrap, sink, "read_committed") == [f"M{i}" for i in range(20)] + ["end"]
