@@ -158,3 +158,16 @@ def test_idle_ids_expire(shard):
     run(shard, ops.complete(shard, shard.coordinator.sent[-1]))
     assert run(shard, ops.expire_ids(shard, updated + 10**9, 1000)) == 1
     assert "t" not in shard.txns
+
+
+def test_kip_588_recovery_after_a_timeout_but_a_zombie_stays_fenced(shard):
+    _, pid, epoch = init(shard, timeout=1000)
+    run(shard, ops.add_partitions(shard, "t", pid, epoch, [("a", 0)]))
+    run(shard, ops.abort_timed_out(shard, shard.txns["t"].txn_start_timestamp + 1000))
+    run(shard, ops.complete(shard, shard.coordinator.sent[-1]))
+    # The timed-out producer re-initializes with its old epoch and keeps its id.
+    assert init(shard, pid=pid, epoch=epoch) == (Errors.NONE, pid, epoch + 1)
+    # A new instance bumps the epoch; the old epoch is fenced from then on.
+    assert init(shard) == (Errors.NONE, pid, epoch + 2)
+    assert init(shard, pid=pid, epoch=epoch)[0] is Errors.PRODUCER_FENCED
+    assert init(shard, pid=pid, epoch=epoch + 1)[0] is Errors.PRODUCER_FENCED

@@ -51,11 +51,16 @@ def init_producer_id(shard, transactional_id: str, timeout_ms: int, producer_id:
                         S.EMPTY, txn_last_update_timestamp=now)
     elif m.state in PREPARING:
         return respond((Errors.CONCURRENT_TRANSACTIONS, -1, NO_PRODUCER_EPOCH))
-    elif producer_id >= 0 and not (
-            producer_id == m.producer_id
-            and producer_epoch in (m.producer_epoch, m.last_producer_epoch)):
+    elif producer_id >= 0 and producer_id != m.producer_id:
         return respond((Errors.PRODUCER_FENCED, -1, NO_PRODUCER_EPOCH))
-    elif m.state is S.ONGOING:
+    elif producer_id >= 0 and producer_epoch != m.producer_epoch:
+        if producer_epoch != shard.last_epochs.get(transactional_id, NO_PRODUCER_EPOCH):
+            return respond((Errors.PRODUCER_FENCED, -1, NO_PRODUCER_EPOCH))
+        if m.state is not S.ONGOING:
+            # A retry, or a producer recovering after its transaction timed out (KIP-588):
+            # it gets the epoch the coordinator already bumped to.
+            return respond((Errors.NONE, m.producer_id, m.producer_epoch))
+    if m.state is S.ONGOING:
         # A new instance fences the one whose transaction is open: abort it with a bumped epoch.
         fenced = fence_and_abort(shard, m, now, "a new producer instance initialized")
         return CoordinatorResult(fenced.records, (Errors.CONCURRENT_TRANSACTIONS, -1,
@@ -71,7 +76,15 @@ def init_producer_id(shard, transactional_id: str, timeout_ms: int, producer_id:
         new = m.transition(S.EMPTY, producer_epoch=m.producer_epoch + 1, timeout_ms=timeout_ms,
                            partitions=frozenset(), txn_start_timestamp=-1,
                            txn_last_update_timestamp=now)
-    return _write(new, (Errors.NONE, new.producer_id, new.producer_epoch),
+    # Kafka's prepareIncrementProducerEpoch: a bump asked for with the current epoch may be
+    # retried with that epoch; a plain InitProducerId leaves no epoch to retry with.
+    last = m.producer_epoch if producer_id >= 0 and new.producer_id == m.producer_id \
+        else NO_PRODUCER_EPOCH
+
+    def committed():
+        shard.last_epochs[transactional_id] = last
+
+    return _write(new, (Errors.NONE, new.producer_id, new.producer_epoch), on_committed=committed,
                   on_failed=lambda exc: (exc.error, -1, NO_PRODUCER_EPOCH))
 
 
@@ -82,9 +95,12 @@ def fence_and_abort(shard, m: TxnMetadata, now: int, reason: str) -> Coordinator
     aborted = m.transition(S.PREPARE_ABORT, producer_epoch=epoch, txn_last_update_timestamp=now)
     log.info("aborting the transaction of %s (producer id %d, epoch bumped to %d): %s",
              m.transactional_id, m.producer_id, epoch, reason)
-    return _write(aborted, Errors.NONE,
-                  on_committed=lambda: shard.coordinator.send_markers(shard, aborted),
-                  on_failed=_on_failed)
+    def committed():
+        # KIP-588: the fenced producer may recover with the epoch it had.
+        shard.last_epochs[m.transactional_id] = m.producer_epoch
+        shard.coordinator.send_markers(shard, aborted)
+
+    return _write(aborted, Errors.NONE, on_committed=committed, on_failed=_on_failed)
 
 
 def _check_producer(m: TxnMetadata | None, producer_id: int, producer_epoch: int):

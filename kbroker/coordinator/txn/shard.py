@@ -18,6 +18,9 @@ class TxnShard(Shard):
         super().__init__(runtime, partition_index)
         self.coordinator = coordinator
         self.txns: dict[str, TxnMetadata] = {}
+        # In memory only, as in Kafka: the epoch before the coordinator's last bump of an id that
+        # a producer may still present (KIP-360 retries, KIP-588 recovery after a timeout).
+        self.last_epochs: dict[str, int] = {}
 
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         transactional_id = rec.decode_key(key)
@@ -26,15 +29,7 @@ class TxnShard(Shard):
         if value is None:
             self.txns.pop(transactional_id, None)
             return
-        replayed = rec.decode_value(transactional_id, value)
-        previous = self.txns.get(transactional_id)
-        if previous is not None and previous.producer_id == replayed.producer_id:
-            # Kafka keeps the epoch before a bump in memory for KIP-360 retries.
-            from dataclasses import replace
-            last = previous.producer_epoch if previous.producer_epoch != replayed.producer_epoch \
-                else previous.last_producer_epoch
-            replayed = replace(replayed, last_producer_epoch=last)
-        self.txns[transactional_id] = replayed
+        self.txns[transactional_id] = rec.decode_value(transactional_id, value)
 
     def snapshot(self):
         return dict(self.txns)

@@ -64,7 +64,6 @@ class TxnMetadata:
     partitions: frozenset = frozenset()       # {(topic, partition)} of the open transaction
     txn_start_timestamp: int = -1
     txn_last_update_timestamp: int = -1
-    last_producer_epoch: int = NO_PRODUCER_EPOCH  # in memory only (KIP-360 retries)
 
     def transition(self, state: TxnState, **changes) -> "TxnMetadata":
         if self.state not in VALID_PREVIOUS[state]:
