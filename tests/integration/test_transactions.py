@@ -8,7 +8,8 @@
   UNSTABLE_OFFSET_COMMIT, plain OffsetFetch does not see them) until the commit; an abandoned
   transaction is aborted by the coordinator after transaction.timeout.ms; a transaction open
   when the broker is killed (-9) is recovered (LSO, .txnindex) and aborted by the next instance.
-- kafka-python and aiokafka transactional producers: commit and abort.
+- kafka-python, aiokafka and Java (kafka-clients, through the compatibility driver)
+  transactional producers: commit and abort.
 
 Every read uses a committed "end" record written last, so reads wait for data, not for time.
 """
@@ -16,7 +17,10 @@ Every read uses a committed "end" record written last, so reads wait for data, n
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -334,3 +338,33 @@ def test_consume_transform_produce_with_a_group_member(shared):
     consumer.close()
     commit_end(bootstrap, sink)
     assert read_all(bootstrap, sink, "read_committed") == [f"M{i}" for i in range(20)] + ["end"]
+
+
+# --- Java (kafka-clients through the compatibility driver) --------------------------------------
+
+JAVA_DRIVER = Path(__file__).resolve().parents[2] / "compat_tests" / "java" / "target" / \
+    "kbroker-java-driver.jar"
+
+
+def java_produce(bootstrap: str, topic: str, transactional_id: str, result: str, prefix: str):
+    assert JAVA_DRIVER.exists(), "build the Java driver: scripts/install-test-deps.sh"
+    out = subprocess.run(["java", "-jar", str(JAVA_DRIVER), "produce", "--bootstrap", bootstrap,
+                          "--topic", topic, "--count", "3", "--value-prefix", prefix,
+                          "--transactional-id", transactional_id, "--transaction", result],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert {"event": "transaction", "result": result} in events
+
+
+def test_java_transactions(shared):
+    bootstrap = shared.bootstrap
+    topic = new_topic(bootstrap)
+    transactional_id = "java-" + uuid.uuid4().hex[:6]
+    java_produce(bootstrap, topic, transactional_id, "commit", "jc-")
+    java_produce(bootstrap, topic, transactional_id, "abort", "ja-")
+    commit_end(bootstrap, topic)
+    committed = [f"jc-{i}" for i in range(3)]
+    assert read_all(bootstrap, topic, "read_committed") == committed + ["end"]
+    assert read_all(bootstrap, topic, "read_uncommitted") == \
+        committed + [f"ja-{i}" for i in range(3)] + ["end"]
