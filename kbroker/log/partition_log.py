@@ -458,6 +458,7 @@ class PartitionLog:
             raise ValueError("only consecutive inactive segments can be replaced")
         swap_in(self.dir_path, cleaned, old_segments)
         self.segments[first:first + len(old_segments)] = [cleaned]
+        self.txn_indexes.merge_into(cleaned.base_offset, [s.base_offset for s in old_segments])
 
     # --- reads -------------------------------------------------------------------------------
 

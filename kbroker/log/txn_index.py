@@ -137,6 +137,28 @@ class TransactionIndexes:
                 with open(os.path.join(self.dir_path, name), "r+b") as f:
                     f.truncate(size)
 
+    def merge_into(self, segment_base: int, old_bases) -> None:
+        """The cleaner replaced segments ``old_bases`` by one at ``segment_base``: their entries
+        move into its file (written whole, then the old files are removed)."""
+        old = set(old_bases)
+        moved = [e for b, e in self._entries if b in old]
+        if not moved and not any(os.path.exists(self.path(b)) for b in old):
+            return
+        tmp = self.path(segment_base) + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(b"".join(e.encode() for e in moved))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path(segment_base))
+        for base in old - {segment_base}:
+            try:
+                os.unlink(self.path(base))
+            except FileNotFoundError:
+                pass
+        self._entries = sorted([(b, e) for b, e in self._entries if b not in old]
+                               + [(segment_base, e) for e in moved],
+                               key=lambda item: item[1].last_offset)
+
     def delete_segments(self, segment_bases) -> None:
         """The segments were deleted (retention, DeleteRecords, truncation): drop their files."""
         bases = set(segment_bases)

@@ -131,3 +131,33 @@ def test_kafka_dump_log_segments_reads_markers_and_txnindex(open_log, log_dir):
     assert "isTransactional: true" in out.stdout
     assert "producerId: 7 firstOffset: 0 lastOffset: 2 lastStableOffset: 3" in out.stdout, \
         out.stdout
+
+
+def test_cleaner_never_passes_an_open_transaction(open_log):
+    from kbroker.log.cleaner import cleanable_offsets
+
+    log = open_log(LogConfig(cleanup_policy=["compact"]))
+    append(log, make_keyed(0))
+    append(log, txn_batch(1, 0, 0))           # open at offset 1
+    append(log, make_keyed(1))
+    log.roll(NOW)
+    assert cleanable_offsets(log, 0, NOW) == (0, 1)
+
+
+def test_merged_segments_keep_their_aborted_entries(tmp_path):
+    from kbroker.log.txn_index import TransactionIndexes
+
+    indexes = TransactionIndexes(str(tmp_path))
+    indexes.append(0, AbortedTxn(1, 0, 5, 6))
+    indexes.append(10, AbortedTxn(2, 10, 12, 13))
+    indexes.merge_into(0, [0, 10])
+    assert sorted(os.listdir(tmp_path)) == ["00000000000000000000.txnindex"]
+    reloaded = TransactionIndexes(str(tmp_path))
+    reloaded.load([0], 100)
+    assert reloaded.entries == [AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 10, 12, 13)]
+
+
+def make_keyed(i):
+    builder = RecordBatchBuilder()
+    builder.append(NOW, b"key-%d" % i, b"v")
+    return builder.build()
