@@ -253,6 +253,24 @@ def test_transaction_open_across_kill_and_restart(broker_factory, tmp_path):
     assert index.stat().st_size == TXN_INDEX_ENTRY
 
 
+def test_transaction_left_by_a_crash_times_out_after_restart(broker_factory):
+    """Nobody comes back for it: the restarted coordinator (state by replay) aborts it when its
+    timeout passes, and writes the markers (Apache Kafka 4.3.1 on one node can leave it)."""
+    broker = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200})
+    topic = new_topic(broker.bootstrap)
+    p = producer(broker.bootstrap, "tx-" + uuid.uuid4().hex[:6], **{"transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    p.produce(topic, b"left")
+    p.flush(30)
+    broker.kill()
+    broker = broker.restart()
+    # The ABORT marker at offset 1 makes everything below 2 stable.
+    wait_until(lambda: list_latest(broker.bootstrap, topic, READ_COMMITTED) == 2, 30,
+               message="the transaction left by the crash to be aborted")
+    commit_end(broker.bootstrap, topic)
+    assert read_all(broker.bootstrap, topic, "read_committed") == ["end"]
+
+
 # --- kafka-python and aiokafka -----------------------------------------------------------------
 
 def test_kafka_python_transactions(shared):
