@@ -21,13 +21,17 @@ async def refresh_metadata(client) -> None:
 
 
 def produce(bootstrap: str, topic: str, records, *, codec: str = "none", acks="all",
-            config: dict | None = None, timeout: float = 30.0) -> list:
-    """One Ack or Failed per record, in record order; ``timeout`` bounds the whole delivery."""
+            config: dict | None = None, timeout: float = 30.0,
+            transaction: str | None = None) -> list:
+    """One Ack or Failed per record, in record order; ``timeout`` bounds the whole delivery.
+    ``transaction`` ("commit" or "abort", with ``transactional_id`` in ``config``): all records
+    in one transaction, ended that way."""
     return asyncio.run(_produce(bootstrap, topic, [as_rec(r) for r in records], codec, acks,
-                                config or {}, timeout))
+                                config or {}, timeout, transaction))
 
 
-async def _produce(bootstrap, topic, recs, codec, acks, config, timeout) -> list:
+async def _produce(bootstrap, topic, recs, codec, acks, config, timeout,
+                   transaction=None) -> list:
     from aiokafka import AIOKafkaProducer
 
     client = AIOKafkaProducer(**{"bootstrap_servers": bootstrap,
@@ -37,6 +41,8 @@ async def _produce(bootstrap, topic, recs, codec, acks, config, timeout) -> list
     deadline = Deadline(timeout)
     await client.start()
     try:
+        if transaction:
+            await client.begin_transaction()
         jobs = []
         for rec in recs:
             try:
@@ -52,6 +58,10 @@ async def _produce(bootstrap, topic, recs, codec, acks, config, timeout) -> list
         pending = [j for j in jobs if not j.done()]
         if pending:
             await asyncio.wait(pending, timeout=deadline.left(0.1))
+        if transaction == "commit":
+            await client.commit_transaction()
+        elif transaction:
+            await client.abort_transaction()
         results = []
         for job in jobs:
             if not job.done():

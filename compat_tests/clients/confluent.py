@@ -23,9 +23,15 @@ def producer(bootstrap: str, codec: str = "none", acks="all", config: dict | Non
 
 
 def produce(bootstrap: str, topic: str, records, *, codec: str = "none", acks="all",
-            config: dict | None = None, timeout: float = 30.0) -> list:
-    """One Ack or Failed per record, in record order; ``timeout`` bounds the final flush."""
+            config: dict | None = None, timeout: float = 30.0,
+            transaction: str | None = None) -> list:
+    """One Ack or Failed per record, in record order; ``timeout`` bounds the final flush.
+    ``transaction`` ("commit" or "abort", with ``transactional.id`` in ``config``): all records
+    in one transaction, ended that way."""
     client = producer(bootstrap, codec, acks, config)
+    if transaction:
+        client.init_transactions(timeout)
+        client.begin_transaction()
     recs = [as_rec(r) for r in records]
     results: list = [None] * len(recs)
 
@@ -49,6 +55,10 @@ def produce(bootstrap: str, topic: str, records, *, codec: str = "none", acks="a
         client.produce(topic, **kwargs)
         client.poll(0)
     left = client.flush(timeout)
+    if transaction == "commit":
+        client.commit_transaction(timeout)
+    elif transaction:
+        client.abort_transaction(timeout)
     return [r if r is not None else
             Failed(TimeoutError(f"not delivered within {timeout} s ({left} records left)"))
             for r in results]

@@ -22,8 +22,10 @@ def has_codec(codec: str) -> bool:
 
 
 def produce(bootstrap: str, topic: str, records, *, codec: str = "none", acks="all",
-            config: dict | None = None, timeout: float = 30.0) -> list:
-    """One Ack or Failed per record, in record order."""
+            config: dict | None = None, timeout: float = 30.0,
+            transaction: str | None = None) -> list:
+    """One Ack or Failed per record, in record order. ``transaction`` ("commit" or "abort",
+    with ``transactional_id`` in ``config``): all records in one transaction, ended that way."""
     from kafka import KafkaProducer
 
     client = KafkaProducer(**{"bootstrap_servers": bootstrap,
@@ -31,10 +33,17 @@ def produce(bootstrap: str, topic: str, records, *, codec: str = "none", acks="a
                               "compression_type": None if codec == "none" else codec,
                               "linger_ms": 5, **(config or {})})
     try:
+        if transaction:
+            client.init_transactions()
+            client.begin_transaction()
         futures = [client.send(topic, value=r.value, key=r.key, partition=r.partition,
                                timestamp_ms=r.timestamp, headers=list(r.headers) or None)
                    for r in map(as_rec, records)]
         client.flush(timeout)
+        if transaction == "commit":
+            client.commit_transaction()
+        elif transaction:
+            client.abort_transaction()
         results = []
         for future in futures:
             try:

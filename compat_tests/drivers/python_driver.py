@@ -56,10 +56,18 @@ def produce(a) -> int:
     records = contract_records(a.count, a.key_prefix, a.value_prefix, a.null_key_every,
                                a.value_size, a.client if a.headers else None, a.partition,
                                a.timestamp)
+    config = PRODUCER_CONFIG[a.client](a)
+    if a.transactional_id:
+        config[TRANSACTIONAL_ID[a.client]] = a.transactional_id
     results = adapter(a.client).produce(a.bootstrap, a.topic, records, codec=a.compression,
-                                        acks=a.acks, config=PRODUCER_CONFIG[a.client](a),
-                                        timeout=a.timeout_ms / 1000 + FLUSH_GRACE[a.client])
-    return report_produced(a.topic, results)
+                                        acks=a.acks, config=config,
+                                        timeout=a.timeout_ms / 1000 + FLUSH_GRACE[a.client],
+                                        transaction=a.transaction if a.transactional_id
+                                        else None)
+    code = report_produced(a.topic, results)
+    if a.transactional_id:
+        emit("transaction", result=a.transaction)
+    return code
 
 
 def consume(a) -> int:
@@ -91,6 +99,8 @@ PRODUCER_CONFIG = {
                                **python_properties(a)},
     "aiokafka": lambda a: {**python_client_settings(a), **python_properties(a)},
 }
+TRANSACTIONAL_ID = {"confluent": "transactional.id", "kafka-python": "transactional_id",
+                    "aiokafka": "transactional_id"}
 # librdkafka gives up after message.timeout.ms by itself: its flush waits a little longer.
 FLUSH_GRACE = {"confluent": 5, "kafka-python": 0, "aiokafka": 0}
 CONSUMER_CONFIG = {
@@ -412,6 +422,8 @@ def parser() -> argparse.ArgumentParser:
     prod.add_argument("--linger-ms", type=int, default=5)
     prod.add_argument("--timestamp", type=int, help="record i gets timestamp TIMESTAMP + i")
     prod.add_argument("--value-size", type=int, default=0, help="pad each value to N bytes")
+    prod.add_argument("--transactional-id", help="write every record in one transaction")
+    prod.add_argument("--transaction", default="commit", choices=["commit", "abort"])
 
     cons = sub.add_parser("consume", parents=[common])
     cons.add_argument("--topic", required=True)

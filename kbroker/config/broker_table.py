@@ -326,7 +326,7 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "How often expired transactional ids are removed.", LOW, _AT1),
     _d("transaction.partition.verification.enable", B, True,
        "Verify a partition is in the transaction before a transactional append.", LOW, update_mode=CW,
-       no_effect="transactions are not implemented yet (transactional produce is refused)"),
+       no_effect="partitions are not verified with the coordinator before a transactional append yet"),
     _d("producer.id.expiration.ms", I, 86400000, "Idle producer ids expire after this.", LOW, _AT1,
        update_mode=CW, log_field="producer_id_expiration_ms"),
     _d("producer.id.expiration.check.interval.ms", I, 600000, "How often producer ids expire.", LOW, _AT1),

@@ -2,7 +2,7 @@
 
 Key files:
 - ``runtime`` — :class:`CoordinatorRuntime`: one :class:`Shard` per partition of an internal topic
-  (``__consumer_offsets`` today, ``__transaction_state`` next) that this broker hosts. It creates
+  (``__consumer_offsets``, ``__transaction_state``) that this broker hosts. It creates
   the topic on first use, loads a shard by replaying its partition from the log start offset,
   unloads it (NOT_COORDINATOR) when leadership moves, owns the shards' timers, and runs
   operations: an operation returns a :class:`CoordinatorResult` (records, response, follow-ups) and
@@ -10,7 +10,12 @@ Key files:
   replays them, and answers when the append is committed; if it is not, the shard's durable state
   is restored from a snapshot taken before the replay.
 - ``group/`` — the classic group coordinator (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, offsets,
-  DescribeGroups, ListGroups, DeleteGroups).
+  transactional offsets, DescribeGroups, ListGroups, DeleteGroups).
+- ``txn/`` — the transaction coordinator (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+  EndTxn, markers, timeouts). A transactional batch written through the runtime (TxnOffsetCommit)
+  is replayed as pending (``Shard.replay_transactional``) and settled by its marker
+  (``Shard.replay_end_txn``; markers to a coordinator partition go through
+  :meth:`CoordinatorRuntime.append_txn_marker`).
 
 Concurrency rule: a shard is owned by the event loop; an operation, its append and its replay run
 synchronously, so a shard sees one operation at a time and there are no locks; only the wait for

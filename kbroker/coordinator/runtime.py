@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kbroker.protocol.errors import Errors, KafkaError
-from kbroker.protocol.records import RecordBatchBuilder, decode_records, iter_batches
+from kbroker.protocol.records import (CONTROL_COMMIT, CorruptRecordError, RecordBatchBuilder,
+                                      decode_records, iter_batches, parse_control_record)
 
 log = logging.getLogger("kbroker.coordinator")
 
@@ -57,12 +58,18 @@ class CoordinatorResult:
     members waiting for an assignment). ``then(shard)`` is a follow-up operation run after the
     commit; its response replaces this one. ``on_failed(error)`` runs after the state was restored
     when the write fails, and returns the response to give instead (without it the caller gets
-    the KafkaError)."""
+    the KafkaError).
+
+    With a ``producer_id`` (>= 0) the records are written as a transactional batch of that
+    producer and epoch (TxnOffsetCommit) and replayed through ``Shard.replay_transactional``;
+    they take effect when the transaction's marker is written (``Shard.replay_end_txn``)."""
     records: list = field(default_factory=list)
     response: Any = None
     on_committed: Callable[[], None] | None = None
     then: Callable[["Shard"], "CoordinatorResult"] | None = None
     on_failed: Callable[[KafkaError], Any] | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 def respond(response) -> CoordinatorResult:
@@ -110,6 +117,13 @@ class Shard:
 
     def restore(self, snapshot: Any) -> None:
         raise NotImplementedError
+
+    def replay_transactional(self, offset: int, producer_id: int, producer_epoch: int,
+                             key: bytes, value: bytes | None) -> None:
+        """A record of a transactional batch; pending until its marker (default: ignored)."""
+
+    def replay_end_txn(self, offset: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` (default: nothing pending to settle)."""
 
     def on_loaded(self) -> None:
         """Called once the whole partition has been replayed."""
@@ -241,11 +255,18 @@ class CoordinatorRuntime:
                     for header in iter_batches(memoryview(region.read())):
                         offset = header.next_offset
                         if header.is_control:
+                            _replay_marker(shard, header)
                             continue
+                        transactional = header.is_transactional and header.producer_id >= 0
                         for record in decode_records(header, _MAX_UNCOMPRESSED):
                             if record.key is None:
                                 continue
-                            shard.replay(record.offset(header), record.key, record.value)
+                            if transactional:
+                                shard.replay_transactional(
+                                    record.offset(header), header.producer_id,
+                                    header.producer_epoch, record.key, record.value)
+                            else:
+                                shard.replay(record.offset(header), record.key, record.value)
                             count += 1
                 await asyncio.sleep(0)  # let other work run between chunks
         except asyncio.CancelledError:
@@ -300,11 +321,19 @@ class CoordinatorRuntime:
         if partition is None:
             raise KafkaError(Errors.NOT_COORDINATOR, f"{self.topic}-{index} is not hosted here")
         timestamp = now_ms()
-        builder = RecordBatchBuilder()
+        transactional = result.producer_id >= 0
+        builder = RecordBatchBuilder(producer_id=result.producer_id,
+                                     producer_epoch=result.producer_epoch,
+                                     is_transactional=True) if transactional \
+            else RecordBatchBuilder()
         for key, value in result.records:
             builder.append(timestamp, key, value)
         try:
-            appended, committed = partition.append(builder.build(), timestamp)
+            if transactional:  # the coordinator's own batch: no client sequence checks
+                appended, committed = partition.append(builder.build(), timestamp,
+                                                       from_client=False)
+            else:
+                appended, committed = partition.append(builder.build(), timestamp)
         except KafkaError as exc:
             log.warning("appending %d record(s) to %s-%d failed: %s", len(result.records),
                         self.topic, index, exc)
@@ -314,7 +343,11 @@ class CoordinatorRuntime:
         # Nothing to restore for a write committed already (a single node: every write).
         snapshot = None if at_once else shard.snapshot()
         for delta, (key, value) in enumerate(result.records):
-            shard.replay(appended.first_offset + delta, key, value)
+            if transactional:
+                shard.replay_transactional(appended.first_offset + delta, result.producer_id,
+                                           result.producer_epoch, key, value)
+            else:
+                shard.replay(appended.first_offset + delta, key, value)
         if at_once:
             self._committed(shard, result, done)
             return done
@@ -368,6 +401,23 @@ class CoordinatorRuntime:
         except Exception as exc:
             _settle(done, exception=exc)
 
+    # --- transaction markers --------------------------------------------------------------------
+
+    def append_txn_marker(self, index: int, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int, commit: bool) -> asyncio.Future:
+        """Write a transaction marker to shard ``index``'s partition and settle the producer's
+        pending records in the shard; the marker's committed future. Raises KafkaError."""
+        partition = self._partition(index)
+        if partition is None:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
+                             f"{self.topic}-{index} is not hosted here")
+        appended, committed = partition.append_txn_marker(producer_id, producer_epoch,
+                                                          coordinator_epoch, commit, now_ms())
+        shard = self.shards.get(index)
+        if shard is not None and not shard.loading:
+            shard.replay_end_txn(appended.first_offset, producer_id, commit)
+        return committed
+
     # --- timers --------------------------------------------------------------------------------
 
     def schedule(self, shard: Shard, key, delay_ms: int, op) -> None:
@@ -407,6 +457,21 @@ class CoordinatorRuntime:
 
     def timer_keys(self, index: int) -> set:
         return set(self._timers.get(index, {}))
+
+
+def _replay_marker(shard: Shard, header) -> None:
+    if header.producer_id < 0:
+        return
+    try:
+        records = decode_records(header, _MAX_UNCOMPRESSED)
+        control_type, coordinator_epoch = parse_control_record(records[0])
+    except (CorruptRecordError, IndexError):
+        log.warning("skipping an unreadable control batch at offset %d of shard %d",
+                    header.base_offset, shard.partition_index)
+        return
+    if coordinator_epoch is not None:
+        shard.replay_end_txn(header.base_offset, header.producer_id,
+                             control_type == CONTROL_COMMIT)
 
 
 def _settle(future: asyncio.Future, result=None, exception: BaseException | None = None) -> None:

@@ -34,6 +34,11 @@ MODULES = (
     "find_coordinator",
     "groups",
     "offsets",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
+    "txn_offset_commit",
 )
 
 

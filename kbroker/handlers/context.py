@@ -5,7 +5,8 @@ A handler names exactly what it uses through this context and nothing else of th
 - ``partitions`` — the replica manager, the only door to partition logs (:mod:`kbroker.replica`);
 - ``metadata`` — the current, immutable view of topics and the cluster id (reads);
 - ``controller`` — the only writer of topics, partitions and configs;
-- ``groups`` — the group coordinator; ``producer_ids`` — producer id blocks;
+- ``groups`` — the group coordinator; ``txn`` — the transaction coordinator; ``producer_ids`` —
+  producer id blocks;
 - ``config`` — the broker configuration; ``cluster`` — this node's id, rack and advertised
   endpoints;
 - the request's own facts: api key and version, correlation id, client id, the client's host,
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     from kbroker.config import BrokerConfig
     from kbroker.coordinator.group.coordinator import GroupCoordinator
+    from kbroker.coordinator.txn.coordinator import TransactionCoordinator
     from kbroker.metadata.controller import Controller
     from kbroker.metadata.producer_ids import ProducerIdManager
     from kbroker.replica.replica_manager import ReplicaManager
@@ -54,12 +56,13 @@ class BrokerServices:
     groups: "GroupCoordinator"
     producer_ids: "ProducerIdManager"
     cluster: ClusterView
+    txn: "TransactionCoordinator | None" = None
 
 
 class RequestContext:
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
                  "listener", "principal", "config", "partitions", "controller", "groups",
-                 "producer_ids", "cluster")
+                 "producer_ids", "cluster", "txn")
 
     def __init__(self, services: BrokerServices | None, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, client_host: str = "?",
@@ -78,6 +81,7 @@ class RequestContext:
             self.groups = services.groups
             self.producer_ids = services.producer_ids
             self.cluster = services.cluster
+            self.txn = services.txn
 
     @property
     def node_id(self) -> int:

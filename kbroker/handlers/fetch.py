@@ -10,7 +10,7 @@ copied through Python. Behaviour:
   or ``max_wait_ms``, whichever comes first; other requests on the same connection are handled
   meanwhile, and closing the connection unparks it. Errors answer at once.
 - Bounds come from the partition: consumers read below the high watermark, ``isolation_level``
-  1 (read_committed) below the last stable offset (the high watermark until transactions exist),
+  1 (read_committed) below the last stable offset, with the aborted transactions it overlaps,
   a replica (replica id >= 0; in ReplicaState from v15, KIP-903) below the log end offset.
 - v13+ names topics by id (UNKNOWN_TOPIC_ID when unknown); older versions by name.
 - ``current_leader_epoch`` (v9+) is checked: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
@@ -116,6 +116,11 @@ def _read(ctx, request, plan, R):
         out.last_stable_offset = partition.last_stable_offset
         out.log_start_offset = partition.log_start_offset
         if read_committed:
-            out.aborted_transactions = []
+            # The aborted transactions overlapping what may be read (Kafka's
+            # collectAbortedTxns); the consumer drops their records.
+            out.aborted_transactions = [] if out.error_code else [
+                R.AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
+                for producer_id, first_offset in partition.aborted_transactions(
+                    wanted.fetch_offset, partition.last_stable_offset)]
     return R(throttle_time_ms=0, error_code=0, session_id=0,
              responses=list(topics.values())), total_bytes, has_error

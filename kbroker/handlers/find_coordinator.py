@@ -4,9 +4,9 @@ Key type 0 (group): this broker, which leads every partition of ``__consumer_off
 is created on the first request (``offsets.topic.num.partitions`` partitions, compacted), as Kafka
 does. A shard that is still loading is still named: the group requests themselves answer
 COORDINATOR_LOAD_IN_PROGRESS. v4+ (KIP-699) batches keys in ``coordinator_keys``.
-Not supported yet: key type 1 (transactions) answers COORDINATOR_NOT_AVAILABLE (retriable, what
-Kafka answers while its transaction coordinator is unavailable); key type 2 (share groups) and
-unknown types answer INVALID_REQUEST.
+Key type 1 (transaction): this broker, which leads every partition of ``__transaction_state``
+(created on the first request, ``transaction.state.log.num.partitions`` partitions, compacted).
+Not supported: key type 2 (share groups) and unknown types answer INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -30,7 +30,13 @@ def _find(ctx, key: str | None, key_type: int) -> tuple[Errors, str | None]:
             return exc.error, exc.message
         return Errors.NONE, None
     if key_type == TRANSACTION:
-        return Errors.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by this broker yet"
+        if not key:
+            return Errors.INVALID_REQUEST, "a transactional id is required"
+        try:
+            ctx.txn.ensure_topic()
+        except KafkaError as exc:
+            return exc.error, exc.message
+        return Errors.NONE, None
     return Errors.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
 
 

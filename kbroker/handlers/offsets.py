@@ -8,8 +8,9 @@ Version quirks:
   UNKNOWN_TOPIC_OR_PARTITION (Kafka's KafkaApis check); metadata longer than
   ``offset.metadata.max.bytes`` OFFSET_METADATA_TOO_LARGE.
 - OffsetFetch: null topics (v2+) means every committed offset of the group; v5+ leader epochs;
-  v7 require_stable (KIP-447: there are no pending transactional offsets yet, so it changes
-  nothing); v8+ several groups at once (KIP-709); v10 topic ids. An offset never committed is
+  v7+ require_stable (KIP-447): a partition with a transactional offset still pending answers
+  UNSTABLE_OFFSET_COMMIT; without it the pending offset is simply not visible; v8+ several groups
+  at once (KIP-709); v10 topic ids. An offset never committed is
   -1 with empty metadata.
 - OffsetDelete: GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP for a non-empty group
   whose subscriptions cannot be read, GROUP_SUBSCRIBED_TO_TOPIC per partition of a subscribed
@@ -18,7 +19,7 @@ Version quirks:
 
 from __future__ import annotations
 
-from kbroker.coordinator.group import offsets
+from kbroker.coordinator.group import offsets, txn_offsets
 from kbroker.coordinator.runtime import now_ms
 from kbroker.handlers import handles
 from kbroker.protocol.errors import ErrorCode, Errors, KafkaError
@@ -96,13 +97,23 @@ def _commit_response(R, v, request, outcome, group_error, errors):
 
 # --- OffsetFetch -------------------------------------------------------------------------------
 
-def _fetch_group(ctx, group_id: str, topics, by_id: bool):
+def _fetch_group(ctx, group_id: str, topics, by_id: bool, require_stable: bool = False):
     """[(name, topic_id, [(partition, CommittedOffset|None, error)])] and the group error."""
-    store = ctx.metadata
     try:
         shard = ctx.groups.shard_for(group_id)
     except KafkaError as exc:
         return [], exc.error
+    found, error = _fetch_from_shard(ctx, shard, group_id, topics, by_id)
+    if require_stable and shard.pending_txn_offsets:
+        found = [(name, topic_id, [
+            (p, None, Errors.UNSTABLE_OFFSET_COMMIT)
+            if txn_offsets.has_pending(shard, group_id, name, p) else (p, c, e)
+            for p, c, e in parts]) for name, topic_id, parts in found]
+    return found, error
+
+
+def _fetch_from_shard(ctx, shard, group_id: str, topics, by_id: bool):
+    store = ctx.metadata
     if topics is None:
         found = offsets.fetch(shard, group_id, None)
         by_topic: dict = {}
@@ -149,7 +160,8 @@ def handle_offset_fetch(ctx, request):
     if v >= 8:
         groups = []
         for group in request.groups:
-            found, error = _fetch_group(ctx, group.group_id, group.topics, v >= 10)
+            found, error = _fetch_group(ctx, group.group_id, group.topics, v >= 10,
+                                        request.require_stable)
             topics = [R.OffsetFetchResponseTopics(
                 name=name if v < 10 else "", topic_id=topic_id if v >= 10 else ZERO_UUID,
                 partitions=[_partition(R.OffsetFetchResponsePartitions, v, *p) for p in parts])
@@ -157,7 +169,8 @@ def handle_offset_fetch(ctx, request):
             groups.append(R.OffsetFetchResponseGroup(group_id=group.group_id, topics=topics,
                                                      error_code=error.code))
         return R(throttle_time_ms=0, groups=groups)
-    found, error = _fetch_group(ctx, request.group_id, request.topics, False)
+    found, error = _fetch_group(ctx, request.group_id, request.topics, False,
+                                v >= 7 and request.require_stable)
     if error is not Errors.NONE and v < 2:
         # v1 has no group-level error: every requested partition carries it.
         found = [(t.name, ZERO_UUID, [(p, None, error) for p in t.partition_indexes])

@@ -11,9 +11,10 @@ Per-partition errors carry Kafka's code and, from v8, a message. Behaviour by ac
 - acks=0: no answer; if any partition failed, the connection is closed so the client notices,
   as Kafka does.
 - any other acks: INVALID_REQUIRED_ACKS for every partition.
-v13 names topics by id (UNKNOWN_TOPIC_ID when unknown). Not supported yet: transactional produce
-(a transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED; clients do not get that far, since
-FindCoordinator for transactions is not served).
+v13 names topics by id (UNKNOWN_TOPIC_ID when unknown). Transactional batches are appended like
+idempotent ones; the log's producer state opens the producer's transaction (the LSO stops there).
+Not supported yet: verifying with the coordinator that the partition is in the transaction before
+a transactional append (KIP-890 part 1, ``transaction.partition.verification.enable``).
 """
 
 from __future__ import annotations
@@ -53,9 +54,6 @@ def handle_produce(ctx, request):
                 if partition is None:
                     raise KafkaError(unknown, f"this broker has no partition {data.index} of "
                                               f"topic {name or topic_data.topic_id}")
-                if request.transactional_id is not None:
-                    raise KafkaError(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                     "transactions are not supported by this broker yet")
                 if data.records is None or len(data.records) == 0:
                     raise KafkaError(Errors.INVALID_RECORD, "no record batch in the request")
                 if acks == -1:

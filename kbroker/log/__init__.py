@@ -9,7 +9,9 @@ Key files:
   ``meta.properties``, the offset checkpoint files and the clean-shutdown marker.
 - ``segment`` - one ``.log`` segment with its ``.index`` / ``.timeindex`` (``index``).
 - ``validation`` - checks on a produced batch, from its header (Kafka's LogValidator).
-- ``producer_state`` - idempotent producers' sequences and the ``.snapshot`` files.
+- ``producer_state`` - idempotent producers' sequences, each producer's open transaction (the
+  first unstable offset) and the ``.snapshot`` files.
+- ``txn_index`` - the aborted-transaction index (``.txnindex``) that read_committed fetches use.
 - ``leader_epoch`` - the leader epoch cache and ``leader-epoch-checkpoint``.
 - ``checkpoint`` - the small text files (checkpoints, partition.metadata, meta.properties).
 - ``file_region`` - :class:`FileRegion`, a slice of a segment sent with ``sendfile``.

@@ -91,6 +91,9 @@ def cleanable_offsets(partition_log, first_dirty: int, now_ms: int) -> tuple[int
         first_dirty = partition_log.log_start_offset
     active = partition_log.active_segment
     candidates = [partition_log.high_watermark, active.base_offset]
+    first_unstable = partition_log.first_unstable_offset
+    if first_unstable is not None:  # never clean an open transaction (Kafka: the LSO bound)
+        candidates.append(first_unstable)
     lag = max(partition_log.config.min_compaction_lag_ms, 0)
     if lag > 0:
         for segment in _non_active_segments_from(partition_log, first_dirty):

@@ -16,6 +16,7 @@ from kbroker.protocol.errors import Errors, KafkaError
 
 class OfflineLog:
     offline = True
+    first_unstable_offset = None  # no open transaction can be read from it
 
     def __init__(self, dir_path: str, topic: str, partition: int, config, reason: str,
                  log_start_offset: int = 0, recovery_point: int = 0, high_watermark: int = 0):

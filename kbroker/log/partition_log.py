@@ -5,6 +5,7 @@ A :class:`PartitionLog` owns the directory ``<log.dir>/<topic>-<partition>/``::
     00000000000000000000.log          segments (formats in kbroker.log.segment / .index)
     00000000000000000000.index
     00000000000000000000.timeindex
+    00000000000000000000.txnindex     aborted transactions (kbroker.log.txn_index)
     00000000000000001234.snapshot     producer state (kbroker.log.producer_state)
     leader-epoch-checkpoint           kbroker.log.leader_epoch
     partition.metadata                topic id (written by the LogManager)
@@ -41,11 +42,14 @@ from kbroker.log.cleaner_swap import complete_interrupted_swaps, swap_in
 from kbroker.log.file_region import FileRegion
 from kbroker.log.leader_epoch import LeaderEpochCache
 from kbroker.log.producer_state import ProducerStateManager
+from kbroker.log.txn_index import AbortedTxn, TransactionIndexes
 from kbroker.log.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
                                  TornBatch)
 from kbroker.log.validation import MAX_UNCOMPRESSED_BATCH_BYTES, validate_batch
 from kbroker.protocol.errors import Errors, KafkaError
-from kbroker.protocol.records import (LOG_APPEND_TIME, decode_records, set_base_offset,
+from kbroker.protocol.records import (CONTROL_ABORT, LOG_APPEND_TIME, BatchHeader,
+                                      CorruptRecordError,
+                                      decode_records, parse_control_record, set_base_offset,
                                       set_max_timestamp_and_log_append_time,
                                       set_partition_leader_epoch)
 
@@ -127,6 +131,7 @@ class PartitionLog:
         self.recovery_point = 0
         self.leader_epoch_cache = LeaderEpochCache(None)
         self.producer_state = ProducerStateManager(dir_path, self.name)
+        self.txn_indexes = TransactionIndexes(dir_path)
         self._last_flush_ms = 0
         self._closed = False
         self.recovery_stats = (0, 0)  # (segments scanned, bytes truncated) at open
@@ -179,6 +184,7 @@ class PartitionLog:
         self._load_segments(recovery_point, log_start_offset, clean_shutdown, now_ms)
         if rebuild_epochs:
             self._rebuild_leader_epochs()
+        self.txn_indexes.load([s.base_offset for s in self.segments], self.log_end_offset)
         self._load_producer_state(now_ms)
         self.high_watermark = self.log_end_offset
         self._last_flush_ms = now_ms
@@ -298,10 +304,38 @@ class PartitionLog:
             found = segment.find_batch(start)
             if found is None:
                 continue
-            for _, header in segment.batches(found[0]):
-                if header.last_offset >= start:
+            for position, header in segment.batches(found[0]):
+                if header.last_offset < start:
+                    continue
+                if header.is_control and header.producer_id >= 0:
+                    self._replay_marker(segment, position, header)
+                else:
                     state.replay(header)
         state.map_end_offset = self.log_end_offset
+
+    # --- transactions (markers, aborted-transaction index) -----------------------------------
+
+    def _replay_marker(self, segment, position: int, header) -> None:
+        """Recovery: a marker closes its producer's transaction again; an abort the index lost
+        (its entry was not written before a crash) is indexed again."""
+        marker = _marker_of(segment.read_batch(position), self.name)
+        completed = self.producer_state.replay(header, marker)
+        if (completed is not None and completed.is_aborted
+                and completed.last_offset > self.txn_indexes.last_indexed_offset):
+            self._index_aborted(segment.base_offset, completed)
+
+    def _index_aborted(self, segment_base: int, completed) -> None:
+        lso = self.producer_state.last_stable_offset_after(completed)
+        self.txn_indexes.append(segment_base, AbortedTxn(
+            completed.producer_id, completed.first_offset, completed.last_offset, lso))
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction (the LSO stops there), or None."""
+        return self.producer_state.first_unstable_offset
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        return self.txn_indexes.collect(fetch_offset, upper_bound)
 
     # --- appends -----------------------------------------------------------------------------
 
@@ -316,10 +350,18 @@ class PartitionLog:
         header = validate_batch(records, self.config, now_ms, self.name, from_client)
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
         producer_id = header.producer_id
-        if producer_id >= 0 and not header.is_control:
+        marker = None
+        if producer_id >= 0 and header.is_control:
+            marker = _marker_of(header, self.name)
+            if marker is not None:
+                self.producer_state.check_marker(producer_id, header.producer_epoch, marker[1])
+        elif producer_id >= 0 and from_client:
             duplicate = self.producer_state.check(producer_id, header.producer_epoch,
                                                   header.base_sequence, header.last_sequence,
                                                   self.log_end_offset)
+            if duplicate is None:
+                self.producer_state.check_transactional(producer_id, header.producer_epoch,
+                                                        header.is_transactional)
             if duplicate is not None:
                 return AppendResult(duplicate.first_offset, duplicate.last_offset,
                                     duplicate.timestamp if log_append_time else -1,
@@ -349,11 +391,13 @@ class PartitionLog:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         if producer_id >= 0:
             if header.is_control:
-                self.producer_state.replay(header)
+                completed = self.producer_state.replay(BatchHeader(batch, 0), marker)
+                if completed is not None and completed.is_aborted:
+                    self._index_aborted(self.active_segment.base_offset, completed)
             else:
                 self.producer_state.update(producer_id, header.producer_epoch,
                                            header.last_sequence, first_offset, last_offset,
-                                           max_timestamp)
+                                           max_timestamp, header.is_transactional)
         self.producer_state.map_end_offset = self.log_end_offset
         return AppendResult(first_offset, last_offset, now_ms if log_append_time else -1,
                             self.log_start_offset, [], False)
@@ -414,6 +458,7 @@ class PartitionLog:
             raise ValueError("only consecutive inactive segments can be replaced")
         swap_in(self.dir_path, cleaned, old_segments)
         self.segments[first:first + len(old_segments)] = [cleaned]
+        self.txn_indexes.merge_into(cleaned.base_offset, [s.base_offset for s in old_segments])
 
     # --- reads -------------------------------------------------------------------------------
 
@@ -590,6 +635,7 @@ class PartitionLog:
             self.roll(now_ms)
         for segment in deletable:
             segment.delete()
+        self.txn_indexes.delete_segments(s.base_offset for s in deletable)
         del self.segments[:len(deletable)]
         self._log_start_moved(max(self.log_start_offset, self.segments[0].base_offset))
         return len(deletable)
@@ -624,6 +670,7 @@ class PartitionLog:
         for segment in self.segments:
             if segment.next_offset > self.recovery_point or segment is self.active_segment:
                 segment.flush()
+        self.txn_indexes.flush()
         self.recovery_point = end
         self._last_flush_ms = _now_ms() if now_ms is None else now_ms
 
@@ -649,7 +696,10 @@ class PartitionLog:
             self.truncate_fully_and_start_at(offset)
             return
         while len(self.segments) > 1 and self.active_segment.base_offset > offset:
-            self.segments.pop().delete()
+            removed = self.segments.pop()
+            removed.delete()
+            self.txn_indexes.delete_segments([removed.base_offset])
+        self.txn_indexes.truncate_from(offset)
         self.active_segment.truncate_to(offset)
         self.log_end_offset = max(offset, self.active_segment.next_offset)
         self._after_truncation()
@@ -657,6 +707,7 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in self.segments:
             segment.delete()
+        self.txn_indexes.delete_segments([s.base_offset for s in self.segments])
         self.segments = [LogSegment.create(self.dir_path, offset,
                                            self.config.index_interval_bytes,
                                            self.config.segment_index_bytes, _now_ms())]
@@ -664,6 +715,7 @@ class PartitionLog:
         self.log_end_offset = offset
         self.leader_epoch_cache.clear()
         self.producer_state.delete_snapshots_above(-1)
+        self.producer_state.truncate()
         self._after_truncation()
 
     def _after_truncation(self) -> None:
@@ -705,6 +757,20 @@ class PartitionLog:
         os.replace(self.dir_path, doomed)
         fsync_dir(parent)
         shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _marker_of(header, topic_partition: str):
+    """``(aborted, coordinator epoch)`` of a transaction marker batch (whole batch in
+    ``header``), or None for another control batch."""
+    try:
+        records = decode_records(header, MAX_UNCOMPRESSED_BATCH_BYTES)
+        control_type, coordinator_epoch = parse_control_record(records[0])
+    except (CorruptRecordError, IndexError) as exc:
+        raise KafkaError(Errors.CORRUPT_MESSAGE,
+                         f"bad control batch for {topic_partition}: {exc}") from None
+    if coordinator_epoch is None:
+        return None
+    return control_type == CONTROL_ABORT, coordinator_epoch
 
 
 __all__ = ["AppendResult", "LogConfig", "PartitionLog", "ReadResult", "EARLIEST_TIMESTAMP",

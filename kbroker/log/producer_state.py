@@ -1,4 +1,5 @@
-"""Idempotent-producer state of one partition (Kafka's ProducerStateManager, data batches only).
+"""Producer state of one partition (Kafka's ProducerStateManager): idempotent sequences and the
+open transaction of each transactional producer.
 
 Per producer id the partition remembers the producer epoch and the metadata of its last five
 batches (first/last sequence, first/last offset, max timestamp). A batch with a producer id is
@@ -26,14 +27,22 @@ offset the state reflects) is Kafka's format, version 1, all integers big-endian
       last_offset              int64    -1 when the producer has no data batch
       offset_delta             int32    last_offset - first offset of its last batch
       timestamp                int64    max timestamp of its last batch
-      coordinator_epoch        int32    -1 (transactions are not written yet)
-      current_txn_first_offset int64    -1 (no ongoing transaction)
+      coordinator_epoch        int32    epoch of the coordinator that wrote its last marker, or -1
+      current_txn_first_offset int64    first offset of its open transaction, or -1
 
 Like Kafka, a snapshot keeps only the *last* batch of each producer, so after a restart only a
 retry of the last batch is recognised as a duplicate (the log replay after the snapshot restores
 up to five). Snapshots are taken when a segment rolls (named after the new segment's base offset)
 and at clean shutdown; recovery loads the newest snapshot at or below the log end offset and
 replays batch headers after it.
+
+Transactions: a transactional data batch opens a transaction for its producer at its first
+offset (``current_txn_first_offset``) unless one is open; a COMMIT or ABORT marker closes it
+(:meth:`ProducerStateManager.complete_txn`). The *first unstable offset* is the first offset of
+the oldest open transaction: the last stable offset of the partition never passes it. A marker
+with an older producer epoch is INVALID_PRODUCER_EPOCH, one from an older coordinator epoch
+TRANSACTION_COORDINATOR_FENCED; a non-transactional batch while the producer's transaction is open
+is INVALID_TXN_STATE (Kafka's ProducerAppendInfo).
 """
 
 from __future__ import annotations
@@ -125,12 +134,75 @@ class ProducerStateEntry:
         self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
 
 
+class CompletedTxn:
+    __slots__ = ("producer_id", "first_offset", "last_offset", "is_aborted")
+
+    def __init__(self, producer_id: int, first_offset: int, last_offset: int, is_aborted: bool):
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.is_aborted = is_aborted
+
+
 class ProducerStateManager:
     def __init__(self, dir_path: str, topic_partition: str = ""):
         self.dir_path = dir_path
         self.topic_partition = topic_partition
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0   # the log end offset the in-memory state reflects
+        self.ongoing_txns: dict[int, int] = {}  # producer id -> first offset of its open txn
+
+    # --- transactions ----------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction, or None."""
+        return min(self.ongoing_txns.values()) if self.ongoing_txns else None
+
+    def _rebuild_ongoing(self) -> None:
+        self.ongoing_txns = {pid: entry.current_txn_first_offset
+                             for pid, entry in self.producers.items()
+                             if entry.current_txn_first_offset >= 0}
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Kafka's ProducerAppendInfo.checkProducerEpoch / appendEndTxnMarker checks."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.producer_epoch:
+            raise KafkaError(Errors.INVALID_PRODUCER_EPOCH,
+                             f"marker epoch {epoch} of producer {producer_id} in "
+                             f"{self.topic_partition} is older than {entry.producer_epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(Errors.TRANSACTION_COORDINATOR_FENCED,
+                             f"marker of producer {producer_id} in {self.topic_partition} from "
+                             f"coordinator epoch {coordinator_epoch}, older than "
+                             f"{entry.coordinator_epoch}")
+
+    def complete_txn(self, producer_id: int, epoch: int, coordinator_epoch: int,
+                     marker_offset: int, aborted: bool) -> CompletedTxn | None:
+        """A marker at ``marker_offset`` closes the producer's open transaction (None if it had
+        none: a marker for a partition the producer wrote nothing to)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
+        if epoch > entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = epoch
+        entry.coordinator_epoch = coordinator_epoch
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = -1
+        self.ongoing_txns.pop(producer_id, None)
+        if first < 0:
+            return None
+        return CompletedTxn(producer_id, first, marker_offset, aborted)
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is closed (Kafka's ProducerStateManager.lastStableOffset):
+        the first offset of another open transaction, else the marker's next offset."""
+        others = [first for pid, first in self.ongoing_txns.items()
+                  if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
 
     # --- the leader's check ----------------------------------------------------------------
 
@@ -167,28 +239,46 @@ class ProducerStateManager:
                                  f"(incoming seq. number), {last} (current end sequence number)")
         return None
 
+    def check_transactional(self, producer_id: int, epoch: int, is_transactional: bool) -> None:
+        """A non-transactional batch while the producer's transaction is open (same epoch)."""
+        entry = self.producers.get(producer_id)
+        if (entry is not None and not is_transactional and entry.current_txn_first_offset >= 0
+                and epoch == entry.producer_epoch):
+            raise KafkaError(Errors.INVALID_TXN_STATE,
+                             f"expected a transactional write from producer {producer_id} in "
+                             f"{self.topic_partition}: its transaction is open")
+
     def update(self, producer_id: int, epoch: int, last_seq: int, first_offset: int,
-               last_offset: int, timestamp: int) -> None:
+               last_offset: int, timestamp: int, is_transactional: bool = False) -> None:
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
         entry.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, timestamp)
+        if is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing_txns[producer_id] = first_offset
 
-    def replay(self, header) -> None:
-        """Apply a batch read back from the log (recovery): no validation."""
+    def replay(self, header, marker=None) -> CompletedTxn | None:
+        """Apply a batch read back from the log (recovery): no validation. ``marker`` is
+        ``(aborted, coordinator_epoch)`` for a transaction marker (None for other control
+        batches); returns the transaction a marker closed."""
         if header.producer_id < 0:
-            return
+            return None
         if header.is_control:
-            # A transaction marker moves the epoch but adds no data batch.
+            if marker is not None:
+                return self.complete_txn(header.producer_id, header.producer_epoch, marker[1],
+                                         header.base_offset, marker[0])
             entry = self.producers.get(header.producer_id)
             if entry is None:
                 entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
             if header.producer_epoch > entry.producer_epoch:
                 entry.batches.clear()
                 entry.producer_epoch = header.producer_epoch
-            return
+            return None
         self.update(header.producer_id, header.producer_epoch, header.last_sequence,
-                    header.base_offset, header.last_offset, header.max_timestamp)
+                    header.base_offset, header.last_offset, header.max_timestamp,
+                    header.is_transactional)
+        return None
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
         expired = [pid for pid, entry in self.producers.items()
@@ -199,6 +289,7 @@ class ProducerStateManager:
 
     def truncate(self) -> None:
         self.producers.clear()
+        self.ongoing_txns.clear()
 
     # --- snapshots -------------------------------------------------------------------------
 
@@ -248,8 +339,10 @@ class ProducerStateManager:
                 self.delete_snapshot(snap)
                 continue
             self.producers = {entry.producer_id: entry for entry in entries}
+            self._rebuild_ongoing()
             return snap
         self.producers = {}
+        self.ongoing_txns = {}
         return None
 
 

@@ -115,7 +115,7 @@ def validate_batch(records, config, now_ms: int, topic_partition: str,
         raise KafkaError(Errors.INVALID_RECORD,
                          f"Clients are not allowed to write control records in topic partition "
                          f"{topic_partition}")
-    if header.producer_id >= 0 and header.base_sequence < 0:
+    if from_client and header.producer_id >= 0 and header.base_sequence < 0:
         raise KafkaError(Errors.INVALID_RECORD,
                          f"Invalid sequence number {header.base_sequence} in record batch with "
                          f"producerId {header.producer_id} in topic partition {topic_partition}")

@@ -6,8 +6,8 @@ A :class:`Partition` owns what replication and transactions need to know about a
 - the offsets ``log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset``.
   The log moves its start and end; the high watermark (HW) is decided here, from the log end
   offsets of the in-sync replicas (``isr``), and written through to the log, whose retention and
-  DeleteRecords must not pass it. The last stable offset (LSO) is the HW until transactions exist
-  (they will hold it at the first offset of the oldest open transaction);
+  DeleteRecords must not pass it. The last stable offset (LSO) is the HW, held back to the first
+  offset of the oldest open transaction (the log's producer state; see "transactions" below);
 - two kinds of waiters:
   * *commit waiters*: the future :meth:`append` returns, completed in offset order once the HW
     passes the batch's last offset (acks=all produces, coordinator writes);
@@ -35,6 +35,7 @@ import uuid
 from kbroker.log.partition_log import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP,
                                        LATEST_TIMESTAMP, AppendResult, PartitionLog, ReadResult)
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -61,6 +62,7 @@ class Partition:
         # Opening a log recovers it; on a single node everything on disk was committed.
         self.high_watermark = log.high_watermark
         self.last_stable_offset = self.high_watermark
+        self._update_last_stable_offset()  # transactions left open in the log hold it back
         self.isr: frozenset[int] = frozenset((local_replica_id,))
         # Log end offset of each follower, as its fetches report it (empty on a single node).
         self._follower_end_offsets: dict[int, int] = {}
@@ -146,9 +148,12 @@ class Partition:
         return True
 
     def _update_last_stable_offset(self) -> None:
-        # Without transactions every record below the HW is decided. The transaction issue bounds
-        # this by the first offset of the oldest open transaction (producer state).
-        self.last_stable_offset = self.high_watermark
+        # Records below the HW are decided unless an open transaction holds them back.
+        first_unstable = self._log.first_unstable_offset
+        if first_unstable is None or first_unstable >= self.high_watermark:
+            self.last_stable_offset = self.high_watermark
+        else:
+            self.last_stable_offset = first_unstable
 
     def update_follower_end_offset(self, replica_id: int, log_end_offset: int) -> None:
         """A follower's fetch showed it holds everything below ``log_end_offset``."""
@@ -163,7 +168,8 @@ class Partition:
 
     # --- writes --------------------------------------------------------------------------------
 
-    def append(self, records, now_ms: int) -> tuple[AppendResult, asyncio.Future]:
+    def append(self, records, now_ms: int, *,
+               from_client: bool = True) -> tuple[AppendResult, asyncio.Future]:
         """Append one batch as leader; a writable ``records`` buffer is stamped in place.
 
         Returns ``(result, committed)`` once the batch is on the log: the append result, and a
@@ -171,7 +177,8 @@ class Partition:
         broker is the whole ISR). Raises KafkaError, with nothing written, for a bad batch."""
         self._require_leader()
         log = self._log
-        result = log.append_as_leader(records, self.leader_epoch, now_ms, in_place=True)
+        result = log.append_as_leader(records, self.leader_epoch, now_ms, in_place=True,
+                                      from_client=from_client)
         log.flush_if_needed(now_ms)
         if not result.duplicate:
             if self._follower_fetches:
@@ -248,6 +255,28 @@ class Partition:
         if timestamp == EARLIEST_TIMESTAMP or found is None:
             return found
         return found if found[0] < bound else None
+
+    # --- transactions --------------------------------------------------------------------------
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                          commit: bool, now_ms: int) -> tuple[AppendResult, asyncio.Future]:
+        """Write a COMMIT or ABORT marker for the producer's transaction (WriteTxnMarkers): the
+        log closes the transaction, indexes an abort, and the LSO moves past it once the HW
+        does. Raises KafkaError (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, ...)."""
+        batch = build_control_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id,
+                                    producer_epoch, coordinator_epoch, timestamp_ms=now_ms)
+        before = self.last_stable_offset
+        result = self.append(bytearray(batch), now_ms, from_client=False)
+        self._update_last_stable_offset()
+        if self.last_stable_offset != before and self._consumer_fetches:
+            _wake(self._consumer_fetches)
+        return result
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list:
+        """Aborted transactions a read_committed fetch from ``fetch_offset`` must skip:
+        ``[(producer_id, first_offset)]`` overlapping ``[fetch_offset, upper_bound)``."""
+        return [(t.producer_id, t.first_offset)
+                for t in self._log.collect_aborted_txns(fetch_offset, upper_bound)]
 
     # --- parked fetches ------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ class Broker:
         self.controller = None
         self.dispatcher: Dispatcher | None = None
         self.group_coordinator = None
+        self.txn_coordinator = None
         self.log_cleaner = None
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
         self._tasks: list[asyncio.Task] = []
@@ -68,6 +69,11 @@ class Broker:
         # Loads the shards of __consumer_offsets (when it exists) by replaying them.
         self.group_coordinator = GroupCoordinator(self.config, self.controller, self.replicas)
         self.group_coordinator.start()
+        from kbroker.coordinator.txn.coordinator import TransactionCoordinator
+        # Loads the shards of __transaction_state (when it exists); resumes markers, timeouts.
+        self.txn_coordinator = TransactionCoordinator(self.config, self.controller, self.replicas,
+                                                      self.producer_ids, self.group_coordinator)
+        self.txn_coordinator.start()
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         for endpoint in self.config.listeners:
             name = endpoint.name
@@ -117,6 +123,8 @@ class Broker:
                 pass
         for _, server in self.servers:
             await server.wait_closed()
+        if self.txn_coordinator is not None:
+            await self.txn_coordinator.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
         if self.replicas is not None:
@@ -137,7 +145,8 @@ class Broker:
         return BrokerServices(
             config=self.config, partitions=self.replicas, controller=self.controller,
             groups=self.group_coordinator, producer_ids=self.producer_ids,
-            cluster=ClusterView(self.node_id, rack, self.advertised_endpoint))
+            cluster=ClusterView(self.node_id, rack, self.advertised_endpoint),
+            txn=self.txn_coordinator)
 
     # --- what connections call -----------------------------------------------------------------
 

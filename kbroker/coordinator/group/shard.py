@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass, field
 
 from kbroker.coordinator.group import records as rec
+from kbroker.coordinator.group import txn_offsets
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
 from kbroker.coordinator.runtime import CoordinatorResult, Shard, now_ms
 from kbroker.protocol.errors import Errors
@@ -56,6 +57,8 @@ class GroupShard(Shard):
         # durable: changed only by replay
         self.offsets: dict[str, dict[tuple[str, int], rec.CommittedOffset]] = {}
         self.persisted: dict[str, GroupMetadataValue] = {}
+        # durable: transactional offsets waiting for their marker (producer id -> group -> tp)
+        self.pending_txn_offsets: dict[int, dict[str, dict]] = {}
         # membership: in memory
         self.groups: dict[str, ClassicGroup] = {}
 
@@ -82,12 +85,20 @@ class GroupShard(Shard):
         # CommittedOffset and GroupMetadataValue objects are never changed once replayed, so
         # copying the maps is enough.
         return ({group: dict(committed) for group, committed in self.offsets.items()},
-                dict(self.persisted))
+                dict(self.persisted), txn_offsets.copy_pending(self.pending_txn_offsets))
 
     def restore(self, snapshot) -> None:
-        offsets, persisted = snapshot
+        offsets, persisted, pending = snapshot
         self.offsets = {group: dict(committed) for group, committed in offsets.items()}
         self.persisted = dict(persisted)
+        self.pending_txn_offsets = txn_offsets.copy_pending(pending)
+
+    # transactional offsets (kbroker.coordinator.group.txn_offsets)
+    def replay_transactional(self, offset, producer_id, producer_epoch, key, value) -> None:
+        txn_offsets.replay_transactional(self, offset, producer_id, key, value)
+
+    def replay_end_txn(self, offset, producer_id, commit) -> None:
+        txn_offsets.replay_end_txn(self, producer_id, commit)
 
     # --- loading -------------------------------------------------------------------------------
 

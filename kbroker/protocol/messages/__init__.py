@@ -83,7 +83,7 @@ ADVERTISED = {
     2: (1, 11),  # ListOffsets
     3: (0, 13),  # Metadata
     18: (0, 4),  # ApiVersions
-    22: (0, 6),  # InitProducerId
+    22: (0, 5),  # InitProducerId
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
     21: (0, 2),  # DeleteRecords
@@ -104,6 +104,11 @@ ADVERTISED = {
     16: (0, 5),  # ListGroups
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
+    24: (0, 5),  # AddPartitionsToTxn
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 4),  # EndTxn
+    27: (1, 2),  # WriteTxnMarkers
+    28: (0, 5),  # TxnOffsetCommit
 }
 
 

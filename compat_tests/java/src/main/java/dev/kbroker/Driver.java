@@ -54,6 +54,7 @@ import org.apache.kafka.common.utils.AppInfoParser;
  *      [--compression none|gzip|snappy|lz4|zstd] [--acks all|1|0] [--idempotent true|false]
  *      [--key-prefix k] [--value-prefix v] [--null-key-every N] [--headers] [--partition P]
  *      [--linger-ms MS] [--client-id ID] [--property k=v ...] [--timestamp MS] [--value-size N]
+ *      [--transactional-id ID [--transaction commit|abort]]  (all records in one transaction)
  * java -jar kbroker-java-driver.jar consume --bootstrap H:P --topic T --count N [--group G]
  *      [--from-beginning] [--timeout-ms MS] [--isolation read_committed|read_uncommitted]
  *      [--client-id ID] [--property k=v ...]
@@ -159,11 +160,20 @@ public final class Driver {
             // room for the largest record plus its batch and request framing
             p.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, String.valueOf(Math.max(1048576, valueSize + 4096)));
         }
+        String transactionalId = a.get("transactional-id", null);
+        String transaction = a.get("transaction", "commit");
+        if (transactionalId != null) {
+            p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        }
         extraProps(p, a);
 
         AtomicInteger acked = new AtomicInteger();
         AtomicReference<Exception> failure = new AtomicReference<>();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            if (transactionalId != null) {
+                producer.initTransactions();
+                producer.beginTransaction();
+            }
             for (int i = 0; i < count; i++) {
                 boolean nullKey = nullKeyEvery > 0 && i % nullKeyEvery == nullKeyEvery - 1;
                 byte[] key = nullKey ? null : utf8(keyPrefix + i);
@@ -193,6 +203,14 @@ public final class Driver {
                 });
             }
             producer.flush();
+            if (transactionalId != null) {
+                if ("abort".equals(transaction)) {
+                    producer.abortTransaction();
+                } else {
+                    producer.commitTransaction();
+                }
+                emit(Json.obj("event", "transaction", "result", transaction));
+            }
         }
         emit(Json.obj("event", "done", "produced", acked.get(), "requested", count));
         return failure.get() == null && acked.get() == count ? 0 : 1;

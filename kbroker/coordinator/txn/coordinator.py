@@ -1,0 +1,229 @@
+"""TransactionCoordinator: routes a transactional id to its ``__transaction_state`` shard, runs
+the operations there, writes transaction markers and aborts timed-out transactions.
+
+Markers: once PrepareCommit/PrepareAbort is committed, one task per transaction writes a COMMIT
+or ABORT marker to every partition of the transaction (a partition of ``__consumer_offsets``
+through the group coordinator, which turns the transaction's pending offsets into committed
+ones, or drops them), waits until each marker is committed, retries a partition that failed
+with a retriable error every 100 ms while the shard is hosted, drops a partition that no longer
+exists, then writes CompleteCommit/CompleteAbort. A shard that loads resumes the markers of every
+transaction it finds prepared (a crash between Prepare and Complete).
+
+Timeouts: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` each loaded shard
+fences and aborts its Ongoing transactions older than their timeout; this runs for transactions
+recovered by a load as for live ones. Every
+``transaction.remove.expired.transaction.cleanup.interval.ms`` ids idle for
+``transactional.id.expiration.ms`` without an open transaction are deleted (tombstones).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kbroker.coordinator.runtime import CoordinatorRuntime, now_ms
+from kbroker.coordinator.txn import operations as ops
+from kbroker.coordinator.txn.records import partition_for
+from kbroker.coordinator.txn.shard import TxnShard
+from kbroker.coordinator.txn.state import PREPARING, TxnMetadata
+from kbroker.protocol.errors import Errors, KafkaError
+
+log = logging.getLogger("kbroker.coordinator.txn")
+
+TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+_RETRY_S = 0.1
+# Errors after which a marker is not retried (Kafka's TransactionMarkerRequestCompletionHandler).
+_DROP_PARTITION = (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.INVALID_PRODUCER_EPOCH,
+                   Errors.TRANSACTION_COORDINATOR_FENCED)
+
+
+class TransactionCoordinator:
+    def __init__(self, config, controller, partitions, producer_ids, groups=None):
+        self.config = config
+        self.partitions = partitions
+        self.producer_ids = producer_ids
+        self.groups = groups
+        topic_configs = {"cleanup.policy": "compact", "compression.type": "producer",
+                         "segment.bytes": str(config.get("transaction.state.log.segment.bytes")),
+                         "min.insync.replicas": str(config.get("transaction.state.log.min.isr"))}
+        self.runtime = CoordinatorRuntime(
+            controller, partitions, TOPIC, config.get("transaction.state.log.num.partitions"),
+            topic_configs, lambda runtime, index: TxnShard(runtime, index, self))
+        self._markers: set[asyncio.Task] = set()
+        self._timeouts: asyncio.Task | None = None
+        self._expiry: asyncio.Task | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.runtime.start()
+        self._timeouts = asyncio.get_running_loop().create_task(self._abort_timed_out_periodically(),
+                                                                name="transaction timeouts")
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_ids_periodically(),
+                                                              name="transactional id expiry")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._timeouts, self._expiry, *self._markers) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.runtime.stop()
+
+    def shard_loaded(self, shard: TxnShard) -> None:
+        for m in shard.txns.values():
+            if m.state in PREPARING:
+                log.info("resuming the %s markers of %s (producer id %d, epoch %d)",
+                         "COMMIT" if m.commit else "ABORT", m.transactional_id, m.producer_id,
+                         m.producer_epoch)
+                self.send_markers(shard, m)
+
+    # --- routing -------------------------------------------------------------------------------
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.runtime.num_partitions)
+
+    def ensure_topic(self) -> None:
+        self.runtime.ensure_topic()
+
+    def shard_for(self, transactional_id: str) -> TxnShard:
+        self.runtime.ensure_topic()
+        return self.runtime.shard(self.partition_for(transactional_id))
+
+    async def write(self, transactional_id: str, op):
+        self.runtime.ensure_topic()
+        return await self.runtime.write(self.partition_for(transactional_id), op)
+
+    # --- operations ----------------------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
+                               producer_epoch: int):
+        max_timeout = self.config.get("transaction.max.timeout.ms")
+        return await self.write(transactional_id, lambda shard: ops.init_producer_id(
+            shard, transactional_id, timeout_ms, producer_id, producer_epoch, max_timeout,
+            self.producer_ids.next_id))
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions) -> Errors:
+        return await self.write(transactional_id, lambda shard: ops.add_partitions(
+            shard, transactional_id, producer_id, producer_epoch, partitions))
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions) -> dict:
+        return ops.verify_partitions(self.shard_for(transactional_id), transactional_id,
+                                     producer_id, producer_epoch, partitions)
+
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          group_id: str) -> Errors:
+        offsets_partition = self.groups.partition_for(group_id)
+        return await self.add_partitions(transactional_id, producer_id, producer_epoch,
+                                         [(OFFSETS_TOPIC, offsets_partition)])
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      commit: bool) -> Errors:
+        return await self.write(transactional_id, lambda shard: ops.end_txn(
+            shard, transactional_id, producer_id, producer_epoch, commit))
+
+    # --- markers -------------------------------------------------------------------------------
+
+    def send_markers(self, shard: TxnShard, prepared: TxnMetadata) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._write_markers(shard, prepared), name=f"markers {prepared.transactional_id}")
+        self._markers.add(task)
+        task.add_done_callback(self._markers.discard)
+
+    def write_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int,
+                     coordinator_epoch: int, commit: bool) -> asyncio.Future:
+        """Append one marker to a partition this broker leads; its committed future. Raises
+        KafkaError. Also serves WriteTxnMarkers."""
+        if topic == OFFSETS_TOPIC and self.groups is not None:
+            return self.groups.runtime.append_txn_marker(index, producer_id, producer_epoch,
+                                                         coordinator_epoch, commit)
+        partition = self.partitions.get(topic, index)
+        if partition is None:
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"this broker has no partition {topic}-{index}")
+        _, committed = partition.append_txn_marker(producer_id, producer_epoch, coordinator_epoch,
+                                                   commit, now_ms())
+        return committed
+
+    async def _write_markers(self, shard: TxnShard, prepared: TxnMetadata) -> None:
+        index = shard.partition_index
+        coordinator_epoch = shard.coordinator_epoch
+        remaining = sorted(prepared.partitions)
+        while remaining:
+            if self.runtime.shards.get(index) is not shard:
+                return  # unloaded: the next host resumes the markers
+            retry = []
+            for topic, p in remaining:
+                try:
+                    await self.write_marker(topic, p, prepared.producer_id,
+                                            prepared.producer_epoch, coordinator_epoch,
+                                            prepared.commit)
+                except KafkaError as exc:
+                    if exc.error in _DROP_PARTITION:
+                        log.warning("marker of %s for %s-%d not written: %s", 
+                                    prepared.transactional_id, topic, p, exc)
+                    else:
+                        retry.append((topic, p))
+                        log.info("marker of %s for %s-%d failed (%s); retrying",
+                                 prepared.transactional_id, topic, p, exc)
+            remaining = retry
+            if remaining:
+                await asyncio.sleep(_RETRY_S)
+        while self.runtime.shards.get(index) is shard:
+            try:
+                await self.runtime.write(index, lambda s: ops.complete(s, prepared))
+                return
+            except KafkaError as exc:
+                log.warning("completing the transaction of %s failed: %s; retrying",
+                            prepared.transactional_id, exc)
+                await asyncio.sleep(_RETRY_S)
+
+    # --- timeouts ------------------------------------------------------------------------------
+
+    async def abort_timed_out(self, now: int | None = None) -> int:
+        now = now_ms() if now is None else now
+        total = 0
+        for index, shard in list(self.runtime.shards.items()):
+            if not shard.loading:
+                total += await self.runtime.write(index, lambda s: ops.abort_timed_out(s, now))
+        return total
+
+    async def expire_ids(self, now: int | None = None) -> int:
+        now = now_ms() if now is None else now
+        expiration = self.config.get("transactional.id.expiration.ms")
+        total = 0
+        for index, shard in list(self.runtime.shards.items()):
+            if not shard.loading:
+                total += await self.runtime.write(
+                    index, lambda s: ops.expire_ids(s, now, expiration))
+        return total
+
+    async def _expire_ids_periodically(self) -> None:
+        interval = self.config.get(
+            "transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_ids()
+            except KafkaError as exc:
+                log.warning("expiring transactional ids: %s", exc)
+            except Exception:
+                log.exception("expiring transactional ids failed")
+
+    async def _abort_timed_out_periodically(self) -> None:
+        interval = self.config.get(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.abort_timed_out()
+            except KafkaError as exc:
+                log.warning("aborting timed-out transactions: %s", exc)
+            except Exception:
+                log.exception("aborting timed-out transactions failed")

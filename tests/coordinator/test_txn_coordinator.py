@@ -1,0 +1,173 @@
+"""The transaction coordinator's state machine, driven without a broker: each operation's
+records are replayed into the shard as the runtime would (replay is the only state change)."""
+
+import itertools
+
+import pytest
+
+from kbroker.coordinator.txn import operations as ops
+from kbroker.coordinator.txn import records as rec
+from kbroker.coordinator.txn.shard import TxnShard
+from kbroker.coordinator.txn.state import (VALID_PREVIOUS, IllegalTransition, TxnMetadata,
+                                           TxnState)
+from kbroker.protocol.errors import Errors
+
+S = TxnState
+MAX_TIMEOUT = 900_000
+
+
+class Markers:
+    def __init__(self):
+        self.sent = []
+
+    def send_markers(self, shard, prepared):
+        self.sent.append(prepared)
+
+
+@pytest.fixture
+def shard():
+    return TxnShard(runtime=None, partition_index=0, coordinator=Markers())
+
+
+ids = itertools.count(1000)
+
+
+def run(shard, result):
+    """Apply a result as the runtime does: replay its records, then on_committed."""
+    for offset, (key, value) in enumerate(result.records):
+        shard.replay(offset, key, value)
+    if result.on_committed is not None:
+        result.on_committed()
+    return result.response
+
+
+def init(shard, tid="t", timeout=60_000, pid=-1, epoch=-1):
+    return run(shard, ops.init_producer_id(shard, tid, timeout, pid, epoch, MAX_TIMEOUT,
+                                           lambda: next(ids)))
+
+
+def test_records_round_trip_in_kafka_format():
+    m = TxnMetadata("t", 7, 3, 60_000, S.ONGOING, frozenset({("a", 0), ("a", 2), ("b", 1)}),
+                    123, 456)
+    assert rec.decode_key(rec.key("t")) == "t"
+    assert rec.value(m)[:2] == b"\x00\x00"  # value version 0
+    assert rec.decode_value("t", rec.value(m)) == m
+    empty = TxnMetadata("t", 7, 4, 60_000, S.EMPTY, txn_last_update_timestamp=9)
+    assert rec.decode_value("t", rec.value(empty)).partitions == frozenset()
+
+
+def test_transition_table_is_kafkas():
+    assert VALID_PREVIOUS[S.PREPARE_COMMIT] == {S.ONGOING}
+    assert VALID_PREVIOUS[S.COMPLETE_ABORT] == {S.PREPARE_ABORT}
+    m = TxnMetadata("t", 1, 0, 1000, S.EMPTY)
+    with pytest.raises(IllegalTransition):
+        m.transition(S.PREPARE_COMMIT)
+
+
+def test_init_new_id_then_epoch_bumps(shard):
+    error, pid, epoch = init(shard)
+    assert (error, epoch) == (Errors.NONE, 0)
+    assert init(shard) == (Errors.NONE, pid, 1)
+    assert shard.txns["t"].state is S.EMPTY
+
+
+def test_init_checks_the_timeout(shard):
+    assert init(shard, timeout=MAX_TIMEOUT + 1)[0] is Errors.INVALID_TRANSACTION_TIMEOUT
+    assert init(shard, timeout=0)[0] is Errors.INVALID_TRANSACTION_TIMEOUT
+
+
+def test_commit_path(shard):
+    _, pid, epoch = init(shard)
+    assert run(shard, ops.add_partitions(shard, "t", pid, epoch, [("a", 0)])) is Errors.NONE
+    assert shard.txns["t"].state is S.ONGOING
+    # Adding a partition already in the transaction writes nothing.
+    assert not ops.add_partitions(shard, "t", pid, epoch, [("a", 0)]).records
+    assert run(shard, ops.end_txn(shard, "t", pid, epoch, True)) is Errors.NONE
+    assert shard.txns["t"].state is S.PREPARE_COMMIT
+    assert shard.coordinator.sent[-1].partitions == {("a", 0)}
+    # While the markers are in flight.
+    assert run(shard, ops.add_partitions(shard, "t", pid, epoch, [("a", 1)])) \
+        is Errors.CONCURRENT_TRANSACTIONS
+    assert run(shard, ops.end_txn(shard, "t", pid, epoch, True)) is Errors.CONCURRENT_TRANSACTIONS
+    assert run(shard, ops.end_txn(shard, "t", pid, epoch, False)) is Errors.INVALID_TXN_STATE
+    assert init(shard)[0] is Errors.CONCURRENT_TRANSACTIONS
+    run(shard, ops.complete(shard, shard.coordinator.sent[-1]))
+    assert shard.txns["t"].state is S.COMPLETE_COMMIT and not shard.txns["t"].partitions
+    assert run(shard, ops.end_txn(shard, "t", pid, epoch, True)) is Errors.NONE  # a retry
+    assert run(shard, ops.end_txn(shard, "t", pid, epoch, False)) is Errors.INVALID_TXN_STATE
+
+
+def test_wrong_ids_and_epochs(shard):
+    _, pid, epoch = init(shard)
+    assert run(shard, ops.add_partitions(shard, "t", pid + 1, epoch, [("a", 0)])) \
+        is Errors.INVALID_PRODUCER_ID_MAPPING
+    assert run(shard, ops.add_partitions(shard, "nope", pid, epoch, [("a", 0)])) \
+        is Errors.INVALID_PRODUCER_ID_MAPPING
+    assert run(shard, ops.add_partitions(shard, "t", pid, epoch - 1, [("a", 0)])) \
+        is Errors.PRODUCER_FENCED
+    assert run(shard, ops.end_txn(shard, "t", pid, epoch, True)) is Errors.INVALID_TXN_STATE
+    assert init(shard, pid=pid + 5, epoch=epoch)[0] is Errors.PRODUCER_FENCED
+
+
+def test_new_instance_fences_an_open_transaction(shard):
+    _, pid, epoch = init(shard)
+    run(shard, ops.add_partitions(shard, "t", pid, epoch, [("a", 0)]))
+    assert init(shard)[0] is Errors.CONCURRENT_TRANSACTIONS
+    fenced = shard.txns["t"]
+    assert (fenced.state, fenced.producer_epoch) == (S.PREPARE_ABORT, epoch + 1)
+    assert run(shard, ops.end_txn(shard, "t", pid, epoch, True)) is Errors.PRODUCER_FENCED
+    run(shard, ops.complete(shard, shard.coordinator.sent[-1]))
+    assert init(shard) == (Errors.NONE, pid, epoch + 2)
+
+
+def test_verify_only(shard):
+    _, pid, epoch = init(shard)
+    run(shard, ops.add_partitions(shard, "t", pid, epoch, [("a", 0)]))
+    assert ops.verify_partitions(shard, "t", pid, epoch, [("a", 0), ("a", 1)]) == {
+        ("a", 0): Errors.NONE, ("a", 1): Errors.TRANSACTION_ABORTABLE}
+
+
+def test_timed_out_transactions_are_aborted(shard):
+    _, pid, epoch = init(shard, timeout=1000)
+    run(shard, ops.add_partitions(shard, "t", pid, epoch, [("a", 0)]))
+    start = shard.txns["t"].txn_start_timestamp
+    assert run(shard, ops.abort_timed_out(shard, start + 999)) == 0
+    assert run(shard, ops.abort_timed_out(shard, start + 1000)) == 1
+    assert shard.txns["t"].state is S.PREPARE_ABORT
+    assert shard.txns["t"].producer_epoch == epoch + 1
+
+
+def test_state_is_rebuilt_by_replay(shard):
+    _, pid, epoch = init(shard)
+    result = ops.add_partitions(shard, "t", pid, epoch, [("a", 0), ("b", 3)])
+    run(shard, result)
+    fresh = TxnShard(runtime=None, partition_index=0, coordinator=Markers())
+    fresh.replay(0, *result.records[0])
+    assert fresh.txns["t"].partitions == shard.txns["t"].partitions
+    fresh.replay(1, rec.key("t"), None)  # a tombstone
+    assert "t" not in fresh.txns
+
+
+def test_idle_ids_expire(shard):
+    _, pid, epoch = init(shard)
+    updated = shard.txns["t"].txn_last_update_timestamp
+    assert run(shard, ops.expire_ids(shard, updated + 999, 1000)) == 0
+    run(shard, ops.add_partitions(shard, "t", pid, epoch, [("a", 0)]))
+    assert run(shard, ops.expire_ids(shard, updated + 10**9, 1000)) == 0  # open transaction
+    run(shard, ops.end_txn(shard, "t", pid, epoch, False))
+    run(shard, ops.complete(shard, shard.coordinator.sent[-1]))
+    assert run(shard, ops.expire_ids(shard, updated + 10**9, 1000)) == 1
+    assert "t" not in shard.txns
+
+
+def test_kip_588_recovery_after_a_timeout_but_a_zombie_stays_fenced(shard):
+    _, pid, epoch = init(shard, timeout=1000)
+    run(shard, ops.add_partitions(shard, "t", pid, epoch, [("a", 0)]))
+    run(shard, ops.abort_timed_out(shard, shard.txns["t"].txn_start_timestamp + 1000))
+    run(shard, ops.complete(shard, shard.coordinator.sent[-1]))
+    # The timed-out producer re-initializes with its old epoch and keeps its id.
+    assert init(shard, pid=pid, epoch=epoch) == (Errors.NONE, pid, epoch + 1)
+    # A new instance bumps the epoch; the old epoch is fenced from then on.
+    assert init(shard) == (Errors.NONE, pid, epoch + 2)
+    assert init(shard, pid=pid, epoch=epoch)[0] is Errors.PRODUCER_FENCED
+    assert init(shard, pid=pid, epoch=epoch + 1)[0] is Errors.PRODUCER_FENCED
