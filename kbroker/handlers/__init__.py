@@ -34,6 +34,8 @@ MODULES = (
     "find_coordinator",
     "groups",
     "offsets",
+    "sasl",
+    "scram_credentials",
 )
 
 

@@ -104,6 +104,10 @@ ADVERTISED = {
     16: (0, 5),  # ListGroups
     42: (0, 2),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
+    17: (0, 1),  # SaslHandshake
+    36: (0, 2),  # SaslAuthenticate
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
 }
 
 
