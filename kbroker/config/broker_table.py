@@ -49,6 +49,15 @@ TLS = not_implemented_if_set("TLS (SSL listeners)")
 SASL = not_implemented_if_set("SASL authentication")
 ACLS = not_implemented_if_set("authorization (ACLs)")
 PLUGINS = not_implemented_if_set("loading Java plugin classes")
+def _sasl_mechanisms(value: Any) -> str | None:
+    missing = [m for m in value if m.upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")]
+    if not missing:
+        return None
+    return (f"the SASL mechanism{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            "(kbroker serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512) is not implemented by "
+            "kbroker yet")
+
+
 _SECURITY_AT_RUN_TIME = ("changing a listener's security settings at run time is not implemented yet; "
                         "restart the broker with the new settings")
 KRAFT = "kbroker has no KRaft controller; it is always a broker"
@@ -334,7 +343,7 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("sasl.enabled.mechanisms", LS, ["GSSAPI"],
        "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, "
        "Kafka's default, and OAUTHBEARER are not implemented).", MEDIUM, update_mode=PB,
-       update_refused=_SECURITY_AT_RUN_TIME),
+       unsupported=_sasl_mechanisms, update_refused=_SECURITY_AT_RUN_TIME),
     _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism between brokers.", MEDIUM,
        update_mode=PB, unsupported=SASL),
     _d("sasl.jaas.config", P, None, "JAAS login context; a broker reads it only with a listener "
