@@ -105,3 +105,27 @@ def test_metadata_advertises_the_listener_asked(full_broker):
         (node,) = admin.describe_cluster()["brokers"]
         admin.close()
         assert f"{node['host']}:{node['port']}" == full_broker.endpoints[name]
+
+
+def test_large_fetch_over_tls(full_broker, ca):
+    """A fetch larger than the 1 MiB piece the TLS path reads at a time arrives whole."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    conf = {"bootstrap.servers": full_broker.endpoints["SSL"], "security.protocol": "SSL",
+            "ssl.ca.location": str(ca.ca_pem)}
+    producer = Producer({**conf, "linger.ms": 50})
+    values = [(b"%06d" % i) * 700 for i in range(1500)]  # ~6 MB
+    for value in values:
+        producer.produce("large-tls", value=value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": "large", "fetch.max.bytes": 8 * 1024 * 1024,
+                         "max.partition.fetch.bytes": 8 * 1024 * 1024})
+    consumer.assign([TopicPartition("large-tls", 0, 0)])
+    got = []
+    while len(got) < len(values):
+        message = consumer.poll(10)
+        assert message is not None, f"stalled after {len(got)} records"
+        assert message.error() is None, message.error()
+        got.append(message.value())
+    consumer.close()
+    assert got == values
