@@ -5,8 +5,13 @@ layers from AlterConfigs, and the values a topic takes without overrides.
 returns a :class:`BrokerConfig`. Every value is parsed and validated by its table entry
 (:mod:`kbroker.config.broker_table`); a value asking for an unimplemented feature is refused
 there, and cross-key rules (listeners, node ids, session timeouts) are checked here. Unknown keys
-are logged and kept in ``originals``, as Kafka does -- except ``ssl.*``, ``sasl.*`` and
-``listener.name.*`` keys, which are refused: they would configure security kbroker lacks.
+are logged and kept in ``originals``, as Kafka does -- except unknown ``ssl.*`` and ``sasl.*`` keys,
+which are refused: they would configure security kbroker lacks.
+
+Per-listener settings use Kafka's prefix: ``listener.name.<listener>.<ssl.* or sasl.* key>``
+overrides that key for one listener (:meth:`BrokerConfig.listener_get`), and
+``listener.name.<listener>.<mechanism>.sasl.jaas.config`` holds a SASL mechanism's JAAS entry
+(:meth:`BrokerConfig.jaas_config`). Only the keys kbroker acts on are accepted there.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import logging
 from typing import Any, Iterable, Mapping
 
 from kbroker.config.broker_table import BROKER_CONFIGS, FAULT_PREFIX, security_feature
-from kbroker.config.listeners import Endpoint, parse_listeners
+from kbroker.config.listeners import (SASL_MECHANISMS, SECURITY_PROTOCOLS, Endpoint, jaas_mechanism,
+                                      parse_listeners, split_listener_key, uses_sasl, uses_tls)
 from kbroker.config.properties import parse_properties
 from kbroker.config.topic_table import TOPIC_CONFIGS
 from kbroker.config.types import MS_PER_MINUTE, ConfigDef, ConfigError, ConfigSource
@@ -45,7 +51,12 @@ class BrokerConfig:
         self._dynamic_broker: dict[str, Any] = {}
         self._dynamic_default: dict[str, Any] = {}
         self._watchers: list = []
+        # listener name (upper case) -> {key: parsed value}; JAAS entries under "<MECH>.jaas"
+        self._per_listener: dict[str, dict[str, Any]] = {}
         for key, raw in self.originals.items():
+            if split_listener_key(key) is not None:
+                self._set_listener_key(key, raw)
+                continue
             definition = BROKER_CONFIGS.get(key)
             if definition is None:
                 feature = security_feature(key)
@@ -83,6 +94,41 @@ class BrokerConfig:
         if name in BROKER_CONFIGS:
             return self.get(name)
         raise AttributeError(attr)
+
+    def listener_get(self, listener: str, name: str) -> Any:
+        """``name`` as it applies to one listener: its ``listener.name.<listener>.`` override,
+        else the broker-wide value."""
+        overrides = self._per_listener.get(listener.upper(), {})
+        return overrides[name] if name in overrides else self.get(name)
+
+    def listener_is_set(self, listener: str, name: str) -> bool:
+        return name in self._per_listener.get(listener.upper(), {}) or self.is_set(name)
+
+    def jaas_config(self, listener: str, mechanism: str) -> str | None:
+        """``listener.name.<listener>.<mechanism>.sasl.jaas.config``, or None."""
+        return self._per_listener.get(listener.upper(), {}).get(f"{mechanism.upper()}.jaas")
+
+    def _set_listener_key(self, key: str, raw: Any) -> None:
+        listener, rest = split_listener_key(key)
+        overrides = self._per_listener.setdefault(listener, {})
+        mechanism = jaas_mechanism(rest)
+        if mechanism is not None:
+            if mechanism not in SASL_MECHANISMS:
+                raise ConfigError(f"refused '{key}': SASL mechanism {mechanism} is not implemented "
+                                  f"by kbroker (it serves {', '.join(SASL_MECHANISMS)})", key)
+            overrides[f"{mechanism}.jaas"] = str(raw)
+            return
+        definition = BROKER_CONFIGS.get(rest)
+        if definition is None or not rest.startswith(("ssl.", "sasl.")) \
+                or rest in ("sasl.jaas.config", "sasl.mechanism.inter.broker.protocol"):
+            hint = (" (a broker reads JAAS entries per mechanism: listener.name.<listener>."
+                    "<mechanism>.sasl.jaas.config)" if rest == "sasl.jaas.config" else "")
+            raise ConfigError(f"refused '{key}': the per-listener setting '{rest}' is not "
+                              f"implemented by kbroker yet{hint}", key)
+        try:
+            overrides[rest] = definition.parse(raw)
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace(f"'{rest}'", f"'{key}'"), key) from None
 
     def is_set(self, name: str) -> bool:
         return name in self._static or name in self._dynamic_broker or name in self._dynamic_default
@@ -242,10 +288,12 @@ class BrokerConfig:
             if endpoint.name not in protocols:
                 raise ConfigError(f"invalid value for 'listeners': listener name {endpoint.name} is not "
                                   "in 'listener.security.protocol.map'", "listeners")
-            if protocols[endpoint.name] != "PLAINTEXT":
-                raise ConfigError(f"refused 'listeners': listener {endpoint} uses security protocol "
-                                  f"{protocols[endpoint.name]}; TLS and SASL are not implemented by "
-                                  "kbroker yet (use PLAINTEXT)", "listeners")
+            self._check_listener_security(endpoint, protocols[endpoint.name])
+        for listener in self._per_listener:
+            if listener not in names:
+                raise ConfigError(f"invalid per-listener config: listener {listener} (from a "
+                                  f"'listener.name.{listener.lower()}.' key) is not in 'listeners'",
+                                  "listeners")
         for endpoint in self.advertised_listeners:
             if endpoint.name not in names:
                 raise ConfigError(f"invalid value for 'advertised.listeners': listener name "
@@ -262,6 +310,39 @@ class BrokerConfig:
                               "(dev.mode=true)", faults[0])
         if not self.log_dirs:
             raise ConfigError("invalid value for 'log.dirs': at least one directory is required", "log.dirs")
+
+
+    def _check_listener_security(self, endpoint: Endpoint, protocol: str) -> None:
+        """The settings a listener's protocol needs are there (files are read at start-up)."""
+        name = endpoint.name
+        prefix = f"listener.name.{name.lower()}."
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"invalid value for 'listener.security.protocol.map': listener {name} "
+                              f"has unknown security protocol {protocol} (expected one of "
+                              f"{', '.join(SECURITY_PROTOCOLS)})", "listener.security.protocol.map")
+        if uses_tls(protocol):
+            has_store = self.listener_get(name, "ssl.keystore.location") is not None
+            has_pem = self.listener_get(name, "ssl.keystore.certificate.chain") is not None
+            if not has_store and not has_pem:
+                raise ConfigError(f"listener {endpoint} ({protocol}) needs a key store: set "
+                                  f"ssl.keystore.location (or {prefix}ssl.keystore.location), or "
+                                  "ssl.keystore.certificate.chain and ssl.keystore.key with "
+                                  "ssl.keystore.type=PEM", "ssl.keystore.location")
+        if uses_sasl(protocol):
+            mechanisms = [m.upper() for m in self.listener_get(name, "sasl.enabled.mechanisms")]
+            unsupported = [m for m in mechanisms if m not in SASL_MECHANISMS]
+            if unsupported or not mechanisms:
+                raise ConfigError(f"refused 'sasl.enabled.mechanisms' for listener {endpoint}: "
+                                  f"{', '.join(unsupported) or 'an empty list'} "
+                                  f"{'is' if len(unsupported) == 1 else 'are'} not implemented by "
+                                  f"kbroker (set sasl.enabled.mechanisms or {prefix}"
+                                  f"sasl.enabled.mechanisms to some of "
+                                  f"{', '.join(SASL_MECHANISMS)})", "sasl.enabled.mechanisms")
+            if "PLAIN" in mechanisms and self.jaas_config(name, "PLAIN") is None:
+                raise ConfigError(f"listener {endpoint} enables SASL PLAIN but has no users: set "
+                                  f"{prefix}plain.sasl.jaas.config (org.apache.kafka.common."
+                                  "security.plain.PlainLoginModule required user_<name>="
+                                  "\"<password>\";)", f"{prefix}plain.sasl.jaas.config")
 
 
 def load_config(path: str | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:

@@ -49,6 +49,17 @@ TLS = not_implemented_if_set("TLS (SSL listeners)")
 SASL = not_implemented_if_set("SASL authentication")
 ACLS = not_implemented_if_set("authorization (ACLs)")
 PLUGINS = not_implemented_if_set("loading Java plugin classes")
+def _sasl_mechanisms(value: Any) -> str | None:
+    missing = [m for m in value if m.upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")]
+    if not missing:
+        return None
+    return (f"the SASL mechanism{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            "(kbroker serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512) is not implemented by "
+            "kbroker yet")
+
+
+_SECURITY_AT_RUN_TIME = ("changing a listener's security settings at run time is not implemented yet; "
+                        "restart the broker with the new settings")
 KRAFT = "kbroker has no KRaft controller; it is always a broker"
 RECOMPRESSION = only("producer", "recompressing on the broker (only 'producer' is accepted, which keeps "
                                  "the producer's codec)")
@@ -79,8 +90,7 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "replaced by 127.0.0.1.", HIGH),
     _d("listener.security.protocol.map", S,
        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-       "Maps listener names to security protocols; a listener may only use PLAINTEXT (TLS and "
-       "SASL are not implemented yet).", LOW, update_mode=PB,
+       "Maps listener names to security protocols: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.", LOW, update_mode=PB,
        update_refused="changing listeners at run time is not implemented yet; restart the broker"),
     _d("inter.broker.listener.name", S, None, "The listener brokers use to talk to each other."),
     _d("security.inter.broker.protocol", S, "PLAINTEXT",
@@ -345,32 +355,56 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "Kafka's protocol, e.g. Produce,Fetch); empty means all.", LOW, update_mode=CW),
     _d("kbroker.trace.client.ids", LS, [], "kbroker extension: trace only requests from these "
        "client ids; empty means all.", LOW, update_mode=CW),
-    # security: TLS, SASL and ACLs are not implemented yet, so setting any of these is refused
-    # (the per-broker mode is Kafka's, for when they are)
-    _d("sasl.enabled.mechanisms", LS, ["GSSAPI"], "SASL mechanisms offered.", MEDIUM, update_mode=PB,
-       unsupported=SASL),
+    # security: TLS and SASL (PLAIN, SCRAM) work per listener (kbroker.security); each key below
+    # may also be set for one listener as listener.name.<listener>.<key>. Changing them at run
+    # time is refused (the listener would keep its old settings); ACLs are not implemented yet.
+    _d("sasl.enabled.mechanisms", LS, ["GSSAPI"],
+       "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, "
+       "Kafka's default, and OAUTHBEARER are not implemented).", MEDIUM, update_mode=PB,
+       unsupported=_sasl_mechanisms, update_refused=_SECURITY_AT_RUN_TIME),
     _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism between brokers.", MEDIUM,
        update_mode=PB, unsupported=SASL),
-    _d("sasl.jaas.config", P, None, "JAAS login context of the broker.", MEDIUM, update_mode=PB,
-       unsupported=SASL),
+    _d("sasl.jaas.config", P, None, "JAAS login context; a broker reads it only with a listener "
+       "and mechanism prefix (listener.name.<l>.<mechanism>.sasl.jaas.config).", MEDIUM,
+       update_mode=PB, unsupported=not_implemented_if_set(
+           "an unprefixed sasl.jaas.config (set listener.name.<listener>.<mechanism>."
+           "sasl.jaas.config, as Kafka brokers require)")),
+    _d("sasl.server.max.receive.size", I, 524288,
+       "The largest request a client may send before and during SASL authentication.", LOW, _AT1),
+    _d("connection.failed.authentication.delay.ms", I, 100,
+       "How long the answer to a failed authentication is held back before the connection "
+       "closes (slows password guessing).", LOW, Range(0)),
     _d("ssl.keystore.location", S, None, "Key store file (PEM or PKCS12).", MEDIUM, update_mode=PB,
-       unsupported=TLS),
-    _d("ssl.keystore.password", P, None, "Key store password.", MEDIUM, update_mode=PB, unsupported=TLS),
-    _d("ssl.keystore.type", S, "JKS", "Key store format.", MEDIUM, update_mode=PB, unsupported=TLS),
-    _d("ssl.key.password", P, None, "Private key password.", MEDIUM, update_mode=PB, unsupported=TLS),
-    _d("ssl.keystore.key", P, None, "PEM private key.", MEDIUM, update_mode=PB, unsupported=TLS),
+       update_refused=_SECURITY_AT_RUN_TIME),
+    _d("ssl.keystore.password", P, None, "Key store password.", MEDIUM, update_mode=PB,
+       update_refused=_SECURITY_AT_RUN_TIME),
+    _d("ssl.keystore.type", S, "JKS", "Key store format: PEM or PKCS12 (a JKS-typed file is read "
+       "if it is PKCS12, as Java does; a real JKS file is refused).", MEDIUM,
+       OneOf("JKS", "PKCS12", "PEM"), update_mode=PB, update_refused=_SECURITY_AT_RUN_TIME),
+    _d("ssl.key.password", P, None, "Private key password.", MEDIUM, update_mode=PB,
+       update_refused=_SECURITY_AT_RUN_TIME),
+    _d("ssl.keystore.key", P, None, "PEM private key (PKCS#8).", MEDIUM, update_mode=PB,
+       update_refused=_SECURITY_AT_RUN_TIME),
     _d("ssl.keystore.certificate.chain", P, None, "PEM certificate chain.", MEDIUM, update_mode=PB,
-       unsupported=TLS),
-    _d("ssl.truststore.location", S, None, "Trust store file.", MEDIUM, update_mode=PB, unsupported=TLS),
+       update_refused=_SECURITY_AT_RUN_TIME),
+    _d("ssl.truststore.location", S, None, "Trust store file (PEM or PKCS12).", MEDIUM,
+       update_mode=PB, update_refused=_SECURITY_AT_RUN_TIME),
     _d("ssl.truststore.password", P, None, "Trust store password.", MEDIUM, update_mode=PB,
-       unsupported=TLS),
-    _d("ssl.truststore.type", S, "JKS", "Trust store format.", MEDIUM, update_mode=PB, unsupported=TLS),
+       update_refused=_SECURITY_AT_RUN_TIME),
+    _d("ssl.truststore.type", S, "JKS", "Trust store format: PEM or PKCS12.", MEDIUM,
+       OneOf("JKS", "PKCS12", "PEM"), update_mode=PB, update_refused=_SECURITY_AT_RUN_TIME),
     _d("ssl.truststore.certificates", P, None, "PEM trusted certificates.", MEDIUM, update_mode=PB,
-       unsupported=TLS),
+       update_refused=_SECURITY_AT_RUN_TIME),
     _d("ssl.client.auth", S, "none", "Client certificate requirement.", MEDIUM,
-       OneOf("required", "requested", "none"), update_mode=PB, unsupported=TLS),
+       OneOf("required", "requested", "none"), update_mode=PB,
+       update_refused=_SECURITY_AT_RUN_TIME),
     _d("ssl.enabled.protocols", LS, ["TLSv1.2", "TLSv1.3"], "TLS versions offered.", MEDIUM,
-       update_mode=PB, unsupported=TLS),
+       ListOf("TLSv1.2", "TLSv1.3"), update_mode=PB, update_refused=_SECURITY_AT_RUN_TIME),
+    _d("ssl.cipher.suites", LS, [], "TLS 1.2 cipher suites offered (OpenSSL or IANA names); empty "
+       "means the defaults. TLS 1.3 suites are always OpenSSL's.", LOW, update_mode=PB,
+       update_refused=_SECURITY_AT_RUN_TIME),
+    _d("ssl.principal.mapping.rules", S, "DEFAULT",
+       "Rules mapping a client certificate's distinguished name to a principal name.", LOW),
     _d("principal.builder.class", C, None, "Builds the principal of a connection.", MEDIUM,
        update_mode=PB, unsupported=PLUGINS),
     _d("authorizer.class.name", S, "", "Authorizer; empty disables ACL checks.", LOW, unsupported=ACLS),
@@ -428,10 +462,11 @@ def fault_rule_def(name: str) -> ConfigDef:
 
 BROKER_CONFIGS: dict[str, ConfigDef] = _BrokerTable((d.name, d) for d in _BROKER_TABLE)
 
-# Keys outside the table that still name a security feature: Kafka's per-listener overrides and
-# the rest of the ssl.* / sasl.* families. They are refused rather than kept as unknown keys.
-SECURITY_PREFIXES = {"ssl.": "TLS (SSL listeners)", "sasl.": "SASL authentication",
-                     "listener.name.": "per-listener security configs"}
+# Keys outside the table that still name a security feature: the rest of the ssl.* / sasl.*
+# families (and per-listener keys the config layer does not accept). They are refused rather than
+# kept as unknown keys.
+SECURITY_PREFIXES = {"ssl.": "this TLS setting", "sasl.": "this SASL setting",
+                     "listener.name.": "this per-listener setting"}
 
 
 def security_feature(name: str) -> str | None:

@@ -44,3 +44,39 @@ def parse_listeners(key: str, entries: list[str]) -> list[Endpoint]:
     if len(set(names)) != len(names):
         raise ConfigError(f"invalid value for '{key}': each listener name must appear only once", key)
     return endpoints
+
+
+# What a listener may be (Kafka's SecurityProtocol) and the SASL mechanisms kbroker serves.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+LISTENER_PREFIX = "listener.name."
+# The per-mechanism JAAS key Kafka brokers read: listener.name.<l>.<mechanism>.sasl.jaas.config.
+JAAS_SUFFIX = ".sasl.jaas.config"
+
+
+def uses_tls(protocol: str) -> bool:
+    return protocol in ("SSL", "SASL_SSL")
+
+
+def uses_sasl(protocol: str) -> bool:
+    return protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+def split_listener_key(key: str) -> tuple[str, str] | None:
+    """``listener.name.sasl_ssl.ssl.keystore.location`` -> ``("SASL_SSL", "ssl.keystore.location")``;
+    None for a key without the listener prefix. Listener names are matched case-insensitively,
+    as Kafka does (its prefix uses the lower-case name)."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    listener, dot, rest = key[len(LISTENER_PREFIX):].partition(".")
+    if not dot or not listener or not rest:
+        raise ConfigError(f"refused '{key}': expected listener.name.<listener>.<config>", key)
+    return listener.upper(), rest
+
+
+def jaas_mechanism(rest: str) -> str | None:
+    """The mechanism of a per-listener ``<mechanism>.sasl.jaas.config`` key, upper-cased, else
+    None."""
+    if rest.endswith(JAAS_SUFFIX) and rest != JAAS_SUFFIX[1:]:
+        return rest[:-len(JAAS_SUFFIX)].upper()
+    return None

@@ -39,6 +39,8 @@ MODULES = (
     "end_txn",
     "write_txn_markers",
     "txn_offset_commit",
+    "sasl",
+    "scram_credentials",
 )
 
 

@@ -1,4 +1,5 @@
-"""The controller: the only writer of topics, partitions, assignments and configs.
+"""The controller: the only writer of topics, partitions, assignments, configs and SCRAM
+credentials.
 
 Handlers translate requests into the calls below; nothing else writes the metadata store (a
 test checks it). Each change persists to the store, then publishes a new immutable
@@ -139,6 +140,21 @@ class Controller:
 
     def allocate_producer_id_block(self, size: int) -> int:
         return self._store.allocate_producer_id_block(size)
+
+    # --- SCRAM credentials ---------------------------------------------------------------------
+
+    def alter_scram_credentials(self, upserts: Mapping[tuple[str, str], str],
+                                deletions: set[tuple[str, str]]) -> None:
+        """Set ``(user, mechanism) -> credential string`` and remove ``(user, mechanism)`` pairs,
+        in one persisted change (the handler validated them)."""
+        credentials = {user: dict(m) for user, m in self._image.scram_credentials.items()}
+        for user, mechanism in deletions:
+            credentials.get(user, {}).pop(mechanism, None)
+        for (user, mechanism), credential in upserts.items():
+            credentials.setdefault(user, {})[mechanism] = credential
+        credentials = {user: m for user, m in credentials.items() if m}
+        self._persist(lambda: self._store.set_scram_credentials(credentials))
+        _run_now(self._publish(self._image.with_scram_credentials(credentials)))
 
     # --- the steps -----------------------------------------------------------------------------
 

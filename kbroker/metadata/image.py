@@ -83,14 +83,20 @@ class MetadataImage:
     topics_by_id: Mapping[uuid.UUID, TopicMetadata] = field(default_factory=lambda: _EMPTY)
     # Dynamic broker configs: "cluster" (the cluster-wide default) and "broker" (this node).
     dynamic_broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+    # SCRAM credentials: user -> mechanism -> Kafka's credential string
+    # ("salt=...,stored_key=...,server_key=...,iterations=N", as in /config/users/<user>).
+    scram_credentials: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
 
     @classmethod
-    def build(cls, cluster_id: str, topics=(), broker_configs: Mapping | None = None):
+    def build(cls, cluster_id: str, topics=(), broker_configs: Mapping | None = None,
+              scram_credentials: Mapping | None = None):
         by_name = {t.name: t for t in topics}
         return cls(cluster_id, MappingProxyType(by_name),
                    MappingProxyType({t.topic_id: t for t in by_name.values()}),
                    MappingProxyType({scope: frozen_mapping((broker_configs or {}).get(scope))
-                                     for scope in ("cluster", "broker")}))
+                                     for scope in ("cluster", "broker")}),
+                   MappingProxyType({user: frozen_mapping(mechanisms) for user, mechanisms
+                                     in (scram_credentials or {}).items() if mechanisms}))
 
     # --- reads (the names handlers have always used) -------------------------------------------
 
@@ -106,6 +112,9 @@ class MetadataImage:
     def broker_configs(self, *, cluster_default: bool) -> dict[str, str]:
         return dict(self.dynamic_broker_configs.get("cluster" if cluster_default else "broker",
                                                     _EMPTY))
+
+    def scram_credential(self, user: str, mechanism: str) -> str | None:
+        return self.scram_credentials.get(user, _EMPTY).get(mechanism)
 
     def partition_count(self) -> int:
         return sum(t.num_partitions for t in self.topics_by_name.values())
@@ -130,6 +139,11 @@ class MetadataImage:
         del by_id[old.topic_id]
         return replace(self, topics_by_name=MappingProxyType(by_name),
                        topics_by_id=MappingProxyType(by_id))
+
+    def with_scram_credentials(self, credentials: Mapping[str, Mapping[str, str]]
+                               ) -> "MetadataImage":
+        return replace(self, scram_credentials=MappingProxyType(
+            {user: frozen_mapping(m) for user, m in credentials.items() if m}))
 
     def with_broker_configs(self, configs: Mapping, *, cluster_default: bool) -> "MetadataImage":
         scopes = dict(self.dynamic_broker_configs)

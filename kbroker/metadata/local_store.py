@@ -4,6 +4,7 @@ File ``<log.dir>/kbroker-metadata.json``::
 
     {"version": 1, "cluster_id": "<22-char base64url>", "next_producer_id_block": N,
      "broker_configs": {"cluster": {...}, "broker": {...}},
+     "scram_credentials": {"<user>": {"SCRAM-SHA-256": "salt=...,stored_key=...,..."}},
      "topics": {"<name>": {"topic_id": "<uuid>", "partitions": N,
                            "replicas": [[node, ...], ...], "configs": {...}}}}
 
@@ -84,7 +85,8 @@ class LocalMetadataStore:
             replicas = t.get("replicas") or [[self._node_id]] * t["partitions"]
             topics.append(TopicMetadata(name, uuid.UUID(t["topic_id"]), replicas,
                                         t.get("configs", {})))
-        return MetadataImage.build(self.cluster_id, topics, self._state.get("broker_configs"))
+        return MetadataImage.build(self.cluster_id, topics, self._state.get("broker_configs"),
+                                   self._state.get("scram_credentials"))
 
     # --- changes (called by the controller only) -----------------------------------------------
 
@@ -109,6 +111,11 @@ class LocalMetadataStore:
         scopes = dict(self._state.get("broker_configs") or {"cluster": {}, "broker": {}})
         scopes["cluster" if cluster_default else "broker"] = dict(configs)
         self._save({**self._state, "broker_configs": scopes})
+
+    def set_scram_credentials(self, credentials) -> None:
+        """Every user's SCRAM credentials (Kafka: one /config/users/<user> znode each)."""
+        self._save({**self._state, "scram_credentials": {u: dict(m) for u, m in
+                                                         credentials.items() if m}})
 
     def allocate_producer_id_block(self, size: int) -> int:
         """Like Kafka's controller-allocated producer id blocks: reserved durably first."""

@@ -4,6 +4,11 @@ asyncio's ``create_server`` accepts whatever arrives; Kafka's Acceptor instead s
 ``max.connections`` and closes a connection over ``max.connections.per.ip`` right after accepting
 it. ``Listener`` does the same with ``sock_accept`` + ``connect_accepted_socket`` and offers the
 part of ``asyncio.Server`` the broker uses (``sockets``, ``close``, ``wait_closed``).
+
+A TLS listener (``ssl_context`` given) runs each handshake in a task of its own, so a client that
+connects and stalls cannot hold up accepting others; the protocol's ``connection_made`` runs only
+after the handshake succeeded. A failed handshake (plaintext or garbage on a TLS port, an untrusted
+client certificate) is logged once per client address and costs nothing more.
 """
 
 from __future__ import annotations
@@ -20,8 +25,12 @@ _RETRY_LATER = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 class Listener:
-    def __init__(self, sock: socket.socket, protocol_factory, limits):
+    def __init__(self, sock: socket.socket, protocol_factory, limits, ssl_context=None,
+                 on_tls_failure=None):
         self.sockets = [sock]
+        self._ssl = ssl_context
+        self._on_tls_failure = on_tls_failure
+        self._handshakes: set[asyncio.Task] = set()
         self._sock = sock
         self._factory = protocol_factory
         self._limits = limits
@@ -52,13 +61,30 @@ class Listener:
             if not self._limits.admits(address[0]):
                 conn.close()
                 continue
+            if self._ssl is not None:
+                task = loop.create_task(self._tls_set_up(conn, address))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+                continue
             try:
                 await loop.connect_accepted_socket(self._factory, conn)
             except OSError as exc:  # the client left between accept and set-up
                 log.debug("connection from %s lost during set-up: %s", address, exc)
                 conn.close()
 
+    async def _tls_set_up(self, conn: socket.socket, address) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.connect_accepted_socket(self._factory, conn, ssl=self._ssl,
+                                               ssl_handshake_timeout=10.0)
+        except (OSError, asyncio.TimeoutError) as exc:  # ssl.SSLError is an OSError
+            conn.close()
+            if self._on_tls_failure is not None:
+                self._on_tls_failure(address[0], exc)
+
     def close(self) -> None:
+        for task in self._handshakes:
+            task.cancel()
         self._task.cancel()
         self._sock.close()
 
@@ -70,7 +96,7 @@ class Listener:
 
 
 async def listen(host: str | None, port: int, protocol_factory, limits,
-                 backlog: int = 1024) -> Listener:
+                 backlog: int = 1024, ssl_context=None, on_tls_failure=None) -> Listener:
     """Bind and start accepting; raises OSError (with errno) when the address cannot be bound."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
@@ -87,4 +113,4 @@ async def listen(host: str | None, port: int, protocol_factory, limits,
     except OSError:
         sock.close()
         raise
-    return Listener(sock, protocol_factory, limits)
+    return Listener(sock, protocol_factory, limits, ssl_context, on_tls_failure)

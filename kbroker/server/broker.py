@@ -16,7 +16,9 @@ import signal
 import time
 
 from kbroker import handlers
+from kbroker.server import listener_security
 from kbroker.server.acceptor import listen
+from kbroker.server.authenticator import FailureLog, ListenerSecurity, SaslAuthenticator
 from kbroker.server.connection import KafkaConnection
 from kbroker.server.limits import ConnectionLimits
 from kbroker.startup import EXIT_LISTENER, EXIT_LOG_DIR, EXIT_METADATA, StartupError
@@ -75,12 +77,17 @@ class Broker:
                                                       self.producer_ids, self.group_coordinator)
         self.txn_coordinator.start()
         self.dispatcher = Dispatcher(self._services(), handlers.load())
+        failures = FailureLog()
         for endpoint in self.config.listeners:
             name = endpoint.name
+            security = listener_security.build(self.config, name, self._scram_credential,
+                                               failures)
             try:
                 server = await listen(endpoint.bind_host, endpoint.port,
-                                      lambda name=name: KafkaConnection(self, name),
-                                      self.connection_limits)
+                                      self._connection_factory(security),
+                                      self.connection_limits, ssl_context=security.ssl_context,
+                                      on_tls_failure=lambda ip, exc, s=security: s.failures.failed(
+                                          ip, s.name, f"TLS handshake failed: {exc}"))
             except OSError as exc:
                 raise StartupError(
                     f"cannot listen on {name}://{endpoint.bind_host or '0.0.0.0'}:"
@@ -131,6 +138,11 @@ class Broker:
             self.replicas.close()
         self._stopped.set()
 
+    @property
+    def metadata(self):
+        """The current metadata image (the CLI's ready banner reads its cluster id)."""
+        return self.controller.image
+
     async def __aenter__(self):
         await self.start()
         return self
@@ -149,6 +161,22 @@ class Broker:
             txn=self.txn_coordinator)
 
     # --- what connections call -----------------------------------------------------------------
+
+    def _connection_factory(self, security: ListenerSecurity):
+        name = security.name
+        if not security.sasl:
+            if security.ssl_context is None:
+                return lambda: KafkaConnection(self, name)  # PLAINTEXT: nothing more
+            return lambda: KafkaConnection(self, name, security)
+        return lambda: KafkaConnection(self, name, security,
+                                       SaslAuthenticator(security, self.handle_frame))
+
+    def _scram_credential(self, user: str, mechanism: str):
+        """The stored SCRAM credential of ``user`` for ``mechanism``, or None."""
+        from kbroker.security.sasl.scram import ScramCredential
+
+        text = self.controller.image.scram_credential(user, mechanism)
+        return ScramCredential.from_string(text) if text else None
 
     def handle_frame(self, frame, connection):
         return self.dispatcher.handle(frame, connection)

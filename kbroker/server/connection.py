@@ -27,6 +27,13 @@ acks); later answers wait in ``_pending`` behind earlier ones, but handling of t
 goes on meanwhile. Responses are written with ``writelines``; file regions (fetched log data) go
 to the socket with ``loop.sendfile`` from a writer task, except small ones (up to 64 KiB per
 response), which are read into the response: cheaper than sendfile's set-up, one write.
+
+Security (a listener's :class:`~kbroker.server.authenticator.ListenerSecurity`): on a TLS listener
+the transport is already TLS when ``connection_made`` runs (the acceptor did the handshake), the
+principal comes from the client certificate if one was sent, and file regions are read into
+memory and written in pieces, since ``sendfile`` cannot encrypt. On a SASL listener frames go to
+the authenticator, capped at ``sasl.server.max.receive.size``, until it calls
+:meth:`KafkaConnection.authenticated`. A PLAINTEXT listener takes none of these branches.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import struct
 
 log = logging.getLogger("kbroker.connection")
@@ -51,6 +59,9 @@ _MAX_IN_FLIGHT = 32
 _LANDING = bytearray(_RECV_SIZE)
 _LANDING_VIEW = memoryview(_LANDING)
 _OWN_MIN = 1024
+# A TLS connection writes file regions through memory in pieces of this size.
+_TLS_CHUNK = 1024 * 1024
+ANONYMOUS = "User:ANONYMOUS"
 
 
 # File regions up to this many bytes per response are read (pread) into the response instead
@@ -75,11 +86,21 @@ class Closed(Exception):
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, server, listener_name: str | None = None):
+    def __init__(self, server, listener_name: str | None = None, security=None,
+                 authenticator=None):
         self._server = server
         self._limits = server.connection_limits
         self.listener_name = listener_name
         self._max_frame = server.max_request_size
+        self._max_frame_key = "socket.request.max.bytes"
+        self._frame_handler = server.handle_frame
+        self._security = security
+        self.tls = security is not None and security.ssl_context is not None
+        self.principal = ANONYMOUS
+        if authenticator is not None:
+            self._frame_handler = authenticator.handle
+            self._max_frame = min(self._max_frame, security.max_receive_size)
+            self._max_frame_key = "sasl.server.max.receive.size, before authentication"
         self._buf: bytearray | None = None  # receive buffer, lent from the pool while in use
         self._view: memoryview | None = None
         self._start = 0  # first unparsed byte in _buf
@@ -112,6 +133,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = asyncio.get_running_loop().time()
         self._server.connections.add(self)
         self._limits.opened(self)
+        if self.tls:
+            self._tls_principal()
+
+    def _tls_principal(self):
+        """Kafka's SSL principal: the mapped certificate subject, else ANONYMOUS. A SASL_SSL
+        connection authenticates again through SASL, whose principal replaces this one."""
+        cert = self.transport.get_extra_info("peercert")
+        if not cert or not cert.get("subject"):
+            return
+        from kbroker.security.principal import MappingError, subject_name
+
+        name = subject_name(cert)
+        try:
+            self.principal = f"User:{self._security.principal_mapper.name(name)}"
+        except MappingError as exc:
+            self._security.failures.failed(self.ip, self._security.name, str(exc))
+            self.close()
+
+    def authenticated(self, principal: str):
+        """SASL succeeded: serve requests from now on, with the normal frame limit."""
+        self.principal = principal
+        self._frame_handler = self._server.handle_frame
+        self._max_frame = self._server.max_request_size
+        self._max_frame_key = "socket.request.max.bytes"
 
     def connection_lost(self, exc):
         self.closed = True
@@ -202,7 +247,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             (size,) = _SIZE.unpack_from(self._buf, self._start)
             if size < 0 or size > self._max_frame:
                 log.warning("closing connection from %s: request size %d is outside 0..%d "
-                            "(socket.request.max.bytes)", self.peer, size, self._max_frame)
+                            "(%s)", self.peer, size, self._max_frame, self._max_frame_key)
                 self.close()
                 return
             if available - 4 >= size:
@@ -263,7 +308,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _handle_frame(self, frame: memoryview):
         try:
-            result = self._server.handle_frame(frame, self)
+            result = self._frame_handler(frame, self)
         except Closed:
             self.close()
             return
@@ -334,12 +379,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if buffered:
                 self.transport.writelines(buffered)
                 buffered = []
+            if self.tls:
+                await self._write_region(part)
+                continue
             # A file region: sendfile waits for the transport's buffer to drain first.
             await loop.sendfile(self.transport, part.file, part.position, len(part))
         if buffered:
             self.transport.writelines(buffered)
         if not self._can_write.is_set():
             await self._can_write.wait()
+
+    async def _write_region(self, region):
+        """TLS cannot sendfile: read the region in pieces and write each once the client has
+        taken the previous one, so a large fetch holds at most one piece in memory."""
+        fd = region.fileno()
+        position, remaining = region.position, len(region)
+        while remaining > 0 and not self.closed:
+            data = os.pread(fd, min(remaining, _TLS_CHUNK), position)
+            if not data:
+                raise ConnectionError("segment truncated under a fetch")
+            self.transport.write(data)
+            position += len(data)
+            remaining -= len(data)
+            if not self._can_write.is_set():
+                await self._can_write.wait()
 
     def idle(self) -> bool:
         """No request in flight (a half-received frame does not count: Kafka closes those too)."""

@@ -21,7 +21,7 @@ import inspect
 import logging
 import struct
 
-from kbroker.handlers.context import CloseConnection, RequestContext
+from kbroker.handlers.context import ANONYMOUS, CloseConnection, RequestContext
 from kbroker.protocol import messages
 from kbroker.protocol.messages import ADVERTISED, API_BY_KEY
 from kbroker.protocol.messages.headers import RequestHeader, ResponseHeader
@@ -120,7 +120,8 @@ class Dispatcher:
                         correlation_id, exc)
             raise Closed() from None
         ctx = RequestContext(self.services, api_key, version, correlation_id, header.client_id,
-                             _client_host(connection), getattr(connection, "listener_name", None))
+                             _client_host(connection), getattr(connection, "listener_name", None),
+                             getattr(connection, "principal", ANONYMOUS))
         observer = self.observer
         token = observer.begin(ctx, request, connection) if observer is not None else None
         try:

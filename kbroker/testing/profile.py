@@ -41,7 +41,9 @@ def warn_unknown(settings: Mapping[str, object]) -> list[str]:
     (they may belong to a plugin), so this does not refuse them either."""
     from kbroker.config import BROKER_CONFIGS
 
-    unknown = [key for key in settings if key not in BROKER_CONFIGS]
+    # listener.name.<listener>.* keys are per-listener overrides, checked by BrokerConfig itself.
+    unknown = [key for key in settings
+               if key not in BROKER_CONFIGS and not key.startswith("listener.name.")]
     for key in unknown:
         log.warning("unknown broker setting '%s' is ignored%s", key, did_you_mean(key, BROKER_CONFIGS))
     return unknown

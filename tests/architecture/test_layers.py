@@ -78,7 +78,7 @@ def test_layer_imports_point_downward(layer):
 
 
 STORE_WRITES = {"create_topic", "delete_topic", "set_partition_count", "set_topic_configs",
-                "set_broker_configs", "allocate_producer_id_block"}
+                "set_broker_configs", "allocate_producer_id_block", "set_scram_credentials"}
 
 
 def test_only_the_controller_writes_the_metadata_store():

@@ -109,8 +109,8 @@ def test_topic_values_kbroker_cannot_honour_are_invalid_config(broker):
 
 @pytest.mark.parametrize("setting, feature", [
     ("zookeeper.connect=localhost:2181", "ZooKeeper cluster mode"),
-    ("listeners=SSL://127.0.0.1:0", "TLS and SASL"),
-    ("sasl.enabled.mechanisms=PLAIN", "SASL authentication"),
+    ("sasl.enabled.mechanisms=GSSAPI,PLAIN,OAUTHBEARER", "GSSAPI, OAUTHBEARER"),
+    ("listener.name.plaintext.ssl.engine.factory.class=x", "per-listener setting"),
     ("authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "authorization"),
 ])
 def test_unimplemented_features_stop_start_up_with_one_line(tmp_path, setting, feature):

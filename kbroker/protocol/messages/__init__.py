@@ -109,6 +109,10 @@ ADVERTISED = {
     26: (0, 4),  # EndTxn
     27: (1, 2),  # WriteTxnMarkers
     28: (0, 5),  # TxnOffsetCommit
+    17: (0, 1),  # SaslHandshake
+    36: (0, 2),  # SaslAuthenticate
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
 }
 
 

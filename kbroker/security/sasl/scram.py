@@ -1,0 +1,169 @@
+"""SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, RFC 7677), server side, and Kafka's stored credential.
+
+Exchange (no channel binding: the gs2 header is ``n,,`` or ``y,,``, as Kafka's clients send)::
+
+    client-first  n,,n=<user>,r=<client nonce>[,<extensions>]
+    server-first  r=<client nonce><server nonce>,s=<base64 salt>,i=<iterations>
+    client-final  c=biws,r=<nonce>,p=<base64 proof>
+    server-final  v=<base64 server signature>
+
+The credential (Kafka's ``ScramCredential``, stored in ``/config/users/<user>`` as
+``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``) holds no password:
+``StoredKey = H(HMAC(SaltedPassword, "Client Key"))``, ``ServerKey = HMAC(SaltedPassword, "Server
+Key")``. AlterUserScramCredentials sends the salted password; the broker keeps only these keys.
+An unknown user, a changed nonce, a wrong proof or a malformed message all fail the exchange.
+Kafka's delegation-token extension (``tokenauth=true``) is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+
+from kbroker.security.sasl import AuthenticationFailed
+
+HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+# Kafka's ScramMechanism type ids (AlterUserScramCredentials / DescribeUserScramCredentials).
+MECHANISM_BY_TYPE = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+TYPE_BY_MECHANISM = {v: k for k, v in MECHANISM_BY_TYPE.items()}
+MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384  # Kafka's ScramMechanism bounds
+
+
+@dataclass(frozen=True)
+class ScramCredential:
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    @classmethod
+    def from_salted_password(cls, mechanism: str, salt: bytes, salted_password: bytes,
+                             iterations: int) -> "ScramCredential":
+        digest = HASHES[mechanism]
+        client_key = hmac.digest(salted_password, b"Client Key", digest)
+        return cls(salt, digest(client_key).digest(),
+                   hmac.digest(salted_password, b"Server Key", digest), iterations)
+
+    @classmethod
+    def from_password(cls, mechanism: str, password: str, salt: bytes, iterations: int):
+        salted = hashlib.pbkdf2_hmac(HASHES[mechanism]().name, password.encode(), salt, iterations)
+        return cls.from_salted_password(mechanism, salt, salted, iterations)
+
+    def to_string(self) -> str:
+        b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+        return (f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},"
+                f"server_key={b64(self.server_key)},iterations={self.iterations}")
+
+    @classmethod
+    def from_string(cls, text: str) -> "ScramCredential":
+        fields = dict(part.split("=", 1) for part in text.split(","))
+        return cls(base64.b64decode(fields["salt"]), base64.b64decode(fields["stored_key"]),
+                   base64.b64decode(fields["server_key"]), int(fields["iterations"]))
+
+
+_ATTRIBUTE = re.compile(r"([a-zA-Z])=(.*)", re.S)
+
+
+def _attributes(message: str) -> list[tuple[str, str]]:
+    out = []
+    for part in message.split(","):
+        match = _ATTRIBUTE.fullmatch(part)
+        if match is None:
+            raise AuthenticationFailed("Authentication failed: Invalid SCRAM message")
+        out.append((match.group(1), match.group(2)))
+    return out
+
+
+def _username(saslname: str) -> str:
+    """RFC 5802's saslname: ',' and '=' arrive as '=2C' and '=3D'; any other '=' is invalid."""
+    if re.search(r"=(?!2C|3D)", saslname):
+        raise AuthenticationFailed("Authentication failed: Invalid user name encoding")
+    return saslname.replace("=2C", ",").replace("=3D", "=")
+
+
+class ScramServer:
+    def __init__(self, mechanism: str, lookup):
+        self.mechanism = mechanism
+        self._digest = HASHES[mechanism]
+        self._lookup = lookup
+        self._state = "client-first"
+        self.complete = False
+        self.authorization_id: str | None = None
+
+    def evaluate(self, token: bytes) -> bytes:
+        try:
+            message = bytes(token).decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("Authentication failed: Invalid SCRAM message") from None
+        if self._state == "client-first":
+            return self._client_first(message).encode()
+        if self._state == "client-final":
+            return self._client_final(message).encode()
+        raise AuthenticationFailed("Authentication failed: unexpected SCRAM message")
+
+    def _client_first(self, message: str) -> str:
+        self._state = "failed"
+        cbind, sep, rest = message.partition(",")
+        authzid, sep2, bare = rest.partition(",")
+        if not sep or not sep2 or cbind not in ("n", "y"):
+            raise AuthenticationFailed("Authentication failed: Invalid SCRAM client first message "
+                                       "(channel binding is not supported)")
+        if ",tokenauth=" in bare:
+            raise AuthenticationFailed("Authentication failed: delegation tokens are not "
+                                       "supported")
+        attributes = _attributes(bare)
+        if len(attributes) < 2 or attributes[0][0] != "n" or attributes[1][0] != "r" \
+                or not attributes[1][1]:
+            raise AuthenticationFailed("Authentication failed: Invalid SCRAM client first message")
+        username = _username(attributes[0][1])
+        if authzid and authzid != f"a={attributes[0][1]}":
+            raise AuthenticationFailed("Authentication failed: Authorization id does not match "
+                                       "the user name")
+        credential = self._lookup(username, self.mechanism)
+        if credential is None:
+            raise AuthenticationFailed("Authentication failed: Invalid user credentials")
+        self._user, self._credential = username, credential
+        self._gs2_header = f"{cbind},{authzid},"
+        self._nonce = attributes[1][1] + secrets.token_urlsafe(24)
+        self._client_first_bare = bare
+        self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
+                              f"i={credential.iterations}")
+        self._state = "client-final"
+        return self._server_first
+
+    def _client_final(self, message: str) -> str:
+        self._state = "failed"
+        without_proof, sep, proof_part = message.rpartition(",p=")
+        if not sep:
+            raise AuthenticationFailed("Authentication failed: Invalid SCRAM client final message")
+        attributes = _attributes(without_proof)
+        if len(attributes) < 2 or attributes[0][0] != "c" or attributes[1][0] != "r":
+            raise AuthenticationFailed("Authentication failed: Invalid SCRAM client final message")
+        if attributes[1][1] != self._nonce:
+            raise AuthenticationFailed("Authentication failed: Invalid client nonce in the final "
+                                       "client message.")
+        try:
+            channel = base64.b64decode(attributes[0][1], validate=True)
+            proof = base64.b64decode(proof_part, validate=True)
+        except ValueError:
+            raise AuthenticationFailed("Authentication failed: Invalid SCRAM client final "
+                                       "message") from None
+        if channel != self._gs2_header.encode():
+            raise AuthenticationFailed("Authentication failed: Invalid channel binding")
+        credential = self._credential
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+        signature = hmac.digest(credential.stored_key, auth_message, self._digest)
+        if len(proof) != len(signature):
+            raise AuthenticationFailed("Authentication failed: Invalid client credentials")
+        client_key = bytes(a ^ b for a, b in zip(proof, signature))
+        if not hmac.compare_digest(self._digest(client_key).digest(), credential.stored_key):
+            raise AuthenticationFailed("Authentication failed: Invalid client credentials")
+        server_signature = hmac.digest(credential.server_key, auth_message, self._digest)
+        self._state = "done"
+        self.complete = True
+        self.authorization_id = self._user
+        return "v=" + base64.b64encode(server_signature).decode()

@@ -1,0 +1,54 @@
+"""Start-up: each listener's security, built from the config (files read, JAAS entries parsed).
+
+A problem becomes a :class:`~kbroker.startup.StartupError` naming the listener and the key, so a
+broker never starts a listener it cannot secure as configured.
+"""
+
+from __future__ import annotations
+
+from kbroker.config.listeners import uses_sasl, uses_tls
+from kbroker.server.authenticator import FailureLog, ListenerSecurity
+from kbroker.startup import EXIT_LISTENER, StartupError
+
+
+def build(config, listener: str, scram_lookup, failures: FailureLog) -> ListenerSecurity:
+    protocol = config.security_protocol(listener)
+    setting = lambda key: config.listener_get(listener, key)  # noqa: E731
+    security = ListenerSecurity(listener, protocol, failures=failures,
+                                max_receive_size=setting("sasl.server.max.receive.size"),
+                                failure_delay_ms=setting(
+                                    "connection.failed.authentication.delay.ms"))
+    if uses_tls(protocol):
+        from kbroker.security.principal import PrincipalMapper
+        from kbroker.security.tls import TlsConfigError, server_context
+
+        try:
+            security.ssl_context = server_context(setting, listener)
+        except TlsConfigError as exc:
+            raise StartupError(str(exc), f"fix {exc.key} (or listener.name.{listener.lower()}."
+                               f"{exc.key})", EXIT_LISTENER) from None
+        try:
+            security.principal_mapper = PrincipalMapper(setting("ssl.principal.mapping.rules"))
+        except ValueError as exc:
+            raise StartupError(f"listener {listener}: ssl.principal.mapping.rules: {exc}",
+                               "fix ssl.principal.mapping.rules", EXIT_LISTENER) from None
+    if uses_sasl(protocol):
+        from kbroker.security.sasl import jaas
+
+        security.mechanisms = [m.upper() for m in setting("sasl.enabled.mechanisms")]
+        security.scram_lookup = scram_lookup
+        for mechanism in security.mechanisms:
+            text = config.jaas_config(listener, mechanism)
+            key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+            if text is None:
+                continue
+            try:
+                if mechanism == "PLAIN":
+                    security.plain_users = jaas.plain_users(text)
+                else:
+                    module, _ = jaas.parse(text)
+                    if module != jaas.SCRAM_MODULE:
+                        raise ValueError(f"{mechanism} needs {jaas.SCRAM_MODULE}, not {module}")
+            except ValueError as exc:
+                raise StartupError(f"invalid {key}: {exc}", f"fix {key}", EXIT_LISTENER) from None
+    return security
