@@ -13,8 +13,7 @@ from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.records import (CONTROL_ABORT, CONTROL_COMMIT, RecordBatchBuilder,
                                       build_control_batch)
 
-from .conftest import NOW
-from .test_formats import _kafka_classpath
+from .conftest import NOW, kafka_classpath
 
 
 def txn_batch(producer_id, epoch, base_sequence, count=2):
@@ -112,8 +111,7 @@ def test_non_transactional_write_inside_an_open_transaction(open_log):
 
 
 def test_kafka_dump_log_segments_reads_markers_and_txnindex(open_log, log_dir):
-    classpath = _kafka_classpath()
-    assert classpath is not None, "Apache Kafka's jars are needed: run scripts/install-test-deps.sh"
+    classpath = kafka_classpath()
     log = open_log(LogConfig())
     append(log, txn_batch(7, 0, 0))
     marker(log, 7, 0, commit=False)
