@@ -150,8 +150,10 @@ def render() -> str:
         f"- `{FAULT_PREFIX}<name>`: kbroker extension, dev mode only: a fault-injection rule such "
         "as `api=Produce error=NOT_LEADER_OR_FOLLOWER count=3`, cluster-wide dynamic "
         "([observability.md](observability.md)).",
-        "- Other keys in these families (those not listed above) are refused with a message naming "
-        "them, rather than kept as unknown keys:",
+        "- `listener.name.<listener>.<key>`: a TLS or SASL key above, for one listener "
+        "([security.md](security.md)).",
+        "- Other keys in these families (those the config layer does not accept) are refused with a "
+        "message naming them, rather than kept as unknown keys:",
         families,
         "",
         f"## Topic keys ({len(TOPIC_CONFIGS)})\n",
