@@ -23,9 +23,7 @@ def handle_describe_transactions(ctx, request):
             m = ctx.txn.describe(transactional_id)
         except KafkaError as exc:
             states.append(R.TransactionState(error_code=exc.error.code,
-                                             transactional_id=transactional_id,
-                                             transaction_state="", producer_id=-1,
-                                             producer_epoch=-1))
+                                             transactional_id=transactional_id))
             continue
         topics: dict[str, list[int]] = {}
         for topic, partition in sorted(m.partitions):
