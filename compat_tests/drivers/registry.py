@@ -101,11 +101,9 @@ DRIVERS: list[Driver] = [
            timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",
                                     "--property", f"request.timeout.ms={ms // 2}",
                                     "--property", f"delivery.timeout.ms={ms}"]),
-    Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL),
-           todo={"transactions": "the Go driver has no --transactional-id yet"}),
+    Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL)),
     Driver("kafkajs", "KafkaJS", ("node", "compat_tests/js/driver.js"),
-           unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL),
-           todo={"transactions": "the KafkaJS driver has no --transactional-id yet"}),
+           unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
     # Spark registers here the same way.
 ]
 

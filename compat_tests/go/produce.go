@@ -13,7 +13,9 @@ import (
 
 // produce sends --count records and prints one "produced" (or "error") line per record, then
 // "done". franz-go's producer is idempotent unless --idempotent false; franz-go requires acks=all
-// for idempotence, so when --idempotent is not given it follows --acks.
+// for idempotence, so when --idempotent is not given it follows --acks. With --transactional-id
+// every record goes into one transaction that ends as --transaction says (commit, the default, or
+// abort), then a "transaction" event, as the Java driver does.
 func produce(ctx context.Context, a *args) (int, error) {
 	topic, err := a.require("topic")
 	if err != nil {
@@ -53,6 +55,11 @@ func produce(ctx context.Context, a *args) (int, error) {
 			return 64, err
 		}
 		partition = int32(p)
+	}
+	transactionalID := a.get("transactional-id", "")
+	transaction := a.get("transaction", "commit")
+	if transaction != "commit" && transaction != "abort" {
+		return 64, usagef("unknown --transaction %s (commit or abort)", transaction)
 	}
 	codec, err := compression(a.get("compression", "none"))
 	if err != nil {
@@ -104,6 +111,12 @@ func produce(ctx context.Context, a *args) (int, error) {
 	if !idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
+	if transactionalID != "" {
+		if !idempotent {
+			return 64, usagef("--transactional-id needs an idempotent producer (--idempotent true)")
+		}
+		opts = append(opts, kgo.TransactionalID(transactionalID))
+	}
 	if partition >= 0 {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}
@@ -120,6 +133,12 @@ func produce(ctx context.Context, a *args) (int, error) {
 		return 1, err
 	}
 	defer cl.Close()
+	if transactionalID != "" {
+		// franz-go initialises the producer id (InitProducerId) lazily, on the first produce.
+		if err := cl.BeginTransaction(); err != nil {
+			return 1, err
+		}
+	}
 
 	var mu sync.Mutex
 	acked := 0
@@ -174,6 +193,18 @@ func produce(ctx context.Context, a *args) (int, error) {
 	waitUpTo(&wg, 5*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
+	if transactionalID != "" && !failed {
+		end := kgo.TryCommit
+		if transaction == "abort" {
+			end = kgo.TryAbort
+		}
+		if err := cl.EndTransaction(ctx, end); err != nil {
+			emit(errorEvent(err))
+			failed = true
+		} else {
+			emit(obj{"event", "transaction", "result", transaction})
+		}
+	}
 	emit(obj{"event", "done", "produced", acked, "requested", count})
 	if failed || int64(acked) != count {
 		return 1, nil

@@ -11,6 +11,7 @@
  *        [--acks all|1|0] [--idempotent true|false] [--key-prefix k] [--value-prefix v]
  *        [--null-key-every N] [--headers] [--partition P] [--timestamp MS] [--value-size N]
  *        [--timeout-ms MS] [--linger-ms MS] [--client-id ID] [--property k=v ...]
+ *        [--transactional-id ID [--transaction commit|abort]]  (all records in one transaction)
  *   node driver.js consume --bootstrap H:P --topic T --count N [--group G] [--from-beginning]
  *        [--timeout-ms MS] [--isolation read_committed|read_uncommitted] [--client-id ID]
  *   node driver.js admin --bootstrap H:P ACTION [--topic T] ...
@@ -258,6 +259,14 @@ async function produce (a) {
     emit({ event: 'error', error: 'unsupported', message: `KafkaJS has no ${compressionName} codec here: ${unsupportedCodecs[compressionName]}` })
     return EXIT_USAGE
   }
+  // As the Java driver: with --transactional-id every record goes into one transaction that ends
+  // as --transaction says, followed by a "transaction" event.
+  const transactionalId = a.get('transactional-id', null)
+  const transaction = a.get('transaction', 'commit')
+  if (!['commit', 'abort'].includes(transaction)) throw new Usage(`unknown --transaction ${transaction}`)
+  if (transactionalId !== null && !idempotent) {
+    throw new Usage('--transactional-id needs an idempotent producer (--idempotent true)')
+  }
   const props = properties(a)
 
   // The default (Java-compatible murmur2) partitioner, remembering where each record went so
@@ -275,6 +284,7 @@ async function produce (a) {
   const producer = kafka.producer({
     idempotent,
     maxInFlightRequests: idempotent ? 1 : undefined,
+    transactionalId: transactionalId ?? undefined,
     allowAutoTopicCreation: props.allowAutoTopicCreation ?? true,
     createPartitioner
   })
@@ -296,8 +306,13 @@ async function produce (a) {
   }
 
   let acked = 0
+  let failed = false
   try {
     await withTimeout(producer.connect(), timeoutMs, 'connecting')
+    // KafkaJS's transaction() runs InitProducerId for the transactional id, then begins.
+    const sender = transactionalId === null
+      ? producer
+      : await withTimeout(producer.transaction(), timeoutMs, 'beginning the transaction')
     const codec = codecs[compressionName]
     const deadline = Date.now() + timeoutMs
     // KafkaJS puts everything one send() gets for a partition into one batch, with no size
@@ -305,7 +320,7 @@ async function produce (a) {
     // max.message.bytes (1 MiB) as KafkaJS users must.
     for (const chunk of chunks(messages, 512 * 1024)) {
       const results = await withTimeout(
-        producer.send({ topic, messages: chunk.map(i => messages[i]), acks, compression: codec, timeout: timeoutMs }),
+        sender.send({ topic, messages: chunk.map(i => messages[i]), acks, compression: codec, timeout: timeoutMs }),
         Math.max(1, deadline - Date.now()), `delivering ${count} records`)
       const byPartition = new Map(results.map(r => [r.partition, r]))
       const seen = new Map()
@@ -328,13 +343,19 @@ async function produce (a) {
         acked++
       }
     }
+    if (transactionalId !== null) {
+      await withTimeout(transaction === 'abort' ? sender.abort() : sender.commit(),
+        Math.max(1, deadline - Date.now()), `ending the transaction (${transaction})`)
+      emit({ event: 'transaction', result: transaction })
+    }
   } catch (e) {
     emit(errorEvent(e))
+    failed = true
   } finally {
     await producer.disconnect().catch(() => {})
   }
   emit({ event: 'done', produced: acked, requested: count })
-  return acked === count ? EXIT_OK : EXIT_ERROR
+  return acked === count && !failed ? EXIT_OK : EXIT_ERROR
 }
 
 /** Indexes of messages, in order, grouped so that each group's keys and values stay under max bytes. */

@@ -278,6 +278,12 @@ class Partition:
         return [(t.producer_id, t.first_offset)
                 for t in self._log.collect_aborted_txns(fetch_offset, upper_bound)]
 
+    def active_producers(self) -> list:
+        """The producer state entries of this partition's log (DescribeProducers): each has
+        ``producer_id``, ``producer_epoch``, ``last_seq``, ``last_timestamp``,
+        ``coordinator_epoch`` and ``current_txn_first_offset``. Read only."""
+        return list(self._log.producer_state.producers.values())
+
     # --- parked fetches ------------------------------------------------------------------------
 
     def park_fetch(self, waiter: asyncio.Future, replica_id: int = CONSUMER_REPLICA_ID) -> None:

@@ -10,6 +10,7 @@ Key files:
   durable state changes only in ``replay``.
 - ``operations`` — InitProducerId, AddPartitionsToTxn (and verify-only), AddOffsetsToTxn, EndTxn
   and the timeout abort, each an operation returning a CoordinatorResult.
+- ``describe`` — the read side: DescribeTransactions and ListTransactions with Kafka's filters.
 - ``coordinator`` — :class:`TransactionCoordinator`: routes a transactional id to its shard,
   writes the markers of a transaction that reached PrepareCommit/PrepareAbort to each partition
   and then the CompleteCommit/CompleteAbort record, resumes markers after a load, and runs the

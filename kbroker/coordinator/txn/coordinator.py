@@ -22,6 +22,7 @@ import asyncio
 import logging
 
 from kbroker.coordinator.runtime import CoordinatorRuntime, now_ms
+from kbroker.coordinator.txn import describe as reads
 from kbroker.coordinator.txn import operations as ops
 from kbroker.coordinator.txn.records import partition_for
 from kbroker.coordinator.txn.shard import TxnShard
@@ -127,6 +128,16 @@ class TransactionCoordinator:
                       commit: bool) -> Errors:
         return await self.write(transactional_id, lambda shard: ops.end_txn(
             shard, transactional_id, producer_id, producer_epoch, commit))
+
+    # --- reads (DescribeTransactions, ListTransactions) ---------------------------------------
+
+    def describe(self, transactional_id: str) -> TxnMetadata:
+        return reads.describe(self, transactional_id)
+
+    def list_transactions(self, state_filters, producer_id_filters, duration_filter_ms: int = -1,
+                          pattern: str | None = None) -> reads.Listing:
+        return reads.list_transactions(self, state_filters, producer_id_filters,
+                                       duration_filter_ms, pattern, now_ms())
 
     # --- markers -------------------------------------------------------------------------------
 

@@ -109,6 +109,9 @@ ADVERTISED = {
     26: (0, 4),  # EndTxn
     27: (1, 2),  # WriteTxnMarkers
     28: (0, 5),  # TxnOffsetCommit
+    61: (0, 0),  # DescribeProducers
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 2),  # ListTransactions
     17: (0, 1),  # SaslHandshake
     36: (0, 2),  # SaslAuthenticate
     50: (0, 0),  # DescribeUserScramCredentials
