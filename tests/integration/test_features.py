@@ -1,7 +1,8 @@
 """Feature flags over real sockets: ApiVersions v3/v4 supported and finalized features,
 UpdateFeatures v1/v2 answered as Kafka 4.3.1's controller does (the finalized level is accepted,
 anything else fails the request with INVALID_UPDATE_VERSION and Kafka's message), and Kafka's own
-``kafka-features.sh describe`` (Java Admin.describeFeatures, which reads ApiVersions)."""
+``kafka-features.sh`` describe (Java Admin.describeFeatures, which reads ApiVersions) and upgrade
+(Admin.updateFeatures)."""
 
 from __future__ import annotations
 
@@ -88,3 +89,19 @@ def test_kafka_features_describe(broker):
     assert set(lines) == {"metadata.version", "transaction.version"}, done.stdout
     assert "FinalizedVersionLevel: 1" in lines["transaction.version"]
     assert "FinalizedVersionLevel: 4.3-IV0" in lines["metadata.version"]
+
+
+def feature_tool(bootstrap: str, *args: str):
+    cmd = run_kafka.java_cmd("org.apache.kafka.tools.FeatureCommand",
+                             ["--bootstrap-server", bootstrap, *args],
+                             run_kafka.DEFAULT_VERSION, None, heap="256M")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_kafka_features_upgrade(broker):
+    done = feature_tool(broker.bootstrap, "upgrade", "--feature", "transaction.version=1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "transaction.version was upgraded to 1." in done.stdout
+    done = feature_tool(broker.bootstrap, "upgrade", "--feature", "transaction.version=2")
+    assert done.returncode == 1
+    assert "Local controller 1 only supports versions 1-1" in done.stdout
