@@ -21,6 +21,7 @@ HANDLERS: dict = {}
 # Modules holding handlers; each registers itself when imported.
 MODULES = (
     "api_versions",
+    "features",
     "metadata",
     "produce",
     "fetch",

@@ -7,8 +7,8 @@ Advertises exactly what the handler registry serves, with the ranges of our mani
   ``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?`` with INVALID_REQUEST, and so do we.
 - Produce is advertised from v0 although v0-2 are rejected (KAFKA-18659: librdkafka stops
   compressing when it does not see v0 advertised). That range lives in schemas/manifest.json.
-Not supported: feature flags (no finalized features are advertised, so clients use the classic
-group protocol and transaction protocol v1).
+- v3+ carries the supported and finalized feature flags of :mod:`kbroker.handlers.features`
+  (``metadata.version``, ``transaction.version`` 1).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 
 from kbroker.handlers import HANDLERS, handles
+from kbroker.handlers.features import (FINALIZED_FEATURES_EPOCH, finalized_features,
+                                       supported_features)
 from kbroker.protocol.errors import Errors
 from kbroker.protocol.messages import ADVERTISED
 
@@ -44,4 +46,7 @@ def handle_api_versions(ctx, request):
         error_code=error.code,
         api_keys=supported_api_versions(ApiVersionsResponse),
         throttle_time_ms=0,
+        supported_features=supported_features(ApiVersionsResponse, ctx.api_version),
+        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features=finalized_features(ApiVersionsResponse),
     )

@@ -13,8 +13,8 @@ Per-partition errors carry Kafka's code and, from v8, a message. Behaviour by ac
 - any other acks: INVALID_REQUIRED_ACKS for every partition.
 v13 names topics by id (UNKNOWN_TOPIC_ID when unknown). Transactional batches are appended like
 idempotent ones; the log's producer state opens the producer's transaction (the LSO stops there).
-Not supported yet: verifying with the coordinator that the partition is in the transaction before
-a transactional append (KIP-890 part 1, ``transaction.partition.verification.enable``).
+Before a transactional batch opens a transaction on a partition, the coordinator confirms the
+partition is in it (KIP-890 part 1, :mod:`kbroker.handlers.txn_verification`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import time
 from kbroker.handlers import handles
 from kbroker.handlers.context import CloseConnection
 from kbroker.handlers.topic_ids import resolve_topic
+from kbroker.handlers.txn_verification import verify_transactional_append
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.produce")
@@ -58,6 +59,8 @@ def handle_produce(ctx, request):
                     raise KafkaError(Errors.INVALID_RECORD, "no record batch in the request")
                 if acks == -1:
                     partition.check_min_insync_replicas()
+                verify_transactional_append(ctx, request.transactional_id, partition, name,
+                                            data.index, data.records)
                 result, committed = partition.append(data.records, now_ms)
                 out.base_offset = result.first_offset
                 out.log_append_time_ms = result.log_append_time

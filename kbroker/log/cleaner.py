@@ -7,7 +7,7 @@ Which log, and how far (Kafka's ``LogCleanerManager``):
   :mod:`kbroker.log.checkpoint`). Below it the log is *clean* (holds at most one record per key).
   A checkpoint below the log start offset or above the log end offset is reset to the log start.
 * The *first uncleanable offset* is the smallest of: the active segment's base offset, the high
-  watermark (no transactions yet, so it is the last stable offset), and with
+  watermark and the last stable offset (an open transaction is never cleaned), and with
   ``min.compaction.lag.ms`` the base offset of the first dirty segment holding a record newer
   than ``now - min.compaction.lag.ms``.
 * The dirty ratio is ``cleanable bytes / (clean bytes + cleanable bytes)`` over whole segments.
@@ -302,6 +302,11 @@ class LogCleaner:
             finish_cleaned_segment(cleaned, group)
             self._check_unchanged(partition_log, group, sizes)
             partition_log.replace_segments(cleaned, group)
+            # The aborts whose data is gone leave the cleaned segment's index (Kafka's cleaned
+            # txn index holds only the kept ones). A crash before this leaves extra entries,
+            # which only make fetches report an abort with no data left.
+            partition_log.txn_indexes.merge_into(cleaned.base_offset, [cleaned.base_offset],
+                                                 keep=set(ctx.txns.kept_aborted))
         except BaseException:
             discard_cleaned_segment(cleaned)
             raise

@@ -11,7 +11,10 @@ This is Kafka's ``Cleaner`` (``doClean``, ``buildOffsetMap``, ``groupSegmentsByS
   an index; each group is rewritten into one segment with the first one's base offset.
 * **Records kept.** A record is kept when its offset is past the map, or it is the latest for its
   key and is not a tombstone whose delete horizon has passed. Keyless records are dropped (they
-  cannot exist in a compacted topic). Control batches are kept whole (no transactions yet).
+  cannot exist in a compacted topic).
+* **Transactions** (:mod:`kbroker.log.cleaner_txn`): aborted data is dropped and stays out of
+  the offset map; a marker left with no data of its transaction gets a delete horizon and goes
+  once it has passed; the cleaned segment's ``.txnindex`` keeps the aborts whose marker stayed.
 * **Delete horizon (KIP-534).** The first round that keeps a tombstone stamps its batch with
   ``delete horizon = now + delete.retention.ms`` (attribute bit 6, carried as the base timestamp);
   a later round drops the tombstone once ``now >= horizon``.
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field
 from crc32c import crc32c
 
 from kbroker.log.cleaner_swap import CLEANED_SUFFIX
+from kbroker.log.cleaner_txn import TransactionTracker
 from kbroker.log.index import OffsetIndex, TimeIndex
 from kbroker.log.segment import LogSegment
 from kbroker.log.validation import MAX_UNCOMPRESSED_BATCH_BYTES
@@ -97,11 +101,13 @@ class RoundContext:
     last_offsets_of_producers: dict[int, int]   # producer id -> last data offset
     end_offset: int = -1                         # the round's upper bound: its last batch stays
     stats: CleanerStats = field(default_factory=CleanerStats)
+    txns: TransactionTracker = field(default_factory=TransactionTracker)  # the current group's
 
 
 def build_offset_map(log, start: int, end: int, offset_map: OffsetMap, stats: CleanerStats):
     """Generator: fill ``offset_map`` from the batches in ``[start, end)``; yields between
-    batches. Stops early (at a record) when the map is full."""
+    batches. Stops early (at a record) when the map is full. Aborted data is not mapped."""
+    txns = TransactionTracker(log.collect_aborted_txns(start, end))
     for i, segment in enumerate(log.segments):
         following = log.segments[i + 1].base_offset if i + 1 < len(log.segments) else None
         if segment.base_offset >= end or (following is not None and following <= start):
@@ -110,7 +116,9 @@ def build_offset_map(log, start: int, end: int, offset_map: OffsetMap, stats: Cl
         for _, header in segment.batches(position, full=True):
             if header.base_offset >= end:
                 break
-            if not header.is_control:
+            if header.is_control:
+                txns.on_control_batch(header)
+            elif not txns.on_data_batch(header):
                 for record in decode_records(header, MAX_UNCOMPRESSED_BATCH_BYTES):
                     offset = header.base_offset + record.offset_delta
                     if record.key is not None and start <= offset < end:
@@ -173,8 +181,16 @@ def create_cleaned_segment(dir_path: str, base_offset: int, config, now_ms: int)
 
 
 def clean_group(log, group: list[LogSegment], ctx: RoundContext, cleaned: LogSegment):
-    """Generator: filter every batch of ``group`` into ``cleaned``; yields between batches."""
+    """Generator: filter every batch of ``group`` into ``cleaned``; yields between batches.
+    ``ctx.txns`` is the group's transaction tracker (Kafka: one per cleaned segment), fed with
+    each segment's aborted transactions."""
+    ctx.txns = TransactionTracker()
+    segments = log.segments
     for segment in group:
+        position = next(i for i, s in enumerate(segments) if s is segment)
+        upper = (segments[position + 1].base_offset if position + 1 < len(segments)
+                 else log.log_end_offset)
+        ctx.txns.add_aborted(log.collect_aborted_txns(segment.base_offset, upper))
         for _, header in segment.batches(0, segment.size, full=True):
             data = filter_batch(header, ctx, header.next_offset == ctx.end_offset)
             ctx.stats.bytes_read += header.size
@@ -189,10 +205,13 @@ def filter_batch(header: BatchHeader, ctx: RoundContext, keep_empty: bool = Fals
     """The bytes to write for one batch, or None to drop it (rules in the module docstring)."""
     ctx.stats.batches_read += 1
     if header.is_control:
-        return bytes(header.view())
+        return filter_marker(header, ctx, keep_empty)
     if header.producer_id >= 0 and \
             ctx.last_offsets_of_producers.get(header.producer_id) == header.last_offset:
         keep_empty = True
+    if ctx.txns.on_data_batch(header):  # aborted data
+        ctx.stats.records_read += header.record_count
+        return empty_batch(header) if keep_empty else None
     records = decode_records(header, MAX_UNCOMPRESSED_BATCH_BYTES)
     ctx.stats.records_read += len(records)
     offset_map = ctx.offset_map
@@ -223,6 +242,21 @@ def filter_batch(header: BatchHeader, ctx: RoundContext, keep_empty: bool = Fals
     if keep_empty:
         return empty_batch(header)
     return None
+
+
+def filter_marker(header: BatchHeader, ctx: RoundContext, keep_empty: bool):
+    """A control batch: kept while its transaction has data; once removable it gets a delete
+    horizon, and goes when a round passes it (see :mod:`kbroker.log.cleaner_txn`)."""
+    if not ctx.txns.on_control_batch(header):
+        return bytes(header.view())
+    horizon = header.delete_horizon_ms
+    if horizon is None:
+        records = decode_records(header, MAX_UNCOMPRESSED_BATCH_BYTES)
+        if records:
+            return rebuild_batch(header, records, ctx.now_ms + ctx.delete_retention_ms)
+    elif ctx.now_ms < horizon:
+        return bytes(header.view())
+    return empty_batch(header) if keep_empty else None
 
 
 def _write_bytes(out: bytearray, data) -> None:

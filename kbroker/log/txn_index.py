@@ -137,11 +137,12 @@ class TransactionIndexes:
                 with open(os.path.join(self.dir_path, name), "r+b") as f:
                     f.truncate(size)
 
-    def merge_into(self, segment_base: int, old_bases) -> None:
+    def merge_into(self, segment_base: int, old_bases, keep=None) -> None:
         """The cleaner replaced segments ``old_bases`` by one at ``segment_base``: their entries
-        move into its file (written whole, then the old files are removed)."""
+        move into its file (written whole, then the old files are removed). With ``keep``, only
+        those entries move (the cleaner removed the others' aborted data)."""
         old = set(old_bases)
-        moved = [e for b, e in self._entries if b in old]
+        moved = [e for b, e in self._entries if b in old and (keep is None or e in keep)]
         if not moved and not any(os.path.exists(self.path(b)) for b in old):
             return
         tmp = self.path(segment_base) + ".tmp"

@@ -6,7 +6,8 @@ errors for bad input are checked with raw requests.
 
 A *hanging* transaction (data in a partition that its coordinator knows nothing about) is made
 the way it happens in the field: a producer writes a transactional batch without
-AddPartitionsToTxn (kbroker does not verify it yet, KIP-890 part 1).
+AddPartitionsToTxn on a broker with ``transaction.partition.verification.enable=false`` (the
+KIP-890 part 1 check would refuse it).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ TRANSACTIONAL_ID_NOT_FOUND, INVALID_REGULAR_EXPRESSION = 105, 128
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    overrides = {"num.partitions": 1, "transaction.state.log.num.partitions": 3}
+    overrides = {"num.partitions": 1, "transaction.state.log.num.partitions": 3,
+                 "transaction.partition.verification.enable": False}
     with running_broker(tmp_path_factory.mktemp("txnadmin") / "data", overrides) as process:
         yield process
 
