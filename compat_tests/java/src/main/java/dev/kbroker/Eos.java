@@ -35,7 +35,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *
  * <pre>
  * eos --bootstrap H:P --input IN --output OUT --group G --transactional-id TID
- *     [--max-per-txn 500] [--property k=v ...]
+ *     [--max-per-txn 500] [--pause-ms 0] [--property producer.k=v|consumer.k=v ...]
  * </pre>
  * Events: {@code txn} (committed, total) after each commit, {@code restart} (error, message) on a
  * failure, {@code fenced} when another instance took over (exit 3).
@@ -64,10 +64,11 @@ final class Eos {
         }
     }
 
-    private static long copyUntilFailure(Args a, long total) {
+    private static long copyUntilFailure(Args a, long total) throws InterruptedException {
         String input = a.require("input");
         String output = a.require("output");
         int maxPerTxn = a.getInt("max-per-txn", 500);
+        long pauseMs = a.getLong("pause-ms", 0);
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(a));
              KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumerProps(a, maxPerTxn))) {
             producer.initTransactions();
@@ -90,6 +91,7 @@ final class Eos {
                 producer.commitTransaction();
                 total += batch.count();
                 Driver.emit(Json.obj("event", "txn", "committed", batch.count(), "total", total));
+                if (pauseMs > 0) Thread.sleep(pauseMs);  // a throttle, so faults land mid-run
             }
         }
     }
