@@ -96,10 +96,14 @@ def produce_input(bootstrap: str, n: int, partitions: int) -> dict[int, list[byt
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "linger.ms": 5, "message.timeout.ms": 60000, "log_level": 0})
     for i in range(n):
-        producer.produce(INPUT, value=b"%09d" % i, partition=i % partitions,
-                         on_delivery=on_delivery)
-        if i % 10000 == 0:
-            producer.poll(0)
+        while True:
+            try:
+                producer.produce(INPUT, value=b"%09d" % i, partition=i % partitions,
+                                 on_delivery=on_delivery)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.1)
+        producer.poll(0)
     unsent = producer.flush(120)
     del producer  # its connections must not outlive the input phase (the broker gets killed)
     if unsent or errors:
