@@ -88,6 +88,8 @@ public final class Driver {
                 case "consume" -> consume(new Args(argv, 1, "from-beginning"));
                 case "admin" -> admin(new Args(argv, 1, "internal"));
                 case "eos" -> Eos.run(new Args(argv, 1));
+                case "txn-produce" -> TxnBench.produce(new Args(argv, 1));
+                case "txn-consume" -> TxnBench.consume(new Args(argv, 1));
                 case "version" -> {
                     emit(Json.obj("event", "version", "client", "java",
                             "kafkaClients", AppInfoParser.getVersion(), "commitId", AppInfoParser.getCommitId()));
