@@ -460,3 +460,33 @@ def test_streaming_deprecated_offset_fetching(spark, broker, tmp_path):
                                                     + collections.Counter(second))
     finally:
         spark.conf.unset(conf)
+
+
+def test_batch_read_committed_hides_aborted_transactions(spark, broker):
+    """``kafka.isolation.level=read_committed``: rows of a committed transaction are read, rows of
+    an aborted one are not (read_uncommitted still sees both); the control markers between them
+    are skipped."""
+    from confluent_kafka import Producer
+
+    topic = new_topic(broker, "spark-txn", 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"spark-{topic}",
+                         "log_level": 0})
+    producer.init_transactions(30)
+    for round_, outcome in enumerate(("commit", "abort", "commit")):
+        producer.begin_transaction()
+        for i in range(6):
+            producer.produce(topic, value=f"{outcome}-{round_}-{i}".encode(), partition=i % 2)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.flush(30)  # librdkafka drops unsent records on abort; these must reach the log
+            producer.abort_transaction(30)
+
+    committed = read_batch(spark, broker, topic, startingOffsets="earliest",
+                           **{"kafka.isolation.level": "read_committed"})
+    values = sorted(bytes(r.value).decode() for r in committed.select("value").collect())
+    assert values == sorted(f"commit-{r}-{i}" for r in (0, 2) for i in range(6))
+    everything = read_batch(spark, broker, topic, startingOffsets="earliest",
+                            **{"kafka.isolation.level": "read_uncommitted"})
+    got = sorted((r.partition, r.offset, bytes(r.value).decode()) for r in everything.collect())
+    assert len(got) == 18, got

@@ -67,6 +67,8 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P alter-configs --topic T --config k=v ...
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P list-offsets --topic T [--timestamp MS]
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P delete-records --topic T --partition P --offset O
+ * java -jar kbroker-java-driver.jar eos --bootstrap H:P --input IN --output OUT --group G
+ *      --transactional-id TID [--max-per-txn N]  (exactly-once copier, see Eos.java; runs until killed)
  * </pre>
  *
  * Exit codes: 0 ok, 1 error (an {"event":"error"} line is printed), 2 timeout, 64 usage.
@@ -85,6 +87,9 @@ public final class Driver {
                 case "produce" -> produce(new Args(argv, 1, "headers"));
                 case "consume" -> consume(new Args(argv, 1, "from-beginning"));
                 case "admin" -> admin(new Args(argv, 1, "internal"));
+                case "eos" -> Eos.run(new Args(argv, 1));
+                case "txn-produce" -> TxnBench.produce(new Args(argv, 1));
+                case "txn-consume" -> TxnBench.consume(new Args(argv, 1));
                 case "version" -> {
                     emit(Json.obj("event", "version", "client", "java",
                             "kafkaClients", AppInfoParser.getVersion(), "commitId", AppInfoParser.getCommitId()));
