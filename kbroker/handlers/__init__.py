@@ -44,6 +44,7 @@ MODULES = (
     "describe_producers",
     "sasl",
     "scram_credentials",
+    "acls",
 )
 
 
