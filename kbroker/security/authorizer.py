@@ -240,3 +240,38 @@ def authorized_operations(ctx, resource_type: int, name: str = CLUSTER_NAME) -> 
         if allowed(ctx, op, resource_type, name):
             bits |= 1 << op
     return bits
+
+
+_DENIAL = {ResourceType.TOPIC: "TOPIC_AUTHORIZATION_FAILED",
+           ResourceType.GROUP: "GROUP_AUTHORIZATION_FAILED",
+           ResourceType.CLUSTER: "CLUSTER_AUTHORIZATION_FAILED",
+           ResourceType.TRANSACTIONAL_ID: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+           ResourceType.DELEGATION_TOKEN: "DELEGATION_TOKEN_AUTHORIZATION_FAILED"}
+
+
+def denial(resource_type: int):
+    """The error Kafka answers when an operation on this resource type is denied."""
+    from kbroker.protocol.errors import Errors
+    return getattr(Errors, _DENIAL[resource_type])
+
+
+def check(ctx, op: int, resource_type: int, name: str = CLUSTER_NAME) -> None:
+    """Raise the KafkaError Kafka gives (TOPIC_/GROUP_/CLUSTER_/TRANSACTIONAL_ID_AUTHORIZATION_
+    FAILED) unless the request's principal may do ``op`` on the resource."""
+    if not allowed(ctx, op, resource_type, name):
+        from kbroker.protocol.errors import KafkaError
+        raise KafkaError(denial(resource_type), f"Principal {ctx.principal} is not authorized "
+                         f"to {Op(op).name} {ResourceType(resource_type).name} {name}.")
+
+
+def fetch_allowed(ctx, follower: bool, topic: str) -> bool:
+    """Fetch: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on the topic."""
+    if follower:
+        return allowed(ctx, Op.CLUSTER_ACTION, ResourceType.CLUSTER)
+    return allowed(ctx, Op.READ, ResourceType.TOPIC, topic)
+
+
+def may_create_topic(ctx, topic: str) -> bool:
+    """CreateTopics and auto-creation: CREATE on the cluster, or else on the topic."""
+    return allowed(ctx, Op.CREATE, ResourceType.CLUSTER) or \
+        allowed(ctx, Op.CREATE, ResourceType.TOPIC, topic)
