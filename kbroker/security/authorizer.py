@@ -155,6 +155,7 @@ class AclIndex:
         self.literal: dict[tuple[int, str], list[Acl]] = {}
         self.prefixed: dict[int, list[Acl]] = {}
         for acl in acls:
+            acl = Acl(*acl)  # the image keeps plain tuples
             if acl.pattern_type == PatternType.LITERAL:
                 self.literal.setdefault((acl.resource_type, acl.name), []).append(acl)
             else:
