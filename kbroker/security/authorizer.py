@@ -276,3 +276,31 @@ def may_create_topic(ctx, topic: str) -> bool:
     """CreateTopics and auto-creation: CREATE on the cluster, or else on the topic."""
     return allowed(ctx, Op.CREATE, ResourceType.CLUSTER) or \
         allowed(ctx, Op.CREATE, ResourceType.TOPIC, topic)
+
+
+def may_write_idempotently(ctx) -> bool:
+    """InitProducerId without a transactional id (Kafka 3+): IDEMPOTENT_WRITE on the cluster, or
+    WRITE allowed on some topic — approximated, as Kafka's authorizeByResourceType does, by an
+    ALLOW for WRITE (or ALL) on any topic pattern for this principal and host."""
+    if allowed(ctx, Op.IDEMPOTENT_WRITE, ResourceType.CLUSTER):
+        return True
+    for acl in ctx.metadata.acls:
+        acl = Acl(*acl)
+        if acl.resource_type == ResourceType.TOPIC and acl.permission == Permission.ALLOW and \
+                acl.operation in (Op.WRITE, Op.ALL) and \
+                acl.principal in (ctx.principal, WILDCARD_PRINCIPAL) and \
+                acl.host in (ctx.client_host, WILDCARD):
+            return True
+    return False
+
+
+# Config resource types (DescribeConfigs / AlterConfigs): TOPIC 2, BROKER 4, BROKER_LOGGER 8.
+_CONFIG_TOPIC = 2
+
+
+def check_configs(ctx, op: int, config_resource_type: int, name: str) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on a topic, else on the cluster (brokers, loggers)."""
+    if config_resource_type == _CONFIG_TOPIC:
+        check(ctx, op, ResourceType.TOPIC, name)
+    else:
+        check(ctx, op, ResourceType.CLUSTER)
