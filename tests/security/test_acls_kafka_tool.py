@@ -19,19 +19,20 @@ import run_kafka  # noqa: E402  (stdlib-only launcher of the reference Kafka)
 from tests.security.test_acls import acl_broker  # noqa: E402,F401  (the module's broker)
 
 
-def kafka_acls(broker, tmp_path, *args: str) -> str:
-    client = tmp_path / "admin.properties"
+def kafka_acls(broker, tmp_path, *args: str, user: str = "admin", ok: bool = True) -> str:
+    client = tmp_path / f"{user}.properties"
     client.write_text(
         "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
         "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
-        "username=\"admin\" password=\"admin-secret\";\n")
+        f"username=\"{user}\" password=\"{user}-secret\";\n")
     cmd = run_kafka.java_cmd("org.apache.kafka.tools.AclCommand",
                              ["--bootstrap-server", broker.endpoints["SASL_PLAINTEXT"],
                               "--command-config", str(client), *args],
                              run_kafka.DEFAULT_VERSION, None, heap="256M")
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    if ok:
+        assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
 
 
 def test_kafka_acls_add_list_remove(acl_broker, tmp_path):  # noqa: F811
@@ -47,3 +48,8 @@ def test_kafka_acls_add_list_remove(acl_broker, tmp_path):  # noqa: F811
                "--producer", "--topic", topic)
     assert "User:bob" not in kafka_acls(acl_broker, tmp_path, "--list", "--topic", topic)
     assert produce_error(acl_broker, "bob", topic) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_kafka_acls_list_needs_describe_on_the_cluster(acl_broker, tmp_path):  # noqa: F811
+    out = kafka_acls(acl_broker, tmp_path, "--list", user="alice", ok=False)
+    assert "ClusterAuthorizationException" in out, out
