@@ -114,8 +114,10 @@ def test_consume_needs_read_on_topic_and_group(acl_broker):
     topic, group = f"c-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     create_topic(acl_broker, topic)
     assert produce_error(acl_broker, "admin", topic) is None
-    # DESCRIBE lets alice see the topic; fetching it needs READ.
-    add_acls(acl_broker, binding(ResourceType.TOPIC, topic, "User:alice", AclOperation.DESCRIBE))
+    # DESCRIBE lets alice see the topic; fetching it needs READ. (READ on the group: librdkafka
+    # looks up its coordinator even when partitions are assigned by hand.)
+    add_acls(acl_broker, binding(ResourceType.TOPIC, topic, "User:alice", AclOperation.DESCRIBE),
+             binding(ResourceType.GROUP, group, "User:alice", AclOperation.READ))
     consumer = Consumer({**conf(acl_broker, "alice"), "group.id": group,
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
