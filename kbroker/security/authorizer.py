@@ -149,24 +149,33 @@ def matches_filter(acl: Acl, f: Acl) -> bool:
 
 
 class AclIndex:
-    """The ACLs of one image, indexed by resource type: literal by name, prefixed in a list."""
+    """The ACLs of one image: literal ones by (type, name), prefixed ones by (type, prefix) plus
+    the set of prefix lengths per type, so finding the prefixes of a name costs one dict lookup
+    per distinct prefix length instead of a scan of every prefixed ACL."""
 
     def __init__(self, acls: Iterable[Acl]):
         self.literal: dict[tuple[int, str], list[Acl]] = {}
-        self.prefixed: dict[int, list[Acl]] = {}
+        self.prefixed: dict[tuple[int, str], list[Acl]] = {}
+        self.prefix_lengths: dict[int, list[int]] = {}
+        lengths: dict[int, set[int]] = {}
         for acl in acls:
             acl = Acl(*acl)  # the image keeps plain tuples
             if acl.pattern_type == PatternType.LITERAL:
                 self.literal.setdefault((acl.resource_type, acl.name), []).append(acl)
             else:
-                self.prefixed.setdefault(acl.resource_type, []).append(acl)
+                self.prefixed.setdefault((acl.resource_type, acl.name), []).append(acl)
+                lengths.setdefault(acl.resource_type, set()).add(len(acl.name))
+        self.prefix_lengths = {t: sorted(n) for t, n in lengths.items()}
 
     def covering(self, resource_type: int, name: str) -> list[Acl]:
-        out = self.literal.get((resource_type, name), []) + \
-            self.literal.get((resource_type, WILDCARD), [])
-        for acl in self.prefixed.get(resource_type, ()):
-            if name.startswith(acl.name):
-                out.append(acl)
+        literal = self.literal
+        out = literal.get((resource_type, name), []) + literal.get((resource_type, WILDCARD), [])
+        for length in self.prefix_lengths.get(resource_type, ()):
+            if length > len(name):
+                break
+            found = self.prefixed.get((resource_type, name[:length]))
+            if found:
+                out += found
         return out
 
 
