@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from kbroker.handlers import handles
-from kbroker.protocol.errors import Errors
+from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import (Acl, Op, ResourceType, allowed, authorizer_of,
                                          matches_filter, validate)
 
@@ -52,7 +52,13 @@ def handle_create_acls(ctx, request):
             valid.append(acl)
             results.append(R.AclCreationResult(error_code=0, error_message=None))
     if valid:
-        ctx.controller.create_acls(valid)
+        try:
+            ctx.controller.create_acls(valid)
+        except KafkaError as exc:  # not persisted: every creation that was valid fails with it
+            log.warning("CreateAcls from %s not stored: %s", ctx.principal, exc.message)
+            for result in results:
+                if result.error_code == 0:
+                    result.error_code, result.error_message = exc.code, exc.message
     return R(throttle_time_ms=0, results=results)
 
 
@@ -98,5 +104,11 @@ def handle_delete_acls(ctx, request):
                                     principal=a.principal, host=a.host, operation=a.operation,
                                     permission_type=a.permission) for a in matching]))
     if gone:
-        ctx.controller.delete_acls(gone)
+        try:
+            ctx.controller.delete_acls(gone)
+        except KafkaError as exc:  # nothing was deleted: say so for every filter
+            log.warning("DeleteAcls from %s not stored: %s", ctx.principal, exc.message)
+            for result in results:
+                result.error_code, result.error_message = exc.code, exc.message
+                result.matching_acls = []
     return R(throttle_time_ms=0, filter_results=results)
