@@ -182,3 +182,17 @@ def test_allow_everyone_if_no_acl_found(tmp_path):
     finally:
         for process in started:
             process.kill()
+
+
+def test_authorized_operations_for_the_asking_principal(acl_broker):
+    group = f"ops-{uuid.uuid4().hex[:6]}"
+    add_acls(acl_broker, binding(ResourceType.GROUP, group, "User:bob", AclOperation.READ))
+    bob = admin(acl_broker, "bob")
+    cluster = bob.describe_cluster(include_authorized_operations=True).result(20)
+    assert not cluster.authorized_operations  # bob holds no cluster ACL
+    root = admin(acl_broker)
+    assert AclOperation.ALTER in root.describe_cluster(
+        include_authorized_operations=True).result(20).authorized_operations  # super user
+    described = bob.describe_consumer_groups([group], include_authorized_operations=True)
+    ops = set(described[group].result(20).authorized_operations)
+    assert ops == {AclOperation.READ, AclOperation.DESCRIBE}
