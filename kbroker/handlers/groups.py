@@ -200,14 +200,17 @@ def handle_list_groups(ctx, request):
     types = {t.lower() for t in request.types_filter} if v >= 5 else set()
     error = Errors.NONE
     listed = []
+    # Kafka lists every group to a principal with DESCRIBE on the cluster, else those it may
+    # describe.
+    everything = allowed(ctx, Op.DESCRIBE, ResourceType.CLUSTER)
     if not types or "classic" in types:
         for shard in ctx.groups.shards():
             if shard.loading:
                 error = Errors.COORDINATOR_LOAD_IN_PROGRESS
                 continue
             for group_id, protocol_type, state in admin.list_groups(shard, states):
-                if not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id):
-                    continue  # Kafka lists only the groups the principal may describe
+                if not everything and not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id):
+                    continue
                 listed.append(R.ListedGroup(group_id=group_id, protocol_type=protocol_type,
                                             group_state=state if v >= 4 else "",
                                             group_type="classic" if v >= 5 else ""))

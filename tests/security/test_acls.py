@@ -196,3 +196,38 @@ def test_authorized_operations_for_the_asking_principal(acl_broker):
     described = bob.describe_consumer_groups([group], include_authorized_operations=True)
     ops = set(described[group].result(20).authorized_operations)
     assert ops == {AclOperation.READ, AclOperation.DESCRIBE}
+
+
+def test_idempotent_producer_needs_write_on_some_topic(tmp_path):
+    # A broker of its own: the module's broker has given bob WRITE on other topics.
+    acl_broker, started = _start(tmp_path)
+    try:
+        _idempotent_producer(acl_broker)
+    finally:
+        for process in started:
+            process.kill()
+
+
+def _idempotent_producer(acl_broker):
+    topic = "idem"
+    create_topic(acl_broker, topic)
+    # DESCRIBE only: bob sees the topic but may write nowhere.
+    add_acls(acl_broker, binding(ResourceType.TOPIC, topic, "User:bob", AclOperation.DESCRIBE))
+    errors = []
+    producer = Producer({**conf(acl_broker, "bob"), "enable.idempotence": True,
+                         "message.timeout.ms": 10000,
+                         "error_cb": lambda err: errors.append(err.code())})
+    try:
+        producer.produce(topic, b"v")
+        producer.flush(10)
+    except KafkaException as fatal:  # librdkafka makes the failed PID request fatal
+        errors.append(fatal.args[0].code())
+    # InitProducerId without IDEMPOTENT_WRITE on the cluster nor WRITE on any topic.
+    assert KafkaError.CLUSTER_AUTHORIZATION_FAILED in errors, errors
+    add_acls(acl_broker, binding(ResourceType.TOPIC, topic, "User:bob", AclOperation.WRITE))
+    delivered = []
+    producer = Producer({**conf(acl_broker, "bob"), "enable.idempotence": True,
+                         "message.timeout.ms": 10000})
+    producer.produce(topic, b"v", callback=lambda err, msg: delivered.append(err))
+    producer.flush(20)
+    assert delivered == [None]
