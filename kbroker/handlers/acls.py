@@ -2,8 +2,9 @@
 
 Without an authorizer each answers SECURITY_DISABLED. Describing needs DESCRIBE on the cluster,
 creating and deleting ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise). A creation
-Kafka would refuse (unknown resource type, a MATCH/ANY pattern, an operation the resource type
-does not have, a principal without a type) gets INVALID_REQUEST with the reason; the valid ones
+Kafka's controller would refuse (an unknown or ANY resource type, operation or permission, a
+MATCH/ANY pattern, an empty name, a principal without a type) gets INVALID_REQUEST with Kafka's
+reason, as does a filter with unknown parts; the valid ones
 in the same request are stored in one change through the controller.
 """
 
@@ -14,7 +15,7 @@ import logging
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import (Acl, Op, ResourceType, allowed, authorizer_of,
-                                         matches_filter, validate)
+                                         matches_filter, validate, validate_filter)
 
 log = logging.getLogger("kbroker.acls")
 _NO_AUTHORIZER = "No Authorizer is configured."
@@ -71,6 +72,9 @@ def handle_describe_acls(ctx, request):
         return R(throttle_time_ms=0, error_code=refusal[0].code, error_message=refusal[1],
                  resources=[])
     f = _filter(request)
+    if why := validate_filter(f):
+        return R(throttle_time_ms=0, error_code=Errors.INVALID_REQUEST.code, error_message=why,
+                 resources=[])
     by_resource: dict[tuple, list] = {}
     for acl in ctx.metadata.acls:
         acl = Acl(*acl)
@@ -96,6 +100,10 @@ def handle_delete_acls(ctx, request):
                                                     error_message=refusal[1], matching_acls=[]))
             continue
         f = _filter(raw)
+        if why := validate_filter(f):
+            results.append(R.DeleteAclsFilterResult(error_code=Errors.INVALID_REQUEST.code,
+                                                    error_message=why, matching_acls=[]))
+            continue
         matching = [Acl(*a) for a in ctx.metadata.acls if matches_filter(Acl(*a), f)]
         gone.update(matching)
         results.append(R.DeleteAclsFilterResult(error_code=0, error_message=None, matching_acls=[

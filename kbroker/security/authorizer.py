@@ -106,24 +106,35 @@ class Acl(NamedTuple):
     permission: int
 
 
+def _known(enum, code) -> bool:
+    return code in enum._value2member_map_ and code != 0
+
+
 def validate(acl: Acl) -> str | None:
-    """Why Kafka refuses to create ``acl`` (INVALID_REQUEST), or None."""
-    if acl.resource_type not in OPERATIONS:
-        return f"Invalid resource type {acl.resource_type}"
+    """Why Kafka refuses to create ``acl`` (INVALID_REQUEST), or None — the checks of Kafka's
+    AclControlManager.validateNewAcl, and only those (it accepts any operation on any type)."""
+    if not _known(ResourceType, acl.resource_type) or acl.resource_type == ResourceType.ANY:
+        return f"Invalid resourceType {acl.resource_type}"
     if acl.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-        return f"Invalid resource pattern type {acl.pattern_type}: only LITERAL and PREFIXED"
-    if acl.operation not in (Op.ALL, *OPERATIONS[acl.resource_type]):
-        return f"Operation {acl.operation} is not valid for resource type {acl.resource_type}"
+        return f"Invalid patternType {acl.pattern_type}"
+    if not _known(Op, acl.operation) or acl.operation == Op.ANY:
+        return f"Invalid operation {acl.operation}"
     if acl.permission not in (Permission.ALLOW, Permission.DENY):
-        return f"Invalid permission type {acl.permission}"
+        return f"Invalid permissionType {acl.permission}"
     if not acl.name:
-        return "Resource name must not be empty"
-    if acl.resource_type == ResourceType.CLUSTER and acl.name != CLUSTER_NAME:
-        return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
-    if ":" not in acl.principal:
-        return f"Could not parse principal from `{acl.principal}` (no colon is present)"
-    if acl.pattern_type == PatternType.PREFIXED and acl.name == WILDCARD:
-        return "Wildcard is not supported with PREFIXED"
+        return "Resource name should not be empty"
+    if ":" not in (acl.principal or ""):
+        return (f"Could not parse principal from `{acl.principal}` (no colon is present "
+                f"separating the principal type from the principal name)")
+    return None
+
+
+def validate_filter(f: Acl) -> str | None:
+    """Kafka refuses a DeleteAcls filter with an unknown pattern or entry part."""
+    if not _known(ResourceType, f.resource_type) or not _known(PatternType, f.pattern_type):
+        return "Unknown patternFilter."
+    if not _known(Op, f.operation) or not _known(Permission, f.permission):
+        return "Unknown entryFilter."
     return None
 
 

@@ -73,7 +73,11 @@ def test_validation():
     ok = Acl(T.TOPIC, "orders", P.LITERAL, "User:alice", "*", Op.READ, ALLOW)
     assert validate(ok) is None
     assert validate(ok._replace(pattern_type=P.MATCH))
-    assert validate(ok._replace(operation=Op.CLUSTER_ACTION))  # not a topic operation
+    # As Kafka's controller: any operation on any type is accepted; codes must be concrete.
+    assert validate(ok._replace(operation=Op.CLUSTER_ACTION)) is None
+    assert validate(ok._replace(operation=Op.ANY))
+    assert validate(ok._replace(operation=99))
+    assert validate(ok._replace(resource_type=T.ANY))
     assert validate(ok._replace(principal="alice"))
-    assert validate(ok._replace(resource_type=T.CLUSTER))  # the cluster is "kafka-cluster"
+    assert validate(ok._replace(name=""))
     assert validate(ok._replace(permission=Permission.ANY))
