@@ -231,3 +231,13 @@ def _idempotent_producer(acl_broker):
     producer.produce(topic, b"v", callback=lambda err, msg: delivered.append(err))
     producer.flush(20)
     assert delivered == [None]
+
+
+def test_acl_apis_without_an_authorizer_answer_security_disabled(secure_broker):
+    broker = secure_broker({"PLAINTEXT": "PLAINTEXT"})
+    client = AdminClient({"bootstrap.servers": broker.endpoints["PLAINTEXT"]})
+    with pytest.raises(KafkaException) as refused:
+        for future in client.create_acls([binding(ResourceType.TOPIC, "t", "User:alice",
+                                                  AclOperation.READ)]).values():
+            future.result(20)
+    assert refused.value.args[0].code() == KafkaError.SECURITY_DISABLED
