@@ -77,6 +77,8 @@ class Permission(IntEnum):
 
 
 CLUSTER_NAME = "kafka-cluster"
+# Decisions remembered per ACL set (forgotten wholesale when full or when the ACLs change).
+MAX_CACHED_DECISIONS = 100_000
 
 # Operation -> the operations whose ALLOW also allows it (Kafka's implied operations).
 _ALLOWED_BY = {op: frozenset({op, Op.ALL}) for op in Op}
@@ -196,6 +198,8 @@ class Authorizer:
         self.allow_if_no_acl = allow_if_no_acl
         self._index_for: tuple = ()
         self._index = AclIndex(())
+        # Decisions of the current ACL set: a client repeats the same checks on every request.
+        self._decisions: dict[tuple, bool] = {}
 
     @classmethod
     def from_config(cls, config) -> "Authorizer | None":
@@ -208,13 +212,27 @@ class Authorizer:
     def index(self, acls: tuple) -> AclIndex:
         if acls is not self._index_for:
             self._index, self._index_for = AclIndex(acls), acls
+            self._decisions = {}
         return self._index
 
     def authorize(self, acls: tuple, principal: str, host: str, op: int, resource_type: int,
                   name: str) -> bool:
+        if acls is not self._index_for:
+            self.index(acls)
+        key = (principal, host, op, resource_type, name)
+        decision = self._decisions.get(key)
+        if decision is None:
+            if len(self._decisions) >= MAX_CACHED_DECISIONS:
+                self._decisions = {}
+            decision = self._decisions[key] = self._decide(principal, host, op, resource_type,
+                                                           name)
+        return decision
+
+    def _decide(self, principal: str, host: str, op: int, resource_type: int,
+                name: str) -> bool:
         if principal in self.super_users:
             return True
-        covering = self.index(acls).covering(resource_type, name)
+        covering = self._index.covering(resource_type, name)
         if not covering:
             return self.allow_if_no_acl
         allowed = False
