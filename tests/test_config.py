@@ -474,8 +474,8 @@ def test_topic_values_kbroker_cannot_honour_are_refused(key, value, words):
     ({"listener.name.plaintext.ssl.engine.factory.class": "x"}, "ssl.engine.factory.class",
      "per-listener"),
     ({"connections.max.reauth.ms": "1000"}, "connections.max.reauth.ms", "SASL"),
-    ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
-     "authorizer.class.name", "authorization"),
+    ({"authorizer.class.name": "com.example.CustomAuthorizer"},
+     "authorizer.class.name", "plugin"),
 ])
 def test_unimplemented_features_are_refused_at_start_up(props, key, feature):
     # Refusals name the key and what is missing; TLS/SASL listeners themselves now work.

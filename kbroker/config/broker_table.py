@@ -47,7 +47,18 @@ NO_TIERED = "kbroker has no tiered storage (remote.storage.enable is refused)"
 ZOOKEEPER = not_implemented_if_set("ZooKeeper cluster mode")
 TLS = not_implemented_if_set("TLS (SSL listeners)")
 SASL = not_implemented_if_set("SASL authentication")
-ACLS = not_implemented_if_set("authorization (ACLs)")
+AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+               "kafka.security.authorizer.AclAuthorizer")
+
+
+def _authorizer(value: Any) -> str | None:
+    """Kafka's ACL authorizer (either name) is what kbroker implements; other classes are plugins."""
+    if value in (None, "") or value in AUTHORIZERS:
+        return None
+    return f"only {' or '.join(AUTHORIZERS)} (kbroker's ACL authorizer) is supported; " \
+           f"loading Java plugin classes is not implemented by kbroker yet"
+
+
 PLUGINS = not_implemented_if_set("loading Java plugin classes")
 def _sasl_mechanisms(value: Any) -> str | None:
     missing = [m for m in value if m.upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")]
@@ -406,11 +417,10 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "Rules mapping a client certificate's distinguished name to a principal name.", LOW),
     _d("principal.builder.class", C, None, "Builds the principal of a connection.", MEDIUM,
        update_mode=PB, unsupported=PLUGINS),
-    _d("authorizer.class.name", S, "", "Authorizer; empty disables ACL checks.", LOW, unsupported=ACLS),
-    _d("super.users", S, None, "Semicolon-separated principals that pass every ACL check.", LOW,
-       unsupported=ACLS),
-    _d("allow.everyone.if.no.acl.found", B, False, "Allow access to resources without ACLs.", LOW,
-       unsupported=ACLS),
+    _d("authorizer.class.name", S, "", "Authorizer; empty disables ACL checks.", LOW,
+       unsupported=_authorizer),
+    _d("super.users", S, None, "Semicolon-separated principals that pass every ACL check.", LOW),
+    _d("allow.everyone.if.no.acl.found", B, False, "Allow access to resources without ACLs.", LOW),
     _d("delegation.token.secret.key", P, None, "Secret for delegation tokens.", MEDIUM,
        unsupported=SASL),
     _d("connections.max.reauth.ms", L, 0, "Re-authentication interval for SASL connections.", MEDIUM,

@@ -45,6 +45,7 @@ MODULES = (
     "describe_producers",
     "sasl",
     "scram_credentials",
+    "acls",
 )
 
 

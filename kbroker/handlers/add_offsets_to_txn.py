@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, ResourceType, check
 
 
 @handles("AddOffsetsToTxn")
@@ -14,6 +15,8 @@ async def handle_add_offsets_to_txn(ctx, request):
     from kbroker.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse as R
 
     try:
+        check(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+        check(ctx, Op.READ, ResourceType.GROUP, request.group_id)
         ctx.groups.runtime.ensure_topic()
         error = await ctx.txn.add_offsets(request.transactional_id, request.producer_id,
                                           request.producer_epoch, request.group_id)

@@ -13,11 +13,18 @@ from __future__ import annotations
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, ResourceType, allowed
 
 
 async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verify_only):
     """{(topic, partition): error} for one transaction."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
+    if not allowed(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return {tp: Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+    denied = {tp for tp in wanted if not allowed(ctx, Op.WRITE, ResourceType.TOPIC, tp[0])}
+    if denied:  # checked before existence, as Kafka does
+        return {tp: Errors.TOPIC_AUTHORIZATION_FAILED if tp in denied
+                else Errors.OPERATION_NOT_ATTEMPTED for tp in wanted}
     unknown = {tp for tp in wanted if ctx.partitions.get(*tp) is None}
     if unknown:
         return {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors
+from kbroker.security.authorizer import ResourceType, authorized_operations
 
 NOT_REQUESTED = -(2**31)
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
@@ -34,7 +35,8 @@ def handle_describe_cluster(ctx, request):
     response = R(throttle_time_ms=0, error_code=Errors.NONE.code, error_message=None,
                  endpoint_type=BROKERS_ENDPOINT, cluster_id=ctx.metadata.cluster_id,
                  controller_id=ctx.node_id, brokers=[],
-                 cluster_authorized_operations=NOT_REQUESTED)
+                 cluster_authorized_operations=authorized_operations(ctx, ResourceType.CLUSTER)
+                 if request.include_cluster_authorized_operations else NOT_REQUESTED)
     host, port = ctx.advertised_endpoint()
     response.brokers.append(R.DescribeClusterBroker(broker_id=ctx.node_id, host=host,
                                                     port=port, rack=ctx.cluster.rack,

@@ -45,6 +45,7 @@ from kbroker.config.dynamic import DynamicUpdateError, check_update
 from kbroker.handlers import handles
 from kbroker.metadata.image import topic_name_problem
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, check_configs
 
 log = logging.getLogger("kbroker.configs")
 
@@ -84,6 +85,7 @@ def handle_describe_configs(ctx, request):
                                          resource_type=resource.resource_type,
                                          resource_name=resource.resource_name, configs=[])
         try:
+            check_configs(ctx, Op.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
             entries = _describe(ctx, resource, request.include_synonyms,
                                 ctx.api_version >= 3 and request.include_documentation)
         except KafkaError as exc:
@@ -211,6 +213,7 @@ def _alter(ctx, request, Result, changes_of) -> list:
             if keys.count(key) > 1:
                 reported.add(key)
                 raise KafkaError(Errors.INVALID_REQUEST, "Duplicate resource.")
+            check_configs(ctx, Op.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
             changes, replace_all = changes_of(resource)
             _apply(broker, resource, changes, replace_all, request.validate_only)
         except KafkaError as exc:

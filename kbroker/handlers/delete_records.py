@@ -18,6 +18,7 @@ import logging
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, ResourceType, check
 
 log = logging.getLogger("kbroker.delete_records")
 
@@ -35,6 +36,7 @@ def handle_delete_records(ctx, request):
                                                  low_watermark=-1)
             partition = replicas.get(topic.name, wanted.partition_index)
             try:
+                check(ctx, Op.DELETE, ResourceType.TOPIC, topic.name)
                 if partition is None:
                     raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 out.low_watermark = delete_records(partition, wanted.offset)

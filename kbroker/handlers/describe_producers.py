@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors
+from kbroker.security.authorizer import Op, ResourceType, allowed
 
 
 @handles("DescribeProducers")
@@ -24,8 +25,13 @@ def handle_describe_producers(ctx, request):
     for topic in request.topics:
         metadata = image.topic(topic.name)
         answers = []
+        denied = not allowed(ctx, Op.READ, ResourceType.TOPIC, topic.name)
         for index in topic.partition_indexes:
             partition = ctx.partitions.get(topic.name, index)
+            if denied:
+                answers.append(R.PartitionResponse(
+                    partition_index=index, error_code=Errors.TOPIC_AUTHORIZATION_FAILED.code))
+                continue
             if partition is None:
                 exists = metadata is not None and 0 <= index < metadata.num_partitions
                 error = Errors.NOT_LEADER_OR_FOLLOWER if exists else Errors.UNKNOWN_TOPIC_OR_PARTITION

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import KafkaError
+from kbroker.security.authorizer import Op, ResourceType, check
 
 
 @handles("DescribeTransactions")
@@ -20,6 +21,7 @@ def handle_describe_transactions(ctx, request):
     states = []
     for transactional_id in request.transactional_ids:
         try:
+            check(ctx, Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id)
             m = ctx.txn.describe(transactional_id)
         except KafkaError as exc:
             states.append(R.TransactionState(error_code=exc.error.code,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, ResourceType, check
 
 
 @handles("EndTxn")
@@ -19,6 +20,7 @@ async def handle_end_txn(ctx, request):
     from kbroker.protocol.messages.end_txn import EndTxnResponse as R
 
     try:
+        check(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
         error = await ctx.txn.end_txn(request.transactional_id, request.producer_id,
                                       request.producer_epoch, request.committed)
     except KafkaError as exc:

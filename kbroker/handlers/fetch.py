@@ -25,7 +25,8 @@ import time
 
 from kbroker.handlers import handles
 from kbroker.handlers.topic_ids import resolve_topic
-from kbroker.protocol.errors import KafkaError
+from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import fetch_allowed
 
 READ_COMMITTED = 1
 
@@ -69,8 +70,11 @@ def _plan(ctx, request):
     """Resolve each requested partition once: (topic entry, partition request, Partition, error)."""
     by_id = ctx.api_version >= 13
     plan = []
+    follower = _replica_id(ctx, request) >= 0
     for topic in request.topics:
         name, unknown = resolve_topic(ctx.metadata, by_id, topic.topic, topic.topic_id)
+        if (name or not by_id) and not fetch_allowed(ctx, follower, name or topic.topic):
+            name, unknown = None, Errors.TOPIC_AUTHORIZATION_FAILED
         for wanted in topic.partitions:
             partition = ctx.partitions.get(name, wanted.partition) if name else None
             plan.append((topic, wanted, partition, None if partition is not None else unknown))

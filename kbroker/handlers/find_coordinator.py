@@ -15,6 +15,7 @@ import logging
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, ResourceType, allowed
 
 log = logging.getLogger("kbroker.find_coordinator")
 GROUP, TRANSACTION = 0, 1
@@ -24,6 +25,8 @@ def _find(ctx, key: str | None, key_type: int) -> tuple[Errors, str | None]:
     if key_type == GROUP:
         if key is None:
             return Errors.INVALID_REQUEST, "a group id is required"
+        if not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, key):
+            return Errors.GROUP_AUTHORIZATION_FAILED, None
         try:
             ctx.groups.runtime.ensure_topic()
         except KafkaError as exc:
@@ -32,6 +35,8 @@ def _find(ctx, key: str | None, key_type: int) -> tuple[Errors, str | None]:
     if key_type == TRANSACTION:
         if not key:
             return Errors.INVALID_REQUEST, "a transactional id is required"
+        if not allowed(ctx, Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
         try:
             ctx.txn.ensure_topic()
         except KafkaError as exc:

@@ -24,6 +24,8 @@ from kbroker.coordinator.group.shard import JoinResult, SyncResult
 from kbroker.coordinator.group.state import GroupState
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import (Op, ResourceType, allowed, authorized_operations,
+                                         check)
 
 NOT_REQUESTED = -(2**31)
 
@@ -32,9 +34,11 @@ def _shard(ctx, group_id):
     return ctx.groups.shard_for(group_id)
 
 
-async def _answer(ctx, group_id, op, make, on_error):
-    """Run ``op`` on the group's shard; ``make(response)``, or ``make(on_error(error))``."""
+async def _answer(ctx, group_id, op, make, on_error, needs=Op.READ):
+    """Run ``op`` on the group's shard; ``make(response)``, or ``make(on_error(error))``.
+    The principal needs ``needs`` on the group (Kafka: READ to join, sync, heartbeat, leave)."""
     try:
+        check(ctx, needs, ResourceType.GROUP, group_id)
         result = await ctx.groups.write(group_id, op)
     except KafkaError as exc:
         result = on_error(exc.error)
@@ -147,13 +151,16 @@ def handle_describe_groups(ctx, request):
     from kbroker.protocol.messages.describe_groups import DescribeGroupsResponse as R
 
     v = ctx.api_version
-    operations = NOT_REQUESTED
+    asked = v >= 3 and request.include_authorized_operations
     described = []
     for group_id in request.groups:
         out = R.DescribedGroup(group_id=group_id, error_code=Errors.NONE.code,
                                group_state=GroupState.DEAD.value, protocol_type="",
-                               protocol_data="", members=[], authorized_operations=operations)
+                               protocol_data="", members=[], authorized_operations=
+                               authorized_operations(ctx, ResourceType.GROUP, group_id)
+                               if asked else NOT_REQUESTED)
         try:
+            check(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id)
             group = admin.describe(_shard(ctx, group_id), group_id)
         except KafkaError as exc:
             out.error_code = exc.error.code
@@ -193,12 +200,17 @@ def handle_list_groups(ctx, request):
     types = {t.lower() for t in request.types_filter} if v >= 5 else set()
     error = Errors.NONE
     listed = []
+    # Kafka lists every group to a principal with DESCRIBE on the cluster, else those it may
+    # describe.
+    everything = allowed(ctx, Op.DESCRIBE, ResourceType.CLUSTER)
     if not types or "classic" in types:
         for shard in ctx.groups.shards():
             if shard.loading:
                 error = Errors.COORDINATOR_LOAD_IN_PROGRESS
                 continue
             for group_id, protocol_type, state in admin.list_groups(shard, states):
+                if not everything and not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id):
+                    continue
                 listed.append(R.ListedGroup(group_id=group_id, protocol_type=protocol_type,
                                             group_state=state if v >= 4 else "",
                                             group_type="classic" if v >= 5 else ""))
@@ -216,7 +228,7 @@ def handle_delete_groups(ctx, request):
         for group_id in request.groups_names:
             error = await _answer(ctx, group_id,
                                   lambda shard, g=group_id: admin.delete_group(shard, g),
-                                  lambda e: e, lambda e: e)
+                                  lambda e: e, lambda e: e, needs=Op.DELETE)
             results.append(R.DeletableGroupResult(group_id=group_id, error_code=error.code))
         return R(throttle_time_ms=0, results=results)
 

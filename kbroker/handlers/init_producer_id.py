@@ -19,6 +19,7 @@ import logging
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, ResourceType, check, may_write_idempotently
 
 log = logging.getLogger("kbroker.producer_ids")
 MAX_EPOCH = 32767
@@ -30,6 +31,9 @@ def handle_init_producer_id(ctx, request):
 
     if request.transactional_id is not None:
         return _transactional(ctx, request, R)
+    if not may_write_idempotently(ctx):
+        return R(error_code=Errors.CLUSTER_AUTHORIZATION_FAILED.code, producer_id=-1,
+                 producer_epoch=-1)
     ids = ctx.producer_ids
     if request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         return R(producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
@@ -43,6 +47,7 @@ async def _transactional(ctx, request, R):
     producer_id = request.producer_id if ctx.api_version >= 3 else -1
     producer_epoch = request.producer_epoch if ctx.api_version >= 3 else -1
     try:
+        check(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
         error, pid, epoch = await ctx.txn.init_producer_id(
             transactional_id, request.transaction_timeout_ms, producer_id, producer_epoch)
     except KafkaError as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, ResourceType, check
 
 READ_COMMITTED = 1
 
@@ -34,6 +35,7 @@ def handle_list_offsets(ctx, request):
                                                  timestamp=-1, offset=-1, leader_epoch=-1)
             partition = ctx.partitions.get(topic.name, wanted.partition_index)
             try:
+                check(ctx, Op.DESCRIBE, ResourceType.TOPIC, topic.name)
                 if partition is None:
                     raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 partition.check_leader_epoch(wanted.current_leader_epoch)

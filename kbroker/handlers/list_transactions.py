@@ -14,6 +14,7 @@ import logging
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors
+from kbroker.security.authorizer import Op, ResourceType, allowed
 
 log = logging.getLogger("kbroker.handlers.list_transactions")
 
@@ -32,4 +33,7 @@ def handle_list_transactions(ctx, request):
              transaction_states=[R.TransactionState(transactional_id=m.transactional_id,
                                                     producer_id=m.producer_id,
                                                     transaction_state=m.state.display)
-                                 for m in listing.transactions])
+                                 for m in listing.transactions
+                                 # only the ids the principal may describe, as Kafka lists
+                                 if allowed(ctx, Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                            m.transactional_id)])

@@ -18,6 +18,7 @@ import os
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors
+from kbroker.security.authorizer import Op, ResourceType, allowed
 
 log = logging.getLogger("kbroker.log_dirs")
 
@@ -26,6 +27,9 @@ log = logging.getLogger("kbroker.log_dirs")
 def handle_describe_log_dirs(ctx, request):
     from kbroker.protocol.messages.describe_log_dirs import DescribeLogDirsResponse as R
 
+    if not allowed(ctx, Op.DESCRIBE, ResourceType.CLUSTER):  # Kafka: no results, and v3+ says why
+        return R(throttle_time_ms=0, results=[], error_code=Errors.CLUSTER_AUTHORIZATION_FAILED.code
+                 if ctx.api_version >= 3 else 0)
     wanted = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

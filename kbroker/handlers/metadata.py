@@ -25,8 +25,11 @@ from kbroker.handlers import handles
 from kbroker.metadata.image import topic_name_problem
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.primitives import ZERO_UUID
+from kbroker.security.authorizer import (Op, ResourceType, allowed, authorized_operations,
+                                         may_create_topic)
 
 log = logging.getLogger("kbroker.metadata")
+DENIED = Errors.TOPIC_AUTHORIZATION_FAILED
 NOT_REQUESTED = -(2**31)  # authorized operations were not asked for
 
 
@@ -47,8 +50,11 @@ def handle_metadata(ctx, request):
     )
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         for topic in sorted(store.topics().values(), key=lambda t: t.name):
-            response.topics.append(describe_topic(R, ctx, topic))
+            if allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC, topic.name):  # others are omitted
+                response.topics.append(describe_topic(R, ctx, topic, request))
+        _cluster_operations(ctx, request, response)
         return response
+    _cluster_operations(ctx, request, response)
 
     if ctx.api_version < 12 and any(t.name is None for t in request.topics):
         # v10-11 carry topic ids but Kafka serves ids only from v12: INVALID_REQUEST for every
@@ -60,20 +66,23 @@ def handle_metadata(ctx, request):
         return response
     allow_create = (ctx.config.get("auto.create.topics.enable")
                     and (ctx.api_version < 4 or request.allow_auto_topic_creation))
+    failures = {}
     if allow_create:
         missing = [r.name for r in request.topics
                    if r.name is not None and store.topic(r.name) is None
                    and topic_name_problem(r.name) is None]
+        # Without CREATE (cluster or topic) a missing topic is denied, not created.
+        failures = {name: DENIED for name in missing if not may_create_topic(ctx, name)}
+        missing = [name for name in missing if name not in failures]
         if missing:  # only then is the answer a coroutine: creating partitions takes turns
-            return _create_then_describe(ctx, request, response, missing)
-    _describe_requested(R, ctx, request, response, store, {})
+            return _create_then_describe(ctx, request, response, missing, failures)
+    _describe_requested(R, ctx, request, response, store, failures)
     return response
 
 
-async def _create_then_describe(ctx, request, response, missing):
+async def _create_then_describe(ctx, request, response, missing, failures):
     from kbroker.protocol.messages.metadata import MetadataResponse as R
 
-    failures = {}
     for name in dict.fromkeys(missing):
         try:
             await auto_create_topic(ctx, name)
@@ -96,8 +105,16 @@ def _describe_requested(R, ctx, request, response, store, failures: dict) -> Non
                     error_code=Errors.UNKNOWN_TOPIC_ID.code, name=None,
                     topic_id=requested.topic_id, topic_authorized_operations=NOT_REQUESTED))
                 continue
+            name = topic.name
         else:
             topic = store.topic(name)
+        if not allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC, name):
+            # Kafka's rule: a topic named without DESCRIBE is denied whether or not it exists,
+            # so its existence does not leak (by id: the name is not given back).
+            response.topics.append(R.MetadataResponseTopic(
+                error_code=DENIED.code, name=requested.name, topic_id=requested.topic_id,
+                topic_authorized_operations=NOT_REQUESTED))
+            continue
         if topic is None:
             problem = topic_name_problem(name)
             if problem is not None:
@@ -110,7 +127,12 @@ def _describe_requested(R, ctx, request, response, store, failures: dict) -> Non
                 error_code=error.code, name=name, topic_id=ZERO_UUID,
                 topic_authorized_operations=NOT_REQUESTED))
             continue
-        response.topics.append(describe_topic(R, ctx, topic))
+        response.topics.append(describe_topic(R, ctx, topic, request))
+
+
+def _cluster_operations(ctx, request, response) -> None:
+    if getattr(request, "include_cluster_authorized_operations", False):
+        response.cluster_authorized_operations = authorized_operations(ctx, ResourceType.CLUSTER)
 
 
 async def auto_create_topic(ctx, name: str):
@@ -121,7 +143,7 @@ async def auto_create_topic(ctx, name: str):
     return topic
 
 
-def describe_topic(R, ctx, topic):
+def describe_topic(R, ctx, topic, request=None):
     node = ctx.node_id
     partitions = []
     for index in range(topic.num_partitions):
@@ -133,4 +155,5 @@ def describe_topic(R, ctx, topic):
     return R.MetadataResponseTopic(
         error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
         is_internal=topic.is_internal, partitions=partitions,
-        topic_authorized_operations=NOT_REQUESTED)
+        topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, topic.name)
+        if getattr(request, "include_topic_authorized_operations", False) else NOT_REQUESTED)

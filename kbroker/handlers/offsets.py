@@ -24,6 +24,7 @@ from kbroker.coordinator.runtime import now_ms
 from kbroker.handlers import handles
 from kbroker.protocol.errors import ErrorCode, Errors, KafkaError
 from kbroker.protocol.primitives import ZERO_UUID
+from kbroker.security.authorizer import Op, ResourceType, allowed, check
 
 DEFAULT_RETENTION_TIME = -1
 
@@ -45,6 +46,9 @@ def handle_offset_commit(ctx, request):
         else:
             meta = store.topic(topic.name)
             error = Errors.UNKNOWN_TOPIC_OR_PARTITION if meta is None else Errors.NONE
+        if meta is not None or v < 10:  # READ on the topic, checked before its existence
+            if not allowed(ctx, Op.READ, ResourceType.TOPIC, meta.name if meta else topic.name):
+                error = Errors.TOPIC_AUTHORIZATION_FAILED
         for p in topic.partitions:
             if error is not Errors.NONE:
                 outcome.append(error)
@@ -67,6 +71,7 @@ def handle_offset_commit(ctx, request):
     async def answer():
         group_error = Errors.NONE
         try:
+            check(ctx, Op.READ, ResourceType.GROUP, request.group_id)
             errors = await ctx.groups.write(request.group_id,
                                                               validate_and_commit)
         except KafkaError as exc:
@@ -100,6 +105,7 @@ def _commit_response(R, v, request, outcome, group_error, errors):
 def _fetch_group(ctx, group_id: str, topics, by_id: bool, require_stable: bool = False):
     """[(name, topic_id, [(partition, CommittedOffset|None, error)])] and the group error."""
     try:
+        check(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id)
         shard = ctx.groups.shard_for(group_id)
     except KafkaError as exc:
         return [], exc.error
@@ -122,8 +128,8 @@ def _fetch_from_shard(ctx, shard, group_id: str, topics, by_id: bool):
         out = []
         for name, parts in by_topic.items():
             meta = store.topic(name)
-            if by_id and meta is None:
-                continue
+            if by_id and meta is None or not allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC, name):
+                continue  # topics the principal may not describe are left out
             out.append((name, meta.topic_id if meta is not None else ZERO_UUID, parts))
         return out, Errors.NONE
     out = []
@@ -137,6 +143,10 @@ def _fetch_from_shard(ctx, shard, group_id: str, topics, by_id: bool):
             name = meta.name
         else:
             name = topic.name
+        if not allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC, name):
+            out.append((name, getattr(topic, "topic_id", ZERO_UUID), [
+                (p, None, Errors.TOPIC_AUTHORIZATION_FAILED) for p in topic.partition_indexes]))
+            continue
         found = offsets.fetch(shard, group_id, [(name, topic.partition_indexes)])
         out.append((name, getattr(topic, "topic_id", ZERO_UUID),
                     [(p, c, Errors.NONE) for _, p, c in found]))
@@ -191,8 +201,11 @@ def handle_offset_delete(ctx, request):
     wanted, positions = [], []
     for topic in request.topics:
         known = store.topic(topic.name) is not None
+        denied = not allowed(ctx, Op.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            if known:
+            if denied:
+                positions.append(Errors.TOPIC_AUTHORIZATION_FAILED)
+            elif known:
                 positions.append(len(wanted))
                 wanted.append((topic.name, p.partition_index))
             else:
@@ -200,6 +213,7 @@ def handle_offset_delete(ctx, request):
 
     async def answer():
         try:
+            check(ctx, Op.DELETE, ResourceType.GROUP, request.group_id)
             group_error, errors = await ctx.groups.write(
                 request.group_id, lambda shard: offsets.delete(shard, request.group_id, wanted))
         except KafkaError as exc:

@@ -23,6 +23,7 @@ import asyncio
 import logging
 import time
 
+from kbroker.security.authorizer import Op, ResourceType, check
 from kbroker.handlers import handles
 from kbroker.handlers.context import CloseConnection
 from kbroker.handlers.topic_ids import resolve_topic
@@ -30,6 +31,7 @@ from kbroker.handlers.txn_verification import verify_transactional_append
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.produce")
+DENIED = Errors.TOPIC_AUTHORIZATION_FAILED
 
 
 @handles("Produce")
@@ -52,6 +54,9 @@ def handle_produce(ctx, request):
             try:
                 if acks not in (0, 1, -1):
                     raise KafkaError(Errors.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
+                check(ctx, Op.WRITE, ResourceType.TOPIC, name or topic_data.name or "")
+                if request.transactional_id is not None:
+                    check(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
                 if partition is None:
                     raise KafkaError(unknown, f"this broker has no partition {data.index} of "
                                               f"topic {name or topic_data.topic_id}")
@@ -75,7 +80,7 @@ def handle_produce(ctx, request):
                 out.record_errors = [
                     R.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=text)
                     for index, text in getattr(exc, "record_errors", ())]
-                if exc.error not in (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.UNKNOWN_TOPIC_ID,
+                if exc.error not in (Errors.UNKNOWN_TOPIC_OR_PARTITION, DENIED, Errors.UNKNOWN_TOPIC_ID,
                                      Errors.NOT_LEADER_OR_FOLLOWER):
                     log.info("produce to %s-%d from %s rejected: %s: %s", name, data.index,
                              ctx.client_id, exc.error.name, exc.message)

@@ -9,13 +9,15 @@ UNACCEPTABLE_CREDENTIAL, the same user and mechanism twice DUPLICATE_RESOURCE, d
 describing a credential that does not exist RESOURCE_NOT_FOUND. A user with any error changes
 nothing; the others are applied in one persisted change.
 
-Not checked: the ALTER / DESCRIBE cluster ACLs Kafka requires (no authorizer yet).
+With an authorizer: describing needs DESCRIBE on the cluster, altering ALTER on the cluster
+(CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors
+from kbroker.security.authorizer import Op, ResourceType, allowed
 from kbroker.security.sasl.scram import (MAX_ITERATIONS, MECHANISM_BY_TYPE, MIN_ITERATIONS,
                                          TYPE_BY_MECHANISM, ScramCredential)
 
@@ -27,6 +29,9 @@ def describe_user_scram_credentials(ctx, request):
 
     stored = ctx.metadata.scram_credentials
     response = R(throttle_time_ms=0, error_code=Errors.NONE.code, error_message=None, results=[])
+    if not allowed(ctx, Op.DESCRIBE, ResourceType.CLUSTER):
+        response.error_code = Errors.CLUSTER_AUTHORIZATION_FAILED.code
+        return response
     if not request.users:  # null or empty: every user with a credential
         names = sorted(stored)
     else:
@@ -71,6 +76,10 @@ def alter_user_scram_credentials(ctx, request):
 
     def refuse(user, error, message):
         errors.setdefault(user, (error, message))
+
+    if not allowed(ctx, Op.ALTER, ResourceType.CLUSTER):
+        for user in users:
+            refuse(user, Errors.CLUSTER_AUTHORIZATION_FAILED, None)
 
     for (user, mechanism), count in pairs.items():
         if not user:

@@ -49,6 +49,9 @@ from kbroker.handlers import handles
 from kbroker.metadata.image import topic_name_problem
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.primitives import ZERO_UUID
+from kbroker.security.authorizer import Op, ResourceType, allowed, check, may_create_topic
+
+DENIED = Errors.TOPIC_AUTHORIZATION_FAILED
 
 log = logging.getLogger("kbroker.topics")
 
@@ -106,6 +109,8 @@ async def handle_create_topics(ctx, request):
 def _check_new_topic(ctx, wanted) -> tuple[int, int, dict]:
     """(partitions, replication factor, config overrides) of a topic to create, or KafkaError."""
     name = wanted.name
+    if not may_create_topic(ctx, name):
+        raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED, f"Not authorized to create {name}.")
     problem = topic_name_problem(name)
     if problem is not None:
         raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, problem)
@@ -242,7 +247,9 @@ async def handle_delete_topics(ctx, request):
                    "Neither topic name nor id were specified.")
         elif name is not None:
             topic = store.topic(name)
-            if topic is None:
+            if not allowed(ctx, Op.DELETE, ResourceType.TOPIC, name):  # before existence
+                answer(name, ZERO_UUID, DENIED, DENIED.message)
+            elif topic is None:
                 answer(name, ZERO_UUID, Errors.UNKNOWN_TOPIC_OR_PARTITION,
                        Errors.UNKNOWN_TOPIC_OR_PARTITION.message)
             elif topic.name in to_delete:
@@ -252,8 +259,10 @@ async def handle_delete_topics(ctx, request):
                 to_delete[topic.name] = topic.topic_id
         else:
             topic = store.topic_by_id(topic_id)
-            if topic is None:
+            if topic is None or not allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC, topic.name):
                 answer(None, topic_id, Errors.UNKNOWN_TOPIC_ID, Errors.UNKNOWN_TOPIC_ID.message)
+            elif not allowed(ctx, Op.DELETE, ResourceType.TOPIC, topic.name):
+                answer(None, topic_id, DENIED, DENIED.message)
             elif topic.name in to_delete:
                 answer(topic.name, topic_id, Errors.INVALID_REQUEST,
                        "The provided topic name maps to an ID that was already supplied.")
@@ -314,6 +323,7 @@ async def handle_create_partitions(ctx, request):
 
 
 def _check_new_partitions(ctx, wanted):
+    check(ctx, Op.ALTER, ResourceType.TOPIC, wanted.name)  # before existence: it must not leak
     topic = ctx.metadata.topic(wanted.name)
     if topic is None:
         raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION)

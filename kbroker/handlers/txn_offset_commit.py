@@ -16,6 +16,7 @@ from __future__ import annotations
 from kbroker.coordinator.group import offsets
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, ResourceType, allowed
 from kbroker.protocol.primitives import ZERO_UUID
 
 
@@ -28,7 +29,11 @@ async def handle_txn_offset_commit(ctx, request):
     outcome, wanted = [], []
     for topic in request.topics:
         meta = store.topic(topic.name)
+        denied = not allowed(ctx, Op.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
+            if denied:
+                outcome.append(Errors.TOPIC_AUTHORIZATION_FAILED)
+                continue
             if meta is None:
                 outcome.append(Errors.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
@@ -48,6 +53,10 @@ async def handle_txn_offset_commit(ctx, request):
         return result
 
     group_error, errors = Errors.NONE, []
+    if not allowed(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        group_error, wanted = Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, []
+    elif not allowed(ctx, Op.READ, ResourceType.GROUP, request.group_id):
+        group_error, wanted = Errors.GROUP_AUTHORIZATION_FAILED, []
     if wanted:
         try:
             errors = await ctx.groups.write(request.group_id, validate_and_commit)

@@ -16,6 +16,7 @@ import asyncio
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, ResourceType, allowed
 
 
 @handles("WriteTxnMarkers")
@@ -23,12 +24,16 @@ async def handle_write_txn_markers(ctx, request):
     from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersResponse as R
 
     markers = []
+    # Only brokers send markers: CLUSTER_ACTION on the cluster, else every partition is denied.
+    denied = not allowed(ctx, Op.CLUSTER_ACTION, ResourceType.CLUSTER)
     for marker in request.markers:
         topics = []
         for topic in marker.topics:
             results = []
             for index in topic.partition_indexes:
                 try:
+                    if denied:
+                        raise KafkaError(Errors.CLUSTER_AUTHORIZATION_FAILED)
                     committed = ctx.txn.write_marker(topic.name, index, marker.producer_id,
                                                      marker.producer_epoch,
                                                      marker.coordinator_epoch,

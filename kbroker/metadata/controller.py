@@ -1,5 +1,5 @@
-"""The controller: the only writer of topics, partitions, assignments, configs and SCRAM
-credentials.
+"""The controller: the only writer of topics, partitions, assignments, configs, SCRAM
+credentials and ACLs.
 
 Handlers translate requests into the calls below; nothing else writes the metadata store (a
 test checks it). Each change persists to the store, then publishes a new immutable
@@ -155,6 +155,24 @@ class Controller:
         credentials = {user: m for user, m in credentials.items() if m}
         self._persist(lambda: self._store.set_scram_credentials(credentials))
         _run_now(self._publish(self._image.with_scram_credentials(credentials)))
+
+    # --- ACLs ---------------------------------------------------------------------------------
+
+    def create_acls(self, acls) -> None:
+        """Add ACL bindings (validated by the handler); one already present is not duplicated."""
+        current = list(self._image.acls)
+        present = set(current)
+        current += [a for a in dict.fromkeys(tuple(a) for a in acls) if a not in present]
+        self._set_acls(current)
+
+    def delete_acls(self, acls) -> None:
+        """Remove exactly these ACL bindings."""
+        gone = {tuple(a) for a in acls}
+        self._set_acls([a for a in self._image.acls if a not in gone])
+
+    def _set_acls(self, acls) -> None:
+        self._persist(lambda: self._store.set_acls(acls))
+        _run_now(self._publish(self._image.with_acls(acls)))
 
     # --- the steps -----------------------------------------------------------------------------
 

@@ -86,17 +86,21 @@ class MetadataImage:
     # SCRAM credentials: user -> mechanism -> Kafka's credential string
     # ("salt=...,stored_key=...,server_key=...,iterations=N", as in /config/users/<user>).
     scram_credentials: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+    # ACLs: a tuple of kbroker.security.authorizer.Acl tuples (Kafka's wire codes); replaced, never
+    # changed, so the authorizer caches its index per tuple.
+    acls: tuple = ()
 
     @classmethod
     def build(cls, cluster_id: str, topics=(), broker_configs: Mapping | None = None,
-              scram_credentials: Mapping | None = None):
+              scram_credentials: Mapping | None = None, acls=()):
         by_name = {t.name: t for t in topics}
         return cls(cluster_id, MappingProxyType(by_name),
                    MappingProxyType({t.topic_id: t for t in by_name.values()}),
                    MappingProxyType({scope: frozen_mapping((broker_configs or {}).get(scope))
                                      for scope in ("cluster", "broker")}),
                    MappingProxyType({user: frozen_mapping(mechanisms) for user, mechanisms
-                                     in (scram_credentials or {}).items() if mechanisms}))
+                                     in (scram_credentials or {}).items() if mechanisms}),
+                   tuple(tuple(a) for a in acls))
 
     # --- reads (the names handlers have always used) -------------------------------------------
 
@@ -144,6 +148,9 @@ class MetadataImage:
                                ) -> "MetadataImage":
         return replace(self, scram_credentials=MappingProxyType(
             {user: frozen_mapping(m) for user, m in credentials.items() if m}))
+
+    def with_acls(self, acls) -> "MetadataImage":
+        return replace(self, acls=tuple(acls))
 
     def with_broker_configs(self, configs: Mapping, *, cluster_default: bool) -> "MetadataImage":
         scopes = dict(self.dynamic_broker_configs)

@@ -5,6 +5,7 @@ File ``<log.dir>/kbroker-metadata.json``::
     {"version": 1, "cluster_id": "<22-char base64url>", "next_producer_id_block": N,
      "broker_configs": {"cluster": {...}, "broker": {...}},
      "scram_credentials": {"<user>": {"SCRAM-SHA-256": "salt=...,stored_key=...,..."}},
+     "acls": [[resource_type, name, pattern_type, principal, host, operation, permission], ...],
      "topics": {"<name>": {"topic_id": "<uuid>", "partitions": N,
                            "replicas": [[node, ...], ...], "configs": {...}}}}
 
@@ -86,7 +87,8 @@ class LocalMetadataStore:
             topics.append(TopicMetadata(name, uuid.UUID(t["topic_id"]), replicas,
                                         t.get("configs", {})))
         return MetadataImage.build(self.cluster_id, topics, self._state.get("broker_configs"),
-                                   self._state.get("scram_credentials"))
+                                   self._state.get("scram_credentials"),
+                                   self._state.get("acls", ()))
 
     # --- changes (called by the controller only) -----------------------------------------------
 
@@ -116,6 +118,10 @@ class LocalMetadataStore:
         """Every user's SCRAM credentials (Kafka: one /config/users/<user> znode each)."""
         self._save({**self._state, "scram_credentials": {u: dict(m) for u, m in
                                                          credentials.items() if m}})
+
+    def set_acls(self, acls) -> None:
+        """Every ACL binding, as lists of Kafka's wire codes (Kafka: /kafka-acl/<type>/<name>)."""
+        self._save({**self._state, "acls": [list(a) for a in acls]})
 
     def allocate_producer_id_block(self, size: int) -> int:
         """Like Kafka's controller-allocated producer id blocks: reserved durably first."""

@@ -14,6 +14,7 @@ operations are shaped after those znodes so the ZooKeeper store maps one call to
 ``set_broker_configs(c, ...)``  ``/config/brokers/<default>`` or ``/config/brokers/<id>``
 ``allocate_producer_id_block``  ``/latest_producer_id_block``
 ``set_scram_credentials(c)``    ``/config/users/<user>`` (the SCRAM-SHA-* entries)
+``set_acls(acls)``              ``/kafka-acl/<type>/<name>`` (local store only so far)
 =============================  ==========================================================
 
 Every write is durable when the call returns. Only :mod:`kbroker.metadata.controller` calls the
@@ -48,13 +49,15 @@ class MetadataStore(Protocol):
 
     def set_scram_credentials(self, credentials: Mapping[str, Mapping[str, str]]) -> None: ...
 
+    def set_acls(self, acls: Sequence[Sequence]) -> None: ...
+
     def allocate_producer_id_block(self, size: int) -> int:
         """Reserve ``size`` producer ids and return the first; never handed out twice."""
 
 
 # The writing methods, for the import rule test (only the controller calls them).
 WRITES = ("create_topic", "set_assignments", "set_topic_configs", "delete_topic",
-          "set_broker_configs", "allocate_producer_id_block", "set_scram_credentials")
+          "set_broker_configs", "allocate_producer_id_block", "set_scram_credentials", "set_acls")
 
 
 class StaleMetadataError(Exception):

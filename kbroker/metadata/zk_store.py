@@ -278,6 +278,13 @@ class ZkMetadataStore:
         return zn.PartitionState(state.leader, state.leader_epoch, state.isr,
                                  state.controller_epoch, new_version)
 
+    def set_acls(self, acls) -> None:
+        """Not yet: Kafka keeps ACLs under /kafka-acl/<type>/<name>; until they are written there
+        a change is refused (the handler answers it), never kept only in this broker's memory."""
+        from kbroker.protocol.errors import Errors, KafkaError
+        raise KafkaError(Errors.SECURITY_DISABLED,
+                         "ACLs are not stored in ZooKeeper (/kafka-acl) by kbroker yet.")
+
     def allocate_producer_id_block(self, size: int) -> int:
         """Kafka's ZooKeeper-era scheme: read the latest block, claim the next one with a write
         conditional on the version read, retry if another broker claimed it first. The counter

@@ -117,6 +117,9 @@ ADVERTISED = {
     36: (0, 2),  # SaslAuthenticate
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
+    29: (1, 3),  # DescribeAcls
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
 }
 
 
