@@ -111,7 +111,7 @@ def test_topic_values_kbroker_cannot_honour_are_invalid_config(broker):
     ("zookeeper.connect=localhost:2181", "ZooKeeper cluster mode"),
     ("sasl.enabled.mechanisms=GSSAPI,PLAIN,OAUTHBEARER", "GSSAPI, OAUTHBEARER"),
     ("listener.name.plaintext.ssl.engine.factory.class=x", "per-listener setting"),
-    ("authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer", "authorization"),
+    ("authorizer.class.name=com.example.MyAuthorizer", "Java plugin classes"),
 ])
 def test_unimplemented_features_stop_start_up_with_one_line(tmp_path, setting, feature):
     args = [sys.executable, "-m", "kbroker.cli.main", "serve", "--set", f"log.dirs={tmp_path}",

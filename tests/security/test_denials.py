@@ -16,7 +16,7 @@ import pytest
 
 from kbroker.protocol import messages
 from kbroker.protocol.errors import Errors
-from tests.integration.clients import Wire
+from tests.integration.clients import Wire, wait_until
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA, ALTER_SCRAM = 17, 36, 3, 51
 
@@ -105,7 +105,9 @@ def test_oversized_frame_before_authentication(full_broker):
     with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:
         wire.send_raw(struct.pack(">i", 524289) + b"\0" * 1000)
         assert wire.closed_by_broker()
-    assert "sasl.server.max.receive.size" in full_broker.log()
+    # The broker's log reaches the file through a pipe: wait for the line, do not race it.
+    wait_until(lambda: "sasl.server.max.receive.size" in full_broker.log(),
+               message="no log line names sasl.server.max.receive.size")
     with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:  # 512 KiB itself is fine
         wire.send_raw(struct.pack(">i", 524288) + b"\0" * 1000)
         assert not wire.closed_by_broker(timeout=0.5)
