@@ -277,7 +277,8 @@ class PartitionLog:
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         if recovered:
             for segment in segments:
-                segment.flush()
+                if segment.size:  # an empty one has nothing to make durable (100k partitions)
+                    segment.flush()
         self.recovery_point = self.log_end_offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
