@@ -8,6 +8,10 @@ descriptor target is the machine's hard ``RLIMIT_NOFILE`` (20,000 here) at 100,0
 and a Metadata answer for all of them in under 1 s.
 
     python tools/bench_partitions.py [--counts 10000 50000 100000] [--per-topic 1000]
+    python tools/bench_partitions.py --kafka --counts 10000   # Apache Kafka (KRaft, 1 GiB heap)
+
+With ``--kafka`` the same steps run against Apache Kafka (tools/kafka_ref); it keeps a descriptor
+per segment file, so past the hard limit it cannot hold the count at all.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,15 +77,62 @@ def measure(broker: BrokerProcess, label: str, expected: int) -> dict:
             "decode_s": decoded, "rss_mb": rss_mb(pid), "fds": descriptors(pid)}
 
 
-def start(broker: BrokerProcess) -> float:
+class KafkaBroker:
+    """Apache Kafka behind the few calls :func:`run` makes of a BrokerProcess."""
+
+    def __init__(self, data_dir: Path):
+        from tools.kafka_ref import run_kafka
+        self.kafka = run_kafka
+        self.data_dir = data_dir
+        self.handle = None
+        self.proc = None
+
+    @property
+    def bootstrap(self) -> str:
+        return self.handle.bootstrap
+
+    def start(self, timeout: float = 1800) -> None:
+        rk = self.kafka
+        if self.handle is None:  # first start: format the storage
+            self.handle = rk.start_kafka(port=rk.free_port(), data_dir=str(self.data_dir),
+                                         timeout=timeout, temp=False)
+        else:  # restart on the same storage, as kafka-server-start.sh would
+            ddir = Path(self.handle.data_dir)
+            extra = [f"-Dlog4j2.configurationFile={ddir / 'log4j2.properties'}",
+                     f"-Dkafka.logs.dir={ddir}"]
+            cmd = rk.java_cmd(rk.SERVER_MAIN, [str(ddir / "server.properties")],
+                              self.handle.version, None, heap="1G", extra=extra)
+            with open(ddir / "kafka.out", "ab") as out:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True, cwd=ddir)
+            self.handle.pid = proc.pid
+            deadline = time.monotonic() + timeout
+            while not rk.probe("127.0.0.1", self.handle.port):
+                assert proc.poll() is None and time.monotonic() < deadline, "Kafka did not start"
+                time.sleep(0.2)
+        self.proc = type("Pid", (), {"pid": self.handle.pid})
+
+    def stop(self, timeout: float = 600) -> int:
+        if self.handle is not None and self.handle.alive():
+            self.kafka.stop_pid(self.handle.pid, timeout)
+        return 0
+
+    def kill(self) -> None:
+        os.kill(self.handle.pid, signal.SIGKILL)
+        while self.handle.alive():
+            time.sleep(0.1)
+
+
+def start(broker) -> float:
     started = time.monotonic()
     broker.start(timeout=1800)
     return time.monotonic() - started
 
 
-def run(count: int, per_topic: int, overrides: dict) -> dict:
+def run(count: int, per_topic: int, overrides: dict, kafka: bool = False) -> dict:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-        broker = BrokerProcess(Path(tmp) / "data", overrides)
+        broker = (KafkaBroker(Path(tmp) / "kafka") if kafka
+                  else BrokerProcess(Path(tmp) / "data", overrides))
         result = {"count": count}
         try:
             start(broker)
@@ -109,18 +162,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", type=int, nargs="+", default=[10_000, 50_000, 100_000])
     parser.add_argument("--per-topic", type=int, default=1000)
+    parser.add_argument("--kafka", action="store_true", help="run against Apache Kafka instead")
     parser.add_argument("--open-files-max", type=int, default=None,
                         help="log.open.files.max (default: the broker's)")
     args = parser.parse_args()
     overrides = {}
     if args.open_files_max is not None:
         overrides["log.open.files.max"] = args.open_files_max
-    print(f"hard RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)[1]}, "
+    print(f"{'Apache Kafka' if args.kafka else 'kbroker'}: hard RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)[1]}, "
           f"{os.cpu_count()} CPUs")
     print("partitions | create s | restart s | kill -9 restart s | Metadata (all) ms "
           "median/max | RSS MB | descriptors (served / restarted / after kill -9)")
     for count in args.counts:
-        r = run(count, args.per_topic, overrides)
+        r = run(count, args.per_topic, overrides, args.kafka)
         s, rs, k = r["served"], r["restarted"], r["after_kill9"]
         print(f"{count} | {r['create_s']:.1f} | {r['restart_s']:.1f} | "
               f"{r['kill9_restart_s']:.1f} | {s['metadata_s'] * 1000:.0f}/"
