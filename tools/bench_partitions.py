@@ -147,7 +147,9 @@ def run(count: int, per_topic: int, overrides: dict, kafka: bool = False) -> dic
                     made += n
             result["create_s"] = time.monotonic() - started
             result["served"] = measure(broker, "after create", count)
-            assert broker.stop(timeout=600) == 0, "clean stop failed"
+            started = time.monotonic()
+            assert broker.stop(timeout=900) == 0, "clean stop failed"
+            result["stop_s"] = time.monotonic() - started
             result["restart_s"] = start(broker)
             result["restarted"] = measure(broker, "after restart", count)
             broker.kill()
@@ -171,12 +173,12 @@ def main() -> int:
         overrides["log.open.files.max"] = args.open_files_max
     print(f"{'Apache Kafka' if args.kafka else 'kbroker'}: hard RLIMIT_NOFILE {resource.getrlimit(resource.RLIMIT_NOFILE)[1]}, "
           f"{os.cpu_count()} CPUs")
-    print("partitions | create s | restart s | kill -9 restart s | Metadata (all) ms "
+    print("partitions | create s | clean stop s | restart s | kill -9 restart s | Metadata (all) ms "
           "median/max | RSS MB | descriptors (served / restarted / after kill -9)")
     for count in args.counts:
         r = run(count, args.per_topic, overrides, args.kafka)
         s, rs, k = r["served"], r["restarted"], r["after_kill9"]
-        print(f"{count} | {r['create_s']:.1f} | {r['restart_s']:.1f} | "
+        print(f"{count} | {r['create_s']:.1f} | {r['stop_s']:.1f} | {r['restart_s']:.1f} | "
               f"{r['kill9_restart_s']:.1f} | {s['metadata_s'] * 1000:.0f}/"
               f"{max(s['metadata_max_s'], rs['metadata_max_s'], k['metadata_max_s']) * 1000:.0f} "
               f"| {s['rss_mb']:.0f} / {rs['rss_mb']:.0f} / {k['rss_mb']:.0f} | "
