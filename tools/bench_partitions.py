@@ -145,6 +145,10 @@ def run(count: int, per_topic: int, overrides: dict, kafka: bool = False) -> dic
                                          timeout_ms=3_600_000)
                     assert topic.error_code == 0, (topic.error_code, topic.error_message)
                     made += n
+                # Kafka answers CreateTopics before its broker has the partitions: creation ends
+                # when Metadata lists every one of them.
+                while metadata_all(wire)[2] < count:
+                    time.sleep(0.5)
             result["create_s"] = time.monotonic() - started
             result["served"] = measure(broker, "after create", count)
             started = time.monotonic()
