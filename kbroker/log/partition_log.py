@@ -775,7 +775,7 @@ def write_topic_id(dir_path: str, topic_id: uuid.UUID) -> None:
     (``maybeFlush``), with no fsync of the partition dir. Here the file is written through a
     temp file and a rename (a reader never sees half of it); a kill -9 keeps it (page cache);
     the LogManager makes new partitions durable in one batch (``sync_created``). A file torn by
-    a power loss before that is dropped at open (:func:`_read_topic_id`): the id is in the
+    a power loss before that (an empty file) is ignored at open (:func:`_read_topic_id`): the id is in the
     metadata image, and start-up repair re-creates a lost partition dir."""
     path = os.path.join(dir_path, PARTITION_METADATA)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -784,13 +784,18 @@ def write_topic_id(dir_path: str, topic_id: uuid.UUID) -> None:
 
 
 def _read_topic_id(dir_path: str, name: str) -> uuid.UUID | None:
+    path = os.path.join(dir_path, PARTITION_METADATA)
     try:
-        return read_partition_metadata(dir_path)
-    except CheckpointError as exc:
-        # Only a creation-time record (see write_topic_id): the partition stays online.
-        log.warning("%s: ignoring %s (%s); the topic id comes from the metadata image",
-                    name, PARTITION_METADATA, exc)
+        empty = os.path.getsize(path) == 0
+    except FileNotFoundError:
         return None
+    if empty:
+        # What a power loss can leave of the file written without fsync (write_topic_id): only
+        # a creation-time record, so the partition stays online. Any other damage is an error.
+        log.warning("%s: ignoring the empty %s; the topic id comes from the metadata image",
+                    name, PARTITION_METADATA)
+        return None
+    return read_partition_metadata(dir_path)
 
 
 def _marker_of(header, topic_partition: str):

@@ -128,7 +128,7 @@ def test_partition_counts_follow_loads_deletes_and_creates(tmp_path):
     manager.close()
 
 
-def test_topic_id_survives_restart_and_torn_metadata_keeps_partition_online(tmp_path):
+def test_topic_id_survives_restart_and_empty_metadata_keeps_partition_online(tmp_path):
     topic_id = uuid.uuid4()
     manager = manager_for(tmp_path)
     manager.create("t", 0, LogConfig(), topic_id)
