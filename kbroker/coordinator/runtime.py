@@ -42,6 +42,8 @@ log = logging.getLogger("kbroker.coordinator")
 
 _LOAD_READ_BYTES = 1024 * 1024
 _MAX_UNCOMPRESSED = 64 * 1024 * 1024
+_LOAD_RETRY_FIRST_S = 1.0  # a failed load is retried after 1 s, doubling up to 30 s
+_LOAD_RETRY_MAX_S = 30.0
 
 
 def now_ms() -> int:
@@ -107,6 +109,7 @@ class Shard:
         self.runtime = runtime
         self.partition_index = partition_index
         self.loading = True
+        self.load_error: str | None = None  # why the last load attempt failed
 
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         raise NotImplementedError
@@ -242,43 +245,75 @@ class CoordinatorRuntime:
             shard.on_unloaded()
 
     async def _load(self, shard: Shard) -> None:
-        started = time.monotonic()
-        partition = self._partition(shard.partition_index)
-        count = 0
-        try:
-            offset = partition.log_start_offset
-            while offset < partition.high_watermark:
-                result = partition.read(offset, _LOAD_READ_BYTES)  # below the high watermark
-                if not result.regions:
-                    break
-                for region in result.regions:
-                    for header in iter_batches(memoryview(region.read())):
-                        offset = header.next_offset
-                        if header.is_control:
-                            _replay_marker(shard, header)
-                            continue
-                        transactional = header.is_transactional and header.producer_id >= 0
-                        for record in decode_records(header, _MAX_UNCOMPRESSED):
-                            if record.key is None:
-                                continue
-                            if transactional:
-                                shard.replay_transactional(
-                                    record.offset(header), header.producer_id,
-                                    header.producer_epoch, record.key, record.value)
-                            else:
-                                shard.replay(record.offset(header), record.key, record.value)
-                            count += 1
-                await asyncio.sleep(0)  # let other work run between chunks
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("loading %s-%d failed; the shard stays unavailable", self.topic,
-                          shard.partition_index)
-            return
+        """Replay the shard's partition. A load that fails (a damaged segment) leaves the shard
+        unavailable - COORDINATOR_NOT_AVAILABLE for its groups, so clients retry rather than wait
+        on a load that never ends - and is retried on a fresh shard with a growing backoff,
+        so the shard comes back once the partition is readable again."""
+        index = shard.partition_index
+        backoff = _LOAD_RETRY_FIRST_S
+        failures = 0
+        while True:
+            started = time.monotonic()
+            try:
+                count = await self._replay_partition(shard)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                reason = f"{type(exc).__name__}: {exc}"
+                if failures == 1:
+                    log.error("cannot load %s-%d: %s; its groups get COORDINATOR_NOT_AVAILABLE "
+                              "while the load is retried (every %.0f-%.0f s)", self.topic, index,
+                              reason, _LOAD_RETRY_FIRST_S, _LOAD_RETRY_MAX_S)
+                log.debug("loading %s-%d failed", self.topic, index, exc_info=True)
+                shard.load_error = reason
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _LOAD_RETRY_MAX_S)
+                if self.shards.get(index) is not shard:
+                    return  # unloaded meanwhile
+                # The failed replay left part of the partition in the shard: start afresh.
+                fresh = self.shard_factory(self, index)
+                fresh.load_error = reason
+                self.shards[index] = shard = fresh
+        if failures:
+            log.info("loaded %s-%d after %d failed attempt(s)", self.topic, index, failures)
         self._finish_load(shard, count, time.monotonic() - started)
+
+    async def _replay_partition(self, shard: Shard) -> int:
+        """Replay the partition up to its high watermark into ``shard``; the record count."""
+        partition = self._partition(shard.partition_index)
+        if partition is None:
+            return 0
+        count = 0
+        offset = partition.log_start_offset
+        while offset < partition.high_watermark:
+            result = partition.read(offset, _LOAD_READ_BYTES)  # below the high watermark
+            if not result.regions:
+                break
+            for region in result.regions:
+                for header in iter_batches(memoryview(region.read())):
+                    offset = header.next_offset
+                    if header.is_control:
+                        _replay_marker(shard, header)
+                        continue
+                    transactional = header.is_transactional and header.producer_id >= 0
+                    for record in decode_records(header, _MAX_UNCOMPRESSED):
+                        if record.key is None:
+                            continue
+                        if transactional:
+                            shard.replay_transactional(
+                                record.offset(header), header.producer_id,
+                                header.producer_epoch, record.key, record.value)
+                        else:
+                            shard.replay(record.offset(header), record.key, record.value)
+                        count += 1
+            await asyncio.sleep(0)  # let other work run between chunks
+        return count
 
     def _finish_load(self, shard: Shard, count: int, elapsed: float = 0.0) -> None:
         shard.loading = False
+        shard.load_error = None
         shard.on_loaded()
         if count:
             log.info("loaded %s-%d: replayed %d record(s) in %.3f s", self.topic,
@@ -287,11 +322,15 @@ class CoordinatorRuntime:
     # --- operations ----------------------------------------------------------------------------
 
     def shard(self, index: int) -> Shard:
-        """The loaded shard of a partition; COORDINATOR_LOAD_IN_PROGRESS while it loads."""
+        """The loaded shard of a partition; COORDINATOR_LOAD_IN_PROGRESS while it loads,
+        COORDINATOR_NOT_AVAILABLE while its load fails."""
         shard = self.shards.get(index)
         if shard is None:
             raise KafkaError(Errors.NOT_COORDINATOR,
                              f"this broker hosts no shard of {self.topic}-{index}")
+        if shard.load_error is not None:
+            raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE,
+                             f"{self.topic}-{index} cannot be loaded: {shard.load_error}")
         if shard.loading:
             raise KafkaError(Errors.COORDINATOR_LOAD_IN_PROGRESS)
         return shard

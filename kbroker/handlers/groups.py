@@ -206,7 +206,10 @@ def handle_list_groups(ctx, request):
     if not types or "classic" in types:
         for shard in ctx.groups.shards():
             if shard.loading:
-                error = Errors.COORDINATOR_LOAD_IN_PROGRESS
+                # A shard whose load failed is unavailable, not loading (Kafka's
+                # COORDINATOR_NOT_AVAILABLE); its reload retries with backoff.
+                error = (Errors.COORDINATOR_NOT_AVAILABLE if shard.load_error is not None
+                         else Errors.COORDINATOR_LOAD_IN_PROGRESS)
                 continue
             for group_id, protocol_type, state in admin.list_groups(shard, states):
                 if not everything and not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id):

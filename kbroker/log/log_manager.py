@@ -14,11 +14,19 @@ Each log dir holds, next to the ``<topic>-<partition>/`` partition dirs (files i
 Dirs named ``<topic>-<partition>.<id>-delete`` are leftovers of an interrupted topic deletion
 and are removed at start; ``-future`` and ``-stray`` dirs are ignored.
 
+Creating a partition costs no fsync (100,000 partitions must be cheap to create): the partition
+dir and its ``partition.metadata`` go to the page cache, which survives a kill -9, and
+:meth:`LogManager.sync_created` makes every partition created since the last call durable in one
+``syncfs`` per log dir (at each checkpoint and at close). A power loss before that loses at most
+those dirs, which start-up repair re-creates from the persisted metadata image.
+
 Concurrency rule: owned by the event loop, synchronous, no locks (fsync costs are accepted).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import fcntl
 import logging
 import os
@@ -31,12 +39,12 @@ from kbroker.log import file_cache
 from kbroker.log.checkpoint import (CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT,
                                     META_PROPERTIES, RECOVERY_POINT_CHECKPOINT,
                                     REPLICATION_OFFSET_CHECKPOINT, CheckpointError,
-                                    read_offset_checkpoint, read_properties, uuid_from_base64,
+                                    fsync_dir, read_offset_checkpoint, read_properties,
+                                    uuid_from_base64,
                                     uuid_to_base64,
-                                    write_atomic, write_offset_checkpoint,
-                                    write_partition_metadata, write_properties)
+                                    write_atomic, write_offset_checkpoint, write_properties)
 from kbroker.log.offline import OfflineLog
-from kbroker.log.partition_log import DELETE_DIR_SUFFIX, LogConfig, PartitionLog
+from kbroker.log.partition_log import DELETE_DIR_SUFFIX, LogConfig, PartitionLog, write_topic_id
 from kbroker.startup import EXIT_LOG_DIR, StartupError
 
 log = logging.getLogger("kbroker.log")
@@ -50,6 +58,25 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     if not sep or not topic or not partition.isdigit():
         return None
     return topic, int(partition)
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def _syncfs(path: str) -> bool:
+    """``syncfs(2)`` on the file system holding ``path``: one call makes every file and dir
+    written there durable. False where libc has no syncfs (then the caller fsyncs each)."""
+    syncfs = getattr(_libc, "syncfs", None)
+    if syncfs is None:
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), path)
+    finally:
+        os.close(fd)
+    return True
 
 
 class LogManager:
@@ -69,6 +96,8 @@ class LogManager:
         self.checkpointed_high_watermarks: dict[tuple[str, int], int] = {}
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], str] = {}
+        self._count_of: dict[str, int] = {d: 0 for d in self.log_dirs}  # partitions per dir
+        self._unsynced: dict[str, list[str]] = {}  # log dir -> partition dirs created since sync
         self._lock_fds: dict[str, int] = {}
         self.offline: dict[tuple[str, int], str] = {}  # partitions that could not be opened
 
@@ -217,6 +246,7 @@ class LogManager:
                     high_watermark=self.checkpointed_high_watermarks.get(key, 0))
             self._logs[key] = partition_log
             self._dir_of[key] = log_dir
+            self._count_of[log_dir] += 1
         if clean:
             # A crash from here on must be detected at the next start.
             os.unlink(marker)
@@ -240,26 +270,38 @@ class LogManager:
         existing = self._logs.get(key)
         if existing is not None:
             return existing
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        log_dir = min(self.log_dirs, key=self._count_of.__getitem__)
         path = os.path.join(log_dir, f"{topic}-{partition}")
         os.makedirs(path, exist_ok=True)
+        self._unsynced.setdefault(log_dir, []).append(path)
         if topic_id is not None:
-            write_partition_metadata(path, topic_id)
+            write_topic_id(path, topic_id)
         partition_log = PartitionLog.open(path, topic, partition, config or self.default_config,
                                           now_ms=now_ms, clean_shutdown=True)
         self._logs[key] = partition_log
         self._dir_of[key] = log_dir
+        self._count_of[log_dir] += 1
         return partition_log
+
+    def sync_created(self) -> None:
+        """Make the partitions created since the last call durable: one ``syncfs`` per log dir
+        where the platform has it, else an fsync of each new partition dir and its log dir."""
+        pending, self._unsynced = self._unsynced, {}
+        for log_dir, paths in pending.items():
+            if _syncfs(log_dir):
+                continue
+            for path in paths:
+                if os.path.isdir(path):
+                    fsync_dir(path)
+            fsync_dir(log_dir)
 
     def delete(self, topic: str, partition: int) -> bool:
         key = (topic, partition)
         partition_log = self._logs.pop(key, None)
-        self._dir_of.pop(key, None)
+        log_dir = self._dir_of.pop(key, None)
         if partition_log is None:
             return False
+        self._count_of[log_dir] -= 1
         partition_log.delete()
         return True
 
@@ -276,6 +318,11 @@ class LogManager:
     def checkpoint(self) -> None:
         """Write the three offset checkpoint files of every log dir. A dir that cannot be
         written (disk full) keeps its previous checkpoints: they only make recovery longer."""
+        try:
+            self.sync_created()
+        except OSError as exc:
+            log.warning("cannot sync newly created partition dirs: %s; start-up repair "
+                        "re-creates any a power loss takes", exc.strerror)
         for log_dir in self.log_dirs:
             try:
                 self._checkpoint_dir(log_dir)
@@ -297,7 +344,7 @@ class LogManager:
         cleanly shut down and release its lock."""
         for partition_log in self.all_logs():
             partition_log.close()
-        self.checkpoint()
+        self.checkpoint()  # also syncs the partitions created since the last one
         for log_dir in self.log_dirs:
             write_atomic(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE),
                          b'{"version":"0","broker_epoch":"-1"}')

@@ -110,3 +110,36 @@ def test_cleanup_applies_retention(tmp_path):
     assert manager.cleanup(NOW + 10_000) == 4
     assert log.log_start_offset == log.log_end_offset == 4
     manager.close()
+
+
+def test_partition_counts_follow_loads_deletes_and_creates(tmp_path):
+    manager = manager_for(tmp_path, ("d1", "d2"))
+    for p in range(4):
+        manager.create("t", p, LogConfig(), uuid.uuid4())
+    manager.close()
+    manager = manager_for(tmp_path, ("d1", "d2"))
+    # Both partitions of d1 go: the next two creations must both land in d1.
+    for p in range(4):
+        if manager.log_dir_of("t", p) == str(tmp_path / "d1"):
+            manager.delete("t", p)
+    manager.create("u", 0)
+    manager.create("u", 1)
+    assert {manager.log_dir_of("u", p) for p in range(2)} == {str(tmp_path / "d1")}
+    manager.close()
+
+
+def test_topic_id_survives_restart_and_empty_metadata_keeps_partition_online(tmp_path):
+    topic_id = uuid.uuid4()
+    manager = manager_for(tmp_path)
+    manager.create("t", 0, LogConfig(), topic_id)
+    manager.create("t", 1, LogConfig(), topic_id)
+    manager.sync_created()
+    assert manager._unsynced == {}
+    manager.close()
+    # What a power loss can leave of a file written without fsync: an empty one.
+    (tmp_path / "d1" / "t-1" / "partition.metadata").write_bytes(b"")
+    manager = manager_for(tmp_path)
+    assert manager.get("t", 0).topic_id == topic_id
+    assert manager.get("t", 1).topic_id is None
+    assert manager.offline == {}
+    manager.close()
