@@ -72,8 +72,7 @@ def handle_offset_commit(ctx, request):
         group_error = Errors.NONE
         try:
             check(ctx, Op.READ, ResourceType.GROUP, request.group_id)
-            errors = await ctx.groups.write(request.group_id,
-                                                              validate_and_commit)
+            errors = await ctx.groups.write(request.group_id, validate_and_commit)
         except KafkaError as exc:
             group_error, errors = exc.error, []
         return _commit_response(R, v, request, outcome, group_error, errors)

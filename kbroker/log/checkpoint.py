@@ -64,18 +64,22 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_atomic(path: str, data: bytes) -> None:
+def write_atomic(path: str, data: bytes, *, durable: bool = True) -> None:
+    """Write through a temp file and a rename, so a reader never sees half of it; ``durable``
+    also fsyncs the file and its directory before returning."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    if durable:
+        fsync_dir(os.path.dirname(path) or ".")
 
 
 def _read_lines(path: str) -> list[str] | None:
@@ -155,9 +159,9 @@ def uuid_from_base64(text: str) -> uuid.UUID:
         raise CheckpointError(f"bad uuid {text!r}: {e}") from None
 
 
-def write_partition_metadata(dir_path: str, topic_id: uuid.UUID) -> None:
+def write_partition_metadata(dir_path: str, topic_id: uuid.UUID, *, durable: bool = True) -> None:
     text = f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}"
-    write_atomic(os.path.join(dir_path, PARTITION_METADATA), text.encode())
+    write_atomic(os.path.join(dir_path, PARTITION_METADATA), text.encode(), durable=durable)
 
 
 def read_partition_metadata(dir_path: str) -> uuid.UUID | None:

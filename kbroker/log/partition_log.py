@@ -38,7 +38,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from kbroker.log.checkpoint import (PARTITION_METADATA, CheckpointError, fsync_dir,
-                                    read_partition_metadata, uuid_to_base64)
+                                    read_partition_metadata, write_partition_metadata)
 from kbroker.log.cleaner_swap import complete_interrupted_swaps, swap_in
 from kbroker.log.file_region import FileRegion
 from kbroker.log.leader_epoch import LeaderEpochCache
@@ -777,10 +777,7 @@ def write_topic_id(dir_path: str, topic_id: uuid.UUID) -> None:
     the LogManager makes new partitions durable in one batch (``sync_created``). A file torn by
     a power loss before that (an empty file) is ignored at open (:func:`_read_topic_id`): the id is in the
     metadata image, and start-up repair re-creates a lost partition dir."""
-    path = os.path.join(dir_path, PARTITION_METADATA)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}")
-    os.replace(path + ".tmp", path)
+    write_partition_metadata(dir_path, topic_id, durable=False)
 
 
 def _read_topic_id(dir_path: str, name: str) -> uuid.UUID | None:
