@@ -39,6 +39,29 @@ def frozen_mapping(values: Mapping | None) -> Mapping:
     return MappingProxyType(dict(values)) if values else _EMPTY
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Who leads one partition: Kafka's ``/brokers/topics/T/partitions/P/state``.
+
+    ``leader`` is -1 while no replica can lead (offline). ``version`` is the znode version the
+    state was read at; an ISR change names it, so a writer with an older view loses (cluster)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    version: int = 0
+    controller_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A live broker (``/brokers/ids/N``): its advertised endpoint per listener, and rack."""
+
+    node_id: int
+    endpoints: Mapping[str, tuple[str, int]]  # listener name -> (host, port)
+    rack: str | None = None
+
+
 @dataclass(frozen=True, eq=False)
 class TopicMetadata:
     """A topic: name, id, the replica list of each partition (its assignment) and its config
@@ -49,11 +72,26 @@ class TopicMetadata:
     topic_id: uuid.UUID
     assignments: tuple[tuple[int, ...], ...]
     configs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    # Leader, epoch and ISR per partition (a cluster's partition state znodes). Empty on a single
+    # node, where every partition is led by its only replica: see :meth:`state`.
+    states: tuple[PartitionState, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "assignments", tuple(tuple(r) for r in self.assignments))
         if not isinstance(self.configs, MappingProxyType):
             object.__setattr__(self, "configs", frozen_mapping(self.configs))
+        object.__setattr__(self, "states", tuple(self.states))
+
+    def state(self, index: int) -> PartitionState:
+        """Partition ``index``'s state; without stored states, the first replica leads at epoch
+        0 with every replica in sync (a single node: itself)."""
+        if self.states:
+            return self.states[index]
+        replicas = self.assignments[index]
+        return PartitionState(replicas[0] if replicas else -1, 0, replicas)
+
+    def with_states(self, states) -> "TopicMetadata":
+        return replace(self, states=tuple(states))
 
     @property
     def num_partitions(self) -> int:
@@ -89,6 +127,10 @@ class MetadataImage:
     # ACLs: a tuple of kbroker.security.authorizer.Acl tuples (Kafka's wire codes); replaced, never
     # changed, so the authorizer caches its index per tuple.
     acls: tuple = ()
+    # Live brokers (a cluster's ``/brokers/ids``) and the active controller. Empty / None on a
+    # single node: the broker describes itself.
+    brokers: Mapping[int, BrokerInfo] = field(default_factory=lambda: _EMPTY)
+    controller_id: int | None = None
 
     @classmethod
     def build(cls, cluster_id: str, topics=(), broker_configs: Mapping | None = None,
@@ -151,6 +193,10 @@ class MetadataImage:
 
     def with_acls(self, acls) -> "MetadataImage":
         return replace(self, acls=tuple(acls))
+
+    def with_brokers(self, brokers, controller_id: int | None) -> "MetadataImage":
+        return replace(self, brokers=MappingProxyType({b.node_id: b for b in brokers}),
+                       controller_id=controller_id)
 
     def with_broker_configs(self, configs: Mapping, *, cluster_default: bool) -> "MetadataImage":
         scopes = dict(self.dynamic_broker_configs)
