@@ -151,10 +151,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._security.failures.failed(self.ip, self._security.name, str(exc))
             self.close()
 
-    def authenticated(self, principal: str):
-        """SASL succeeded: serve requests from now on, with the normal frame limit."""
+    def authenticated(self, principal: str, frame_handler=None):
+        """SASL succeeded: serve requests from now on, with the normal frame limit. A session that
+        expires (KIP-368) keeps its authenticator in front (``frame_handler``)."""
         self.principal = principal
-        self._frame_handler = self._server.handle_frame
+        self._frame_handler = frame_handler or self._server.handle_frame
         self._max_frame = self._server.max_request_size
         self._max_frame_key = "socket.request.max.bytes"
 
