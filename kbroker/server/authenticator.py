@@ -173,6 +173,7 @@ class SaslAuthenticator:
             self._reauth_started = now
             self._reauthenticating = True
             self._state = "HANDSHAKE"
+            connection.reauthenticating()  # Kafka reads the exchange's frames with the SASL cap
             return self.handle(frame, connection)
         if now > self._session_expiry:
             log.info("closing connection from %s on listener %s: its SASL session (%s) expired "

@@ -159,6 +159,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._max_frame = self._server.max_request_size
         self._max_frame_key = "socket.request.max.bytes"
 
+    def reauthenticating(self):
+        """A re-authentication (KIP-368) began: frames are capped as before authentication until
+        :meth:`authenticated` is called again."""
+        self._max_frame = min(self._server.max_request_size, self._security.max_receive_size)
+        self._max_frame_key = "sasl.server.max.receive.size, during re-authentication"
+
     def connection_lost(self, exc):
         self.closed = True
         self._server.connections.discard(self)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 import subprocess
 import sys
 import time
@@ -84,6 +85,20 @@ def test_reauthentication_keeps_the_connection(reauth_broker):
         # answers the handshake with ILLEGAL_SASL_STATE and the session goes on.
         assert handshake(wire, "PLAIN").error_code == Errors.ILLEGAL_SASL_STATE.code
         assert wire.call(METADATA, 12, metadata_request()).brokers
+
+
+def test_reauthentication_frames_are_capped_as_before_authentication(reauth_broker):
+    """sasl.server.max.receive.size applies again from the re-authentication's handshake on."""
+    oversized = struct.pack(">i", 524289) + b"\0" * 1000
+    with Wire(reauth_broker.endpoints["SASL_PLAINTEXT"]) as wire:
+        assert plain(wire).error_code == 0
+        wire.send_raw(oversized)  # an authenticated session may send large requests
+        assert not wire.closed_by_broker(timeout=0.5)
+    with Wire(reauth_broker.endpoints["SASL_PLAINTEXT"]) as wire:
+        assert plain(wire).error_code == 0
+        assert handshake(wire, "PLAIN").error_code == 0
+        wire.send_raw(oversized)
+        assert wire.closed_by_broker()
 
 
 def test_reauthentication_cannot_change_the_principal(reauth_broker):
