@@ -16,7 +16,9 @@ principal claim (``sub``, or the JAAS option ``unsecuredValidatorPrincipalClaimN
 non-blank string; the scope claim (``scope``, or ``unsecuredValidatorScopeClaimName``; a string or
 a list) must hold every entry of ``unsecuredValidatorRequiredScope`` (space-separated). Time checks
 allow ``unsecuredValidatorAllowableClockSkewMs``. Extensions are all accepted, as Kafka's unsecured
-validator does.
+validator does. One leniency: the parts are decoded as base64url, padded or not (the alphabet
+the token grammar allows; Kafka's ``toMap`` uses the basic decoder, which refuses ``-`` and ``_``
+and so the occasional token its own clients make).
 
 Failure, as ``OAuthBearerSaslServer``: a token that fails validation is answered (successfully, as
 a challenge) with the JSON ``{"status":"invalid_token"}`` (``insufficient_scope`` and the required
