@@ -2,7 +2,7 @@
 told, the broker closing a connection that did not re-authenticate in time, re-authentication on
 the open connection (same mechanism and principal only, at most once a second), clients without
 KIP-368 (v0), and real clients producing without interruption across several re-authentications
-(librdkafka and Java)."""
+(librdkafka, Java and kafka-python)."""
 
 from __future__ import annotations
 
@@ -197,6 +197,32 @@ def test_librdkafka_produces_across_reauthentications(reauth_broker, ca, mechani
     brokers = json.loads(stats[-1])["brokers"]
     (node,) = [b for b in brokers.values() if b["nodeid"] >= 0]
     assert node["connects"] == 1, node  # re-authenticated, never reconnected
+
+
+def test_kafka_python_produces_across_reauthentications(reauth_broker):
+    """kafka-python 3 re-authenticates too: a principal of its own, so the broker's log shows
+    whether any of its sessions expired."""
+    from kafka import KafkaProducer
+
+    from tests.security.clients import _python_kwargs
+
+    principal = f"kp-{uuid.uuid4().hex[:6]}"
+    settings = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                "sasl.oauthbearer.config": f"principal={principal}"}
+    topic = f"reauth-kafka-python-{uuid.uuid4().hex[:6]}"
+    _create_topic(reauth_broker, "SASL_PLAINTEXT", {
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice", "sasl.password": "alice-secret"}, topic)
+    producer = KafkaProducer(bootstrap_servers=reauth_broker.endpoints["SASL_PLAINTEXT"],
+                             **_python_kwargs(settings, "kafka-python"))
+    futures, end = [], time.monotonic() + PRODUCE_SECONDS
+    while time.monotonic() < end:
+        futures.append(producer.send(topic, b"v"))
+        time.sleep(0.02)
+    for future in futures:
+        future.get(timeout=20)
+    producer.close()
+    assert f"(User:{principal}) expired" not in reauth_broker.log()
 
 
 def test_java_client_reauthenticates(reauth_broker, ca, tmp_path):
