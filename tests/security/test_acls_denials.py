@@ -26,15 +26,10 @@ from confluent_kafka.admin import (AclBindingFilter, AclOperation as O, AclPermi
                                    ResourceType as T, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
 
-from kbroker.protocol import messages
-from kbroker.protocol.errors import Errors
-from tests.integration.clients import Wire
 from tests.security.conftest import _broker_factory
 from tests.security.test_acls import AUTHORIZER, JAAS, add_acls, admin, binding, create_topic
-from tests.security.test_denials import authenticate, handshake
 
 LISTENERS = ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-LIST_OFFSETS, DESCRIBE_SCRAM = 2, 50
 
 
 @dataclass
@@ -147,7 +142,7 @@ def create_acls(b, client, name):
     # of the matrix is CreateAcls; kafka-acls.sh --list as alice is checked in the tool test.
     # Likewise its list_offsets fails locally when Metadata hides the topic, and its
     # describe_user_scram_credentials aborts the process on a denial: those two APIs are checked
-    # over the raw wire below.)
+    # over the raw wire, in test_denials_wire.py.)
     _wait(client.create_acls([binding(T.TOPIC, f"x-{uuid.uuid4().hex[:8]}", "User:bob",
                                       O.READ)]))
 
@@ -265,25 +260,3 @@ def test_ssl_listener_without_a_client_certificate(matrix_broker, ca):
     assert _api_versions_over_tls(matrix_broker.endpoints["SSL"], ca) == b""
     assert len(_api_versions_over_tls(matrix_broker.endpoints["SSL"], ca, ca.client)) == 4
 
-
-def test_denials_the_client_cannot_show(matrix_broker):
-    """ListOffsets and DescribeUserScramCredentials without ACLs, as alice over raw SASL PLAIN:
-    TOPIC_AUTHORIZATION_FAILED per partition (whether the topic exists or not), and Kafka's
-    getErrorResponse for the SCRAM API (the top-level error, repeated per requested user)."""
-    topic = f"m-{uuid.uuid4().hex[:10]}"
-    create_topic(matrix_broker, topic)
-    with Wire(matrix_broker.endpoints["SASL_PLAINTEXT"]) as wire:
-        assert handshake(wire, "PLAIN").error_code == 0
-        assert authenticate(wire, b"\0alice\0alice-secret").error_code == 0
-        cls = messages.request_class(LIST_OFFSETS)
-        response = wire.call(LIST_OFFSETS, 7, cls(replica_id=-1, isolation_level=0, topics=[
-            cls.ListOffsetsTopic(name=name, partitions=[cls.ListOffsetsPartition(
-                partition_index=0, timestamp=-1)]) for name in (topic, topic + "-missing")]))
-        assert [p.error_code for t in response.topics for p in t.partitions] == \
-            [Errors.TOPIC_AUTHORIZATION_FAILED.code] * 2
-        cls = messages.request_class(DESCRIBE_SCRAM)
-        response = wire.call(DESCRIBE_SCRAM, 0, cls(users=[cls.UserName(name="a"),
-                                                          cls.UserName(name="b")]))
-        assert response.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED.code
-        assert [r.error_code for r in response.results] == \
-            [Errors.CLUSTER_AUTHORIZATION_FAILED.code] * 2

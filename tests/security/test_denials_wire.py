@@ -1,6 +1,7 @@
-"""The denial matrix for the APIs a client library does not expose one call at a time, over the
-raw wire: group membership and offsets, transactions, inter-broker markers, ACL and log-dir admin,
-producer and transaction descriptions. Each runs on every listener type (PLAINTEXT as
+"""The denial matrix for the APIs a client library does not expose one call at a time (or, for
+ListOffsets and DescribeUserScramCredentials, cannot show the denial of), over the raw wire:
+group membership and offsets, transactions, inter-broker markers, ACL, feature, SCRAM and log-dir
+admin, producer and transaction descriptions. Each runs on every listener type (PLAINTEXT as
 ``User:ANONYMOUS``, SSL as alice by her certificate, SASL_PLAINTEXT and SASL_SSL as alice by SASL
 PLAIN) with no ACL and with a wrong one (the right operation on another resource, or on the
 cluster an operation that does not imply the right one), and gets the error Kafka gives, in the
@@ -71,6 +72,10 @@ def partition_errors(response, topics="topics", partitions="partitions"):
 
 
 CASES = {
+    "ListOffsets": (2, 7, lambda t, g, x: req(2, replica_id=-1, isolation_level=0, topics=[
+        nested(2, "ListOffsetsTopic")(name=name, partitions=[nested(2, "ListOffsetsPartition")(
+            partition_index=0, timestamp=-1)]) for name in (t, t + "-missing")]),
+        partition_errors, T.TOPIC, O.DESCRIBE, None, TOPIC),  # existence does not leak
     "Fetch": (1, 12, fetch, lambda r: partition_errors(r, "responses"), T.TOPIC, O.READ, None,
               TOPIC),
     "OffsetCommit": (8, 8, offset_commit, partition_errors, T.GROUP, O.READ, None, GROUP),
@@ -140,6 +145,14 @@ CASES = {
     "DescribeProducers": (61, 0, lambda t, g, x: req(61, topics=[
         nested(61, "TopicRequest")(name=t, partition_indexes=[0])]), partition_errors,
         T.TOPIC, O.READ, None, TOPIC),
+    "DescribeUserScramCredentials": (50, 0, lambda t, g, x: req(50, users=[
+        nested(50, "UserName")(name="a"), nested(50, "UserName")(name="b")]),
+        lambda r: [r.error_code] + [u.error_code for u in r.results], T.BROKER, O.DESCRIBE,
+        O.CREATE, CLUSTER),  # Kafka's getErrorResponse repeats the error per requested user
+    "UpdateFeatures": (57, 1, lambda t, g, x: req(57, timeout_ms=1000, feature_updates=[
+        nested(57, "FeatureUpdateKey")(feature="transaction.version", max_version_level=1,
+                                       allow_downgrade=False)]),
+        lambda r: [r.error_code], T.BROKER, O.ALTER, O.DESCRIBE, CLUSTER),
     "DescribeTransactions": (65, 0, lambda t, g, x: req(65, transactional_ids=[x]),
                              lambda r: [s.error_code for s in r.transaction_states],
                              T.TRANSACTIONAL_ID, O.DESCRIBE, None, TXN),
