@@ -2,8 +2,8 @@
 
 States (Kafka's ``SaslServerAuthenticator``)::
 
-    HANDSHAKE ──SaslHandshake v1──> AUTHENTICATE ──SaslAuthenticate (mechanism done)──> DONE | SESSION
-        │   └────SaslHandshake v0──> RAW_TOKENS (size-prefixed tokens, no Kafka header) ──┘
+    HANDSHAKE ──SaslHandshake v1──> AUTHENTICATE ──SaslAuthenticate (done)──> DONE or SESSION
+        │   └────SaslHandshake v0──> RAW_TOKENS (size-prefixed tokens, no header) ──┘
         └─ ApiVersions: answered, state unchanged
     SESSION ──SaslHandshake (re-authentication)──> HANDSHAKE (same mechanism required)
     any failure ──> FAILED (the answer is held back, then the connection closes)
