@@ -59,7 +59,7 @@ def _python_kwargs(settings, client):
               "ssl_context": _ssl_context(settings)}
     if settings.get("sasl.mechanism") == "OAUTHBEARER":
         kwargs.update(sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=_token_provider(
-            client, oauth_principal(settings)))
+            client, oauth_claims(settings)))
     elif "sasl.mechanism" in settings:
         kwargs.update(sasl_mechanism=settings["sasl.mechanism"],
                       sasl_plain_username=settings["sasl.username"],
@@ -67,9 +67,14 @@ def _python_kwargs(settings, client):
     return kwargs
 
 
-def oauth_principal(settings) -> str:
+def oauth_claims(settings) -> dict:
+    """The claims librdkafka's unsecured JWT carries for ``sasl.oauthbearer.config``
+    (``principal=<sub> [scope=<a,b>]``)."""
     config = dict(part.split("=", 1) for part in settings["sasl.oauthbearer.config"].split())
-    return config["principal"]
+    claims = {"sub": config["principal"]}
+    if "scope" in config:
+        claims["scope"] = config["scope"].split(",")
+    return claims
 
 
 def unsecured_jwt(claims: dict, header: dict | None = None) -> str:
@@ -79,10 +84,10 @@ def unsecured_jwt(claims: dict, header: dict | None = None) -> str:
     return f"{encode(header or {'alg': 'none'})}.{encode(claims)}."
 
 
-def _token_provider(client, principal):
+def _token_provider(client, claims):
     def token():
         now = int(time.time())
-        return unsecured_jwt({"sub": principal, "iat": now, "exp": now + 3600})
+        return unsecured_jwt({**claims, "iat": now, "exp": now + 3600})
 
     if client == "aiokafka":
         from aiokafka.abc import AbstractTokenProvider

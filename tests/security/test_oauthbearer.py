@@ -119,6 +119,8 @@ def test_authorization_id_must_match_the_principal():
 
 # --- a broker -----------------------------------------------------------------------------------
 
+SCOPED_JAAS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+               "unsecuredValidatorRequiredScope=\"kafka\";")
 JAAS_PLAIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'user_admin="admin-secret";')
 
@@ -126,7 +128,7 @@ JAAS_PLAIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 @pytest.fixture(scope="module")
 def oauth_broker(tmp_path_factory, ca):
     """SASL_PLAINTEXT and SASL_SSL with OAUTHBEARER (and PLAIN for the admin), ACLs on; alice
-    may do anything on topics and groups named oauth-*."""
+    may do anything on topics and groups named oauth-*. SASL_SSL requires the scope "kafka"."""
     make, started = _broker_factory(tmp_path_factory.mktemp("oauth"))
     broker = make({"SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"}, **{
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(ca.server.keystore_pem),
@@ -136,6 +138,7 @@ def oauth_broker(tmp_path_factory, ca):
         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
             "unsecuredValidatorAllowableClockSkewMs=\"1000\";",
+        "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": SCOPED_JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin", "connection.failed.authentication.delay.ms": "20"})
     from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
@@ -191,10 +194,12 @@ def create_topic(broker, name):
     broker.admin.create_topics([NewTopic(name, 1, 1)])[name].result(20)
 
 
-def _oauth_settings(ca, protocol, principal="alice"):
+def _oauth_settings(ca, protocol, principal="alice", scope=True):
+    config = f"principal={principal}"
+    if scope and protocol == "SASL_SSL":
+        config += " scope=kafka,other"
     settings = {"security.protocol": protocol, "sasl.mechanism": "OAUTHBEARER",
-                "sasl.oauthbearer.config": f"principal={principal}",
-                "enable.sasl.oauthbearer.unsecure.jwt": True}
+                "sasl.oauthbearer.config": config, "enable.sasl.oauthbearer.unsecure.jwt": True}
     if protocol == "SASL_SSL":
         settings["ssl.ca.location"] = str(ca.ca_pem)
     return settings
@@ -246,7 +251,8 @@ def test_java_client(oauth_broker, ca, tmp_path):
     config.write_text(
         "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
         "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
-        "required unsecuredLoginStringClaim_sub=\"alice\";\n"
+        "required unsecuredLoginStringClaim_sub=\"alice\" "
+        "unsecuredLoginListClaim_scope=\",kafka\";\n"
         f"ssl.truststore.type=PEM\nssl.truststore.location={ca.ca_pem}\n")
     cmd = run_kafka.java_cmd("org.apache.kafka.tools.ProducerPerformance", [
         "--topic", topic, "--num-records", "200", "--record-size", "100", "--throughput", "-1",
@@ -256,3 +262,37 @@ def test_java_client(oauth_broker, ca, tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "200 records sent" in done.stdout, done.stdout + done.stderr
+
+
+def test_rejected_token_reaches_real_clients(oauth_broker, ca, tmp_path):
+    """A token without the listener's required scope: librdkafka and Java both send the 0x01
+    acknowledgement to the broker's JSON challenge and report Kafka's failure."""
+    from confluent_kafka import Producer
+
+    errors = []
+    producer = Producer({"bootstrap.servers": oauth_broker.endpoints["SASL_SSL"],
+                         **_oauth_settings(ca, "SASL_SSL", scope=False),
+                         "error_cb": errors.append})
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert errors and "insufficient_scope" in errors[0].str(), errors
+    assert '"scope":"[kafka]"' in errors[0].str()
+
+    sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
+    import run_kafka
+
+    config = tmp_path / "producer.properties"
+    config.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+        "required unsecuredLoginStringClaim_sub=\"alice\";\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={ca.ca_pem}\n")
+    cmd = run_kafka.java_cmd("org.apache.kafka.tools.ProducerPerformance", [
+        "--topic", "oauth-denied", "--num-records", "1", "--record-size", "10",
+        "--throughput", "-1", "--producer.config", str(config), "--producer-props",
+        f"bootstrap.servers={oauth_broker.endpoints['SASL_SSL']}", "max.block.ms=10000"],
+        run_kafka.DEFAULT_VERSION, None, heap="256M")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    output = done.stdout + done.stderr
+    assert "SaslAuthenticationException" in output and "insufficient_scope" in output, output
