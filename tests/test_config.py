@@ -467,13 +467,16 @@ def test_topic_values_kbroker_cannot_honour_are_refused(key, value, words):
 @pytest.mark.parametrize("props, key, feature", [
     ({"zookeeper.connect": "localhost:2181"}, "zookeeper.connect", "ZooKeeper"),
     ({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093"}, "sasl.enabled.mechanisms", "GSSAPI"),
-    ({"listeners": "SASL_PLAINTEXT://:9093", "sasl.enabled.mechanisms": "OAUTHBEARER"},
-     "sasl.enabled.mechanisms", "OAUTHBEARER"),
-    ({"sasl.oauthbearer.jwks.endpoint.url": "http://x"}, "sasl.oauthbearer.jwks.endpoint.url", "SASL"),
+    ({"listeners": "SASL_PLAINTEXT://:9093", "sasl.enabled.mechanisms": "OAUTHBEARER,SCRAM-SHA-1"},
+     "sasl.enabled.mechanisms", "SCRAM-SHA-1"),
+    ({"sasl.oauthbearer.jwks.endpoint.url": "http://x"}, "sasl.oauthbearer.jwks.endpoint.url", "JWKS"),
+    ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "x.Y"},
+     "oauthbearer.sasl.server.callback.handler.class", "callback handler"),
+    ({"listener.name.sasl_plaintext.gssapi.connections.max.reauth.ms": "1000"},
+     "gssapi.connections.max.reauth.ms", "GSSAPI"),
     ({"listener.name.plaintext.gssapi.sasl.jaas.config": "x"}, "listener.name.plaintext", "GSSAPI"),
     ({"listener.name.plaintext.ssl.engine.factory.class": "x"}, "ssl.engine.factory.class",
      "per-listener"),
-    ({"connections.max.reauth.ms": "1000"}, "connections.max.reauth.ms", "SASL"),
     ({"authorizer.class.name": "com.example.CustomAuthorizer"},
      "authorizer.class.name", "plugin"),
 ])
@@ -502,6 +505,19 @@ def test_security_listeners_and_per_listener_overrides():
     assert cfg.listener_get("INTERNAL", "sasl.enabled.mechanisms") == ["PLAIN"]
     assert cfg.listener_get("SASL_SSL", "sasl.enabled.mechanisms") == ["SCRAM-SHA-512"]
     assert 'user_a="b"' in cfg.jaas_config("internal", "plain")
+
+
+def test_connections_max_reauth_ms_per_listener_and_mechanism():
+    """Kafka's lookup: listener.name.<l>.<mechanism>., then listener.name.<l>., then broker-wide."""
+    cfg = BrokerConfig({
+        "listeners": "A://:9093,B://:9094", "listener.security.protocol.map":
+            "A:SASL_PLAINTEXT,B:SASL_PLAINTEXT", "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "connections.max.reauth.ms": "60000",
+        "listener.name.a.connections.max.reauth.ms": "30000",
+        "listener.name.a.oauthbearer.connections.max.reauth.ms": "3000"})
+    assert cfg.max_reauth_ms("A", "OAUTHBEARER") == 3000
+    assert cfg.max_reauth_ms("a", "PLAIN") == 30000
+    assert cfg.max_reauth_ms("B", "OAUTHBEARER") == 60000
 
 
 @pytest.mark.parametrize("props, words", [

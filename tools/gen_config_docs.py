@@ -150,8 +150,11 @@ def render() -> str:
         f"- `{FAULT_PREFIX}<name>`: kbroker extension, dev mode only: a fault-injection rule such "
         "as `api=Produce error=NOT_LEADER_OR_FOLLOWER count=3`, cluster-wide dynamic "
         "([observability.md](observability.md)).",
-        "- `listener.name.<listener>.<key>`: a TLS or SASL key above, for one listener "
-        "([security.md](security.md)).",
+        "- `listener.name.<listener>.<key>`: a TLS or SASL key above, or "
+        "`connections.max.reauth.ms`, for one listener; "
+        "`listener.name.<listener>.<mechanism>.sasl.jaas.config` and "
+        "`listener.name.<listener>.<mechanism>.connections.max.reauth.ms` for one SASL mechanism "
+        "there ([security.md](security.md)).",
         "- Other keys in these families (those the config layer does not accept) are refused with a "
         "message naming them, rather than kept as unknown keys:",
         families,

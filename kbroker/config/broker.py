@@ -20,8 +20,9 @@ import logging
 from typing import Any, Iterable, Mapping
 
 from kbroker.config.broker_table import BROKER_CONFIGS, FAULT_PREFIX, security_feature
-from kbroker.config.listeners import (SASL_MECHANISMS, SECURITY_PROTOCOLS, Endpoint, jaas_mechanism,
-                                      parse_listeners, split_listener_key, uses_sasl, uses_tls)
+from kbroker.config.listeners import (REAUTH_KEY, SASL_MECHANISMS, SECURITY_PROTOCOLS, Endpoint,
+                                      jaas_mechanism, parse_listeners, reauth_mechanism,
+                                      split_listener_key, uses_sasl, uses_tls)
 from kbroker.config.properties import parse_properties
 from kbroker.config.topic_table import TOPIC_CONFIGS
 from kbroker.config.types import MS_PER_MINUTE, ConfigDef, ConfigError, ConfigSource
@@ -108,6 +109,14 @@ class BrokerConfig:
         """``listener.name.<listener>.<mechanism>.sasl.jaas.config``, or None."""
         return self._per_listener.get(listener.upper(), {}).get(f"{mechanism.upper()}.jaas")
 
+    def max_reauth_ms(self, listener: str, mechanism: str) -> int:
+        """``connections.max.reauth.ms`` for one mechanism on one listener, as Kafka resolves it:
+        ``listener.name.<l>.<mechanism>.``, then ``listener.name.<l>.``, then the broker-wide
+        value."""
+        overrides = self._per_listener.get(listener.upper(), {})
+        key = f"{mechanism.upper()}.{REAUTH_KEY}"
+        return overrides[key] if key in overrides else self.listener_get(listener, REAUTH_KEY)
+
     def _set_listener_key(self, key: str, raw: Any) -> None:
         listener, rest = split_listener_key(key)
         overrides = self._per_listener.setdefault(listener, {})
@@ -118,15 +127,27 @@ class BrokerConfig:
                                   f"by kbroker (it serves {', '.join(SASL_MECHANISMS)})", key)
             overrides[f"{mechanism}.jaas"] = str(raw)
             return
+        if rest.endswith("sasl.server.callback.handler.class"):
+            raise ConfigError(f"refused '{key}': loading Java callback handler classes is not "
+                              "implemented by kbroker (OAUTHBEARER is served with Kafka's "
+                              "unsecured JWS validator, the default without this setting)", key)
+        mechanism = reauth_mechanism(rest)
+        if mechanism is not None:
+            if mechanism not in SASL_MECHANISMS:
+                raise ConfigError(f"refused '{key}': SASL mechanism {mechanism} is not implemented "
+                                  f"by kbroker (it serves {', '.join(SASL_MECHANISMS)})", key)
+            rest, store_as = REAUTH_KEY, f"{mechanism}.{REAUTH_KEY}"
+        else:
+            store_as = rest
         definition = BROKER_CONFIGS.get(rest)
-        if definition is None or not rest.startswith(("ssl.", "sasl.")) \
+        if definition is None or not rest.startswith(("ssl.", "sasl.", REAUTH_KEY)) \
                 or rest in ("sasl.jaas.config", "sasl.mechanism.inter.broker.protocol"):
             hint = (" (a broker reads JAAS entries per mechanism: listener.name.<listener>."
                     "<mechanism>.sasl.jaas.config)" if rest == "sasl.jaas.config" else "")
             raise ConfigError(f"refused '{key}': the per-listener setting '{rest}' is not "
                               f"implemented by kbroker yet{hint}", key)
         try:
-            overrides[rest] = definition.parse(raw)
+            overrides[store_as] = definition.parse(raw)
         except ConfigError as exc:
             raise ConfigError(str(exc).replace(f"'{rest}'", f"'{key}'"), key) from None
 

@@ -61,12 +61,13 @@ def _authorizer(value: Any) -> str | None:
 
 PLUGINS = not_implemented_if_set("loading Java plugin classes")
 def _sasl_mechanisms(value: Any) -> str | None:
-    missing = [m for m in value if m.upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")]
+    missing = [m for m in value
+               if m.upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")]
     if not missing:
         return None
     return (f"the SASL mechanism{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-            "(kbroker serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512) is not implemented by "
-            "kbroker yet")
+            "(kbroker serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER) is not "
+            "implemented by kbroker yet")
 
 
 _SECURITY_AT_RUN_TIME = ("changing a listener's security settings at run time is not implemented yet; "
@@ -369,8 +370,9 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     # may also be set for one listener as listener.name.<listener>.<key>. Changing them at run
     # time is refused (the listener would keep its old settings); ACLs are not implemented yet.
     _d("sasl.enabled.mechanisms", LS, ["GSSAPI"],
-       "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, "
-       "Kafka's default, and OAUTHBEARER are not implemented).", MEDIUM, update_mode=PB,
+       "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+       "OAUTHBEARER (with Kafka's unsecured JWS validator; GSSAPI, Kafka's default, is not "
+       "implemented).", MEDIUM, update_mode=PB,
        unsupported=_sasl_mechanisms, update_refused=_SECURITY_AT_RUN_TIME),
     _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism between brokers.", MEDIUM,
        update_mode=PB, unsupported=SASL),
@@ -423,8 +425,11 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("allow.everyone.if.no.acl.found", B, False, "Allow access to resources without ACLs.", LOW),
     _d("delegation.token.secret.key", P, None, "Secret for delegation tokens.", MEDIUM,
        unsupported=SASL),
-    _d("connections.max.reauth.ms", L, 0, "Re-authentication interval for SASL connections.", MEDIUM,
-       unsupported=SASL),
+    _d("connections.max.reauth.ms", L, 0, "Longest SASL session (KIP-368): clients (SaslAuthenticate "
+       "v1+) are told to re-authenticate within it, and a connection that has not is closed at its "
+       "next request. 0 means no limit (an OAUTHBEARER token's expiry still bounds a session). "
+       "Also per listener and mechanism: listener.name.<l>.<mechanism>.connections.max.reauth.ms.",
+       MEDIUM),
     _d("create.topic.policy.class.name", C, None, "CreateTopics policy class.", LOW,
        unsupported=PLUGINS),
     _d("alter.config.policy.class.name", C, None, "AlterConfigs policy class.", LOW,
@@ -474,7 +479,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _BrokerTable((d.name, d) for d in _BROKER
 # Keys outside the table that still name a security feature: the rest of the ssl.* / sasl.*
 # families (and per-listener keys the config layer does not accept). They are refused rather than
 # kept as unknown keys.
-SECURITY_PREFIXES = {"ssl.": "this TLS setting", "sasl.": "this SASL setting",
+SECURITY_PREFIXES = {"sasl.oauthbearer.": "validating signed OAUTHBEARER tokens (JWKS, issuers, "
+                                         "audiences; kbroker serves OAUTHBEARER with Kafka's "
+                                         "unsecured JWS validator only)",
+                     "ssl.": "this TLS setting", "sasl.": "this SASL setting",
                      "listener.name.": "this per-listener setting"}
 
 

@@ -48,7 +48,7 @@ def parse_listeners(key: str, entries: list[str]) -> list[Endpoint]:
 
 # What a listener may be (Kafka's SecurityProtocol) and the SASL mechanisms kbroker serves.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 LISTENER_PREFIX = "listener.name."
 # The per-mechanism JAAS key Kafka brokers read: listener.name.<l>.<mechanism>.sasl.jaas.config.
 JAAS_SUFFIX = ".sasl.jaas.config"
@@ -72,6 +72,18 @@ def split_listener_key(key: str) -> tuple[str, str] | None:
     if not dot or not listener or not rest:
         raise ConfigError(f"refused '{key}': expected listener.name.<listener>.<config>", key)
     return listener.upper(), rest
+
+
+REAUTH_KEY = "connections.max.reauth.ms"
+
+
+def reauth_mechanism(rest: str) -> str | None:
+    """The mechanism of a per-listener ``<mechanism>.connections.max.reauth.ms`` key (Kafka's
+    ``connectionsMaxReauthMsByMechanism``), upper-cased, else None."""
+    suffix = "." + REAUTH_KEY
+    if rest.endswith(suffix) and len(rest) > len(suffix):
+        return rest[:-len(suffix)].upper()
+    return None
 
 
 def jaas_mechanism(rest: str) -> str | None:

@@ -14,7 +14,8 @@ The finalized epoch is constant: no level can change, so clients never need to s
 ApiVersions v3 leaves out supported features whose minimum is 0 (Kafka: older clients fail on
 them); ours have none.
 
-UpdateFeatures answers as Kafka's controller does: an update to the finalized level succeeds
+UpdateFeatures answers as Kafka's controller does: without ALTER on the cluster it is
+CLUSTER_AUTHORIZATION_FAILED (top level, no results); an update to the finalized level succeeds
 (nothing changes; ``validate_only`` is the same), any other level or an unknown feature fails the
 whole request with INVALID_UPDATE_VERSION and Kafka's message. v0-1 list each feature's result
 (message "NONE" on success, no results on failure); v2 answers only the top-level error.
@@ -64,7 +65,11 @@ def _check(update, node_id: int) -> str | None:
 @handles("UpdateFeatures")
 def handle_update_features(ctx, request):
     from kbroker.protocol.messages.update_features import UpdateFeaturesResponse as R
+    from kbroker.security.authorizer import Op, ResourceType, allowed
 
+    if not allowed(ctx, Op.ALTER, ResourceType.CLUSTER):  # Kafka's controller checks it first
+        return R(throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED.code,
+                 error_message="Cluster authorization failed.", results=[])
     for update in request.feature_updates:
         message = _check(update, ctx.node_id)
         if message is not None:

@@ -2,8 +2,8 @@
 
 Authentication itself runs before requests reach handlers (``server/authenticator.py``). A request
 that gets here came on a listener without SASL, or after the connection authenticated; Kafka's
-``KafkaApis`` answers both with ILLEGAL_SASL_STATE (re-authentication, KIP-368, is not
-implemented).
+``KafkaApis`` answers both with ILLEGAL_SASL_STATE. (A SaslHandshake that starts a KIP-368
+re-authentication never gets here: the connection's authenticator takes it first.)
 """
 
 from __future__ import annotations

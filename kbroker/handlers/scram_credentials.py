@@ -30,7 +30,13 @@ def describe_user_scram_credentials(ctx, request):
     stored = ctx.metadata.scram_credentials
     response = R(throttle_time_ms=0, error_code=Errors.NONE.code, error_message=None, results=[])
     if not allowed(ctx, Op.DESCRIBE, ResourceType.CLUSTER):
-        response.error_code = Errors.CLUSTER_AUTHORIZATION_FAILED.code
+        # As Kafka's getErrorResponse: the top-level error, and one result per requested user
+        # carrying it.
+        denied = Errors.CLUSTER_AUTHORIZATION_FAILED
+        response.error_code, response.error_message = denied.code, "Cluster authorization failed."
+        response.results = [R.DescribeUserScramCredentialsResult(
+            user="", error_code=denied.code, error_message=response.error_message,
+            credential_infos=[]) for _ in request.users or ()]
         return response
     if not request.users:  # null or empty: every user with a credential
         names = sorted(stored)

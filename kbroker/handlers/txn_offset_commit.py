@@ -68,7 +68,10 @@ async def handle_txn_offset_commit(ctx, request):
         for p in topic.partitions:
             o = outcome[i]
             i += 1
-            if isinstance(o, Errors):
+            if group_error in (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                               Errors.GROUP_AUTHORIZATION_FAILED):
+                error = group_error  # Kafka denies the whole request first (getErrorResponse)
+            elif isinstance(o, Errors):
                 error = o
             else:
                 error = group_error if group_error is not Errors.NONE else errors[o]

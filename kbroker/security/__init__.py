@@ -6,8 +6,8 @@ Key files:
   key stores and trust stores, client authentication, protocols, cipher suites);
 - ``principal.py`` turns a client certificate's subject into Kafka's principal name
   (``ssl.principal.mapping.rules``);
-- ``sasl/`` holds the mechanisms (PLAIN, SCRAM-SHA-256/512) as small state machines: bytes in,
-  challenge out, no sockets. The per-connection authentication flow (which requests are allowed
+- ``sasl/`` holds the mechanisms (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with Kafka's unsecured JWS
+  validator) as small state machines: bytes in, challenge out, no sockets. The per-connection authentication flow (which requests are allowed
   before authentication, frame caps, failure delays) lives in ``kbroker/server/authenticator.py``.
 
 Concurrency rule: everything here is called on the event loop and keeps no shared mutable state

@@ -151,12 +151,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._security.failures.failed(self.ip, self._security.name, str(exc))
             self.close()
 
-    def authenticated(self, principal: str):
-        """SASL succeeded: serve requests from now on, with the normal frame limit."""
+    def authenticated(self, principal: str, frame_handler=None):
+        """SASL succeeded: serve requests from now on, with the normal frame limit. A session that
+        expires (KIP-368) keeps its authenticator in front (``frame_handler``)."""
         self.principal = principal
-        self._frame_handler = self._server.handle_frame
+        self._frame_handler = frame_handler or self._server.handle_frame
         self._max_frame = self._server.max_request_size
         self._max_frame_key = "socket.request.max.bytes"
+
+    def reauthenticating(self):
+        """A re-authentication (KIP-368) began: frames are capped as before authentication until
+        :meth:`authenticated` is called again."""
+        self._max_frame = min(self._server.max_request_size, self._security.max_receive_size)
+        self._max_frame_key = "sasl.server.max.receive.size, during re-authentication"
 
     def connection_lost(self, exc):
         self.closed = True

@@ -35,9 +35,13 @@ def build(config, listener: str, scram_lookup, failures: FailureLog) -> Listener
     if uses_sasl(protocol):
         from kbroker.security.sasl import jaas
 
+        from kbroker.security.sasl.oauthbearer import ValidatorOptions
+
         security.mechanisms = [m.upper() for m in setting("sasl.enabled.mechanisms")]
         security.scram_lookup = scram_lookup
         for mechanism in security.mechanisms:
+            # Kafka's connectionsMaxReauthMsByMechanism; 0 or less means no limit.
+            security.max_reauth_ms[mechanism] = config.max_reauth_ms(listener, mechanism)
             text = config.jaas_config(listener, mechanism)
             key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
             if text is None:
@@ -45,10 +49,14 @@ def build(config, listener: str, scram_lookup, failures: FailureLog) -> Listener
             try:
                 if mechanism == "PLAIN":
                     security.plain_users = jaas.plain_users(text)
-                else:
-                    module, _ = jaas.parse(text)
-                    if module != jaas.SCRAM_MODULE:
-                        raise ValueError(f"{mechanism} needs {jaas.SCRAM_MODULE}, not {module}")
+                    continue
+                module, options = jaas.parse(text)
+                expected = jaas.OAUTHBEARER_MODULE if mechanism == "OAUTHBEARER" \
+                    else jaas.SCRAM_MODULE
+                if module != expected:
+                    raise ValueError(f"{mechanism} needs {expected}, not {module}")
+                if mechanism == "OAUTHBEARER":
+                    security.oauth_options = ValidatorOptions(options)
             except ValueError as exc:
                 raise StartupError(f"invalid {key}: {exc}", f"fix {key}", EXIT_LISTENER) from None
     return security

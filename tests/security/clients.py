@@ -2,12 +2,17 @@
 
 ``settings`` uses librdkafka's names (``security.protocol``, ``ssl.ca.location``,
 ``ssl.certificate.location``, ``ssl.key.location``, ``sasl.mechanism``, ``sasl.username``,
-``sasl.password``); each adapter translates them to its client's own.
+``sasl.password``; for OAUTHBEARER ``sasl.oauthbearer.config=principal=<name>`` with
+``enable.sasl.oauthbearer.unsecure.jwt``, librdkafka's built-in unsecured JWT); each adapter
+translates them to its client's own (the Python clients get a token provider that makes the same
+unsecured JWT).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import ssl
 import time
 
@@ -49,20 +54,60 @@ def _ssl_context(settings):
     return context
 
 
-def _python_kwargs(settings):
+def _python_kwargs(settings, client):
     kwargs = {"security_protocol": settings["security.protocol"],
               "ssl_context": _ssl_context(settings)}
-    if "sasl.mechanism" in settings:
+    if settings.get("sasl.mechanism") == "OAUTHBEARER":
+        kwargs.update(sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=_token_provider(
+            client, oauth_claims(settings)))
+    elif "sasl.mechanism" in settings:
         kwargs.update(sasl_mechanism=settings["sasl.mechanism"],
                       sasl_plain_username=settings["sasl.username"],
                       sasl_plain_password=settings["sasl.password"])
     return kwargs
 
 
+def oauth_claims(settings) -> dict:
+    """The claims librdkafka's unsecured JWT carries for ``sasl.oauthbearer.config``
+    (``principal=<sub> [scope=<a,b>]``)."""
+    config = dict(part.split("=", 1) for part in settings["sasl.oauthbearer.config"].split())
+    claims = {"sub": config["principal"]}
+    if "scope" in config:
+        claims["scope"] = config["scope"].split(",")
+    return claims
+
+
+def unsecured_jwt(claims: dict, header: dict | None = None) -> str:
+    """An unsigned JWT (``alg`` none, empty signature), as Kafka's unsecured login makes."""
+    encode = lambda obj: base64.urlsafe_b64encode(  # noqa: E731
+        json.dumps(obj, separators=(",", ":")).encode()).rstrip(b"=").decode()
+    return f"{encode(header or {'alg': 'none'})}.{encode(claims)}."
+
+
+def _token_provider(client, claims):
+    def token():
+        now = int(time.time())
+        return unsecured_jwt({**claims, "iat": now, "exp": now + 3600})
+
+    if client == "aiokafka":
+        from aiokafka.abc import AbstractTokenProvider
+
+        class Provider(AbstractTokenProvider):
+            async def token(self):
+                return token()
+    else:
+        from kafka.net.sasl.oauth import AbstractTokenProvider
+
+        class Provider(AbstractTokenProvider):
+            def token(self):
+                return token()
+    return Provider()
+
+
 def _kafka_python(bootstrap, topic, settings, values):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    kwargs = _python_kwargs(settings)
+    kwargs = _python_kwargs(settings, "kafka-python")
     producer = KafkaProducer(bootstrap_servers=bootstrap, **kwargs)
     for value in values:
         producer.send(topic, value=value).get(timeout=20)
@@ -83,7 +128,7 @@ def _kafka_python(bootstrap, topic, settings, values):
 def _aiokafka(bootstrap, topic, settings, values):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    kwargs = _python_kwargs(settings)
+    kwargs = _python_kwargs(settings, "aiokafka")
 
     async def run():
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **kwargs)

@@ -1,6 +1,8 @@
 """What an unauthenticated or misbehaving client gets, over raw sockets: Kafka's error codes,
 closed connections, a frame cap before authentication, failures delayed and logged once per
-address, and a broker that keeps serving everyone else."""
+address, and a broker that keeps serving everyone else. The SASL checks run on both SASL listener
+types (SASL_PLAINTEXT, SASL_SSL), the TLS ones on both TLS types (SSL, SASL_SSL); the ACL denials
+per listener type are in test_acls_denials.py."""
 
 from __future__ import annotations
 
@@ -16,9 +18,25 @@ import pytest
 
 from kbroker.protocol import messages
 from kbroker.protocol.errors import Errors
+from kbroker.protocol.messages import ADVERTISED, API_BY_KEY
 from tests.integration.clients import Wire, wait_until
 
-SASL_HANDSHAKE, SASL_AUTHENTICATE, METADATA, ALTER_SCRAM = 17, 36, 3, 51
+SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE, METADATA, ALTER_SCRAM = 17, 18, 36, 3, 51
+SASL_LISTENERS = ["SASL_PLAINTEXT", "SASL_SSL"]
+TLS_LISTENERS = ["SSL", "SASL_SSL"]
+
+
+@pytest.fixture
+def connect(full_broker, ca):
+    """``connect(listener)``: a raw Wire to the full broker, through TLS where the listener
+    has it."""
+    def make(listener: str) -> Wire:
+        wire = Wire(full_broker.endpoints[listener])
+        if listener in TLS_LISTENERS:
+            context = ssl.create_default_context(cafile=str(ca.ca_pem))
+            wire.sock = context.wrap_socket(wire.sock, server_hostname="127.0.0.1")
+        return wire
+    return make
 
 
 def handshake(wire: Wire, mechanism: str, version: int = 1):
@@ -42,8 +60,9 @@ def still_serving(broker):
     assert broker.alive()
 
 
-def test_only_api_versions_and_sasl_before_authentication(full_broker):
-    with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_only_api_versions_and_sasl_before_authentication(full_broker, connect, listener):
+    with connect(listener) as wire:
         assert wire.api_versions().error_code == 0  # allowed
         wire.send(METADATA, 12, metadata_request())
         assert wire.closed_by_broker()
@@ -51,8 +70,22 @@ def test_only_api_versions_and_sasl_before_authentication(full_broker):
     still_serving(full_broker)
 
 
-def test_unsupported_mechanism(full_broker):
-    with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_every_other_api_before_authentication_closes(full_broker, connect, listener):
+    """Every API but ApiVersions and the SASL ones, unauthenticated: the connection closes at
+    its header (Kafka: "Unexpected Kafka request of type ... during SASL handshake"); nothing
+    past the header is read."""
+    for api_key in sorted(set(ADVERTISED) - {API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE}):
+        with connect(listener) as wire:
+            header = struct.pack(">hhih", api_key, ADVERTISED[api_key][0], 7, -1)
+            wire.send_frame(header + b"\xff" * 16)
+            assert wire.closed_by_broker(), API_BY_KEY[api_key].name
+    still_serving(full_broker)
+
+
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_unsupported_mechanism(connect, listener):
+    with connect(listener) as wire:
         response = handshake(wire, "GSSAPI")
         assert response.error_code == Errors.UNSUPPORTED_SASL_MECHANISM.code
         assert response.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -66,8 +99,9 @@ def test_unsupported_mechanism(full_broker):
     (b"", "expected 3 tokens"),
     (b"bob\0alice\0alice-secret", "authorization id"),
 ])
-def test_bad_plain_tokens(full_broker, token, words):
-    with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_bad_plain_tokens(full_broker, connect, listener, token, words):
+    with connect(listener) as wire:
         assert handshake(wire, "PLAIN").error_code == 0
         response = authenticate(wire, token)
         assert response.error_code == Errors.SASL_AUTHENTICATION_FAILED.code
@@ -76,39 +110,51 @@ def test_bad_plain_tokens(full_broker, token, words):
     still_serving(full_broker)
 
 
-def test_sasl_state_errors(full_broker):
-    with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:  # authenticate before handshake
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_sasl_state_errors(connect, listener):
+    with connect(listener) as wire:  # authenticate before handshake
         assert authenticate(wire, b"\0alice\0alice-secret").error_code == \
             Errors.ILLEGAL_SASL_STATE.code
         assert wire.closed_by_broker()
-    with Wire(full_broker.endpoints["PLAINTEXT"]) as wire:  # no SASL on this listener
-        assert handshake(wire, "PLAIN").error_code == Errors.ILLEGAL_SASL_STATE.code
-    with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:  # after authentication
+    with connect(listener) as wire:  # after authentication (no connections.max.reauth.ms)
         assert handshake(wire, "PLAIN").error_code == 0
-        assert authenticate(wire, b"\0alice\0alice-secret").error_code == 0
+        response = authenticate(wire, b"\0alice\0alice-secret")
+        assert response.error_code == 0 and response.session_lifetime_ms == 0
         assert wire.call(METADATA, 12, metadata_request()).brokers
         assert handshake(wire, "PLAIN").error_code == Errors.ILLEGAL_SASL_STATE.code
+        assert wire.call(METADATA, 12, metadata_request()).brokers  # still open
 
 
-def test_v0_raw_token_form(full_broker):
+@pytest.mark.parametrize("listener", ["PLAINTEXT", "SSL"])
+def test_sasl_on_a_listener_without_sasl(connect, listener):
+    with connect(listener) as wire:
+        assert handshake(wire, "PLAIN").error_code == Errors.ILLEGAL_SASL_STATE.code
+        assert authenticate(wire, b"\0alice\0alice-secret").error_code == \
+            Errors.ILLEGAL_SASL_STATE.code
+        assert wire.call(METADATA, 12, metadata_request()).brokers
+
+
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_v0_raw_token_form(connect, listener):
     """SaslHandshake v0: the token then travels without a Kafka header, as Kafka still accepts."""
-    with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:
+    with connect(listener) as wire:
         assert handshake(wire, "PLAIN", version=0).error_code == 0
         wire.send_frame(b"\0bob\0bob-secret")
         assert wire.recv_frame() == b""
         assert wire.call(METADATA, 12, metadata_request()).brokers
 
 
-def test_oversized_frame_before_authentication(full_broker):
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_oversized_frame_before_authentication(full_broker, connect, listener):
     """sasl.server.max.receive.size (512 KiB): a larger declared frame closes the connection
     before a buffer of that size exists."""
-    with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:
+    with connect(listener) as wire:
         wire.send_raw(struct.pack(">i", 524289) + b"\0" * 1000)
         assert wire.closed_by_broker()
     # The broker's log reaches the file through a pipe: wait for the line, do not race it.
     wait_until(lambda: "sasl.server.max.receive.size" in full_broker.log(),
                message="no log line names sasl.server.max.receive.size")
-    with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:  # 512 KiB itself is fine
+    with connect(listener) as wire:  # 512 KiB itself is fine
         wire.send_raw(struct.pack(">i", 524288) + b"\0" * 1000)
         assert not wire.closed_by_broker(timeout=0.5)
     still_serving(full_broker)
@@ -148,9 +194,10 @@ def _scram(wire, user, password, tamper=None):
     return authenticate(wire, f"{without_proof},p={proof}".encode())
 
 
-def test_scram_exchange_and_tampering(full_broker):
+@pytest.mark.parametrize("listener", SASL_LISTENERS)
+def test_scram_exchange_and_tampering(full_broker, connect, listener):
     _create_scram_user(full_broker, "dave", "dave-secret")
-    with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:
+    with connect(listener) as wire:
         response = _scram(wire, "dave", "dave-secret")
         assert response.error_code == 0 and response.auth_bytes.startswith(b"v=")
         assert wire.call(METADATA, 12, metadata_request()).brokers
@@ -159,19 +206,27 @@ def test_scram_exchange_and_tampering(full_broker):
               "nonce"),
              ("dave", "dave-secret", lambda n: n[:len(n) // 2], "nonce")]
     for user, password, tamper, words in cases:
-        with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:
+        with connect(listener) as wire:
             response = _scram(wire, user, password, tamper)
             assert response.error_code == Errors.SASL_AUTHENTICATION_FAILED.code
             assert words in response.error_message
             assert wire.closed_by_broker()
-    with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:  # unknown user
+    for first in (b"n,,n=nobody,r=abc",  # unknown user
+                  b"\xff\x00garbage",  # garbage first message
+                  b"n,,n=dave",  # truncated: no nonce
+                  b"n,"):  # truncated gs2 header
+        with connect(listener) as wire:
+            assert handshake(wire, "SCRAM-SHA-512").error_code == 0
+            response = authenticate(wire, first)
+            assert response.error_code == Errors.SASL_AUTHENTICATION_FAILED.code, first
+            assert wire.closed_by_broker()
+    with connect(listener) as wire:  # truncated final message: the proof cut off
         assert handshake(wire, "SCRAM-SHA-512").error_code == 0
-        response = authenticate(wire, b"n,,n=nobody,r=abc")
+        response = authenticate(wire, b"n,,n=dave,r=abcdef")
+        nonce = dict(p.split("=", 1) for p in response.auth_bytes.decode().split(","))["r"]
+        response = authenticate(wire, f"c=biws,r={nonce},p=".encode()[:-3])
         assert response.error_code == Errors.SASL_AUTHENTICATION_FAILED.code
-    with Wire(full_broker.endpoints["SASL_PLAINTEXT"]) as wire:  # garbage first message
-        assert handshake(wire, "SCRAM-SHA-512").error_code == 0
-        response = authenticate(wire, b"\xff\x00garbage")
-        assert response.error_code == Errors.SASL_AUTHENTICATION_FAILED.code
+        assert wire.closed_by_broker()
     still_serving(full_broker)
 
 
@@ -196,8 +251,9 @@ def test_scram_credential_errors(full_broker):
 
 # --- TLS ----------------------------------------------------------------------------------------
 
-def test_tls_garbage_and_plaintext_on_a_tls_port(full_broker, ca):
-    host, port = full_broker.endpoints["SSL"].rsplit(":", 1)
+@pytest.mark.parametrize("listener", TLS_LISTENERS)
+def test_tls_garbage_and_plaintext_on_a_tls_port(full_broker, ca, listener):
+    host, port = full_broker.endpoints[listener].rsplit(":", 1)
     for payload in (os.urandom(4096), b"\x00\x00\x00\x10" + b"\x00" * 16):
         with socket.create_connection((host, int(port)), timeout=5) as sock:
             sock.sendall(payload)

@@ -126,6 +126,27 @@ def test_unusable_tls_settings_stop_start_up(tmp_path, ca, settings, key):
     assert key in str(info.value) and "SSL" in str(info.value)
 
 
+@pytest.mark.parametrize("jaas, words", [
+    ('org.apache.kafka.common.security.plain.PlainLoginModule required;', "OAuthBearerLoginModule"),
+    ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+     'unsecuredValidatorAllowableClockSkewMs="-5";', "negative"),
+    ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+     'unsecuredValidatorAllowableClockSkewMs="soon";', "integer"),
+])
+def test_unusable_oauthbearer_jaas_stops_start_up(tmp_path, jaas, words):
+    key = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"
+    config = _config(tmp_path, {"SASL_PLAINTEXT": "SASL_PLAINTEXT"},
+                     **{"sasl.enabled.mechanisms": "OAUTHBEARER", key: jaas})
+
+    async def run():
+        async with Broker(config):
+            pass
+
+    with pytest.raises(StartupError) as info:
+        asyncio.run(run())
+    assert key in str(info.value) and words in str(info.value)
+
+
 def test_pkcs12_trust_store_and_encrypted_pem_key(tmp_path, ca):
     protected = ca.issue("protected", "localhost", server=True, key_password="keypass")
     config = _config(tmp_path, {"SSL": "SSL"}, **{

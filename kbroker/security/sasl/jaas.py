@@ -11,6 +11,7 @@ import re
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTHBEARER_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 _TOKEN = re.compile(r'\s*(?:(;)|"((?:\\.|[^"\\])*)"|([^\s=;"]+)|(=))')
 
