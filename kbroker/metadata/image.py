@@ -89,10 +89,15 @@ class MetadataImage:
     # ACLs: a tuple of kbroker.security.authorizer.Acl tuples (Kafka's wire codes); replaced, never
     # changed, so the authorizer caches its index per tuple.
     acls: tuple = ()
+    # Client quotas (KIP-546): entity -> quota key -> value. An entity is a tuple of
+    # (entity type, name) pairs sorted by type, name None for the <default> entity, e.g.
+    # (("client-id", None), ("user", "alice")); types are "user", "client-id" and "ip".
+    client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=lambda: _EMPTY)
 
     @classmethod
     def build(cls, cluster_id: str, topics=(), broker_configs: Mapping | None = None,
-              scram_credentials: Mapping | None = None, acls=()):
+              scram_credentials: Mapping | None = None, acls=(),
+              client_quotas: Mapping | None = None):
         by_name = {t.name: t for t in topics}
         return cls(cluster_id, MappingProxyType(by_name),
                    MappingProxyType({t.topic_id: t for t in by_name.values()}),
@@ -100,7 +105,8 @@ class MetadataImage:
                                      for scope in ("cluster", "broker")}),
                    MappingProxyType({user: frozen_mapping(mechanisms) for user, mechanisms
                                      in (scram_credentials or {}).items() if mechanisms}),
-                   tuple(tuple(a) for a in acls))
+                   tuple(tuple(a) for a in acls),
+                   _frozen_quotas(client_quotas or {}))
 
     # --- reads (the names handlers have always used) -------------------------------------------
 
@@ -152,7 +158,15 @@ class MetadataImage:
     def with_acls(self, acls) -> "MetadataImage":
         return replace(self, acls=tuple(acls))
 
+    def with_client_quotas(self, quotas: Mapping[tuple, Mapping[str, float]]) -> "MetadataImage":
+        return replace(self, client_quotas=_frozen_quotas(quotas))
+
     def with_broker_configs(self, configs: Mapping, *, cluster_default: bool) -> "MetadataImage":
         scopes = dict(self.dynamic_broker_configs)
         scopes["cluster" if cluster_default else "broker"] = frozen_mapping(configs)
         return replace(self, dynamic_broker_configs=MappingProxyType(scopes))
+
+
+def _frozen_quotas(quotas: Mapping) -> Mapping:
+    return MappingProxyType({tuple(sorted(entity)): frozen_mapping(values)
+                             for entity, values in quotas.items() if values})
