@@ -1,0 +1,117 @@
+"""Quotas enforced on real clients: a confluent-kafka producer under a ``producer_byte_rate``
+quota and a consumer under a ``consumer_byte_rate`` quota are held near their quota over a few
+seconds (generous bounds: under 3x the quota, while the same client without a quota goes over
+20x), and learn of it through ``throttle_time_ms`` (librdkafka's throttle callback).
+
+The broker measures rates over ``quota.window.num=3`` windows of 1 s, so the burst a client may
+send before its rate shows (bound x 2 s) is small next to the seconds measured."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.clients import ensure_topic, running_broker
+from tests.security.test_quotas_api import alter
+
+QUOTA = 100_000  # bytes per second
+VALUE = b"v" * 1000
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with running_broker(tmp_path_factory.mktemp("quota-enforced") / "data",
+                        {"quota.window.num": 3}) as process:
+        yield process
+
+
+def produce_rate(bootstrap: str, topic: str, client_id: str, seconds: float):
+    """(bytes acknowledged per second over ``seconds`` of producing flat out, throttle times)."""
+    from confluent_kafka import Producer
+
+    throttles = []
+    delivered = [0]
+
+    def acked(err, msg):
+        if err is None:
+            delivered[0] += len(msg.value())
+
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id,
+                         "batch.size": 10_000, "linger.ms": 2, "acks": 1,
+                         "queue.buffering.max.kbytes": 2048,
+                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    producer.list_topics(topic, timeout=10)
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        try:
+            producer.produce(topic, VALUE, on_delivery=acked)
+        except BufferError:
+            producer.poll(0.01)
+        producer.poll(0)
+    elapsed = time.monotonic() - start
+    rate = delivered[0] / elapsed
+    producer.purge()
+    producer.flush(30)
+    return rate, throttles
+
+
+def test_producer_byte_rate_holds_a_producer_near_its_quota(broker):
+    b = broker.bootstrap
+    ensure_topic(b, "quota-produce", 1)
+    free, _ = produce_rate(b, "quota-produce", "free-producer", 1.5)
+    assert free > 20 * QUOTA, f"unquota'd producer reached only {free:.0f} B/s"
+    assert alter(b, [({"client-id": "slow-producer"}, {"producer_byte_rate": QUOTA})])[0][1] == 0
+    held, throttles = produce_rate(b, "quota-produce", "slow-producer", 5)
+    assert held < 3 * QUOTA, f"quota'd producer reached {held:.0f} B/s (quota {QUOTA})"
+    assert held > QUOTA / 10, f"quota'd producer starved at {held:.0f} B/s"
+    assert throttles and max(throttles) > 0
+
+
+def consume_rate(bootstrap: str, topic: str, client_id: str, seconds: float):
+    from confluent_kafka import Consumer
+
+    throttles = []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id,
+                         "group.id": f"g-{client_id}", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False,
+                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    consumer.subscribe([topic])
+    received = 0
+    start = None
+    deadline = time.monotonic() + 60
+    try:
+        while start is None or time.monotonic() - start < seconds:
+            assert time.monotonic() < deadline, f"{client_id} got no record in 60 s"
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                if start is None:
+                    start = time.monotonic()  # from the first record: the group join is slow
+                received += len(msg.value())
+        return received / (time.monotonic() - start), throttles
+    finally:
+        consumer.close()
+
+
+def test_consumer_byte_rate_holds_a_consumer_near_its_quota(broker):
+    b = broker.bootstrap
+    ensure_topic(b, "quota-fetch", 1)
+    from confluent_kafka import Producer
+
+    # Small batches: a throttled fetch returns nothing (as in Kafka), so a consumer whose every
+    # batch is more than its quota allows per window would never get one.
+    producer = Producer({"bootstrap.servers": b, "linger.ms": 5, "batch.size": 10_000})
+    for _ in range(20_000):  # 20 MB
+        while True:
+            try:
+                producer.produce("quota-fetch", VALUE)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+    free, _ = consume_rate(b, "quota-fetch", "free-consumer", 1.0)
+    assert free > 20 * QUOTA, f"unquota'd consumer reached only {free:.0f} B/s"
+    assert alter(b, [({"client-id": "slow-consumer"}, {"consumer_byte_rate": QUOTA})])[0][1] == 0
+    held, throttles = consume_rate(b, "quota-fetch", "slow-consumer", 5)
+    assert held < 3 * QUOTA, f"quota'd consumer reached {held:.0f} B/s (quota {QUOTA})"
+    assert throttles and max(throttles) > 0
