@@ -115,3 +115,20 @@ def test_consumer_byte_rate_holds_a_consumer_near_its_quota(broker):
     held, throttles = consume_rate(b, "quota-fetch", "slow-consumer", 5)
     assert held < 3 * QUOTA, f"quota'd consumer reached {held:.0f} B/s (quota {QUOTA})"
     assert throttles and max(throttles) > 0
+
+
+def test_request_percentage_throttles_every_api(broker):
+    """A client over its request_percentage gets throttle_time_ms on any response (here
+    Metadata and ApiVersions), at most one quota window (Kafka bounds the request quota's)."""
+    from kbroker.protocol import messages
+    from tests.integration.clients import API_VERSIONS, METADATA, Wire
+
+    b = broker.bootstrap
+    assert alter(b, [({"client-id": "busy"}, {"request_percentage": 0.0001})])[0][1] == 0
+    metadata = messages.request_class(METADATA)(topics=None)
+    with Wire(b, client_id="busy") as wire:
+        throttles = [wire.call(METADATA, 12, metadata).throttle_time_ms for _ in range(3)]
+        throttles.append(wire.api_versions(3).throttle_time_ms)
+    assert max(throttles) > 0 and max(throttles) <= 1000, throttles
+    with Wire(b, client_id="idle") as wire:
+        assert wire.call(METADATA, 12, metadata).throttle_time_ms == 0
