@@ -132,3 +132,33 @@ def test_request_percentage_throttles_every_api(broker):
     assert max(throttles) > 0 and max(throttles) <= 1000, throttles
     with Wire(b, client_id="idle") as wire:
         assert wire.call(METADATA, 12, metadata).throttle_time_ms == 0
+
+
+def _connections_served(bootstrap: str, count: int) -> int:
+    """Open ``count`` connections at once, then count those that answer ApiVersions."""
+    from tests.integration.clients import Wire
+
+    wires = [Wire(bootstrap, timeout=5) for _ in range(count)]
+    served = 0
+    for wire in wires:
+        try:
+            wire.api_versions(3)
+            served += 1
+        except (OSError, AssertionError, EOFError):
+            pass
+        finally:
+            wire.close()
+    return served
+
+
+def test_ip_connection_creation_rate_quota_closes_connections_over_it(broker):
+    b = broker.bootstrap
+    assert alter(b, [({"ip": "127.0.0.1"}, {"connection_creation_rate": 2})])[0][1] == 0
+    try:
+        # 2 per second measured over 2 windows: about 4 are accepted at once, the rest closed.
+        served = _connections_served(b, 12)
+        assert 1 <= served <= 6, served
+    finally:
+        assert alter(b, [({"ip": "127.0.0.1"}, {"connection_creation_rate": None})])[0][1] == 0
+    assert _connections_served(b, 12) == 12
+    assert "throttled" in broker.log() and "connection_creation_rate" in broker.log()

@@ -87,3 +87,39 @@ def test_a_consumer_fetch_is_bounded_by_its_window_bytes():
     ctx = SimpleNamespace(api_key=1, api_version=12, principal="User:ANONYMOUS", client_id="c")
     manager.before(ctx, request)
     assert request.max_bytes == 10_000  # 1000 B/s x (11 - 1) windows of 1 s
+
+
+def test_max_connection_creation_rate_makes_the_acceptor_wait(monkeypatch):
+    import asyncio
+
+    from kbroker.server import limits as limits_module
+
+    waits = []
+
+    async def sleep(seconds):
+        waits.append(seconds)
+
+    monkeypatch.setattr(limits_module.asyncio, "sleep", sleep)
+    config = _Config(**{"max.connection.creation.rate": 2, "quota.window.num": 3})
+    limits = limits_module.ConnectionLimits(config)
+
+    async def accept(n):
+        for _ in range(n):
+            await limits.wait_for_creation_rate()
+
+    asyncio.run(accept(10))
+    # Up to 2/s x 2 windows go at once; each one after waits, never more than one window.
+    assert 5 <= len(waits) <= 6 and all(0 < w <= 1.0 for w in waits), waits
+
+
+def test_ip_connection_creation_rate_default_entity_applies_to_every_address():
+    config = _Config()
+    from kbroker.server.limits import ConnectionLimits
+
+    limits = ConnectionLimits(config)
+    image = MetadataImage.build("c", client_quotas={(("ip", None),): {
+        "connection_creation_rate": 1.0}, (("ip", "10.0.0.9"),): {"connection_creation_rate": 1000.0}})
+    limits.image = lambda: image
+    throttled = [limits.ip_throttle_ms("10.0.0.1") for _ in range(20)]
+    assert throttled[0] == 0 and max(throttled) > 0
+    assert all(limits.ip_throttle_ms("10.0.0.9") == 0 for _ in range(20))
