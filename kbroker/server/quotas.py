@@ -171,6 +171,16 @@ class ClientQuotas:
         samples, window_ms = self._window()
         return max(int(bound * (samples - 1) * window_ms / 1000), 0)
 
+    def measured(self):
+        """(quota type, user tag, client tag, current rate, average throttle ms) per rate, for
+        the metrics endpoint (Kafka's byte-rate / request-time and throttle-time sensors)."""
+        samples, window_ms = self._window()
+        now_ms = _now_ms()
+        for key, rate in list(self._rates.items()):
+            count, total = self.throttle_stats.get(key, (0, 0))
+            yield (*key, rate.measure(now_ms, samples, window_ms)[0],
+                   total / count if count else 0.0)
+
     def _purge(self) -> None:
         now = time.monotonic()
         if now < self._next_purge:
