@@ -14,7 +14,8 @@ the ``<default>`` entity. Behaviour follows Kafka's KRaft controller (``ClientQu
 - Alter: per entity, with INVALID_REQUEST and Kafka's message for an empty entity, a type twice,
   an unknown type, an empty name, a combination Kafka does not allow (``ip`` with anything, or
   nothing), an unresolvable ip, an unknown key ("Invalid configuration key"), a fractional value
-  for a long key, a key twice, the same entity twice. An entity with any error changes nothing;
+  for a long key, a key twice, the same entity twice; ``controller_mutation_rate`` (KIP-599) is
+  refused as not implemented. An entity with any error changes nothing;
   the others are applied in one persisted change through the controller, unless
   ``validate_only``. Removing a key that is not set is not an error.
 
@@ -31,8 +32,9 @@ import socket
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, ResourceType, allowed
-from kbroker.security.quotas import (CLIENT_ID, CLIENT_KEYS, ENTITY_TYPES, IP, IP_KEYS, USER,
-                                     describe_entity, entity_key)
+from kbroker.security.quotas import (CLIENT_ID, CLIENT_KEYS, CONTROLLER_MUTATION_RATE,
+                                     ENTITY_TYPES, IP, IP_KEYS, USER, describe_entity,
+                                     entity_key)
 
 log = logging.getLogger("kbroker.quotas")
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
@@ -195,6 +197,10 @@ def _validate(pairs, ops, key) -> dict:
         kind = keys.get(op.key)
         if kind is None:
             raise _Refused(Errors.INVALID_REQUEST, f"Invalid configuration key {op.key}")
+        if op.key == CONTROLLER_MUTATION_RATE:  # a Kafka key, but not enforced: refused
+            raise _Refused(Errors.INVALID_REQUEST,
+                           f"{op.key} (KIP-599 controller mutation quotas) is not implemented "
+                           f"by kbroker yet")
         value = op.value
         if value != value or value in (float("inf"), float("-inf")):
             raise _Refused(Errors.INVALID_REQUEST, f"Configuration {op.key} must be a number")

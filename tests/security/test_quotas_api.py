@@ -138,6 +138,9 @@ def test_describe_refuses_bad_filters(broker, components, error, message):
     (ALICE, {"connection_creation_rate": 1}, "Invalid configuration key connection_creation_rate"),
     (IP, {"producer_byte_rate": 1}, "Invalid configuration key producer_byte_rate"),
     (ALICE, {"producer_byte_rate": 1.5}, "Configuration producer_byte_rate must be a Long value"),
+    (ALICE, {"controller_mutation_rate": 10},
+     "controller_mutation_rate (KIP-599 controller mutation quotas) is not implemented by "
+     "kbroker yet"),
     (IP, {"connection_creation_rate": -1},
      "Invalid value -1 for configuration connection_creation_rate: Value must be at least 0"),
 ])
