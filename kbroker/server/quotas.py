@@ -212,7 +212,8 @@ class ClientQuotas:
 
     async def _after_async(self, ctx, request, result, request_size, handler_ns, connection):
         response = await result
-        return self._throttle(ctx, request, response, request_size, handler_ns, connection)
+        throttled = self._throttle(ctx, request, response, request_size, handler_ns, connection)
+        return await throttled if inspect.isawaitable(throttled) else throttled
 
     def _throttle(self, ctx, request, response, request_size, handler_ns, connection):
         principal, client_id = ctx.principal, ctx.client_id

@@ -121,7 +121,7 @@ def test_request_percentage_throttles_every_api(broker):
     """A client over its request_percentage gets throttle_time_ms on any response (here
     Metadata and ApiVersions), at most one quota window (Kafka bounds the request quota's)."""
     from kbroker.protocol import messages
-    from tests.integration.clients import API_VERSIONS, METADATA, Wire
+    from tests.integration.clients import FETCH, METADATA, Wire
 
     b = broker.bootstrap
     assert alter(b, [({"client-id": "busy"}, {"request_percentage": 0.0001})])[0][1] == 0
@@ -132,6 +132,18 @@ def test_request_percentage_throttles_every_api(broker):
     assert max(throttles) > 0 and max(throttles) <= 1000, throttles
     with Wire(b, client_id="idle") as wire:
         assert wire.call(METADATA, 12, metadata).throttle_time_ms == 0
+    # Before KIP-219 (Metadata v5) the broker holds the response back instead; it still says
+    # how long. A long-poll Fetch v7 (answered later) goes the same way.
+    with Wire(b, client_id="busy") as wire:
+        assert max(wire.call(METADATA, 5, metadata).throttle_time_ms for _ in range(2)) > 0
+    ensure_topic(b, "quota-poll", 1)  # empty: the fetch long-polls, then is answered
+    fetch = messages.request_class(FETCH)
+    request = fetch(replica_id=-1, max_wait_ms=50, min_bytes=1, max_bytes=1024,
+                    isolation_level=0, topics=[fetch.FetchTopic(topic="quota-poll", partitions=[
+                        fetch.FetchPartition(partition=0, fetch_offset=0,
+                                             partition_max_bytes=1024)])])
+    with Wire(b, client_id="busy") as wire:
+        assert max(wire.call(FETCH, 7, request).throttle_time_ms for _ in range(2)) > 0
 
 
 def _connections_served(bootstrap: str, count: int) -> int:
