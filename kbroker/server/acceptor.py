@@ -62,7 +62,9 @@ class Listener:
                 conn.close()
                 continue
             # Connection creation rates (KIP-612): broker-wide, then per address.
-            await self._limits.wait_for_creation_rate()
+            delay_ms = self._limits.creation_delay_ms()
+            if delay_ms > 0:
+                await asyncio.sleep(delay_ms / 1000)
             throttle_ms = self._limits.ip_throttle_ms(address[0])
             if throttle_ms > 0:
                 loop.call_later(throttle_ms / 1000, conn.close)

@@ -79,16 +79,17 @@ class ConnectionLimits:
         return (self.config.get("quota.window.num"),
                 self.config.get("quota.window.size.seconds") * 1000)
 
-    async def wait_for_creation_rate(self) -> None:
-        """Count a new connection on the broker-wide rate; wait out its throttle if over."""
+    def creation_delay_ms(self) -> int:
+        """Count a new connection on the broker-wide rate; how long the acceptor waits before
+        setting it up (0 within max.connection.creation.rate)."""
         limit = self.config.get("max.connection.creation.rate")
         if limit >= INT_MAX:
-            return
+            return 0
         delay_ms = self._record(self._creation_rate, limit)
         if delay_ms > 0:
             log.debug("max.connection.creation.rate=%d reached: accepting again in %d ms",
                       limit, delay_ms)
-            await asyncio.sleep(delay_ms / 1000)
+        return delay_ms
 
     def ip_throttle_ms(self, ip: str) -> int:
         """0 if a connection from ``ip`` is within its connection_creation_rate quota, else how

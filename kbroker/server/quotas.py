@@ -44,9 +44,10 @@ log = logging.getLogger("kbroker.quotas")
 PRODUCE, FETCH, REQUEST = "Produce", "Fetch", "Request"
 _KEY_OF = {PRODUCE: PRODUCER_BYTE_RATE, FETCH: CONSUMER_BYTE_RATE, REQUEST: REQUEST_PERCENTAGE}
 PRODUCE_KEY, FETCH_KEY = 0, 1
-# APIs never throttled: SASL (before a principal exists) and inter-broker cluster actions.
-_EXEMPT = frozenset({17, 36, 4, 5, 6, 7, 27})  # SaslHandshake, SaslAuthenticate, LeaderAndIsr,
-# StopReplica, UpdateMetadata, ControlledShutdown, WriteTxnMarkers
+# APIs never throttled: SASL (before a principal exists) and inter-broker cluster actions:
+# SaslHandshake, SaslAuthenticate, LeaderAndIsr, StopReplica, UpdateMetadata,
+# ControlledShutdown, WriteTxnMarkers.
+_EXEMPT = frozenset({17, 36, 4, 5, 6, 7, 27})
 # The first version of each API whose client throttles itself (KIP-219, the responses'
 # shouldClientThrottle); APIs newer than KIP-219 (not listed) always do.
 _KIP219 = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2, 16: 2,

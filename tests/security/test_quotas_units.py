@@ -89,27 +89,16 @@ def test_a_consumer_fetch_is_bounded_by_its_window_bytes():
     assert request.max_bytes == 10_000  # 1000 B/s x (11 - 1) windows of 1 s
 
 
-def test_max_connection_creation_rate_makes_the_acceptor_wait(monkeypatch):
-    import asyncio
+def test_max_connection_creation_rate_makes_the_acceptor_wait():
+    from kbroker.server.limits import ConnectionLimits
 
-    from kbroker.server import limits as limits_module
-
-    waits = []
-
-    async def sleep(seconds):
-        waits.append(seconds)
-
-    monkeypatch.setattr(limits_module.asyncio, "sleep", sleep)
     config = _Config(**{"max.connection.creation.rate": 2, "quota.window.num": 3})
-    limits = limits_module.ConnectionLimits(config)
-
-    async def accept(n):
-        for _ in range(n):
-            await limits.wait_for_creation_rate()
-
-    asyncio.run(accept(10))
+    limits = ConnectionLimits(config)
+    delays = [limits.creation_delay_ms() for _ in range(10)]
     # Up to 2/s x 2 windows go at once; each one after waits, never more than one window.
-    assert 5 <= len(waits) <= 6 and all(0 < w <= 1.0 for w in waits), waits
+    assert delays[:4] == [0] * 4 and all(0 < d <= 1000 for d in delays[5:]), delays
+    unlimited = ConnectionLimits(_Config(**{"max.connection.creation.rate": 2**31 - 1}))
+    assert all(unlimited.creation_delay_ms() == 0 for _ in range(100))
 
 
 def test_ip_connection_creation_rate_default_entity_applies_to_every_address():
