@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ipaddress
 import logging
 import socket
 import time
@@ -57,6 +58,8 @@ class ConnectionLimits:
         self.image = None  # () -> MetadataImage, set by the broker once the controller exists
         self._creation_rate = Rate()
         self._ip_rates: dict[str, Rate] = {}
+        self._ip_limits_of = None
+        self._ip_limits_cache: dict = {}
 
     # --- accepting -----------------------------------------------------------------------------
 
@@ -97,8 +100,8 @@ class ConnectionLimits:
         quotas = self.image().client_quotas if self.image is not None else None
         if not quotas:
             return 0
-        values = quotas.get((("ip", ip),)) or quotas.get((("ip", None),))
-        limit = values.get(CONNECTION_CREATION_RATE) if values else None
+        limits = self._ip_limits(quotas)
+        limit = limits.get(ip, limits.get(None))
         if limit is None:
             return 0
         rate = self._ip_rates.get(ip)
@@ -113,6 +116,32 @@ class ConnectionLimits:
             log.info("Connection from %s throttled for %d ms: over its connection_creation_rate "
                      "quota of %s per second; closing it then", ip, delay_ms, limit)
         return delay_ms
+
+    def _ip_limits(self, quotas) -> dict:
+        """address (None: the default) -> connection_creation_rate, for this image's quotas.
+        As in Kafka, an ip entity may name a host: it applies to the address it resolves to
+        (resolved once per quota change)."""
+        if self._ip_limits_of is quotas:
+            return self._ip_limits_cache
+        limits = {}
+        for entity, values in quotas.items():
+            if len(entity) != 1 or entity[0][0] != "ip" or CONNECTION_CREATION_RATE not in values:
+                continue
+            name = entity[0][1]
+            address = name
+            if name is not None:
+                try:
+                    address = str(ipaddress.ip_address(name))
+                except ValueError:
+                    try:
+                        address = socket.gethostbyname(name)
+                    except OSError:
+                        log.warning("ip quota entity %s does not resolve; it applies to no "
+                                    "connection", name)
+                        continue
+            limits[address] = values[CONNECTION_CREATION_RATE]
+        self._ip_limits_of, self._ip_limits_cache = quotas, limits
+        return limits
 
     def _record(self, rate: "Rate", limit: float) -> int:
         """Kafka's boundedThrottleTime for one more connection on ``rate``."""

@@ -112,3 +112,8 @@ def test_ip_connection_creation_rate_default_entity_applies_to_every_address():
     throttled = [limits.ip_throttle_ms("10.0.0.1") for _ in range(20)]
     assert throttled[0] == 0 and max(throttled) > 0
     assert all(limits.ip_throttle_ms("10.0.0.9") == 0 for _ in range(20))
+    # A host name applies to the address it resolves to, as Kafka's InetAddress does.
+    image = MetadataImage.build("c", client_quotas={(("ip", "localhost"),): {
+        "connection_creation_rate": 1.0}})
+    assert max(limits.ip_throttle_ms("127.0.0.1") for _ in range(20)) > 0
+    assert all(limits.ip_throttle_ms("10.0.0.2") == 0 for _ in range(20))
