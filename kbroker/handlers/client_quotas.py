@@ -25,9 +25,9 @@ With an authorizer: Describe needs DESCRIBE_CONFIGS on the cluster, Alter ALTER_
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
-import socket
 
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
@@ -38,6 +38,8 @@ from kbroker.security.quotas import (CLIENT_ID, CLIENT_KEYS, CONTROLLER_MUTATION
 
 log = logging.getLogger("kbroker.quotas")
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+# Kafka's check of an ip entity is InetAddress.getByName: an address, or a host that resolves.
+_RESOLVE_TIMEOUT_S = 5.0
 
 
 class _Refused(Exception):
@@ -119,6 +121,29 @@ def _matches(entity: dict, exact: dict, specified: set, strict: bool) -> bool:
 
 @handles("AlterClientQuotas")
 def alter_client_quotas(ctx, request):
+    hosts = {e.entity_name for entry in request.entries for e in entry.entity
+             if e.entity_type == IP and e.entity_name and not _is_address(e.entity_name)}
+    if hosts:  # ip entities naming hosts: resolve them without holding the event loop
+        return _resolve_then_alter(ctx, request, hosts)
+    return _alter(ctx, request, set())
+
+
+async def _resolve_then_alter(ctx, request, hosts: set[str]):
+    loop = asyncio.get_running_loop()
+
+    async def resolves(host: str) -> bool:
+        try:
+            await asyncio.wait_for(loop.getaddrinfo(host, None), _RESOLVE_TIMEOUT_S)
+            return True
+        except (OSError, UnicodeError, asyncio.TimeoutError):
+            return False
+
+    hosts = sorted(hosts)
+    ok = await asyncio.gather(*(resolves(h) for h in hosts))
+    return _alter(ctx, request, {h for h, good in zip(hosts, ok) if good})
+
+
+def _alter(ctx, request, resolvable: set[str]):
     from kbroker.protocol.messages.alter_client_quotas import AlterClientQuotasResponse as R
 
     may_alter = allowed(ctx, Op.ALTER_CONFIGS, ResourceType.CLUSTER)
@@ -140,7 +165,7 @@ def alter_client_quotas(ctx, request):
             if not may_alter:
                 raise _Refused(Errors.CLUSTER_AUTHORIZATION_FAILED,
                                f"Principal {ctx.principal} may not alter client quotas.")
-            changes[key] = _validate(pairs, entry.ops, key)
+            changes[key] = _validate(pairs, entry.ops, key, resolvable)
             results[key] = (Errors.NONE, None)
         except _Refused as exc:
             results[key] = (exc.error, exc.message)
@@ -162,7 +187,7 @@ def alter_client_quotas(ctx, request):
     return R(throttle_time_ms=0, entries=entries)
 
 
-def _validate(pairs, ops, key) -> dict:
+def _validate(pairs, ops, key, resolvable: set[str]) -> dict:
     """``{quota key: value, or None to remove}`` for a valid alteration, else _Refused."""
     if not pairs:
         raise _Refused(Errors.INVALID_REQUEST, "Invalid empty client quota entity")
@@ -179,7 +204,8 @@ def _validate(pairs, ops, key) -> dict:
     if IP in names:
         if len(names) > 1:
             raise _Refused(Errors.INVALID_REQUEST, "Invalid empty client quota entity")
-        if not _valid_ip_entity(names[IP]):
+        ip = names[IP]
+        if ip is not None and not _is_address(ip) and ip not in resolvable:
             raise _Refused(Errors.INVALID_REQUEST,
                            f"{names[IP]} is not a valid IP or resolvable host.")
         keys = IP_KEYS
@@ -216,17 +242,9 @@ def _validate(pairs, ops, key) -> dict:
     return alterations
 
 
-def _valid_ip_entity(name: str | None) -> bool:
-    """Kafka's check is ``InetAddress.getByName``: an address, or a host name that resolves."""
-    if name is None:
-        return True
+def _is_address(name: str) -> bool:
     try:
         ipaddress.ip_address(name)
         return True
     except ValueError:
-        pass
-    try:
-        socket.getaddrinfo(name, None)
-        return True
-    except (OSError, UnicodeError):
         return False

@@ -190,3 +190,12 @@ def test_quotas_survive_a_restart(broker_factory, tmp_path):
     process.stop(timeout=10)
     process = broker_factory(data_dir=tmp_path / "data")
     assert describe(process.bootstrap, []) == {key(ALICE_APP): {"producer_byte_rate": 4096.0}}
+
+
+def test_an_ip_entity_may_name_a_host_that_resolves(broker):
+    b = broker.bootstrap
+    assert alter(b, [({"ip": "localhost"}, {"connection_creation_rate": 50})]) == [
+        ({"ip": "localhost"}, 0, None)]
+    assert describe(b, [("ip", EXACT, "localhost")]) == {
+        key({"ip": "localhost"}): {"connection_creation_rate": 50.0}}
+    assert alter(b, [({"ip": "localhost"}, {"connection_creation_rate": None})])[0][1] == 0
