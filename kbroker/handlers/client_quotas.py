@@ -123,7 +123,8 @@ def _matches(entity: dict, exact: dict, specified: set, strict: bool) -> bool:
 def alter_client_quotas(ctx, request):
     hosts = {e.entity_name for entry in request.entries for e in entry.entity
              if e.entity_type == IP and e.entity_name and not _is_address(e.entity_name)}
-    if hosts:  # ip entities naming hosts: resolve them without holding the event loop
+    if hosts and allowed(ctx, Op.ALTER_CONFIGS, ResourceType.CLUSTER):
+        # ip entities naming hosts: resolve them without holding the event loop
         return _resolve_then_alter(ctx, request, hosts)
     return _alter(ctx, request, set())
 
