@@ -136,6 +136,11 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("max.connection.creation.rate", I, INT_MAX, "Most new connections per second.", MEDIUM, _AT0,
        update_mode=CW),
     _d("request.timeout.ms", I, 30000, "Timeout for requests the broker itself sends.", HIGH),
+    # client quotas (kbroker.server.quotas): rates are measured over quota.window.num windows
+    _d("quota.window.num", I, 11, "Number of samples kept for client quota rates.", LOW, _AT1),
+    _d("quota.window.size.seconds", I, 1, "Time span of each client quota sample.", LOW, _AT1),
+    _d("client.quota.callback.class", C, None, "A ClientQuotaCallback plugin deciding quotas.",
+       LOW, unsupported=PLUGINS),
     _d("max.incremental.fetch.session.cache.slots", I, 1000,
        "Most incremental fetch sessions kept.", MEDIUM, _AT0),
     _d("delete.records.purgatory.purge.interval.requests", I, 1,

@@ -46,6 +46,7 @@ MODULES = (
     "sasl",
     "scram_credentials",
     "acls",
+    "client_quotas",
 )
 
 

@@ -1,5 +1,5 @@
 """The controller: the only writer of topics, partitions, assignments, configs, SCRAM
-credentials and ACLs.
+credentials, ACLs and client quotas.
 
 Handlers translate requests into the calls below; nothing else writes the metadata store (a
 test checks it). Each change persists to the store, then publishes a new immutable
@@ -173,6 +173,30 @@ class Controller:
     def _set_acls(self, acls) -> None:
         self._persist(lambda: self._store.set_acls(acls))
         _run_now(self._publish(self._image.with_acls(acls)))
+
+    # --- client quotas -------------------------------------------------------------------------
+
+    def alter_client_quotas(self, changes: Mapping[tuple, Mapping[str, float | None]]) -> None:
+        """Apply ``entity -> {key: value, or None to remove}`` (validated by the handler) in one
+        persisted change; an entity left with no quota disappears, as in Kafka."""
+        quotas = {entity: dict(values) for entity, values in self._image.client_quotas.items()}
+        changed = []
+        for entity, ops in changes.items():
+            entity = tuple(sorted(entity))
+            values = quotas.setdefault(entity, {})
+            before = dict(values)
+            for key, value in ops.items():
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = float(value)
+            if values != before:
+                changed.append(entity)
+        if not changed:
+            return
+        quotas = {entity: values for entity, values in quotas.items() if values}
+        self._persist(lambda: self._store.set_client_quotas(quotas, changed))
+        _run_now(self._publish(self._image.with_client_quotas(quotas)))
 
     # --- the steps -----------------------------------------------------------------------------
 

@@ -131,10 +131,15 @@ class MetadataImage:
     # single node: the broker describes itself.
     brokers: Mapping[int, BrokerInfo] = field(default_factory=lambda: _EMPTY)
     controller_id: int | None = None
+    # Client quotas (KIP-546): entity -> quota key -> value. An entity is a tuple of
+    # (entity type, name) pairs sorted by type, name None for the <default> entity, e.g.
+    # (("client-id", None), ("user", "alice")); types are "user", "client-id" and "ip".
+    client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=lambda: _EMPTY)
 
     @classmethod
     def build(cls, cluster_id: str, topics=(), broker_configs: Mapping | None = None,
-              scram_credentials: Mapping | None = None, acls=()):
+              scram_credentials: Mapping | None = None, acls=(),
+              client_quotas: Mapping | None = None):
         by_name = {t.name: t for t in topics}
         return cls(cluster_id, MappingProxyType(by_name),
                    MappingProxyType({t.topic_id: t for t in by_name.values()}),
@@ -142,7 +147,8 @@ class MetadataImage:
                                      for scope in ("cluster", "broker")}),
                    MappingProxyType({user: frozen_mapping(mechanisms) for user, mechanisms
                                      in (scram_credentials or {}).items() if mechanisms}),
-                   tuple(tuple(a) for a in acls))
+                   tuple(tuple(a) for a in acls),
+                   _frozen_quotas(client_quotas or {}))
 
     # --- reads (the names handlers have always used) -------------------------------------------
 
@@ -197,8 +203,15 @@ class MetadataImage:
     def with_brokers(self, brokers, controller_id: int | None) -> "MetadataImage":
         return replace(self, brokers=MappingProxyType({b.node_id: b for b in brokers}),
                        controller_id=controller_id)
+    def with_client_quotas(self, quotas: Mapping[tuple, Mapping[str, float]]) -> "MetadataImage":
+        return replace(self, client_quotas=_frozen_quotas(quotas))
 
     def with_broker_configs(self, configs: Mapping, *, cluster_default: bool) -> "MetadataImage":
         scopes = dict(self.dynamic_broker_configs)
         scopes["cluster" if cluster_default else "broker"] = frozen_mapping(configs)
         return replace(self, dynamic_broker_configs=MappingProxyType(scopes))
+
+
+def _frozen_quotas(quotas: Mapping) -> Mapping:
+    return MappingProxyType({tuple(sorted(entity)): frozen_mapping(values)
+                             for entity, values in quotas.items() if values})

@@ -6,6 +6,8 @@ File ``<log.dir>/kbroker-metadata.json``::
      "broker_configs": {"cluster": {...}, "broker": {...}},
      "scram_credentials": {"<user>": {"SCRAM-SHA-256": "salt=...,stored_key=...,..."}},
      "acls": [[resource_type, name, pattern_type, principal, host, operation, permission], ...],
+     "client_quotas": [{"entity": {"user": "alice", "client-id": null},
+                        "quotas": {"producer_byte_rate": 1024.0}}, ...],
      "topics": {"<name>": {"topic_id": "<uuid>", "partitions": N,
                            "replicas": [[node, ...], ...], "configs": {...}}}}
 
@@ -88,7 +90,9 @@ class LocalMetadataStore:
                                         t.get("configs", {})))
         return MetadataImage.build(self.cluster_id, topics, self._state.get("broker_configs"),
                                    self._state.get("scram_credentials"),
-                                   self._state.get("acls", ()))
+                                   self._state.get("acls", ()),
+                                   {tuple(e["entity"].items()): e["quotas"]
+                                    for e in self._state.get("client_quotas", ())})
 
     # --- changes (called by the controller only) -----------------------------------------------
 
@@ -122,6 +126,14 @@ class LocalMetadataStore:
     def set_acls(self, acls) -> None:
         """Every ACL binding, as lists of Kafka's wire codes (Kafka: /kafka-acl/<type>/<name>)."""
         self._save({**self._state, "acls": [list(a) for a in acls]})
+
+    def set_client_quotas(self, quotas, changed=()) -> None:
+        """Every entity's client quotas (Kafka: /config/users/<user>, /config/clients/<id>,
+        /config/users/<user>/clients/<id>, /config/ips/<ip>); ``changed`` is for the ZooKeeper
+        store, which writes only those znodes."""
+        self._save({**self._state, "client_quotas": [
+            {"entity": dict(entity), "quotas": dict(values)}
+            for entity, values in quotas.items() if values]})
 
     def allocate_producer_id_block(self, size: int) -> int:
         """Like Kafka's controller-allocated producer id blocks: reserved durably first."""

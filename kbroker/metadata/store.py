@@ -15,6 +15,8 @@ operations are shaped after those znodes so the ZooKeeper store maps one call to
 ``allocate_producer_id_block``  ``/latest_producer_id_block``
 ``set_scram_credentials(c)``    ``/config/users/<user>`` (the SCRAM-SHA-* entries)
 ``set_acls(acls)``              ``/kafka-acl/<type>/<name>`` (local store only so far)
+``set_client_quotas(q, ...)``   ``/config/users/<u>[/clients/<c>]``, ``/config/clients/<c>``,
+                                ``/config/ips/<ip>`` (``<default>`` for default entities)
 =============================  ==========================================================
 
 Every write is durable when the call returns. Only :mod:`kbroker.metadata.controller` calls the
@@ -51,13 +53,19 @@ class MetadataStore(Protocol):
 
     def set_acls(self, acls: Sequence[Sequence]) -> None: ...
 
+    def set_client_quotas(self, quotas: Mapping[tuple, Mapping[str, float]],
+                          changed: Sequence[tuple] = ()) -> None:
+        """Every entity's quotas (entity as in MetadataImage.client_quotas); ``changed`` names
+        the entities this change touched."""
+
     def allocate_producer_id_block(self, size: int) -> int:
         """Reserve ``size`` producer ids and return the first; never handed out twice."""
 
 
 # The writing methods, for the import rule test (only the controller calls them).
 WRITES = ("create_topic", "set_assignments", "set_topic_configs", "delete_topic",
-          "set_broker_configs", "allocate_producer_id_block", "set_scram_credentials", "set_acls")
+          "set_broker_configs", "allocate_producer_id_block", "set_scram_credentials", "set_acls",
+          "set_client_quotas")
 
 
 class StaleMetadataError(Exception):

@@ -43,6 +43,8 @@ from kbroker.metadata.store import StaleMetadataError
 log = logging.getLogger("kbroker.metadata.zk")
 
 _PRODUCER_ID_RETRIES = 20
+QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                        "controller_mutation_rate", "connection_creation_rate"})
 
 
 class ZkMetadataStore:
@@ -116,7 +118,27 @@ class ZkMetadataStore:
             "cluster": zn.decode_config(self._get(zn.broker_config_path(None))),
             "broker": zn.decode_config(self._get(zn.broker_config_path(self._node_id))),
         }
-        return MetadataImage.build(self.cluster_id, topics, broker_configs)
+        return MetadataImage.build(self.cluster_id, topics, broker_configs,
+                                   client_quotas=self._load_client_quotas())
+
+    def _load_client_quotas(self) -> dict:
+        quotas = {}
+
+        def read(path, entity):
+            values = {k: float(v) for k, v in zn.decode_config(self._get(path)).items()
+                      if k in QUOTA_KEYS}
+            if values:
+                quotas[tuple(sorted(entity))] = values
+
+        for kind, root in zn.QUOTA_ROOTS.items():
+            for child in self._zk.get_children(f"/config/{root}"):
+                read(f"/config/{root}/{child}", [(kind, zn.desanitize(child))])
+                if kind == "user" and self._zk.exists(f"/config/users/{child}/clients"):
+                    for client in self._zk.get_children(f"/config/users/{child}/clients"):
+                        read(f"/config/users/{child}/clients/{client}",
+                             [("user", zn.desanitize(child)),
+                              ("client-id", zn.desanitize(client))])
+        return quotas
 
     def partition_state(self, topic: str, partition: int) -> zn.PartitionState | None:
         try:
@@ -277,6 +299,29 @@ class ZkMetadataStore:
         new_version = results[-1].version
         return zn.PartitionState(state.leader, state.leader_epoch, state.isr,
                                  state.controller_epoch, new_version)
+
+    def set_client_quotas(self, quotas, changed=()) -> None:
+        """Write the ``changed`` entities' znodes (Kafka's ZooKeeper-mode layout, with a
+        /config/changes notification each) in one transaction. Keys other than quotas in the
+        same znode (SCRAM credentials in /config/users/U) are kept; an entity with no quota
+        left keeps its znode with an empty config, as Kafka's ZooKeeper mode leaves it."""
+        txn = self._transaction()
+        for entity in changed:
+            entity_path = zn.quota_entity_path(entity)
+            path = f"/config/{entity_path}"
+            parts = entity_path.split("/")
+            if len(parts) == 4:  # users/U/clients/C: the parents may not exist yet
+                for parent in (f"/config/users/{parts[1]}", f"/config/users/{parts[1]}/clients"):
+                    if self._get(parent) is None:
+                        txn.create(parent, b"")
+            current = zn.decode_config(self._get(path))
+            config = {k: v for k, v in current.items() if k not in QUOTA_KEYS}
+            config.update({k: zn.encode_quota_value(k, v)
+                           for k, v in quotas.get(entity, {}).items()})
+            self._set_or_create(txn, path, zn.encode_config(config))
+            txn.create(zn.CONFIG_CHANGE_PREFIX, zn.encode_config_change(entity_path),
+                       sequence=True)
+        self._remember(txn, self._commit(txn, "altering client quotas"))
 
     def set_acls(self, acls) -> None:
         """Not yet: Kafka keeps ACLs under /kafka-acl/<type>/<name>; until they are written there

@@ -15,6 +15,10 @@ reading a kbroker-written tree) read what we write::
     /config/topics/T, /config/brokers/N, /config/brokers/<default>
                                          {"version":1,"config":{"key":"value"}}
     /config/changes/config_change_NNNNNNNNNN   {"version":2,"entity_path":"topics/T"}  sequential
+    /config/users/U, /config/users/U/clients/C, /config/clients/C, /config/ips/IP
+                                         {"version":1,"config":{"producer_byte_rate":"1024"}}
+                                         (client quotas; U and C sanitized, <default> for the
+                                          default entity; /config/users/U also holds SCRAM keys)
     /admin/delete_topics/T               (no data: a topic being deleted)
     /latest_producer_id_block            {"version":1,"broker":N,"block_start":"0","block_end":"999"}
 
@@ -228,3 +232,44 @@ def decode_broker_registration(data: bytes) -> tuple[list[Endpoint], str | None]
         endpoints.append(Endpoint(listener, host.strip("[]"), int(port),
                                   protocols.get(listener, listener)))
     return endpoints, value.get("rack")
+
+
+# --- client quotas ------------------------------------------------------------------------------
+
+QUOTA_ROOTS = {"user": "users", "client-id": "clients", "ip": "ips"}
+
+
+def sanitize(name: str | None) -> str:
+    """Kafka's ``Sanitizer.sanitize`` (URL-encoding where Java's URLEncoder keeps only
+    alphanumerics and ``.-*_``, then ``*`` and ``+`` encoded too); None is ``<default>``."""
+    if name is None:
+        return DEFAULT_ENTITY
+    from urllib.parse import quote
+
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(text: str) -> str | None:
+    if text == DEFAULT_ENTITY:
+        return None
+    from urllib.parse import unquote
+
+    return unquote(text)
+
+
+def quota_entity_path(entity: Sequence[tuple[str, str | None]]) -> str:
+    """The entity path under /config of a quota entity: ``users/U``, ``clients/C``,
+    ``users/U/clients/C`` or ``ips/IP`` (what /config/changes notifications name)."""
+    names = dict(entity)
+    if "user" in names and "client-id" in names:
+        return f"users/{sanitize(names['user'])}/clients/{sanitize(names['client-id'])}"
+    ((kind, name),) = names.items()
+    return f"{QUOTA_ROOTS[kind]}/{sanitize(name)}"
+
+
+def encode_quota_value(key: str, value: float) -> str:
+    """As Kafka writes them: whole numbers for the long/int keys, Java's Double.toString for the
+    others (``request_percentage`` 50 is "50.0")."""
+    if key in ("producer_byte_rate", "consumer_byte_rate", "connection_creation_rate"):
+        return str(int(value))
+    return repr(float(value))

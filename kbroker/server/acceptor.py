@@ -61,6 +61,14 @@ class Listener:
             if not self._limits.admits(address[0]):
                 conn.close()
                 continue
+            # Connection creation rates (KIP-612): broker-wide, then per address.
+            delay_ms = self._limits.creation_delay_ms()
+            if delay_ms > 0:
+                await asyncio.sleep(delay_ms / 1000)
+            throttle_ms = self._limits.ip_throttle_ms(address[0])
+            if throttle_ms > 0:
+                loop.call_later(throttle_ms / 1000, conn.close)
+                continue
             if self._ssl is not None:
                 task = loop.create_task(self._tls_set_up(conn, address))
                 self._handshakes.add(task)

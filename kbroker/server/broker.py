@@ -77,6 +77,7 @@ class Broker:
                                                       self.producer_ids, self.group_coordinator)
         self.txn_coordinator.start()
         self.dispatcher = Dispatcher(self._services(), handlers.load())
+        self.connection_limits.image = lambda: self.controller.image  # ip quotas (KIP-612)
         failures = FailureLog()
         for endpoint in self.config.listeners:
             name = endpoint.name

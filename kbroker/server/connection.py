@@ -116,6 +116,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._reading_paused = False
+        self._throttle_timer: asyncio.TimerHandle | None = None  # client quotas: muted until
         self.transport = None
         self.peer = "?"
         self.ip = "?"
@@ -177,6 +178,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._in_flight_bytes = 0
         if self._writer is not None:
             self._writer.cancel()
+        if self._throttle_timer is not None:
+            self._throttle_timer.cancel()
         self._release_buffer()
         self._frame = self._frame_view = None
 
@@ -285,7 +288,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # --- backpressure --------------------------------------------------------------------------
 
     def _must_pause(self) -> bool:
-        if not self._can_write.is_set():
+        if not self._can_write.is_set() or self._throttle_timer is not None:
             return True
         if len(self._pending) >= _MAX_IN_FLIGHT or self._in_flight_bytes >= self._max_frame:
             return True
@@ -296,6 +299,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._limits.wait_for_queue(self)
             return True
         return False
+
+    # --- client quotas: a throttled client's channel is muted (kbroker.server.quotas) ----------
+
+    def throttle(self, delay_s: float) -> None:
+        """Read nothing more from this client for ``delay_s`` (Kafka mutes a throttled channel;
+        its response still goes out meanwhile)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + delay_s
+        if self._throttle_timer is not None:
+            if self._throttle_timer.when() >= until:
+                return
+            self._throttle_timer.cancel()
+        self._throttle_timer = loop.call_at(until, self._throttle_ended)
+        self.update_reading()
+
+    def _throttle_ended(self) -> None:
+        self._throttle_timer = None
+        self.update_reading()
 
     def update_reading(self):
         """Pause or resume reading from the socket after the in-flight counts changed."""

@@ -20,6 +20,7 @@ import asyncio
 import inspect
 import logging
 import struct
+import time
 
 from kbroker.handlers.context import ANONYMOUS, CloseConnection, RequestContext
 from kbroker.protocol import messages
@@ -50,6 +51,12 @@ class Dispatcher:
         self.injector = None
         self._injected: set = set()
         config = getattr(services, "config", None)
+        # Client quotas (kbroker.server.quotas): idle while no quota is set.
+        self.quotas = None
+        if config is not None and getattr(services, "controller", None) is not None:
+            from kbroker.server.quotas import ClientQuotas
+
+            self.quotas = ClientQuotas(config, lambda: services.controller.image)
         if config is not None:
             from kbroker.server.faults import FaultInjector
 
@@ -127,8 +134,16 @@ class Dispatcher:
         try:
             fault = self.faults.get(api_key)
             result = fault(ctx, request) if fault is not None else None
+            # --- client quotas: bound a consumer's fetch, then record and throttle ---
+            quotas = self.quotas if self.quotas is not None and self.quotas.active else None
+            if quotas is not None:
+                quotas.before(ctx, request)
+                started = time.perf_counter_ns()
             if result is None:
                 result = self.handlers[api_key](ctx, request)
+            if quotas is not None:
+                result = quotas.after(ctx, request, result, len(frame),
+                                      time.perf_counter_ns() - started, connection)
         except (Closed, CloseConnection):
             if observer is not None:
                 observer.dropped(token, ctx, "connection closed instead of an answer")

@@ -5,6 +5,14 @@
 - ``max.connections.per.ip`` (+ ``max.connections.per.ip.overrides``): a connection over its
   address's limit is accepted and closed at once with one INFO line (Kafka's
   ``TooManyConnectionsException`` in the Acceptor).
+- ``max.connection.creation.rate`` (KIP-612): new connections per second, broker-wide, measured
+  as Kafka's client quotas are (``quota.window.num`` windows of ``quota.window.size.seconds``);
+  over it the acceptor waits (at most one window) before setting up the next connection, as
+  Kafka's acceptor does in ``waitForConnectionSlot``.
+- the ``connection_creation_rate`` quota of ``ip`` entities (``/config/ips/<ip>`` or
+  ``<default>``, set with AlterClientQuotas): a connection over its address's rate is not
+  counted, kept open (unread) for the throttle time and then closed, with one INFO line (Kafka's
+  ``ConnectionThrottledException``).
 - ``connections.max.idle.ms``: a connection with no reads or writes for this long, and no request
   in flight, is closed (Kafka's Selector idle expiry).
 - ``queued.max.requests`` / ``queued.max.request.bytes``: requests (and their bytes) read but not
@@ -22,8 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ipaddress
 import logging
 import socket
+import time
+
+from kbroker.config.types import INT_MAX
+from kbroker.security.quotas import CONNECTION_CREATION_RATE
+from kbroker.server.quotas import Rate
 
 log = logging.getLogger("kbroker.connection")
 
@@ -40,6 +54,12 @@ class ConnectionLimits:
         self._reaper: asyncio.TimerHandle | None = None
         self._overrides_text: str | None = None
         self._overrides: dict[str, int] = {}
+        # Connection creation rates (KIP-612): broker-wide, and per address with an ip quota.
+        self.image = None  # () -> MetadataImage, set by the broker once the controller exists
+        self._creation_rate = Rate()
+        self._ip_rates: dict[str, Rate] = {}
+        self._ip_limits_of = None
+        self._ip_limits_cache: dict = {}
 
     # --- accepting -----------------------------------------------------------------------------
 
@@ -57,6 +77,83 @@ class ConnectionLimits:
                 warned = True
             self._slot_freed = asyncio.get_running_loop().create_future()
             await self._slot_freed
+
+    def _window(self) -> tuple[int, int]:
+        return (self.config.get("quota.window.num"),
+                self.config.get("quota.window.size.seconds") * 1000)
+
+    def creation_delay_ms(self) -> int:
+        """Count a new connection on the broker-wide rate; how long the acceptor waits before
+        setting it up (0 within max.connection.creation.rate)."""
+        limit = self.config.get("max.connection.creation.rate")
+        if limit >= INT_MAX:
+            return 0
+        delay_ms = self._record(self._creation_rate, limit)
+        if delay_ms > 0:
+            log.debug("max.connection.creation.rate=%d reached: accepting again in %d ms",
+                      limit, delay_ms)
+        return delay_ms
+
+    def ip_throttle_ms(self, ip: str) -> int:
+        """0 if a connection from ``ip`` is within its connection_creation_rate quota, else how
+        long to hold it before closing it (it is then not counted, as in Kafka)."""
+        quotas = self.image().client_quotas if self.image is not None else None
+        if not quotas:
+            return 0
+        limits = self._ip_limits(quotas)
+        limit = limits.get(ip, limits.get(None))
+        if limit is None:
+            return 0
+        rate = self._ip_rates.get(ip)
+        if rate is None:
+            if len(self._ip_rates) > 10_000:  # addresses that churn: forget all but this one
+                self._ip_rates.clear()
+            rate = self._ip_rates[ip] = Rate()
+        delay_ms = self._record(rate, limit)
+        if delay_ms > 0:
+            samples, window_ms = self._window()
+            rate.record(-1, _now_ms(), samples, window_ms)
+            log.info("Connection from %s throttled for %d ms: over its connection_creation_rate "
+                     "quota of %s per second; closing it then", ip, delay_ms, limit)
+        return delay_ms
+
+    def _ip_limits(self, quotas) -> dict:
+        """address (None: the default) -> connection_creation_rate, for this image's quotas.
+        As in Kafka, an ip entity may name a host: it applies to the address it resolves to
+        (resolved once per quota change)."""
+        if self._ip_limits_of is quotas:
+            return self._ip_limits_cache
+        limits = {}
+        for entity, values in quotas.items():
+            if len(entity) != 1 or entity[0][0] != "ip" or CONNECTION_CREATION_RATE not in values:
+                continue
+            name = entity[0][1]
+            address = name
+            if name is not None:
+                try:
+                    address = str(ipaddress.ip_address(name))
+                except ValueError:
+                    try:
+                        address = socket.gethostbyname(name)
+                    except OSError:
+                        log.warning("ip quota entity %s does not resolve; it applies to no "
+                                    "connection", name)
+                        continue
+            limits[address] = values[CONNECTION_CREATION_RATE]
+        self._ip_limits_of, self._ip_limits_cache = quotas, limits
+        return limits
+
+    def _record(self, rate: "Rate", limit: float) -> int:
+        """Kafka's boundedThrottleTime for one more connection on ``rate``."""
+        samples, window_ms = self._window()
+        now = _now_ms()
+        rate.record(1, now, samples, window_ms)
+        measured, window = rate.measure(now, samples, window_ms)
+        if measured <= limit:
+            return 0
+        if limit <= 0:
+            return window_ms
+        return int(min(round((measured - limit) / limit * window), window_ms))
 
     def ip_limit(self, ip: str) -> int:
         return self._ip_overrides().get(ip, self.config.get("max.connections.per.ip"))
@@ -151,3 +248,7 @@ class ConnectionLimits:
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

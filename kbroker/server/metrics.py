@@ -18,6 +18,11 @@ Names (Kafka's MBean -> Prometheus, lower-cased):
   ``kafka_controller_kafkacontroller_offlinepartitionscount``;
 - ``kafka_log_log_size{topic,partition}``, ``kafka_log_log_logendoffset``,
   ``kafka_log_log_logstartoffset`` (kafka.log:type=Log);
+- client quotas, per quota entity (``user`` and ``client_id`` labels, empty when shared, as
+  Kafka's metric tags): ``kafka_server_produce_byte_rate``, ``kafka_server_fetch_byte_rate``,
+  ``kafka_server_request_request_time`` (the measured rates) and
+  ``kafka_server_{produce,fetch,request}_throttle_time`` (average throttle in ms, since start;
+  Kafka's is averaged over the quota window) -- kafka.server:type=Produce|Fetch|Request;
 - ``kafka_consumergroup_lag{consumergroup,topic,partition}`` and
   ``kafka_consumergroup_current_offset`` (Kafka has no broker-side lag metric; these are the
   names kafka_exporter made standard).
@@ -121,6 +126,26 @@ class BrokerCollector:
         yield connections
         yield from self._partitions()
         yield from self._groups()
+        yield from self._quotas()
+
+    def _quotas(self):
+        dispatcher = getattr(self.broker, "dispatcher", None)
+        quotas = getattr(dispatcher, "quotas", None)
+        if quotas is None:
+            return
+        families = {}
+        for quota_type, user, client_id, rate, throttle in quotas.measured():
+            kind = quota_type.lower()
+            measured = "request_time" if kind == "request" else "byte_rate"
+            for name, value in ((f"kafka_server_{kind}_{measured}", rate),
+                                (f"kafka_server_{kind}_throttle_time", throttle)):
+                family = families.get(name)
+                if family is None:
+                    family = families[name] = GaugeMetricFamily(
+                        name, "Client quota sensor (kafka.server:type=" + quota_type + ").",
+                        labels=["user", "client_id"])
+                family.add_metric([user, client_id], value)
+        yield from families.values()
 
     def _requests(self):
         m = self.metrics
