@@ -148,7 +148,7 @@ class MetadataImage:
                    MappingProxyType({user: frozen_mapping(mechanisms) for user, mechanisms
                                      in (scram_credentials or {}).items() if mechanisms}),
                    tuple(tuple(a) for a in acls),
-                   _frozen_quotas(client_quotas or {}))
+                   client_quotas=_frozen_quotas(client_quotas or {}))
 
     # --- reads (the names handlers have always used) -------------------------------------------
 
