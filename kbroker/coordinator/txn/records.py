@@ -3,7 +3,8 @@
 Key: int16 record type 0, then TransactionLogKey v0 (transactional id). Value: int16 version 0,
 then TransactionLogValue v0 (producer id and epoch, timeout, status code, partitions — null for
 Empty as Kafka writes — last update and start timestamps); a null value is a tombstone. Version 1
-values (flexible, written by Kafka for transaction.version 2 clients) are read too.
+(flexible) is written, as Kafka does, for a transactional id whose client uses transactions v2:
+its tagged fields carry the previous and next producer ids and the client's transaction version.
 """
 
 from __future__ import annotations
@@ -36,13 +37,16 @@ def value(m: TxnMetadata) -> bytes:
     partitions = None if m.state is TxnState.EMPTY else [
         TransactionLogValue.PartitionsSchema(topic=topic, partition_ids=ids)
         for topic, ids in by_topic.items()]
+    version = 1 if m.tv2 else VALUE_VERSION
     v = TransactionLogValue(
         producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+        previous_producer_id=m.prev_producer_id, next_producer_id=m.next_producer_id,
+        client_transaction_version=m.client_transaction_version,
         transaction_timeout_ms=m.timeout_ms, transaction_status=m.state.value,
         transaction_partitions=partitions,
         transaction_last_update_timestamp_ms=m.txn_last_update_timestamp,
         transaction_start_timestamp_ms=m.txn_start_timestamp)
-    return _INT16.pack(VALUE_VERSION) + v.to_bytes(VALUE_VERSION)
+    return _INT16.pack(version) + v.to_bytes(version)
 
 
 def decode_key(data: bytes) -> str | None:
@@ -62,4 +66,5 @@ def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
                            for i in p.partition_ids)
     return TxnMetadata(transactional_id, v.producer_id, v.producer_epoch,
                        v.transaction_timeout_ms, TxnState(v.transaction_status), partitions,
-                       v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms)
+                       v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms,
+                       v.client_transaction_version, v.previous_producer_id, v.next_producer_id)
