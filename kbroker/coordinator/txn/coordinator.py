@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
 
 from kbroker.coordinator.runtime import CoordinatorRuntime, now_ms
 from kbroker.coordinator.txn import describe as reads
@@ -174,12 +173,7 @@ class TransactionCoordinator:
     # --- reads (DescribeTransactions, ListTransactions) ---------------------------------------
 
     def describe(self, transactional_id: str) -> TxnMetadata:
-        m = reads.describe(self, transactional_id)
-        unmarked = self.unmarked.get(transactional_id)
-        if m.state in PREPARING and unmarked is not None:
-            # As Kafka: a partition leaves the transaction once its marker is written.
-            m = replace(m, partitions=frozenset(unmarked) & m.partitions)
-        return m
+        return reads.describe(self, transactional_id)
 
     def list_transactions(self, state_filters, producer_id_filters, duration_filter_ms: int = -1,
                           pattern: str | None = None) -> reads.Listing:
