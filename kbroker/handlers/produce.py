@@ -110,13 +110,15 @@ def _produce(ctx, request, added: dict | None):
                 if acks == -1:
                     partition.check_min_insync_replicas()
                 error = added.get((name, data.index)) if added else None
-                if error is not None and error is not Errors.NONE:
+                if error is None:
+                    txn_check.verify_transactional_append(ctx, request.transactional_id,
+                                                          partition, name, data.index,
+                                                          data.records)
+                elif error is not Errors.NONE:
                     raise KafkaError(txn_check.client_error(error, True),
                                      f"partition {name}-{data.index} could not join the "
                                      f"transaction of {request.transactional_id!r}: "
                                      f"{error.name}")
-                txn_check.verify_transactional_append(ctx, request.transactional_id, partition,
-                                                      name, data.index, data.records)
                 result, committed = partition.append(data.records, now_ms)
                 out.base_offset = result.first_offset
                 out.log_append_time_ms = result.log_append_time

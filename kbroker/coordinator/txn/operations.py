@@ -142,14 +142,17 @@ def add_partitions(shard, transactional_id: str, producer_id: int, producer_epoc
     if error is not None:
         return respond(error)
     wanted = frozenset(partitions)
-    if (m.state is S.ONGOING and wanted <= m.partitions
-            and m.client_transaction_version == client_transaction_version):
+    ongoing = m.state is S.ONGOING
+    # A transaction is v2 once any of its partitions came the v2 way; never back to v1 (a v1
+    # client sending Produce v12 for a partition it added itself must not cost a write).
+    version = max(m.client_transaction_version, client_transaction_version) if ongoing \
+        else client_transaction_version
+    if ongoing and wanted <= m.partitions and version == m.client_transaction_version:
         return respond(Errors.NONE)
     now = now_ms()
-    start = m.txn_start_timestamp if m.state is S.ONGOING else now
+    start = m.txn_start_timestamp if ongoing else now
     new = m.transition(S.ONGOING, partitions=m.partitions | wanted, txn_start_timestamp=start,
-                       txn_last_update_timestamp=now,
-                       client_transaction_version=client_transaction_version)
+                       txn_last_update_timestamp=now, client_transaction_version=version)
     return _write(new, Errors.NONE, on_failed=_on_failed)
 
 
