@@ -55,7 +55,7 @@ def test_records_round_trip_in_kafka_format():
     m = TxnMetadata("t", 7, 3, 60_000, S.ONGOING, frozenset({("a", 0), ("a", 2), ("b", 1)}),
                     123, 456)
     assert rec.decode_key(rec.key("t")) == "t"
-    assert rec.value(m)[:2] == b"\x00\x00"  # value version 0
+    assert rec.value(m)[:2] == b"\x00\x01"  # value version 1, as Kafka 4.3.1 writes
     assert rec.decode_value("t", rec.value(m)) == m
     empty = TxnMetadata("t", 7, 4, 60_000, S.EMPTY, txn_last_update_timestamp=9)
     assert rec.decode_value("t", rec.value(empty)).partitions == frozenset()
@@ -192,7 +192,7 @@ def test_v2_every_end_txn_bumps_the_epoch_and_markers_carry_it(shard):
         Errors.NONE, pid, epoch + 1)
     prepared = shard.coordinator.sent[-1]
     assert (prepared.state, prepared.producer_epoch) == (S.PREPARE_COMMIT, epoch + 1)
-    assert rec.value(prepared)[:2] == b"\x00\x01"  # value version 1, as Kafka writes for TV2
+    assert prepared.client_transaction_version == 2
     assert rec.decode_value("t", rec.value(prepared)) == prepared
     # A retry while the markers are written, then after Complete: the epoch tells it apart.
     assert end(shard, ops.end_txn(shard, "t", pid, epoch, True, tv2=True)) \

@@ -12,7 +12,8 @@ producer.
 - DescribeTransactions lists exactly the partitions of the open transaction.
 - The Java 4.x producer picks transactions v2 when ``transaction.version`` is finalized at 2 (each
   EndTxn bumps the epoch: two one-transaction producers end at epoch 3) and v1 after the level is
-  set to 1 through UpdateFeatures (epoch 1).
+  set to 1 through UpdateFeatures (epoch 1). Kafka's DumpLogSegments decodes the
+  ``__transaction_state`` records written for it (TransactionLogValue v1, client version 2).
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from pathlib import Path
 import pytest
 
 from kbroker.protocol import messages
-from tests.integration.clients import Wire, ensure_topic, running_broker, wait_until
+from kbroker.coordinator.txn.records import partition_for
+from tests.integration.clients import (Wire, ensure_topic, partition_dir, running_broker,
+                                       wait_until)
+from tests.log.conftest import kafka_classpath
 from tests.recordbatch import build_batch
 
 INIT_PRODUCER_ID, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_TRANSACTIONS = 22, 26, 28, 65
@@ -196,3 +200,22 @@ def test_java_producer_follows_the_finalized_transaction_version(broker, level, 
         state = describe(wire, tid)
     # v2: init 0, commit bumps to 1, the second init 2, its abort 3. v1: init 0, then 1.
     assert (state.transaction_state, state.producer_epoch) == ("CompleteAbort", final_epoch)
+    if level == 2:
+        dump_shows_transactions_v2(broker, tid)
+
+
+def dump_shows_transactions_v2(broker, tid: str) -> None:
+    directory = partition_dir(broker, "__transaction_state", partition_for(tid, 50))
+    segments = sorted(str(p) for p in Path(directory).glob("*.log"))
+    out = subprocess.run(["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.DumpLogSegments",
+                          "--transaction-log-decoder", "--files", ",".join(segments)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    values = [json.loads(line.split(" payload: ", 1)[1]) for line in out.stdout.splitlines()
+              if f'"transactionalId":"{tid}"' in line]
+    assert {v["version"] for v in values} == {"1"}
+    # (status, epoch): Empty, Ongoing, PrepareCommit and CompleteCommit with the bumped epoch,
+    # then the second producer: Empty at 2, Ongoing, PrepareAbort and CompleteAbort at 3.
+    assert [(v["data"]["transactionStatus"], v["data"]["producerEpoch"]) for v in values] == [
+        (0, 0), (1, 0), (2, 1), (4, 1), (0, 2), (1, 2), (3, 3), (5, 3)], out.stdout
+    assert all(v["data"].get("clientTransactionVersion") == 2 for v in values[1:])

@@ -83,7 +83,7 @@ def init_producer_id(shard, transactional_id: str, timeout_ms: int, producer_id:
                                  on_failed=lambda exc: (exc.error, -1, NO_PRODUCER_EPOCH))
     if m.epoch_exhausted:
         new = TxnMetadata(transactional_id, new_producer_id(), 0, timeout_ms, S.EMPTY,
-                          txn_last_update_timestamp=now)
+                          txn_last_update_timestamp=now, prev_producer_id=m.producer_id)
         log.info("transactional id %s: epoch exhausted, new producer id %d", transactional_id,
                  new.producer_id)
     else:

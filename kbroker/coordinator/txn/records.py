@@ -1,10 +1,11 @@
 """``__transaction_state`` records in Kafka's formats, and the partition of a transactional id.
 
-Key: int16 record type 0, then TransactionLogKey v0 (transactional id). Value: int16 version 0,
-then TransactionLogValue v0 (producer id and epoch, timeout, status code, partitions — null for
-Empty as Kafka writes — last update and start timestamps); a null value is a tombstone. Version 1
-(flexible) is written, as Kafka does, for a transactional id whose client uses transactions v2:
-its tagged fields carry the previous and next producer ids and the client's transaction version.
+Key: int16 record type 0, then TransactionLogKey v0 (transactional id). Value: int16 version 1,
+then TransactionLogValue v1 (flexible), as Apache Kafka 4.3.1 writes for every client: producer id
+and epoch, timeout, status code, partitions (null for Empty, as Kafka writes), last update and
+start timestamps, and the tagged fields previous producer id (the id before this change: the same
+id unless it rotated), next producer id (set while a transactions v2 epoch bump rotates it) and
+the client's transaction version. A null value is a tombstone. Version 0 values are read too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from kbroker.protocol.messages.transaction_log_value import TransactionLogValue
 
 _INT16 = struct.Struct(">h")
 KEY_TYPE = 0
-VALUE_VERSION = 0
+VALUE_VERSION = 1
 
 
 def partition_for(transactional_id: str, num_partitions: int) -> int:
@@ -37,7 +38,6 @@ def value(m: TxnMetadata) -> bytes:
     partitions = None if m.state is TxnState.EMPTY else [
         TransactionLogValue.PartitionsSchema(topic=topic, partition_ids=ids)
         for topic, ids in by_topic.items()]
-    version = 1 if m.tv2 else VALUE_VERSION
     v = TransactionLogValue(
         producer_id=m.producer_id, producer_epoch=m.producer_epoch,
         previous_producer_id=m.prev_producer_id, next_producer_id=m.next_producer_id,
@@ -46,7 +46,7 @@ def value(m: TxnMetadata) -> bytes:
         transaction_partitions=partitions,
         transaction_last_update_timestamp_ms=m.txn_last_update_timestamp,
         transaction_start_timestamp_ms=m.txn_start_timestamp)
-    return _INT16.pack(version) + v.to_bytes(version)
+    return _INT16.pack(VALUE_VERSION) + v.to_bytes(VALUE_VERSION)
 
 
 def decode_key(data: bytes) -> str | None:
