@@ -16,7 +16,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from compat_tests import harness
 from compat_tests.drivers.registry import BY_NAME, ROOT
 from compat_tests.harness import Spec
-from compat_tests.reference import ensure_topic, wait_until
+from compat_tests.reference import Wire, ensure_topic, wait_until
+from kbroker.protocol import messages
+
+DESCRIBE_TRANSACTIONS = 65
 
 
 @pytest.mark.compat("transactions")
@@ -37,7 +40,21 @@ def test_commit_visible_abort_hidden(broker, driver, cell):
     got = harness.consume(driver, broker.bootstrap, topic, 6, isolation="read_uncommitted").ok()
     assert [r["value"] for r in got.records] == [f"aborted-{i}" for i in range(3)] + \
         want_committed
-    cell.note("abort hidden from read_committed, commit visible")
+    cell.note(f"abort hidden from read_committed, commit visible; "
+              f"{transaction_protocol(broker.bootstrap, transactional_id)}")
+
+
+def transaction_protocol(bootstrap: str, transactional_id: str) -> str:
+    """Which transaction protocol the client spoke, from its producer epoch after two
+    one-transaction producer runs: v1 bumps it once per InitProducerId (1), v2 (KIP-890 part 2)
+    also once per EndTxn (3)."""
+    with Wire(bootstrap) as wire:
+        cls = messages.request_class(DESCRIBE_TRANSACTIONS)
+        state = wire.call(DESCRIBE_TRANSACTIONS, 0, cls(
+            transactional_ids=[transactional_id])).transaction_states[0]
+    assert state.error_code == 0, state
+    return ("transactions v2 (epoch bumped by each EndTxn)" if state.producer_epoch >= 3
+            else "transactions v1")
 
 
 # --- Kafka Streams ---------------------------------------------------------------------------
