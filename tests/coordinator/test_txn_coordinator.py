@@ -231,6 +231,9 @@ def test_v2_exhausted_epoch_rotates_the_producer_id(shard):
                                                        new_producer_id=lambda: 5555))
     assert (error, new_pid, new_epoch) == (Errors.NONE, 5555, 0)
     prepared = shard.coordinator.sent[-1]
+    # The producer goes on with the new id at once: until Complete it is told to retry.
+    assert run(shard, ops.add_partitions(shard, "t", 5555, 0, [("a", 0)], 2)) \
+        is Errors.CONCURRENT_TRANSACTIONS
     # The markers are written with the old id at the last epoch; Complete moves to the new id.
     assert (prepared.producer_id, prepared.producer_epoch, prepared.next_producer_id) == (
         pid, 32767, 5555)

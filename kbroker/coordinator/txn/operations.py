@@ -123,6 +123,11 @@ def fence_and_abort(shard, m: TxnMetadata, now: int, reason: str,
 
 
 def _check_producer(m: TxnMetadata | None, producer_id: int, producer_epoch: int):
+    if (m is not None and m.state in PREPARING and producer_id == m.next_producer_id
+            and producer_epoch == 0):
+        # A v2 producer already on the id its last EndTxn rotated to, while that
+        # transaction's markers are still written: retriable, the id is current once complete.
+        return Errors.CONCURRENT_TRANSACTIONS
     if m is None or m.producer_id != producer_id:
         return Errors.INVALID_PRODUCER_ID_MAPPING
     if m.producer_epoch != producer_epoch:
