@@ -26,7 +26,7 @@ import inspect
 import logging
 import time
 
-from kbroker.security.authorizer import Op, ResourceType, check
+from kbroker.security.authorizer import Op, ResourceType, allowed, check
 from kbroker.handlers import handles
 from kbroker.handlers.context import CloseConnection
 from kbroker.handlers.topic_ids import resolve_topic
@@ -50,13 +50,14 @@ def _add_to_transaction(ctx, request):
     producer's transaction are added by the broker. {(topic, index): client error} for those
     refused, or an awaitable of it."""
     if (request.transactional_id is None or ctx.api_version < txn_check.FIRST_ADD_PRODUCE_VERSION
-            or ctx.txn is None):
-        return None
+            or ctx.txn is None or request.acks not in (0, 1, -1)
+            or not allowed(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)):
+        return None  # refused below, partition by partition
     by_producer: dict[tuple[int, int], list] = {}
     for topic_data in request.topic_data:
         name, _ = resolve_topic(ctx.metadata, ctx.api_version >= 13, topic_data.name,
                                 topic_data.topic_id)
-        if name is None:
+        if name is None or not allowed(ctx, Op.WRITE, ResourceType.TOPIC, name):
             continue
         for data in topic_data.partition_data:
             partition = ctx.partitions.get(name, data.index)
@@ -68,7 +69,8 @@ def _add_to_transaction(ctx, request):
                 by_producer.setdefault(producer, []).append((name, data.index))
     if not by_producer:
         return None
-    # One producer id and epoch per request in practice; more are checked one by one.
+    # One producer id and epoch per request in practice; the batches of any other are only
+    # verified (transactions v1 rules) below.
     (producer_id, epoch), wanted = next(iter(by_producer.items()))
     return txn_check.add_partitions(ctx, request.transactional_id, producer_id, epoch, wanted)
 
