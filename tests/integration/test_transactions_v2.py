@@ -43,17 +43,18 @@ JAVA_JAR = ROOT / "compat_tests" / "java" / "target" / "kbroker-java-driver.jar"
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     with running_broker(tmp_path_factory.mktemp("txn-v2") / "data",
-                        {"num.partitions": 2}) as b:
+                        {"num.partitions": 2,
+                         "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}) as b:
         yield b
 
 
-def init(wire: Wire, transactional_id: str) -> tuple[int, int]:
+def init(wire: Wire, transactional_id: str, timeout_ms: int = 60000) -> tuple[int, int]:
     cls = messages.request_class(INIT_PRODUCER_ID)
     box = {}
 
     def ready():
         box["r"] = wire.call(INIT_PRODUCER_ID, 5, cls(
-            transactional_id=transactional_id, transaction_timeout_ms=60000,
+            transactional_id=transactional_id, transaction_timeout_ms=timeout_ms,
             producer_id=-1, producer_epoch=-1))
         return box["r"].error_code == 0
     wait_until(ready, timeout=30, message="InitProducerId")
@@ -122,6 +123,31 @@ def test_produce_v12_adds_the_partition_and_end_txn_v5_bumps_the_epoch(broker):
         assert nxt.error_code == 0
         aborted = end_txn(wire, tid, pid, epoch + 1, False)
         assert (aborted.error_code, aborted.producer_epoch) == (0, epoch + 2)
+
+
+def test_a_timed_out_v2_transaction_is_aborted_with_one_bump_and_the_producer_recovers(broker):
+    topic = "v2t-" + uuid.uuid4().hex[:8]
+    ensure_topic(broker.bootstrap, topic, partitions=1)
+    tid = "tv2t-" + uuid.uuid4().hex[:8]
+    with Wire(broker.bootstrap) as wire:
+        pid, epoch = init(wire, tid, timeout_ms=500)
+        assert wire.produce(topic, 0, txn_batch(["x"], pid, epoch, 0), version=12,
+                            transactional_id=tid).error_code == 0
+        wait_until(lambda: describe(wire, tid).transaction_state == "CompleteAbort", 30, 0.1,
+                   "the coordinator's timeout abort")
+        assert describe(wire, tid).producer_epoch == epoch + 1
+        # The abandoned producer's next batch meets the ABORT marker's epoch ...
+        late = wire.produce(topic, 0, txn_batch(["y"], pid, epoch, 1), version=12,
+                            transactional_id=tid)
+        assert late.error_code == INVALID_PRODUCER_EPOCH
+        # ... its abort is taken as a retry of the coordinator's and it goes on, one epoch up.
+        aborted = end_txn(wire, tid, pid, epoch, False)
+        assert (aborted.error_code, aborted.producer_epoch) == (0, epoch + 1)
+        assert end_txn(wire, tid, pid, epoch, True).error_code == INVALID_TXN_STATE
+        again = wire.produce(topic, 0, txn_batch(["z"], pid, epoch + 1, 0), version=12,
+                             transactional_id=tid)
+        assert again.error_code == 0
+        assert end_txn(wire, tid, pid, epoch + 1, True).error_code == 0
 
 
 def txn_offset_commit(wire: Wire, version: int, tid, pid, epoch, group, topic):
