@@ -42,15 +42,21 @@ DEFAULT_TRANSACTION_VERSION = 2
 UPGRADE = 1
 
 
+def _coordinator(ctx):
+    # A context built without broker services (dispatch tests) has no coordinator.
+    return getattr(ctx, "txn", None)
+
+
 def finalized_levels(ctx) -> dict[str, int]:
     """Every feature's finalized level (0 for a feature switched off)."""
-    txn = ctx.txn
+    txn = _coordinator(ctx)
     level = txn.transaction_version if txn is not None else DEFAULT_TRANSACTION_VERSION
     return {"metadata.version": METADATA_VERSION, "transaction.version": level}
 
 
 def finalized_epoch(ctx) -> int:
-    return ctx.txn.features_epoch if ctx.txn is not None else 1
+    txn = _coordinator(ctx)
+    return txn.features_epoch if txn is not None else 1
 
 
 def supported_features(response_cls, api_version: int) -> list:
@@ -95,7 +101,7 @@ def handle_update_features(ctx, request):
                                    f"feature had an error: {message}", results=[])
     if not (ctx.api_version >= 1 and request.validate_only):
         for update in request.feature_updates:
-            if update.feature == "transaction.version" and ctx.txn is not None:
+            if update.feature == "transaction.version" and _coordinator(ctx) is not None:
                 if ctx.txn.transaction_version != update.max_version_level:
                     log.info("transaction.version finalized at %d (was %d), asked by %s",
                              update.max_version_level, ctx.txn.transaction_version,
