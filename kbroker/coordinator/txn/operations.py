@@ -106,8 +106,9 @@ def fence_and_abort(shard, m: TxnMetadata, now: int, reason: str,
                     new_producer_id=None) -> CoordinatorResult:
     """Bump the epoch of an open transaction and write PrepareAbort (Kafka's
     prepareFenceProducerEpoch followed by an abort); the markers follow once it is committed.
-    A transactions v2 producer whose epoch is exhausted moves to a new producer id on Complete
-    (one bump, as Kafka 4.x since KAFKA-19367)."""
+    One bump: a transactions v2 producer's own abort that follows is then answered as a retry
+    of this one (its epoch is one below); one whose epoch is exhausted moves to a new producer id
+    on Complete."""
     rotate = m.tv2 and m.epoch_exhausted and new_producer_id is not None
     epoch = m.producer_epoch + 1 if (not m.epoch_exhausted or rotate) else m.producer_epoch
     aborted = m.transition(S.PREPARE_ABORT, producer_epoch=epoch, txn_last_update_timestamp=now,
