@@ -45,6 +45,15 @@ SCENARIOS = {
                                  "lost, nothing repeated)",
     "groups: rebalance": "a second member joins (partitions are shared) and leaves (the first "
                          "gets them back); every record is consumed",
+    "transactions": "a transactional producer aborts one transaction and commits the next "
+                    "(transaction.version finalized at 2, as Kafka 4.x: the Java producer uses "
+                    "transactions v2, the others v1); read_committed sees only the committed "
+                    "records, read_uncommitted both, in log order",
+    "kafka streams: exactly_once_v2 count": "a Kafka Streams app with processing.guarantee="
+                                            "exactly_once_v2 counts records per key (record "
+                                            "cache off, so one output record per input record) "
+                                            "from a 2-partition topic to another; read_committed, "
+                                            "each key's counts are exactly 1..n in order",
 }
 
 

@@ -58,6 +58,10 @@ SCENARIOS = {
         "the streaming count with spark.sql.streaming.kafka.useDeprecatedOffsetFetching=true: the "
         "driver resolves offsets with a subscribed KafkaConsumer (a consumer group, as Spark < 3.4 "
         "did); restarted once from its checkpoint",
+    "spark: batch read, read_committed":
+        "kafka.isolation.level=read_committed over a 2-partition topic written by a transactional "
+        "producer (commit, abort, commit): exactly the committed rows are read, the control "
+        "markers skipped; read_uncommitted reads all 18 rows",
     "spark: batch write":
         "df.write.format('kafka') with keys, null keys, headers and explicit partitions, gzip, "
         "read back with confluent-kafka; on disk gzip batches of an idempotent producer",

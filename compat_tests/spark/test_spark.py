@@ -12,6 +12,8 @@ the ``spark`` client through ``conftest.py`` (see there).
   to another topic with a checkpoint; it runs twice (``availableNow``) with more input in between,
   the second time resuming from the checkpoint. Every input record must be counted exactly once,
   and the output topic's last value per key must be the total count.
+- **read_committed**: ``kafka.isolation.level=read_committed`` over a transactional producer's
+  committed and aborted transactions reads exactly the committed rows.
 - **batch write**: ``df.write.format("kafka")`` with keys, null keys, headers and explicit
   partitions, read back with confluent-kafka.
 
@@ -462,6 +464,7 @@ def test_streaming_deprecated_offset_fetching(spark, broker, tmp_path):
         spark.conf.unset(conf)
 
 
+@pytest.mark.compat("spark: batch read, read_committed")
 def test_batch_read_committed_hides_aborted_transactions(spark, broker):
     """``kafka.isolation.level=read_committed``: rows of a committed transaction are read, rows of
     an aborted one are not (read_uncommitted still sees both); the control markers between them

@@ -8,7 +8,7 @@ Advertises exactly what the handler registry serves, with the ranges of our mani
 - Produce is advertised from v0 although v0-2 are rejected (KAFKA-18659: librdkafka stops
   compressing when it does not see v0 advertised). That range lives in schemas/manifest.json.
 - v3+ carries the supported and finalized feature flags of :mod:`kbroker.handlers.features`
-  (``metadata.version``, ``transaction.version`` 1).
+  (``metadata.version``, ``transaction.version``, finalized at 2 unless UpdateFeatures changed it).
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from __future__ import annotations
 import re
 
 from kbroker.handlers import HANDLERS, handles
-from kbroker.handlers.features import (FINALIZED_FEATURES_EPOCH, finalized_features,
-                                       supported_features)
+from kbroker.handlers.features import finalized_epoch, finalized_features, supported_features
 from kbroker.protocol.errors import Errors
 from kbroker.protocol.messages import ADVERTISED
 
@@ -47,6 +46,6 @@ def handle_api_versions(ctx, request):
         api_keys=supported_api_versions(ApiVersionsResponse),
         throttle_time_ms=0,
         supported_features=supported_features(ApiVersionsResponse, ctx.api_version),
-        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
-        finalized_features=finalized_features(ApiVersionsResponse),
+        finalized_features_epoch=finalized_epoch(ctx),
+        finalized_features=finalized_features(ApiVersionsResponse, ctx),
     )

@@ -1,24 +1,27 @@
 """Feature flags (KIP-584): what ApiVersions v3+ advertises, and UpdateFeatures (key 57), v0-2.
 
-kbroker supports exactly one level of each feature it lists, and that level is finalized:
-- ``metadata.version`` 30 (Apache Kafka 4.3.1's level): Java's admin tools read it
-  (``kafka-features.sh describe``); clients do not gate anything on it.
-- ``transaction.version`` 1: transactions v1 (EndTxn up to v4, AddPartitionsToTxn from the
-  client). Level 2 (KIP-890 part 2: EndTxn v5 with an epoch bump per transaction and implicit
-  AddPartitions from Produce) is not implemented, so a Java or librdkafka producer keeps to v1.
+- ``metadata.version`` 30 (Apache Kafka 4.3.1's level), the only level supported: Java's admin
+  tools read it (``kafka-features.sh describe``); clients do not gate anything on it.
+- ``transaction.version`` supported 0-2, finalized 2 as on a new Kafka 4.3.1 cluster. Clients
+  read the finalized level: at 2 a Java 4.x producer uses transactions v2 (KIP-890 part 2: EndTxn
+  v5, no AddPartitionsToTxn, Produce v12+); below 2 it keeps to v1. The broker serves both
+  whatever the level (as Kafka). The level lives in the transaction coordinator
+  (``TransactionCoordinator.transaction_version``); at 0 it is not listed as finalized (Kafka
+  leaves out level-0 features). It is kept in memory only: a restart finalizes 2 again.
 Not listed (their APIs are not served): ``group.version`` (KIP-848 consumer groups),
 ``share.version``, ``streams.version``, ``eligible.leader.replicas.version``, ``kraft.version``.
 Kafka 4.3.1 lists them too, finalized.
 
-The finalized epoch is constant: no level can change, so clients never need to see a newer one.
+The finalized epoch grows with every accepted change, so a client can tell a newer answer.
 ApiVersions v3 leaves out supported features whose minimum is 0 (Kafka: older clients fail on
-them); ours have none.
+them), so v3 lists ``metadata.version`` only, as Kafka's.
 
 UpdateFeatures answers as Kafka's controller does: without ALTER on the cluster it is
-CLUSTER_AUTHORIZATION_FAILED (top level, no results); an update to the finalized level succeeds
-(nothing changes; ``validate_only`` is the same), any other level or an unknown feature fails the
-whole request with INVALID_UPDATE_VERSION and Kafka's message. v0-1 list each feature's result
-(message "NONE" on success, no results on failure); v2 answers only the top-level error.
+CLUSTER_AUTHORIZATION_FAILED (top level, no results); a level outside the supported range or an
+unknown feature fails the whole request with INVALID_UPDATE_VERSION and Kafka's message; a lower
+level needs ``upgrade_type`` SAFE_DOWNGRADE or UNSAFE_DOWNGRADE (v1+) or ``allow_downgrade``
+(v0). ``validate_only`` checks without changing. v0-1 list each feature's result (message "NONE"
+on success, no results on failure); v2 answers only the top-level error.
 """
 
 from __future__ import annotations
@@ -30,35 +33,57 @@ from kbroker.protocol.errors import Errors
 
 log = logging.getLogger("kbroker.features")
 
-# name -> (min supported, max supported, finalized level); one level each (see above).
-FEATURES = {
-    "metadata.version": (30, 30, 30),
-    "transaction.version": (1, 1, 1),
+METADATA_VERSION = 30
+# name -> (min supported, max supported)
+SUPPORTED = {
+    "metadata.version": (METADATA_VERSION, METADATA_VERSION),
+    "transaction.version": (0, 2),
 }
-FINALIZED_FEATURES_EPOCH = 1
+DEFAULT_TRANSACTION_VERSION = 2
+UPGRADE = 1
+
+
+def _coordinator(ctx):
+    # A context built without broker services (dispatch tests) has no coordinator.
+    return getattr(ctx, "txn", None)
+
+
+def finalized_levels(ctx) -> dict[str, int]:
+    """Every feature's finalized level (0 for a feature switched off)."""
+    txn = _coordinator(ctx)
+    level = txn.transaction_version if txn is not None else DEFAULT_TRANSACTION_VERSION
+    return {"metadata.version": METADATA_VERSION, "transaction.version": level}
+
+
+def finalized_epoch(ctx) -> int:
+    txn = _coordinator(ctx)
+    return txn.features_epoch if txn is not None else 1
 
 
 def supported_features(response_cls, api_version: int) -> list:
     return [response_cls.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
-            for name, (lo, hi, _) in FEATURES.items() if api_version >= 4 or lo > 0]
+            for name, (lo, hi) in SUPPORTED.items() if api_version >= 4 or lo > 0]
 
 
-def finalized_features(response_cls) -> list:
+def finalized_features(response_cls, ctx) -> list:
     return [response_cls.FinalizedFeatureKey(name=name, min_version_level=level,
                                              max_version_level=level)
-            for name, (_, _, level) in FEATURES.items()]
+            for name, level in finalized_levels(ctx).items() if level > 0]
 
 
-def _check(update, node_id: int) -> str | None:
+def _check(ctx, update, downgrade_allowed: bool) -> str | None:
     """Kafka's error message for one feature update, None when it is accepted."""
-    known = FEATURES.get(update.feature)
-    prefix = (f"Invalid update version {update.max_version_level} for feature "
-              f"{update.feature}. Local controller {node_id}")
+    known = SUPPORTED.get(update.feature)
+    level = update.max_version_level
+    prefix = f"Invalid update version {level} for feature {update.feature}."
     if known is None:
-        return f"{prefix} does not support this feature."
-    lo, hi, _ = known
-    if not lo <= update.max_version_level <= hi:
-        return f"{prefix} only supports versions {lo}-{hi}"
+        return f"{prefix} Local controller {ctx.node_id} does not support this feature."
+    lo, hi = known
+    if not lo <= level <= hi:
+        return f"{prefix} Local controller {ctx.node_id} only supports versions {lo}-{hi}"
+    if level < finalized_levels(ctx)[update.feature] and not downgrade_allowed:
+        return (f"{prefix} Can't downgrade the version of this feature without setting the "
+                f"upgrade type to either safe or unsafe downgrade.")
     return None
 
 
@@ -71,12 +96,23 @@ def handle_update_features(ctx, request):
         return R(throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED.code,
                  error_message="Cluster authorization failed.", results=[])
     for update in request.feature_updates:
-        message = _check(update, ctx.node_id)
+        downgrade = update.allow_downgrade if ctx.api_version == 0 \
+            else update.upgrade_type != UPGRADE
+        message = _check(ctx, update, downgrade)
         if message is not None:
             log.info("UpdateFeatures from %s refused: %s", ctx.client_id, message)
             return R(throttle_time_ms=0, error_code=Errors.INVALID_UPDATE_VERSION.code,
                      error_message="The update failed for all features since the following "
                                    f"feature had an error: {message}", results=[])
+    if not (ctx.api_version >= 1 and request.validate_only):
+        for update in request.feature_updates:
+            if update.feature == "transaction.version" and _coordinator(ctx) is not None:
+                if ctx.txn.transaction_version != update.max_version_level:
+                    log.info("transaction.version finalized at %d (was %d), asked by %s",
+                             update.max_version_level, ctx.txn.transaction_version,
+                             ctx.client_id)
+                ctx.txn.transaction_version = update.max_version_level
+                ctx.txn.features_epoch += 1
     results = [] if ctx.api_version >= 2 else [
         R.UpdatableFeatureResult(feature=u.feature, error_code=0, error_message="NONE")
         for u in request.feature_updates]

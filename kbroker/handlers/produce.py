@@ -14,20 +14,23 @@ Per-partition errors carry Kafka's code and, from v8, a message. Behaviour by ac
 v13 names topics by id (UNKNOWN_TOPIC_ID when unknown). Transactional batches are appended like
 idempotent ones; the log's producer state opens the producer's transaction (the LSO stops there).
 Before a transactional batch opens a transaction on a partition, the coordinator confirms the
-partition is in it (KIP-890 part 1, :mod:`kbroker.handlers.txn_verification`).
+partition is in it (KIP-890 part 1, v0-11) or, from v12 (transactions v2, KIP-890 part 2), adds
+it; the request then waits for that add before its appends
+(:mod:`kbroker.handlers.txn_verification`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 
-from kbroker.security.authorizer import Op, ResourceType, check
+from kbroker.security.authorizer import Op, ResourceType, allowed, check
 from kbroker.handlers import handles
 from kbroker.handlers.context import CloseConnection
 from kbroker.handlers.topic_ids import resolve_topic
-from kbroker.handlers.txn_verification import verify_transactional_append
+from kbroker.handlers import txn_verification as txn_check
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.produce")
@@ -36,6 +39,50 @@ DENIED = Errors.TOPIC_AUTHORIZATION_FAILED
 
 @handles("Produce")
 def handle_produce(ctx, request):
+    added = _add_to_transaction(ctx, request)
+    if inspect.isawaitable(added):
+        return _produce_after(ctx, request, added)
+    return _produce(ctx, request, added)
+
+
+def _add_to_transaction(ctx, request):
+    """Produce v12+ (transactions v2): the transactional batches' partitions not yet in the
+    producer's transaction are added by the broker. {(topic, index): client error} for those
+    refused, or an awaitable of it."""
+    if (request.transactional_id is None or ctx.api_version < txn_check.FIRST_ADD_PRODUCE_VERSION
+            or ctx.txn is None or request.acks not in (0, 1, -1)
+            or not allowed(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)):
+        return None  # refused below, partition by partition
+    by_producer: dict[tuple[int, int], list] = {}
+    for topic_data in request.topic_data:
+        name, _ = resolve_topic(ctx.metadata, ctx.api_version >= 13, topic_data.name,
+                                topic_data.topic_id)
+        if name is None or not allowed(ctx, Op.WRITE, ResourceType.TOPIC, name):
+            continue
+        for data in topic_data.partition_data:
+            partition = ctx.partitions.get(name, data.index)
+            if partition is None:
+                continue
+            producer = txn_check.producer_to_check(ctx, request.transactional_id, partition,
+                                                   data.records)
+            if producer is not None:
+                by_producer.setdefault(producer, []).append((name, data.index))
+    if not by_producer:
+        return None
+    # One producer id and epoch per request in practice; the batches of any other are only
+    # verified (transactions v1 rules) below.
+    (producer_id, epoch), wanted = next(iter(by_producer.items()))
+    return txn_check.add_partitions(ctx, request.transactional_id, producer_id, epoch, wanted)
+
+
+async def _produce_after(ctx, request, added):
+    response = _produce(ctx, request, await added)
+    if inspect.isawaitable(response):
+        response = await response
+    return response
+
+
+def _produce(ctx, request, added: dict | None):
     from kbroker.protocol.messages.produce import ProduceResponse as R
 
     acks = request.acks
@@ -64,8 +111,16 @@ def handle_produce(ctx, request):
                     raise KafkaError(Errors.INVALID_RECORD, "no record batch in the request")
                 if acks == -1:
                     partition.check_min_insync_replicas()
-                verify_transactional_append(ctx, request.transactional_id, partition, name,
-                                            data.index, data.records)
+                error = added.get((name, data.index)) if added else None
+                if error is None:
+                    txn_check.verify_transactional_append(ctx, request.transactional_id,
+                                                          partition, name, data.index,
+                                                          data.records)
+                elif error is not Errors.NONE:
+                    raise KafkaError(txn_check.client_error(error, True),
+                                     f"partition {name}-{data.index} could not join the "
+                                     f"transaction of {request.transactional_id!r}: "
+                                     f"{error.name}")
                 result, committed = partition.append(data.records, now_ms)
                 out.base_offset = result.first_offset
                 out.log_append_time_ms = result.log_append_time

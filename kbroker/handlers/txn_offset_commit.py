@@ -7,17 +7,62 @@ transactional batch of the producer. They stay pending (invisible to OffsetFetch
 with require_stable) until EndTxn's marker commits or drops them
 (:mod:`kbroker.coordinator.group.txn_offsets`). A topic this broker does not know gets
 UNKNOWN_TOPIC_OR_PARTITION; metadata too long OFFSET_METADATA_TOO_LARGE.
-Not checked: that AddOffsetsToTxn added the group's partition to the transaction first (Kafka
-verifies it with the coordinator from 3.6 on).
+
+Before the commit the transaction coordinator is asked about the group's ``__consumer_offsets``
+partition (KIP-890, as Kafka's group coordinator does through the verification guard,
+:mod:`kbroker.handlers.txn_verification`): v0-4 (transactions v1) only verify that
+AddOffsetsToTxn added it (every partition gets INVALID_TXN_STATE for v0-3,
+TRANSACTION_ABORTABLE for v4, when it did not); v5 (transactions v2) adds it to the
+transaction. Coordinator busy or elsewhere: COORDINATOR_NOT_AVAILABLE (retriable, as Kafka's
+group coordinator maps NOT_ENOUGH_REPLICAS); fenced epoch: INVALID_PRODUCER_EPOCH.
+``transaction.partition.verification.enable=false`` skips the v0-4 check.
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
+
 from kbroker.coordinator.group import offsets
 from kbroker.handlers import handles
+from kbroker.handlers import txn_verification as txn_check
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, ResourceType, allowed
 from kbroker.protocol.primitives import ZERO_UUID
+
+log = logging.getLogger("kbroker.txn_offset_commit")
+
+
+def _in_transaction(ctx, request):
+    """The coordinator's answer for the group's offsets partition: an Errors, or an awaitable
+    of {partition: Errors} (v5's add)."""
+    if ctx.txn is None:
+        return Errors.NONE
+    offsets_partition = ctx.txn.offsets_partition(request.group_id)
+    if ctx.api_version >= txn_check.FIRST_ADD_TXN_OFFSET_COMMIT_VERSION:
+        ctx.groups.runtime.ensure_topic()
+        return txn_check.add_partitions(ctx, request.transactional_id, request.producer_id,
+                                        request.producer_epoch, [offsets_partition])
+    if not ctx.config.get("transaction.partition.verification.enable"):
+        return Errors.NONE
+    try:
+        return ctx.txn.verify_partitions(request.transactional_id, request.producer_id,
+                                         request.producer_epoch,
+                                         [offsets_partition])[offsets_partition]
+    except KafkaError as exc:
+        return exc.error
+
+
+async def _transaction_error(ctx, request) -> Errors:
+    answer = _in_transaction(ctx, request)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    if isinstance(answer, dict):
+        answer = next(iter(answer.values()))
+    if answer is Errors.NONE:
+        return answer
+    error = txn_check.client_error(answer, ctx.api_version >= 4)
+    return Errors.COORDINATOR_NOT_AVAILABLE if error is Errors.NOT_ENOUGH_REPLICAS else error
 
 
 @handles("TxnOffsetCommit")
@@ -58,6 +103,12 @@ async def handle_txn_offset_commit(ctx, request):
     elif not allowed(ctx, Op.READ, ResourceType.GROUP, request.group_id):
         group_error, wanted = Errors.GROUP_AUTHORIZATION_FAILED, []
     if wanted:
+        group_error = await _transaction_error(ctx, request)
+        if group_error is not Errors.NONE:
+            log.info("TxnOffsetCommit of group %s for transactional id %r from %s: %s",
+                     request.group_id, request.transactional_id, ctx.client_id,
+                     group_error.name)
+    if wanted and group_error is Errors.NONE:
         try:
             errors = await ctx.groups.write(request.group_id, validate_and_commit)
         except KafkaError as exc:

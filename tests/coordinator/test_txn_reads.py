@@ -17,9 +17,9 @@ def shard(*txns, loading=False):
     return SimpleNamespace(loading=loading, txns={m.transactional_id: m for m in txns})
 
 
-def coordinator(*shards):
+def coordinator(*shards, unmarked=None):
     by_index = dict(enumerate(shards))
-    return SimpleNamespace(runtime=SimpleNamespace(shards=by_index),
+    return SimpleNamespace(runtime=SimpleNamespace(shards=by_index), unmarked=unmarked or {},
                            shard_for=lambda tid: by_index[hash(tid) % len(by_index)])
 
 
@@ -62,3 +62,17 @@ def test_describe():
         with pytest.raises(KafkaError) as raised:
             reads.describe(c, tid)
         assert raised.value.error is error
+
+
+def test_describe_lists_only_partitions_still_without_a_marker():
+    prepared = TxnMetadata("app-3", 13, 2, 60_000, S.PREPARE_COMMIT,
+                           frozenset({("t", 0), ("t", 1), ("u", 0)}), NOW - 1_000)
+    # Markers written to t-0 so far (Kafka removes a partition once its marker is written).
+    c = coordinator(shard(prepared), unmarked={"app-3": {("t", 1), ("u", 0)}})
+    assert reads.describe(c, "app-3").partitions == frozenset({("t", 1), ("u", 0)})
+    # Before the marker writer started (or after a load): every partition.
+    assert reads.describe(coordinator(shard(prepared)), "app-3").partitions == \
+        prepared.partitions
+    # An open transaction lists all of its partitions whatever the marker writer holds.
+    c = coordinator(shard(OPEN), unmarked={"app-1": set()})
+    assert reads.describe(c, "app-1").partitions == OPEN.partitions

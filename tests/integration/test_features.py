@@ -1,8 +1,9 @@
-"""Feature flags over real sockets: ApiVersions v3/v4 supported and finalized features,
-UpdateFeatures v1/v2 answered as Kafka 4.3.1's controller does (the finalized level is accepted,
-anything else fails the request with INVALID_UPDATE_VERSION and Kafka's message), and Kafka's own
-``kafka-features.sh`` describe (Java Admin.describeFeatures, which reads ApiVersions) and upgrade
-(Admin.updateFeatures)."""
+"""Feature flags over real sockets: ApiVersions v3/v4 supported and finalized features as Kafka
+4.3.1 lists them (``transaction.version`` 0-2, finalized 2), UpdateFeatures v0-2 answered as
+Kafka 4.3.1's controller does (a level within the range is finalized, a downgrade needs the
+downgrade type, anything else fails the request with INVALID_UPDATE_VERSION and Kafka's message),
+and Kafka's own ``kafka-features.sh`` describe (Java Admin.describeFeatures, which reads
+ApiVersions) and upgrade/downgrade (Admin.updateFeatures)."""
 
 from __future__ import annotations
 
@@ -44,21 +45,29 @@ def update(bootstrap: str, version: int, feature: str, level: int, upgrade_type:
                 upgrade_type=upgrade_type)]))
 
 
+def finalized(bootstrap: str) -> tuple[int, dict]:
+    r = api_versions(bootstrap, 4)
+    return r.finalized_features_epoch, {f.name: (f.min_version_level, f.max_version_level)
+                                        for f in r.finalized_features}
+
+
 @pytest.mark.parametrize("version", [3, 4])
 def test_api_versions_lists_features(broker, version):
     r = api_versions(broker.bootstrap, version)
     assert r.error_code == 0
-    assert {f.name: (f.min_version, f.max_version) for f in r.supported_features} == {
-        "metadata.version": (30, 30), "transaction.version": (1, 1)}
+    supported = {f.name: (f.min_version, f.max_version) for f in r.supported_features}
+    # v3 leaves out features whose minimum is 0, as Kafka does.
+    assert supported == ({"metadata.version": (30, 30), "transaction.version": (0, 2)}
+                         if version >= 4 else {"metadata.version": (30, 30)})
     assert {f.name: (f.min_version_level, f.max_version_level)
             for f in r.finalized_features} == {"metadata.version": (30, 30),
-                                               "transaction.version": (1, 1)}
+                                               "transaction.version": (2, 2)}
     assert r.finalized_features_epoch >= 0
     assert any(k.api_key == UPDATE_FEATURES and k.max_version == 2 for k in r.api_keys)
 
 
 def test_update_to_the_finalized_level_succeeds(broker):
-    v1 = update(broker.bootstrap, 1, "transaction.version", 1)
+    v1 = update(broker.bootstrap, 1, "transaction.version", 2)
     assert v1.error_code == 0
     assert [(x.feature, x.error_code, x.error_message) for x in v1.results] == [
         ("transaction.version", 0, "NONE")]
@@ -66,13 +75,35 @@ def test_update_to_the_finalized_level_succeeds(broker):
     assert (v2.error_code, v2.results) == (0, [])
 
 
+def test_transaction_version_downgrades_and_upgrades(broker):
+    r = update(broker.bootstrap, 1, "transaction.version", 1)
+    assert r.error_code == INVALID_UPDATE_VERSION
+    assert r.error_message.endswith(
+        "Invalid update version 1 for feature transaction.version. Can't downgrade the version "
+        "of this feature without setting the upgrade type to either safe or unsafe downgrade.")
+    epoch, levels = finalized(broker.bootstrap)
+    assert levels["transaction.version"] == (2, 2)
+    try:
+        assert update(broker.bootstrap, 1, "transaction.version", 1, upgrade_type=2).error_code \
+            == 0
+        later, levels = finalized(broker.bootstrap)
+        assert levels["transaction.version"] == (1, 1) and later > epoch
+        # Level 0 is not listed as finalized (Kafka leaves level-0 features out).
+        assert update(broker.bootstrap, 2, "transaction.version", 0, upgrade_type=2).error_code \
+            == 0
+        assert "transaction.version" not in finalized(broker.bootstrap)[1]
+    finally:
+        assert update(broker.bootstrap, 2, "transaction.version", 2).error_code == 0
+    assert finalized(broker.bootstrap)[1]["transaction.version"] == (2, 2)
+
+
 def test_update_to_another_level_or_feature_fails(broker):
-    r = update(broker.bootstrap, 1, "transaction.version", 2)
+    r = update(broker.bootstrap, 1, "transaction.version", 3)
     assert r.error_code == INVALID_UPDATE_VERSION and r.results == []
     assert r.error_message == (
         "The update failed for all features since the following feature had an error: "
-        "Invalid update version 2 for feature transaction.version. Local controller 1 only "
-        "supports versions 1-1")
+        "Invalid update version 3 for feature transaction.version. Local controller 1 only "
+        "supports versions 0-2")
     r = update(broker.bootstrap, 2, "group.version", 1)
     assert r.error_code == INVALID_UPDATE_VERSION
     assert r.error_message.endswith("Invalid update version 1 for feature group.version. "
@@ -87,7 +118,7 @@ def test_kafka_features_describe(broker):
     assert done.returncode == 0, done.stdout + done.stderr
     lines = {line.split()[1]: line for line in done.stdout.splitlines() if line.startswith("Feature:")}
     assert set(lines) == {"metadata.version", "transaction.version"}, done.stdout
-    assert "FinalizedVersionLevel: 1" in lines["transaction.version"]
+    assert "FinalizedVersionLevel: 2" in lines["transaction.version"]
     assert "FinalizedVersionLevel: 4.3-IV0" in lines["metadata.version"]
 
 
@@ -99,9 +130,12 @@ def feature_tool(bootstrap: str, *args: str):
 
 
 def test_kafka_features_upgrade(broker):
-    done = feature_tool(broker.bootstrap, "upgrade", "--feature", "transaction.version=1")
+    done = feature_tool(broker.bootstrap, "downgrade", "--feature", "transaction.version=1")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "transaction.version was upgraded to 1." in done.stdout
+    assert "transaction.version was downgraded to 1." in done.stdout
     done = feature_tool(broker.bootstrap, "upgrade", "--feature", "transaction.version=2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "transaction.version was upgraded to 2." in done.stdout
+    done = feature_tool(broker.bootstrap, "upgrade", "--feature", "transaction.version=3")
     assert done.returncode == 1
-    assert "Local controller 1 only supports versions 1-1" in done.stdout
+    assert "Local controller 1 only supports versions 0-2" in done.stdout

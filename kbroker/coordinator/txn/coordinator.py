@@ -9,6 +9,12 @@ with a retriable error every 100 ms while the shard is hosted, drops a partition
 exists, then writes CompleteCommit/CompleteAbort. A shard that loads resumes the markers of every
 transaction it finds prepared (a crash between Prepare and Complete).
 
+Transactions v2 (KIP-890 part 2): ``transaction_version`` is this broker's finalized
+``transaction.version`` (2 as on a new Kafka 4.x cluster; UpdateFeatures may set 0-2). Clients
+choose v2 from it; the broker serves both. A v2 producer's Produce and TxnOffsetCommit add their
+partition to the transaction through :meth:`add_partitions_now`; produces of one transactional id
+that wait for such an add are kept in order through ``produce_order``.
+
 Timeouts: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` each loaded shard
 fences and aborts its Ongoing transactions older than their timeout; this runs for transactions
 recovered by a load as for live ones. Every
@@ -52,6 +58,14 @@ class TransactionCoordinator:
             controller, partitions, TOPIC, config.get("transaction.state.log.num.partitions"),
             topic_configs, lambda runtime, index: TxnShard(runtime, index, self))
         self._markers: set[asyncio.Task] = set()
+        self.transaction_version = 2
+        self.features_epoch = 1
+        # transactional id -> the last produce still waiting for an implicit AddPartitions.
+        self.produce_order: dict[str, asyncio.Future] = {}
+        # transactional id -> partitions of its prepared transaction still without a marker
+        # (DescribeTransactions lists those, as Kafka does).
+        self.unmarked: dict[str, set] = {}
+        self._completions: dict[str, asyncio.Future] = {}
         self._timeouts: asyncio.Task | None = None
         self._expiry: asyncio.Task | None = None
 
@@ -109,9 +123,32 @@ class TransactionCoordinator:
             self.producer_ids.next_id))
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions) -> Errors:
+                             partitions, client_transaction_version: int = 0) -> Errors:
         return await self.write(transactional_id, lambda shard: ops.add_partitions(
-            shard, transactional_id, producer_id, producer_epoch, partitions))
+            shard, transactional_id, producer_id, producer_epoch, partitions,
+            client_transaction_version))
+
+    def add_partitions_now(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           partitions) -> asyncio.Future:
+        """A transactions v2 producer's partitions, added by the broker (KIP-890 part 2): the
+        state changes now, the future answers once it is committed (at once on a single node).
+        Raises KafkaError when the coordinator is not available."""
+        self.runtime.ensure_topic()
+        return self.runtime.run(self.partition_for(transactional_id), lambda shard:
+                                ops.add_partitions(shard, transactional_id, producer_id,
+                                                   producer_epoch, partitions, 2))
+
+    def completion(self, transactional_id: str) -> asyncio.Future:
+        """Done when the prepared transaction of ``transactional_id`` has its Complete record
+        (or at once when none is prepared)."""
+        future = self._completions.get(transactional_id)
+        if future is None or future.done():
+            future = asyncio.get_running_loop().create_future()
+            if transactional_id in self.unmarked:
+                self._completions[transactional_id] = future
+            else:
+                future.set_result(None)
+        return future
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions) -> dict:
@@ -120,14 +157,18 @@ class TransactionCoordinator:
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> Errors:
-        offsets_partition = self.groups.partition_for(group_id)
         return await self.add_partitions(transactional_id, producer_id, producer_epoch,
-                                         [(OFFSETS_TOPIC, offsets_partition)])
+                                         [self.offsets_partition(group_id)])
+
+    def offsets_partition(self, group_id: str) -> tuple[str, int]:
+        return OFFSETS_TOPIC, self.groups.partition_for(group_id)
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                      commit: bool) -> Errors:
+                      commit: bool, tv2: bool = False):
+        """(error, producer id, epoch the producer goes on with)."""
         return await self.write(transactional_id, lambda shard: ops.end_txn(
-            shard, transactional_id, producer_id, producer_epoch, commit))
+            shard, transactional_id, producer_id, producer_epoch, commit, tv2,
+            self.producer_ids.next_id))
 
     # --- reads (DescribeTransactions, ListTransactions) ---------------------------------------
 
@@ -142,8 +183,10 @@ class TransactionCoordinator:
     # --- markers -------------------------------------------------------------------------------
 
     def send_markers(self, shard: TxnShard, prepared: TxnMetadata) -> None:
+        unmarked = self.unmarked[prepared.transactional_id] = set(prepared.partitions)
         task = asyncio.get_running_loop().create_task(
-            self._write_markers(shard, prepared), name=f"markers {prepared.transactional_id}")
+            self._write_markers(shard, prepared, unmarked),
+            name=f"markers {prepared.transactional_id}")
         self._markers.add(task)
         task.add_done_callback(self._markers.discard)
 
@@ -162,7 +205,19 @@ class TransactionCoordinator:
                                                    commit, now_ms())
         return committed
 
-    async def _write_markers(self, shard: TxnShard, prepared: TxnMetadata) -> None:
+    async def _write_markers(self, shard: TxnShard, prepared: TxnMetadata, unmarked: set) -> None:
+        transactional_id = prepared.transactional_id
+        try:
+            await self._write_markers_and_complete(shard, prepared, unmarked)
+        finally:
+            if self.unmarked.get(transactional_id) is unmarked:
+                del self.unmarked[transactional_id]
+            waiter = self._completions.pop(transactional_id, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    async def _write_markers_and_complete(self, shard: TxnShard, prepared: TxnMetadata,
+                                          unmarked: set) -> None:
         index = shard.partition_index
         coordinator_epoch = shard.coordinator_epoch
         remaining = sorted(prepared.partitions)
@@ -175,8 +230,10 @@ class TransactionCoordinator:
                     await self.write_marker(topic, p, prepared.producer_id,
                                             prepared.producer_epoch, coordinator_epoch,
                                             prepared.commit)
+                    unmarked.discard((topic, p))
                 except KafkaError as exc:
                     if exc.error in _DROP_PARTITION:
+                        unmarked.discard((topic, p))
                         log.warning("marker of %s for %s-%d not written: %s", 
                                     prepared.transactional_id, topic, p, exc)
                     else:
@@ -202,7 +259,8 @@ class TransactionCoordinator:
         total = 0
         for index, shard in list(self.runtime.shards.items()):
             if not shard.loading:
-                total += await self.runtime.write(index, lambda s: ops.abort_timed_out(s, now))
+                total += await self.runtime.write(index, lambda s: ops.abort_timed_out(
+                    s, now, self.producer_ids.next_id))
         return total
 
     async def expire_ids(self, now: int | None = None) -> int:

@@ -6,9 +6,9 @@ Reads never write: they look at the hosted shards' current ``TxnMetadata`` as it
 
 - describe: an empty id is INVALID_REQUEST; a shard this broker does not host NOT_COORDINATOR, one
   still loading COORDINATOR_LOAD_IN_PROGRESS; an unknown id (or one being expired, Dead)
-  TRANSACTIONAL_ID_NOT_FOUND. The partitions listed are those of the open transaction; unlike
-  Kafka, a transaction in PrepareCommit/PrepareAbort lists all of them until its Complete record,
-  not only those still without a marker.
+  TRANSACTIONAL_ID_NOT_FOUND. The partitions listed are those of the open transaction; in
+  PrepareCommit/PrepareAbort, as Kafka, only those whose marker is not written yet (the
+  coordinator's ``unmarked``).
 - list: any shard still loading makes the whole answer COORDINATOR_LOAD_IN_PROGRESS (as Kafka);
   unknown state names are echoed in ``unknown_state_filters`` and filter nothing; the duration
   filter keeps transactions started more than that many ms ago (v1+, KIP-994); the pattern
@@ -19,9 +19,9 @@ Reads never write: they look at the hosted shards' current ``TxnMetadata`` as it
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kbroker.coordinator.txn.state import TxnMetadata, TxnState
+from kbroker.coordinator.txn.state import PREPARING, TxnMetadata, TxnState
 from kbroker.protocol.errors import Errors, KafkaError
 
 _BY_DISPLAY = {state.display: state for state in TxnState}
@@ -35,6 +35,9 @@ def describe(coordinator, transactional_id: str) -> TxnMetadata:
     metadata = shard.txns.get(transactional_id)
     if metadata is None or metadata.state is TxnState.DEAD:
         raise KafkaError(Errors.TRANSACTIONAL_ID_NOT_FOUND)
+    unmarked = coordinator.unmarked.get(transactional_id)
+    if metadata.state in PREPARING and unmarked is not None:
+        metadata = replace(metadata, partitions=frozenset(unmarked) & metadata.partitions)
     return metadata
 
 

@@ -1,9 +1,11 @@
 """``__transaction_state`` records in Kafka's formats, and the partition of a transactional id.
 
-Key: int16 record type 0, then TransactionLogKey v0 (transactional id). Value: int16 version 0,
-then TransactionLogValue v0 (producer id and epoch, timeout, status code, partitions — null for
-Empty as Kafka writes — last update and start timestamps); a null value is a tombstone. Version 1
-values (flexible, written by Kafka for transaction.version 2 clients) are read too.
+Key: int16 record type 0, then TransactionLogKey v0 (transactional id). Value: int16 version 1,
+then TransactionLogValue v1 (flexible), as Apache Kafka 4.3.1 writes for every client: producer id
+and epoch, timeout, status code, partitions (null for Empty, as Kafka writes), last update and
+start timestamps, and the tagged fields previous producer id (the id before this change: the same
+id unless it rotated), next producer id (set while a transactions v2 epoch bump rotates it) and
+the client's transaction version. A null value is a tombstone. Version 0 values are read too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from kbroker.protocol.messages.transaction_log_value import TransactionLogValue
 
 _INT16 = struct.Struct(">h")
 KEY_TYPE = 0
-VALUE_VERSION = 0
+VALUE_VERSION = 1
 
 
 def partition_for(transactional_id: str, num_partitions: int) -> int:
@@ -38,6 +40,8 @@ def value(m: TxnMetadata) -> bytes:
         for topic, ids in by_topic.items()]
     v = TransactionLogValue(
         producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+        previous_producer_id=m.prev_producer_id, next_producer_id=m.next_producer_id,
+        client_transaction_version=m.client_transaction_version,
         transaction_timeout_ms=m.timeout_ms, transaction_status=m.state.value,
         transaction_partitions=partitions,
         transaction_last_update_timestamp_ms=m.txn_last_update_timestamp,
@@ -62,4 +66,5 @@ def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
                            for i in p.partition_ids)
     return TxnMetadata(transactional_id, v.producer_id, v.producer_epoch,
                        v.transaction_timeout_ms, TxnState(v.transaction_status), partitions,
-                       v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms)
+                       v.transaction_start_timestamp_ms, v.transaction_last_update_timestamp_ms,
+                       v.client_transaction_version, v.previous_producer_id, v.next_producer_id)

@@ -64,17 +64,32 @@ class TxnMetadata:
     partitions: frozenset = frozenset()       # {(topic, partition)} of the open transaction
     txn_start_timestamp: int = -1
     txn_last_update_timestamp: int = -1
+    # Transactions v2 (KIP-890 part 2). ``client_transaction_version`` is 2 once the producer
+    # speaks v2 (EndTxn v5, Produce v12+ adding partitions): every EndTxn then bumps the epoch.
+    # ``next_producer_id`` is set on a Prepare record whose bump exhausted the epoch: Complete
+    # rotates to it (epoch 0); ``prev_producer_id`` is the id the last change started from, so
+    # after a rotation the old one (a retry with it is recognised).
+    client_transaction_version: int = 0
+    prev_producer_id: int = NO_PRODUCER_ID
+    next_producer_id: int = NO_PRODUCER_ID
 
     def transition(self, state: TxnState, **changes) -> "TxnMetadata":
         if self.state not in VALID_PREVIOUS[state]:
             raise IllegalTransition(f"transactional id {self.transactional_id}: "
                                     f"{self.state.display} -> {state.display} is not allowed")
+        # Kafka records the producer id the change started from (TxnTransitMetadata's
+        # prevProducerId): the same id unless this change rotates it.
+        changes.setdefault("prev_producer_id", self.producer_id)
         return replace(self, state=state, **changes)
 
     @property
     def epoch_exhausted(self) -> bool:
         # Kafka keeps the last epoch free for fencing (TransactionMetadata.isEpochExhausted).
         return self.producer_epoch >= MAX_EPOCH - 1
+
+    @property
+    def tv2(self) -> bool:
+        return self.client_transaction_version >= 2
 
     @property
     def commit(self) -> bool:

@@ -107,7 +107,7 @@ ADVERTISED = {
     47: (0, 0),  # OffsetDelete
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
-    26: (0, 4),  # EndTxn
+    26: (0, 5),  # EndTxn
     27: (1, 2),  # WriteTxnMarkers
     28: (0, 5),  # TxnOffsetCommit
     61: (0, 0),  # DescribeProducers
