@@ -1,7 +1,8 @@
 """rpk-style admin commands: ``kbroker topic|group|cluster|completion ...``, against any broker.
 
 Spelled as Redpanda's ``rpk`` spells them (``-X brokers=HOST:PORT`` or ``--brokers``, default
-``localhost:9092``, or ``$KBROKER_BROKERS``). Each module registers its subcommands on the parser
+``localhost:9092``, or ``$KBROKER_BROKERS``; TLS and SASL as ``-X tls.ca=... -X user=...``, see
+:mod:`.connection`), before or after the subcommand. Each module registers its subcommands on the parser
 tree and sets ``run``; the tree also drives shell completion.
 
 Exit codes: 0 success, 1 the broker refused or could not be reached (one line:
@@ -30,6 +31,8 @@ echo hello | kbroker topic produce orders -k user1
 kbroker topic consume orders -o start -n 1
 kbroker group describe my-group              # lag per partition
 kbroker cluster info -X brokers=kafka:9092   # any Kafka-compatible broker
+kbroker -X brokers=kafka:9093 -X tls.ca=ca.pem -X sasl.mechanism=SCRAM-SHA-512 \
+    -X user=alice -X pass=secret topic list  # a secured one (kbroker -X list: all -X keys)
 """)
     parser.add_argument("--version", "-V", action="version", version=f"kbroker {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
@@ -41,10 +44,24 @@ kbroker cluster info -X brokers=kafka:9092   # any Kafka-compatible broker
     return parser
 
 
+def is_admin_command(argv: list[str]) -> bool:
+    """``topic ...``, or connection flags first (``-X brokers=h:p topic ...``, ``-X list``)."""
+    from kbroker.cli.commands.connection import hoist_leading_flags
+
+    rest, flags = hoist_leading_flags(argv)
+    return bool(rest and rest[0] in COMMANDS) or (bool(flags) and not rest)
+
+
 def main(argv: list[str]) -> int:
     from kbroker.cli.commands.common import CommandError
+    from kbroker.cli.commands.connection import OptionError, hoist_leading_flags, x_keys_help
 
-    args = build_parser().parse_args(argv)
+    rest, flags = hoist_leading_flags(argv)
+    if any(flag in ("-Xlist", "-Xhelp") for flag in flags) or any(
+            a == "-X" and b in ("list", "help") for a, b in zip(flags, flags[1:])):
+        print(x_keys_help())  # rpk -X list
+        return 0
+    args = build_parser().parse_args(rest + flags)
     if getattr(args, "run", None) is None:  # ``kbroker topic`` alone: show what it offers
         args.help_parser.print_help()
         return 2
@@ -52,6 +69,8 @@ def main(argv: list[str]) -> int:
         return args.run(args) or 0
     except CommandError as exc:
         return fail(str(exc), exc.code)
+    except OptionError as exc:
+        return fail(str(exc), 2)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # ``kbroker topic consume t | head``

@@ -12,7 +12,7 @@ import json
 import re
 import sys
 
-from kbroker.cli.commands.common import (BOOTSTRAP_TIMEOUT_MS, CommandError, client_options,
+from kbroker.cli.commands.common import (BOOTSTRAP_TIMEOUT_MS, CommandError, client_config,
                                          connect, leaf)
 
 _FORMAT_TOKEN = re.compile(rb"%[tkvpoThKV%]|\\[nt\\]")
@@ -90,15 +90,15 @@ def run(args) -> int:
 
     kind, number, stop_at_end = parse_offset(args.offset)
     render = formatter(args.format)
-    options = client_options(args)
+    config = client_config(args)
     if args.group and kind in ("offset", "timestamp"):
         raise CommandError("with -g, -o takes start or end (where to begin without a committed "
                            "offset); use `kbroker group seek` to move a group", 2)
     consumer = connect(lambda: KafkaConsumer(
-        bootstrap_servers=options["brokers"], client_id=options["client.id"],
+        **config,
         bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS, group_id=args.group,
         enable_auto_commit=False, auto_offset_reset="earliest" if kind == "start" else "latest"),
-        options["brokers"])
+        config["bootstrap_servers"])
     try:
         partitions = consumer.partitions_for_topic(args.topic)
         if not partitions:

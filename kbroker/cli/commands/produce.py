@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from kbroker.cli.commands.common import (BOOTSTRAP_TIMEOUT_MS, CommandError, client_options,
+from kbroker.cli.commands.common import (BOOTSTRAP_TIMEOUT_MS, CommandError, client_config,
                                          connect, leaf)
 
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -39,13 +39,13 @@ def run(args) -> int:
     from kafka import KafkaProducer
 
     headers = [parse_header(h) for h in args.headers]
-    options = client_options(args)
+    config = client_config(args)
     acks = {"-1": "all", "all": "all", "0": 0, "1": 1}[args.acks]
     producer = connect(lambda: KafkaProducer(
-        bootstrap_servers=options["brokers"], client_id=options["client.id"],
+        **config,
         bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS, acks=acks,
         compression_type=None if args.compression == "none" else args.compression, linger_ms=5),
-        options["brokers"])
+        config["bootstrap_servers"])
     key = args.key.encode() if args.key is not None else None
     pending = []
     try:

@@ -1,0 +1,104 @@
+"""The CLI's connection options as rpk spells them: ``-X``/``--brokers`` before or after the
+subcommand, and ``-X tls.* / sasl.mechanism / user / pass`` against a secured kbroker (SASL_SSL
+with SCRAM, SASL_PLAINTEXT with PLAIN, mTLS), with one-line errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbroker.testing import KafkaBroker
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kbroker(*args, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kbroker", *args], input=stdin,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.fixture(scope="module")
+def secured():
+    with KafkaBroker(security={"listeners": ["SASL_SSL", "SASL_PLAINTEXT", "MTLS"],
+                               "users": {"alice": "alice-secret"}}) as kafka:
+        yield kafka
+
+
+def test_flags_before_the_subcommand(secured):
+    plain = secured.bootstrap_servers
+    for args in (["-X", f"brokers={plain}", "topic", "create", "before"],
+                 [f"--brokers={plain}", "topic", "list"], ["--brokers", plain, "topic", "list"],
+                 [f"-Xbrokers={plain}", "topic", "list"], ["topic", "list", "--brokers", plain]):
+        done = kbroker(*args)
+        assert done.returncode == 0, (args, done.stderr)
+    assert "before" in done.stdout
+
+
+def test_sasl_ssl_scram_produce_and_consume(secured):
+    security = secured.security
+    flags = ["-X", f"brokers={security.bootstrap_servers['SASL_SSL']}", "-X", f"tls.ca={security.ca_file}",
+             "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "user=alice", "-X", "pass=alice-secret"]
+    assert kbroker(*flags, "topic", "create", "scram-t").returncode == 0
+    assert kbroker(*flags, "topic", "produce", "scram-t", stdin="a\nb\n").returncode == 0
+    done = kbroker("topic", "consume", "scram-t", "-o", "start:end", "-f", "%v\\n", *flags)
+    assert (done.returncode, done.stdout) == (0, "a\nb\n"), done.stderr
+
+
+def test_sasl_plaintext_plain_and_mtls(secured):
+    security = secured.security
+    done = kbroker("-X", f"brokers={security.bootstrap_servers['SASL_PLAINTEXT']}",
+                   "-X", "sasl.mechanism=plain", "-X", "user=alice", "-X", "pass=alice-secret",
+                   "topic", "create", "plain-t")
+    assert done.returncode == 0, done.stderr
+    done = kbroker("-X", f"brokers={security.bootstrap_servers['MTLS']}", "-X", f"tls.ca={security.ca_file}",
+                   "-X", f"tls.cert={security.client_cert_file}", "-X", f"tls.key={security.client_key_file}",
+                   "topic", "list")
+    assert done.returncode == 0 and "plain-t" in done.stdout, done.stderr
+
+
+def test_a_wrong_password_is_one_line_naming_the_failure(secured):
+    security = secured.security
+    done = kbroker("-X", f"brokers={security.bootstrap_servers['SASL_SSL']}", "-X", f"tls.ca={security.ca_file}",
+                   "-X", "sasl.mechanism=SCRAM-SHA-256", "-X", "user=alice", "-X", "pass=wrong",
+                   "topic", "list")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (f"kbroker: cannot reach a broker at {security.bootstrap_servers['SASL_SSL']}: "
+                                   "SaslAuthenticationFailedError: Authentication failed: Invalid client credentials")
+
+
+def test_mtls_without_a_certificate_points_at_the_tls_settings(secured):
+    security = secured.security
+    done = kbroker("-X", f"brokers={security.bootstrap_servers['MTLS']}", "-X", f"tls.ca={security.ca_file}",
+                   "topic", "list")
+    assert done.returncode == 1
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "-X tls.*" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-X", "tls.cq=x", "topic", "list"], "kbroker: -X: unknown option 'tls.cq' (did you mean 'tls.ca'?)"),
+    (["topic", "list", "-X", "sasl.mechanism=SCRAM-SHA-521", "-X", "user=a", "-X", "pass=b"],
+     "kbroker: -X sasl.mechanism=SCRAM-SHA-521: expected one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+     "(did you mean 'SCRAM-SHA-512'?)"),
+    (["topic", "list", "-X", "user=a", "-X", "pass=b"],
+     "kbroker: -X user/pass need -X sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
+    (["-X", "tls.ca=/no/such/ca.pem", "topic", "list"], "kbroker: -X tls.ca=/no/such/ca.pem: no such file"),
+    (["-X", "tls.enabled=maybe", "topic", "list"], "kbroker: -X tls.enabled=maybe: expected true or false"),
+    (["-X", "brokers", "topic", "list"], "kbroker: -X brokers: expected KEY=VALUE (-X list shows the keys)"),
+])
+def test_bad_connection_options_are_one_line(args, message):
+    done = kbroker(*args)
+    assert (done.returncode, done.stderr.strip()) == (2, message)
+
+
+def test_x_list_names_rpks_keys():
+    done = kbroker("-X", "list")
+    keys = [line.split()[0] for line in done.stdout.splitlines()]
+    assert done.returncode == 0
+    assert {"brokers", "tls.enabled", "tls.ca", "tls.cert", "tls.key", "sasl.mechanism", "user",
+            "pass"} <= set(keys)
