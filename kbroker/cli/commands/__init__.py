@@ -52,6 +52,22 @@ def is_admin_command(argv: list[str]) -> bool:
     return bool(rest and rest[0] in COMMANDS) or (bool(flags) and not rest)
 
 
+OFFSET_FLAGS = ("-o", "--offset", "--to")
+
+
+def _attach_negative_offsets(argv: list[str]) -> list[str]:
+    """``-o -10:end`` as rpk takes it: argparse would read ``-10:end`` as an unknown flag."""
+    result, i = [], 0
+    while i < len(argv):
+        if argv[i] in OFFSET_FLAGS and i + 1 < len(argv) and argv[i + 1][:1] == "-":
+            result.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            result.append(argv[i])
+            i += 1
+    return result
+
+
 def main(argv: list[str]) -> int:
     from kbroker.cli.commands.common import CommandError
     from kbroker.cli.commands.connection import OptionError, hoist_leading_flags, x_keys_help
@@ -61,7 +77,7 @@ def main(argv: list[str]) -> int:
             a == "-X" and b in ("list", "help") for a, b in zip(flags, flags[1:])):
         print(x_keys_help())  # rpk -X list
         return 0
-    args = build_parser().parse_args(rest + flags)
+    args = build_parser().parse_args(_attach_negative_offsets(rest) + flags)
     if getattr(args, "run", None) is None:  # ``kbroker topic`` alone: show what it offers
         args.help_parser.print_help()
         return 2
