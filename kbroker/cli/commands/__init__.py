@@ -1,4 +1,5 @@
-"""rpk-style admin commands: ``kbroker topic|group|cluster|completion ...``, against any broker.
+"""rpk-style admin commands: ``kbroker topic|group|cluster|acl|user|completion ...``, against any
+broker.
 
 Spelled as Redpanda's ``rpk`` spells them (``-X brokers=HOST:PORT`` or ``--brokers``, default
 ``localhost:9092``, or ``$KBROKER_BROKERS``; TLS and SASL as ``-X tls.ca=... -X user=...``, see
@@ -15,12 +16,12 @@ import sys
 
 from kbroker.cli.parser import Parser, fail
 
-COMMANDS = ("topic", "group", "cluster", "completion")
+COMMANDS = ("topic", "group", "cluster", "acl", "user", "completion")
 EXIT_ERROR = 1
 
 
 def build_parser() -> Parser:
-    from kbroker.cli.commands import cluster, common, completion, group, topic
+    from kbroker.cli.commands import acl, cluster, common, completion, group, topic, user
     from kbroker.cli.version import VERSION
 
     parser = Parser(prog="kbroker", description="A Kafka-compatible broker and its admin CLI.",
@@ -30,6 +31,8 @@ kbroker topic create orders -p 3 -c retention.ms=3600000
 echo hello | kbroker topic produce orders -k user1
 kbroker topic consume orders -o start -n 1
 kbroker group describe my-group              # lag per partition
+kbroker user create alice -p secret --mechanism SCRAM-SHA-512
+kbroker acl create --allow-principal User:alice --operation read --topic orders
 kbroker cluster info -X brokers=kafka:9092   # any Kafka-compatible broker
 kbroker -X brokers=kafka:9093 -X tls.ca=ca.pem -X sasl.mechanism=SCRAM-SHA-512 \
     -X user=alice -X pass=secret topic list  # a secured one (kbroker -X list: all -X keys)
@@ -39,7 +42,7 @@ kbroker -X brokers=kafka:9093 -X tls.ca=ca.pem -X sasl.mechanism=SCRAM-SHA-512 \
     sub.add_parser("serve", help="run the broker (kbroker serve --help)")
     sub.add_parser("dev", help="run the broker with the dev profile (kbroker dev --help)")
     shared = common.connection_flags()
-    for module in (topic, group, cluster, completion):
+    for module in (topic, group, cluster, acl, user, completion):
         module.register(sub, shared)
     return parser
 
