@@ -19,6 +19,11 @@ Fixtures:
   ``kafka_secure_broker.security.client("SASL_SSL", "SCRAM-SHA-512").librdkafka_config`` is what a
   client needs. It always starts its own broker (``--kafka-bootstrap-servers`` does not apply).
 
+* ``kafka_cluster`` (session, EXPERIMENTAL): ``kbroker cluster up`` (ZooKeeper and
+  ``--kafka-cluster-brokers`` brokers, 3 by default) as a child process, started only by tests
+  that ask for it: ``bootstrap_servers``, ``brokers`` (id, port, PID, restart command),
+  ``kill(broker_id, signal)``, ``restart(broker_id)`` (:class:`kbroker.testing.cluster.KafkaCluster`).
+
 Options (command line, or the ini key in brackets): ``--kafka-broker-mode inprocess|subprocess``
 [``kafka_broker_mode``], ``--kafka-setting KEY=VALUE`` repeatable [``kafka_settings``, one per
 line], ``--kafka-keep-data`` [``kafka_keep_data``] keeps the data dirs of a session with failures,
@@ -48,6 +53,9 @@ def pytest_addoption(parser) -> None:
                     help="keep broker data dirs when tests failed (paths are reported)")
     group.addoption("--kafka-bootstrap-servers", default=None, metavar="HOST:PORT",
                     help="use this running broker for kafka_broker instead of starting one")
+    group.addoption("--kafka-cluster-brokers", type=int, default=None, metavar="N",
+                    help="brokers in kafka_cluster (default 3)")
+    parser.addini("kafka_cluster_brokers", "brokers in kafka_cluster", default="3")
     parser.addini("kafka_broker_mode", "inprocess or subprocess", default="inprocess")
     parser.addini("kafka_settings", "broker settings, KEY=VALUE per line", type="linelist", default=[])
     parser.addini("kafka_keep_data", "keep data dirs of failed sessions", type="bool", default=False)
@@ -158,6 +166,20 @@ def kafka_secure_broker(request, tmp_path_factory):
     finally:
         helpers.close()
         _finish(request, broker, data_dir, request.session.testsfailed > 0)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(request):
+    """ZooKeeper and N broker processes (experimental: no replication yet), for tests that ask."""
+    from kbroker.testing.cluster import KafkaCluster
+
+    size = request.config.getoption("kafka_cluster_brokers") or int(
+        request.config.getini("kafka_cluster_brokers"))
+    cluster = KafkaCluster(size).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture
