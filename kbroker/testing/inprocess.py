@@ -53,6 +53,8 @@ class AsyncKafkaBroker:
         from kbroker.config import BrokerConfig
         from kbroker.server.broker import Broker
 
+        if self.security_options is not None:
+            self.security_options.check_settings(self.settings)
         self.data_dir = Path(self._given_data_dir or tempfile.mkdtemp(prefix="kbroker-"))
         settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(self.data_dir)}
         if self.security_options is not None:

@@ -79,6 +79,13 @@ class BrokerSecurity:
             return cls(**value)
         raise TypeError(f"security={value!r}: expected True, a dict or a BrokerSecurity")
 
+    def check_settings(self, settings: Mapping[str, object]) -> None:
+        """The listeners are ours to lay out: refuse settings that would move them."""
+        for key in ("listeners", "listener.security.protocol.map", "advertised.listeners"):
+            if key in settings:
+                raise ValueError(f"a broker started with security= lays out its listeners itself; "
+                                 f"leave '{key}' out of its settings")
+
     def prepare(self) -> "PreparedSecurity":
         """Make the certificates (in a temp dir removed by ``PreparedSecurity.remove``)."""
         directory = Path(tempfile.mkdtemp(prefix="kbroker-certs-"))

@@ -42,6 +42,8 @@ class SubprocessKafkaBroker:
         return self.data_dir / "broker.log"
 
     def start(self) -> "SubprocessKafkaBroker":
+        if self.security_options is not None:
+            self.security_options.check_settings(self.settings)
         self.data_dir = Path(self._given_data_dir or tempfile.mkdtemp(prefix="kbroker-"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         ready_file = self.data_dir / "ready.json"

@@ -104,6 +104,11 @@ def test_java_properties_work_with_kafkas_own_tool(tmp_path):
             helpers.close()
 
 
+def test_settings_that_move_the_listeners_are_refused():
+    with pytest.raises(ValueError, match="leave 'listeners' out of its settings"):
+        KafkaBroker({"listeners": "PLAINTEXT://127.0.0.1:0"}, security=True).start()
+
+
 @pytest.mark.parametrize("options,message", [
     ({"listeners": ["TLS"]}, "secured listener 'TLS': expected one of SSL, MTLS"),
     ({"mechanisms": ["GSSAPI"]}, "SASL mechanism 'GSSAPI'"),
