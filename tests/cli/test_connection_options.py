@@ -16,10 +16,10 @@ from kbroker.testing import KafkaBroker
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def kbroker(*args, stdin: str | None = None) -> subprocess.CompletedProcess:
+def kbroker(*args, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kbroker", *args], input=stdin,
                           capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +59,15 @@ def test_sasl_plaintext_plain_and_mtls(secured):
                    "-X", f"tls.cert={security.client_cert_file}", "-X", f"tls.key={security.client_key_file}",
                    "topic", "list")
     assert done.returncode == 0 and "plain-t" in done.stdout, done.stderr
+
+
+def test_options_from_the_environment(secured):
+    security = secured.security
+    env = {"KBROKER_BROKERS": security.bootstrap_servers["SASL_SSL"], "KBROKER_TLS_CA": security.ca_file,
+           "KBROKER_SASL_MECHANISM": "SCRAM-SHA-256", "KBROKER_USER": "alice", "KBROKER_PASS": "wrong"}
+    assert kbroker("topic", "list", env=env).returncode == 1
+    done = kbroker("topic", "list", "-X", "pass=alice-secret", env=env)  # -X wins
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_wrong_password_is_one_line_naming_the_failure(secured):

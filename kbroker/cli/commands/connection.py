@@ -2,7 +2,8 @@
 
 rpk spells connection settings as ``-X key=value`` (``brokers``, ``tls.enabled``, ``tls.ca``,
 ``tls.cert``, ``tls.key``, ``tls.insecure_skip_verify``, ``sasl.mechanism``, ``user``, ``pass``)
-and takes them before or after the subcommand (``rpk -X brokers=h:p topic list``). They become
+and takes them before or after the subcommand (``rpk -X brokers=h:p topic list``), or from
+``$KBROKER_<KEY>`` (``KBROKER_BROKERS``, ``KBROKER_TLS_CA``, ``KBROKER_USER``, ...). They become
 kafka-python client settings: TLS through an ``ssl.SSLContext``, SASL PLAIN or SCRAM, the security
 protocol implied (``tls.*`` -> SSL, ``user`` -> SASL_PLAINTEXT, both -> SASL_SSL).
 """
@@ -76,6 +77,13 @@ def parse_x_options(items: list[str]) -> dict[str, str]:
     return options
 
 
+def environment_options() -> dict[str, str]:
+    """``$KBROKER_<KEY>`` for every -X key (``KBROKER_TLS_CA`` for ``tls.ca``), as rpk reads
+    ``$RPK_<KEY>``; -X wins."""
+    return {key: os.environ[name] for key in X_KEYS
+            if (name := "KBROKER_" + key.upper().replace(".", "_")) in os.environ}
+
+
 def x_keys_help() -> str:
     width = max(map(len, X_KEYS))
     return "\n".join(f"{key.ljust(width)}  {text}" for key, text in X_KEYS.items())
@@ -84,9 +92,8 @@ def x_keys_help() -> str:
 def client_config(args: argparse.Namespace) -> dict:
     """kafka-python keyword arguments (``bootstrap_servers``, ``client_id``, security) from
     ``args.x_options`` and ``args.brokers``."""
-    options = parse_x_options(args.x_options)
-    brokers = (args.brokers or options.get("brokers") or os.environ.get("KBROKER_BROKERS")
-               or DEFAULT_BROKERS)
+    options = {**environment_options(), **parse_x_options(args.x_options)}
+    brokers = args.brokers or options.get("brokers") or DEFAULT_BROKERS
     config = {"bootstrap_servers": brokers, "client_id": options.get("client.id", "kbroker-cli")}
     tls = _tls_context(options)
     sasl = _sasl(options)
