@@ -105,6 +105,11 @@ def test_bad_connection_options_are_one_line(args, message):
     assert (done.returncode, done.stderr.strip()) == (2, message)
 
 
+def test_connection_flags_without_a_command_show_the_commands():
+    done = kbroker("-X", "brokers=127.0.0.1:1")
+    assert done.returncode == 2 and "COMMAND" in done.stdout and "topic" in done.stdout
+
+
 def test_x_list_names_rpks_keys():
     done = kbroker("-X", "list")
     keys = [line.split()[0] for line in done.stdout.splitlines()]

@@ -80,6 +80,9 @@ def main(argv: list[str]) -> int:
             a == "-X" and b in ("list", "help") for a, b in zip(flags, flags[1:])):
         print(x_keys_help())  # rpk -X list
         return 0
+    if flags and not rest:  # ``kbroker -X brokers=h:p`` and no command: say what there is
+        build_parser().print_help()
+        return 2
     args = build_parser().parse_args(_attach_negative_offsets(rest) + flags)
     if getattr(args, "run", None) is None:  # ``kbroker topic`` alone: show what it offers
         args.help_parser.print_help()
