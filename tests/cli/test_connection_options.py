@@ -1,6 +1,7 @@
 """The CLI's connection options as rpk spells them: ``-X``/``--brokers`` before or after the
 subcommand, and ``-X tls.* / sasl.mechanism / user / pass`` against a secured kbroker (SASL_SSL
-with SCRAM, SASL_PLAINTEXT with PLAIN, mTLS), with one-line errors."""
+with SCRAM, SASL_PLAINTEXT with PLAIN, mTLS) and against Apache Kafka's SASL_SSL listener, with
+one-line errors."""
 
 from __future__ import annotations
 
@@ -116,3 +117,44 @@ def test_x_list_names_rpks_keys():
     assert done.returncode == 0
     assert {"brokers", "tls.enabled", "tls.ca", "tls.cert", "tls.key", "sasl.mechanism", "user",
             "pass"} <= set(keys)
+
+
+def test_against_apache_kafka_over_sasl_ssl(tmp_path):
+    """Kafka 4.3.1 (tools/kafka_ref) with a SASL_SSL listener: a SCRAM user made with
+    ``kbroker user create`` over PLAINTEXT, then the CLI over SASL_SSL with rpk's -X keys."""
+    sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
+    import run_kafka
+
+    from kbroker.testing.certs import make_certificates
+
+    certs = make_certificates(tmp_path / "certs")
+    port, controller, secure = run_kafka.free_port(), run_kafka.free_port(), run_kafka.free_port()
+    handle = run_kafka.start_kafka(
+        port=port, controller_port=controller, data_dir=str(tmp_path / "kafka"), heap="512M",
+        extra_props={
+            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},"
+                         f"SASL_SSL://127.0.0.1:{secure}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secure}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,"
+                                              "SASL_SSL:SASL_SSL",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.server_keystore)})
+    try:
+        done = kbroker("user", "create", "alice", "-p", "alice-secret", "--mechanism", "SCRAM-SHA-512",
+                       "--brokers", handle.bootstrap)
+        assert done.returncode == 0, done.stderr
+        flags = ["-X", f"brokers=127.0.0.1:{secure}", "-X", f"tls.ca={certs.ca_file}",
+                 "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "user=alice"]
+        done = kbroker(*flags, "-X", "pass=alice-secret", "topic", "create", "over-sasl-ssl")
+        assert done.returncode == 0, done.stderr
+        assert kbroker(*flags, "-X", "pass=alice-secret", "topic", "produce", "over-sasl-ssl",
+                       stdin="a\n").returncode == 0
+        done = kbroker("topic", "consume", "over-sasl-ssl", "-o", ":end", "-f", "%v\\n", *flags,
+                       "-X", "pass=alice-secret")
+        assert (done.returncode, done.stdout) == (0, "a\n"), done.stderr
+        done = kbroker(*flags, "-X", "pass=wrong", "topic", "list")
+        assert done.returncode == 1 and "SaslAuthenticationFailedError" in done.stderr, done.stderr
+    finally:
+        handle.stop()
