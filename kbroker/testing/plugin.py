@@ -18,7 +18,6 @@ Fixtures:
   ``bob`` (passwords ``alice-secret``, ``bob-secret``) and certificates made at start;
   ``kafka_secure_broker.security.client("SASL_SSL", "SCRAM-SHA-512").librdkafka_config`` is what a
   client needs. It always starts its own broker (``--kafka-bootstrap-servers`` does not apply).
-
 * ``kafka_cluster`` (session, EXPERIMENTAL): ``kbroker cluster up`` (ZooKeeper and
   ``--kafka-cluster-brokers`` brokers, 3 by default) as a child process, started only by tests
   that ask for it: ``bootstrap_servers``, ``brokers`` (id, port, PID, restart command),

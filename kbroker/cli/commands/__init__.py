@@ -3,8 +3,8 @@ broker.
 
 Spelled as Redpanda's ``rpk`` spells them (``-X brokers=HOST:PORT`` or ``--brokers``, default
 ``localhost:9092``, or ``$KBROKER_BROKERS``; TLS and SASL as ``-X tls.ca=... -X user=...``, see
-:mod:`.connection`), before or after the subcommand. Each module registers its subcommands on the parser
-tree and sets ``run``; the tree also drives shell completion.
+:mod:`.connection`), before or after the subcommand. Each module registers its subcommands on the
+parser tree and sets ``run``; the tree also drives shell completion.
 
 Exit codes: 0 success, 1 the broker refused or could not be reached (one line:
 ``kbroker: <ERROR_NAME>: <what>``), 2 bad usage (one line naming the closest valid flag/command).
