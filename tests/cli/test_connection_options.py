@@ -111,6 +111,14 @@ def test_connection_flags_without_a_command_show_the_commands():
     assert done.returncode == 2 and "COMMAND" in done.stdout and "topic" in done.stdout
 
 
+def test_bash_completes_x_keys():
+    script = kbroker("completion", "bash").stdout
+    check = subprocess.run(["bash", "-c", script + "\nCOMP_WORDS=(kbroker topic list -X tls.c); "
+                            "COMP_CWORD=4; _kbroker; echo ${COMPREPLY[@]}"],
+                           capture_output=True, text=True)
+    assert check.stdout.split() == ["tls.ca=", "tls.cert="], check.stderr
+
+
 def test_x_list_names_rpks_keys():
     done = kbroker("-X", "list")
     keys = [line.split()[0] for line in done.stdout.splitlines()]
