@@ -9,9 +9,6 @@ import re
 
 from kbroker.cli.commands.connection import client_config, connection_flags  # noqa: F401
 
-# How long to try the bootstrap servers before "cannot reach" (kafka-python waits 30 s).
-BOOTSTRAP_TIMEOUT_MS = 5000
-
 
 class CommandError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
@@ -23,8 +20,7 @@ def admin(args: argparse.Namespace):
     from kbroker.cli.kafka_admin import admin_client
 
     config = client_config(args)
-    return connect(lambda: admin_client(**config, request_timeout_ms=10000,
-                                        bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS),
+    return connect(lambda: admin_client(**config, request_timeout_ms=10000),
                    config["bootstrap_servers"])
 
 
@@ -46,28 +42,41 @@ def connect(factory, brokers: str):
 
 
 class _BootstrapFailures(logging.Handler):
+    """kafka-python's log lines about failed bootstrap tries: the broker errors they name
+    (``[Error 58] SaslAuthenticationFailedError: ...``, from whichever of its loggers said it
+    first) and the bare reasons (``socket disconnected``)."""
+
     _FAILED = re.compile(r"Bootstrap connection to \S+ failed: (.*?)(?: \(backoff [\d.]+ secs\))?$")
-    _ERROR = re.compile(r"\[Error \d+\] (\w+): (?:\w+: )?(.*)")
+    _ERROR = re.compile(r"\[Error \d+\] (\w+): (?:\w+: )?(.*?)(?: \(backoff [\d.]+ secs\))?$")
+
+    HINT = " (wrong listener, or its TLS or SASL settings? -X tls.*, -X sasl.mechanism, -X user, -X pass)"
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.reasons: list[str] = []
+        self.errors: list[tuple[str, str]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        failed = self._FAILED.match(record.getMessage())
+        message = record.getMessage()
+        error = self._ERROR.search(message)
+        if error:
+            self.errors.append(error.groups())
+        failed = self._FAILED.match(message)
         if failed:
             self.reasons.append(failed.group(1))
 
     def explain(self) -> str:
-        broker_errors = [r for r in self.reasons if self._ERROR.match(r)]
-        if broker_errors:  # e.g. SaslAuthenticationFailedError: Authentication failed: ...
-            name, detail = self._ERROR.match(broker_errors[-1]).groups()
-            return f": {name}: {detail}"
+        # a refused login says the most; the tries after it may just see the connection closed
+        # or time out (brokers delay their answer to a failed authentication)
+        refused = [e for e in self.errors if "Authentication" in e[0] or "Sasl" in e[0]]
+        if refused:
+            return ": {}: {}".format(*refused[-1])
+        if self.errors:  # e.g. a timeout: a login whose answer never came in time
+            return ": {}: {}{}".format(*self.errors[-1], self.HINT)
         if self.reasons and "REFUSED" in self.reasons[-1].upper():
             return f": {self.reasons[-1]} (set --brokers or -X brokers=HOST:PORT)"
         if self.reasons:  # the broker closed the connection: a TLS or SASL mismatch, most often
-            return (f": {self.reasons[-1]} (wrong listener, or its TLS or SASL settings? "
-                    "-X tls.*, -X sasl.mechanism, -X user, -X pass)")
+            return f": {self.reasons[-1]}{self.HINT}"
         return " (set --brokers or -X brokers=HOST:PORT)"
 
 

@@ -17,6 +17,10 @@ from pathlib import Path
 from kbroker.cli.suggest import did_you_mean
 
 DEFAULT_BROKERS = "localhost:9092"
+# How long to try the bootstrap servers before "cannot reach" (kafka-python waits 30 s); longer
+# with TLS or SASL, whose handshakes (and a broker's delayed answer to a failed login) take longer.
+BOOTSTRAP_TIMEOUT_MS = 5000
+SECURED_BOOTSTRAP_TIMEOUT_MS = 10000
 X_KEYS = {
     "brokers": "bootstrap servers, HOST:PORT[,HOST:PORT] (default $KBROKER_BROKERS or "
                f"{DEFAULT_BROKERS})",
@@ -90,7 +94,8 @@ def x_keys_help() -> str:
 
 
 def client_config(args: argparse.Namespace) -> dict:
-    """kafka-python keyword arguments (``bootstrap_servers``, ``client_id``, security) from
+    """kafka-python keyword arguments (``bootstrap_servers``, ``client_id``, security,
+    ``bootstrap_timeout_ms``) from
     ``args.x_options`` and ``args.brokers``."""
     options = {**environment_options(), **parse_x_options(args.x_options)}
     brokers = args.brokers or options.get("brokers") or DEFAULT_BROKERS
@@ -103,6 +108,8 @@ def client_config(args: argparse.Namespace) -> dict:
                                    (False, True): "SASL_PLAINTEXT",
                                    (True, True): "SASL_SSL"}[(tls is not None, bool(sasl))]
     config.update(sasl)
+    secured = config["security_protocol"] != "PLAINTEXT"
+    config["bootstrap_timeout_ms"] = SECURED_BOOTSTRAP_TIMEOUT_MS if secured else BOOTSTRAP_TIMEOUT_MS
     return config
 
 

@@ -13,7 +13,7 @@ import re
 import sys
 
 from kbroker.cli.commands import offsets
-from kbroker.cli.commands.common import (BOOTSTRAP_TIMEOUT_MS, CommandError, client_config,
+from kbroker.cli.commands.common import (CommandError, client_config,
                                          connect, leaf)
 
 _FORMAT_TOKEN = re.compile(rb"%[tkvpoThKV%]|\\[nt\\]")
@@ -90,8 +90,7 @@ def run(args) -> int:
         raise CommandError("with -g, -o begins at start or end (where to begin without a committed "
                            "offset); use `kbroker group seek` to move a group", 2)
     consumer = connect(lambda: KafkaConsumer(
-        **config,
-        bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS, group_id=args.group, enable_auto_commit=False,
+        **config, group_id=args.group, enable_auto_commit=False,
         auto_offset_reset="earliest" if wanted.begin.kind == "start" else "latest"),
         config["bootstrap_servers"])
     try:

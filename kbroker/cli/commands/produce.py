@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from kbroker.cli.commands.common import (BOOTSTRAP_TIMEOUT_MS, CommandError, client_config,
+from kbroker.cli.commands.common import (CommandError, client_config,
                                          connect, leaf)
 
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -59,8 +59,7 @@ def run(args) -> int:
     config = client_config(args)
     acks = {"-1": "all", "all": "all", "0": 0, "1": 1}[args.acks]
     producer = connect(lambda: KafkaProducer(
-        **config,
-        bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS, acks=acks,
+        **config, acks=acks,
         compression_type=None if args.compression == "none" else args.compression, linger_ms=5),
         config["bootstrap_servers"])
     key = args.key.encode() if args.key is not None else None
