@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from kbroker.cli import commands
 
-    if argv and (argv[0] in commands.COMMANDS or argv[0] in ("--version", "-V", "-h", "--help")):
+    if argv and (commands.is_admin_command(argv) or argv[0] in ("--version", "-V", "-h", "--help")):
         return commands.main(argv)
     if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
         argv.insert(0, "serve")  # bare ``kbroker [options]`` means ``kbroker serve [options]``

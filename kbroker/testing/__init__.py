@@ -9,17 +9,23 @@ Key files:
   through its ready file.
 * ``profile.py``: the dev profile (no initial rebalance delay, one-partition internal topics, ...)
   shared with ``kbroker serve --dev``.
+* ``security.py`` / ``certs.py``: secured brokers (SSL, mTLS, SASL listeners; certificates and
+  users made at start) and the client settings for them.
+* ``cluster.py``: ``KafkaCluster``, ``kbroker cluster up`` as a child, with kill and restart.
 * ``helpers.py``: ``KafkaHelpers`` (create topics, produce, consume all, wait for lag 0).
-* ``plugin.py``: the pytest fixtures ``kafka_broker``, ``kafka_topic``, ``fresh_kafka_broker``.
+* ``plugin.py``: the pytest fixtures ``kafka_broker``, ``kafka_topic``, ``fresh_kafka_broker``,
+  ``kafka_secure_broker``, ``kafka_cluster``.
 
 Concurrency rule: the broker's state belongs to its event loop's thread; sync callers talk to it
 over sockets (or ``KafkaBroker.call`` for a coroutine on that loop), never by touching it.
 """
 
+from kbroker.testing.cluster import KafkaCluster
 from kbroker.testing.helpers import KafkaHelpers
 from kbroker.testing.inprocess import AsyncKafkaBroker, KafkaBroker, running_broker
 from kbroker.testing.profile import DEV_PROFILE
+from kbroker.testing.security import BrokerSecurity
 from kbroker.testing.subprocess_broker import SubprocessKafkaBroker
 
-__all__ = ["AsyncKafkaBroker", "DEV_PROFILE", "KafkaBroker", "KafkaHelpers",
-           "SubprocessKafkaBroker", "running_broker"]
+__all__ = ["AsyncKafkaBroker", "BrokerSecurity", "DEV_PROFILE", "KafkaBroker", "KafkaCluster",
+           "KafkaHelpers", "SubprocessKafkaBroker", "running_broker"]

@@ -11,7 +11,10 @@ port of 127.0.0.1 and a fresh temp data dir unless told otherwise, apply the dev
     async with AsyncKafkaBroker() as kafka:
         consumer = AIOKafkaConsumer("t", bootstrap_servers=kafka.bootstrap_servers)
 
-Settings use Kafka's broker config names, values as strings or Python values.
+Settings use Kafka's broker config names, values as strings or Python values. ``security=True``
+(or a dict of :class:`kbroker.testing.security.BrokerSecurity` fields) adds SSL, mTLS and SASL
+listeners with certificates and users made on start; ``kafka.security.client("SASL_SSL",
+"SCRAM-SHA-512").librdkafka_config`` is then what a client needs.
 """
 
 from __future__ import annotations
@@ -33,9 +36,14 @@ class AsyncKafkaBroker:
 
     def __init__(self, settings: Mapping[str, object] | None = None, *,
                  data_dir: str | Path | None = None, dev: bool = True,
-                 keep_data: bool = False) -> None:
+                 keep_data: bool = False, security=None) -> None:
+        from kbroker.testing.security import BrokerSecurity
+
         self.settings = dict(settings or {})
         self.dev = dev
+        self.security_options = BrokerSecurity.of(security)
+        self._prepared = None  # PreparedSecurity: the certificates, once started
+        self.security = None  # SecurityInfo once started with ``security``
         self._given_data_dir = data_dir
         self.keep_data = keep_data or data_dir is not None  # never delete a caller's directory
         self.data_dir: Path | None = None
@@ -45,19 +53,34 @@ class AsyncKafkaBroker:
         from kbroker.config import BrokerConfig
         from kbroker.server.broker import Broker
 
+        if self.security_options is not None:
+            self.security_options.check_settings(self.settings)
         self.data_dir = Path(self._given_data_dir or tempfile.mkdtemp(prefix="kbroker-"))
-        settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(self.data_dir),
-                    **self.settings}
+        settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(self.data_dir)}
+        if self.security_options is not None:
+            self._prepared = self.security_options.prepare()
+            settings.update(self._prepared.broker_settings())
+        settings.update(self.settings)
         warn_unknown(settings)
         props = with_dev_profile(settings) if self.dev else {k: str(v) for k, v in settings.items()}
-        broker = Broker(BrokerConfig(props))
+        try:
+            broker = Broker(BrokerConfig(props))
+        except BaseException:
+            self._remove_data()
+            raise
         try:
             await broker.start()
+            self.broker = broker
+            if self._prepared is not None:
+                # kafka-python blocks: run it off this loop, which must keep serving it
+                await asyncio.to_thread(self._prepared.create_scram_users,
+                                        self._address("PLAINTEXT"))
+                self.security = self._prepared.info(self.listeners)
         except BaseException:
+            self.broker = None
             await broker.stop()
             self._remove_data()
             raise
-        self.broker = broker
         return self
 
     async def stop(self) -> None:
@@ -80,8 +103,15 @@ class AsyncKafkaBroker:
 
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port`` of every listener, comma separated (one listener unless configured)."""
+        """``host:port`` of every listener, comma separated (one listener unless configured);
+        with ``security``, of the PLAINTEXT listener (``security.client(...)`` for the others)."""
+        if self.security_options is not None:
+            return self._address("PLAINTEXT")
         return ",".join(f"{host}:{port}" for host, port in self.listeners.values())
+
+    def _address(self, listener: str) -> str:
+        host, port = self.listeners[listener]
+        return f"{host}:{port}"
 
     @property
     def port(self) -> int:
@@ -93,6 +123,9 @@ class AsyncKafkaBroker:
             raise RuntimeError("the broker is not running: use it inside `async with` or after start()")
 
     def _remove_data(self) -> None:
+        if self._prepared is not None:
+            self._prepared.remove()
+            self._prepared = None
         if self.data_dir is not None and not self.keep_data:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -103,8 +136,9 @@ class KafkaBroker:
 
     def __init__(self, settings: Mapping[str, object] | None = None, *,
                  data_dir: str | Path | None = None, dev: bool = True,
-                 keep_data: bool = False, start_timeout: float = 30.0) -> None:
-        self._inner = AsyncKafkaBroker(settings, data_dir=data_dir, dev=dev, keep_data=keep_data)
+                 keep_data: bool = False, start_timeout: float = 30.0, security=None) -> None:
+        self._inner = AsyncKafkaBroker(settings, data_dir=data_dir, dev=dev, keep_data=keep_data,
+                                       security=security)
         self.start_timeout = start_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -153,6 +187,7 @@ class KafkaBroker:
     listeners = property(lambda self: self._inner.listeners)
     bootstrap_servers = property(lambda self: self._inner.bootstrap_servers)
     port = property(lambda self: self._inner.port)
+    security = property(lambda self: self._inner.security)
 
     @property
     def keep_data(self) -> bool:

@@ -10,7 +10,18 @@ Fixtures:
 * ``kafka_topic`` (function): a factory, ``kafka_topic(partitions=3, config={...})``, creating a
   fresh uniquely named topic on ``kafka_broker`` and returning its name.
 * ``fresh_kafka_broker`` (function): a broker of the test's own, settings from
-  ``@pytest.mark.kafka_settings({...})`` on top of the session settings.
+  ``@pytest.mark.kafka_settings({...})`` on top of the session settings;
+  ``@pytest.mark.kafka_security(...)`` (the fields of
+  :class:`kbroker.testing.security.BrokerSecurity`, or none for all) makes it a secured one.
+* ``kafka_secure_broker`` (session): a broker with ``PLAINTEXT``, ``SSL``, ``MTLS``,
+  ``SASL_PLAINTEXT`` and ``SASL_SSL`` listeners, PLAIN and SCRAM-SHA-256/512 users ``alice`` and
+  ``bob`` (passwords ``alice-secret``, ``bob-secret``) and certificates made at start;
+  ``kafka_secure_broker.security.client("SASL_SSL", "SCRAM-SHA-512").librdkafka_config`` is what a
+  client needs. It always starts its own broker (``--kafka-bootstrap-servers`` does not apply).
+* ``kafka_cluster`` (session, EXPERIMENTAL): ``kbroker cluster up`` (ZooKeeper and
+  ``--kafka-cluster-brokers`` brokers, 3 by default) as a child process, started only by tests
+  that ask for it: ``bootstrap_servers``, ``brokers`` (id, port, PID, restart command),
+  ``kill(broker_id, signal)``, ``restart(broker_id)`` (:class:`kbroker.testing.cluster.KafkaCluster`).
 
 Options (command line, or the ini key in brackets): ``--kafka-broker-mode inprocess|subprocess``
 [``kafka_broker_mode``], ``--kafka-setting KEY=VALUE`` repeatable [``kafka_settings``, one per
@@ -41,6 +52,9 @@ def pytest_addoption(parser) -> None:
                     help="keep broker data dirs when tests failed (paths are reported)")
     group.addoption("--kafka-bootstrap-servers", default=None, metavar="HOST:PORT",
                     help="use this running broker for kafka_broker instead of starting one")
+    group.addoption("--kafka-cluster-brokers", type=int, default=None, metavar="N",
+                    help="brokers in kafka_cluster (default 3)")
+    parser.addini("kafka_cluster_brokers", "brokers in kafka_cluster", default="3")
     parser.addini("kafka_broker_mode", "inprocess or subprocess", default="inprocess")
     parser.addini("kafka_settings", "broker settings, KEY=VALUE per line", type="linelist", default=[])
     parser.addini("kafka_keep_data", "keep data dirs of failed sessions", type="bool", default=False)
@@ -50,6 +64,8 @@ def pytest_addoption(parser) -> None:
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "kafka_settings(settings): broker settings (a dict with "
                                        "Kafka's names) for fresh_kafka_broker")
+    config.addinivalue_line("markers", "kafka_security(listeners=..., users=..., mechanisms=...): "
+                                       "fresh_kafka_broker with SSL, mTLS and SASL listeners")
 
 
 class BrokerHandle:
@@ -59,6 +75,11 @@ class BrokerHandle:
         self.broker = broker  # KafkaBroker, SubprocessKafkaBroker or None (an external broker)
         self.helpers = helpers
         self.bootstrap_servers = helpers.bootstrap_servers
+
+    @property
+    def security(self):
+        """:class:`kbroker.testing.security.SecurityInfo` of a secured broker, else None."""
+        return getattr(self.broker, "security", None)
 
     @property
     def data_dir(self):
@@ -78,17 +99,17 @@ def _settings(config) -> dict[str, str]:
     return settings
 
 
-def _start(config, settings: dict, data_dir):
+def _start(config, settings: dict, data_dir, security=None):
     mode = config.getoption("kafka_broker_mode") or config.getini("kafka_broker_mode")
     if mode not in MODES:
         raise pytest.UsageError(f"kafka_broker_mode {mode!r}: expected one of {', '.join(MODES)}")
     if mode == "subprocess":
         from kbroker.testing.subprocess_broker import SubprocessKafkaBroker
 
-        return SubprocessKafkaBroker(settings, data_dir=data_dir).start()
+        return SubprocessKafkaBroker(settings, data_dir=data_dir, security=security).start()
     from kbroker.testing.inprocess import KafkaBroker
 
-    return KafkaBroker(settings, data_dir=data_dir).start()
+    return KafkaBroker(settings, data_dir=data_dir, security=security).start()
 
 
 def _keep_data(config) -> bool:
@@ -133,15 +154,48 @@ def kafka_broker(request, tmp_path_factory):
         _finish(request, broker, data_dir, request.session.testsfailed > 0)
 
 
+@pytest.fixture(scope="session")
+def kafka_secure_broker(request, tmp_path_factory):
+    """A session broker with every secured listener kind (see the module docstring)."""
+    data_dir = tmp_path_factory.mktemp("kafka-secure-broker", numbered=True)
+    broker = _start(request.config, _settings(request.config), data_dir, security=True)
+    helpers = KafkaHelpers(broker.bootstrap_servers)
+    try:
+        yield BrokerHandle(broker, helpers)
+    finally:
+        helpers.close()
+        _finish(request, broker, data_dir, request.session.testsfailed > 0)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(request):
+    """ZooKeeper and N broker processes (experimental: no replication yet), for tests that ask."""
+    from kbroker.testing.cluster import KafkaCluster
+
+    size = request.config.getoption("kafka_cluster_brokers") or int(
+        request.config.getini("kafka_cluster_brokers"))
+    cluster = KafkaCluster(size).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture
 def fresh_kafka_broker(request, tmp_path):
     """A broker for this test alone (``@pytest.mark.kafka_settings({...})`` adds settings)."""
     settings = _settings(request.config)
     for marker in reversed(list(request.node.iter_markers("kafka_settings"))):
         settings.update({k: str(v) for k, v in (marker.args[0] if marker.args else marker.kwargs).items()})
+    security = None
+    marker = request.node.get_closest_marker("kafka_security")
+    if marker is not None:
+        from kbroker.testing.security import BrokerSecurity
+
+        security = BrokerSecurity(*marker.args, **marker.kwargs)
     data_dir = tmp_path / "kafka-broker"
     data_dir.mkdir()
-    broker = _start(request.config, settings, data_dir)
+    broker = _start(request.config, settings, data_dir, security)
     helpers = KafkaHelpers(broker.bootstrap_servers)
     try:
         yield BrokerHandle(broker, helpers)

@@ -23,8 +23,13 @@ from kbroker.testing.profile import _as_string
 class SubprocessKafkaBroker:
     def __init__(self, settings: Mapping[str, object] | None = None, *,
                  data_dir: str | Path | None = None, keep_data: bool = False,
-                 start_timeout: float = 30.0) -> None:
+                 start_timeout: float = 30.0, security=None) -> None:
+        from kbroker.testing.security import BrokerSecurity
+
         self.settings = dict(settings or {})
+        self.security_options = BrokerSecurity.of(security)
+        self._prepared = None
+        self.security = None  # SecurityInfo once started with ``security``
         self._given_data_dir = data_dir
         self.keep_data = keep_data or data_dir is not None
         self.start_timeout = start_timeout
@@ -37,12 +42,17 @@ class SubprocessKafkaBroker:
         return self.data_dir / "broker.log"
 
     def start(self) -> "SubprocessKafkaBroker":
+        if self.security_options is not None:
+            self.security_options.check_settings(self.settings)
         self.data_dir = Path(self._given_data_dir or tempfile.mkdtemp(prefix="kbroker-"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         ready_file = self.data_dir / "ready.json"
         ready_file.unlink(missing_ok=True)
-        settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(self.data_dir / "logs"),
-                    **self.settings}
+        settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(self.data_dir / "logs")}
+        if self.security_options is not None:
+            self._prepared = self.security_options.prepare()
+            settings.update(self._prepared.broker_settings())
+        settings.update(self.settings)
         args = [sys.executable, "-m", "kbroker", "serve", "--dev", "--ready-file", str(ready_file)]
         for key, value in settings.items():
             args += ["--set", f"{key}={_as_string(value)}"]
@@ -53,11 +63,28 @@ class SubprocessKafkaBroker:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.proc.kill()
                 self.proc.wait()
+                self._remove_certificates()
                 raise RuntimeError(f"kbroker did not start (exit {self.proc.returncode}); its log:\n"
                                    f"{self.log_path.read_text(errors='replace')}")
             time.sleep(0.01)
         self.info = json.loads(ready_file.read_text())
+        if self._prepared is not None:
+            try:
+                self._prepared.create_scram_users(self._address("PLAINTEXT"))
+            except BaseException:
+                self.stop()
+                raise
+            self.security = self._prepared.info(self.listeners)
         return self
+
+    def _address(self, listener: str) -> str:
+        host, port = self.listeners[listener]
+        return f"{host}:{port}"
+
+    def _remove_certificates(self) -> None:
+        if self._prepared is not None:
+            self._prepared.remove()
+            self._prepared = None
 
     def stop(self, timeout: float = 30.0) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -68,6 +95,7 @@ class SubprocessKafkaBroker:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.proc = None
+        self._remove_certificates()
         if self.data_dir is not None and not self.keep_data:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -79,6 +107,8 @@ class SubprocessKafkaBroker:
 
     @property
     def bootstrap_servers(self) -> str:
+        if self.security_options is not None:  # as KafkaBroker: the PLAINTEXT listener
+            return self._address("PLAINTEXT")
         return self.info["bootstrap_servers"]
 
     @property

@@ -22,18 +22,21 @@ def _plugin_args() -> list[str]:
     return [] if installed else ["-p", "kbroker.testing.plugin"]
 
 
-def run_sample(tmp_path, *args, env=None) -> tuple[int, str]:
+def run_sample(tmp_path, *args, env=None, project: Path = PROJECT) -> tuple[int, str]:
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])), **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_plugin_args(),
-         f"--basetemp={tmp_path / 'basetemp'}", *args, str(PROJECT)],
-        cwd=PROJECT, env=environment, capture_output=True, text=True, timeout=300)
+         f"--basetemp={tmp_path / 'basetemp'}", *args, str(project)],
+        cwd=project, env=environment, capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stdout + proc.stderr
 
 
 def outcome(output: str) -> dict[str, int]:
-    return {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|error)", output)}
+    """Counts from pytest's summary line (the last line saying ``in N.NNs``)."""
+    summary = [line for line in output.splitlines() if re.search(r" in [\d.]+s", line)][-1:]
+    return {word: int(n) for n, word in
+            re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", "".join(summary))}
 
 
 def test_pyproject_registers_the_plugin():

@@ -1,17 +1,13 @@
-"""Connection flags shared by every admin command, and error wording."""
+"""What every admin command shares: connecting (flags in :mod:`.connection`), error wording,
+tables."""
 
 from __future__ import annotations
 
 import argparse
-import os
+import logging
+import re
 
-from kbroker.cli.suggest import did_you_mean
-
-DEFAULT_BROKERS = "localhost:9092"
-# -X keys we understand (rpk's names); anything else is refused with the closest one.
-X_KEYS = ("brokers", "client.id")
-# How long to try the bootstrap servers before "cannot reach" (kafka-python waits 30 s).
-BOOTSTRAP_TIMEOUT_MS = 5000
+from kbroker.cli.commands.connection import client_config, connection_flags  # noqa: F401
 
 
 class CommandError(Exception):
@@ -20,48 +16,68 @@ class CommandError(Exception):
         self.code = code
 
 
-def connection_flags() -> argparse.ArgumentParser:
-    flags = argparse.ArgumentParser(add_help=False)
-    flags.add_argument("-X", dest="x_options", metavar="KEY=VALUE", action="append", default=[],
-                       help="client option, rpk style: -X brokers=HOST:PORT[,HOST:PORT]")
-    flags.add_argument("--brokers", help=f"bootstrap servers (default $KBROKER_BROKERS or "
-                                         f"{DEFAULT_BROKERS})")
-    return flags
-
-
-def client_options(args: argparse.Namespace) -> dict[str, str]:
-    options = {}
-    for item in args.x_options:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise CommandError(f"-X {item}: expected KEY=VALUE", 2)
-        if key not in X_KEYS:
-            raise CommandError(f"-X: unknown option '{key}'{did_you_mean(key, X_KEYS)}", 2)
-        options[key] = value
-    brokers = args.brokers or options.get("brokers") or os.environ.get("KBROKER_BROKERS")
-    options["brokers"] = brokers or DEFAULT_BROKERS
-    options.setdefault("client.id", "kbroker-cli")
-    return options
-
-
 def admin(args: argparse.Namespace):
     from kbroker.cli.kafka_admin import admin_client
 
-    options = client_options(args)
-    return connect(lambda: admin_client(options["brokers"], client_id=options["client.id"],
-                                        request_timeout_ms=10000,
-                                        bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS), options["brokers"])
+    config = client_config(args)
+    return connect(lambda: admin_client(**config, request_timeout_ms=10000),
+                   config["bootstrap_servers"])
 
 
 def connect(factory, brokers: str):
-    """Build a kafka-python client; a broker that cannot be reached is one line, not a trace."""
+    """Build a kafka-python client; a broker that cannot be reached is one line, not a trace.
+
+    kafka-python retries the bootstrap until it times out and only logs why each try failed
+    (a SASL failure, a TLS handshake refused); the last such reason goes into the line."""
     from kafka.errors import KafkaConnectionError, KafkaTimeoutError
 
+    reasons = _BootstrapFailures()
+    logging.getLogger("kafka").addHandler(reasons)
     try:
         return factory()
     except (KafkaTimeoutError, KafkaConnectionError):
-        raise CommandError(f"cannot reach a broker at {brokers} "
-                           "(set --brokers or -X brokers=HOST:PORT)") from None
+        raise CommandError(f"cannot reach a broker at {brokers}{reasons.explain()}") from None
+    finally:
+        logging.getLogger("kafka").removeHandler(reasons)
+
+
+class _BootstrapFailures(logging.Handler):
+    """kafka-python's log lines about failed bootstrap tries: the broker errors they name
+    (``[Error 58] SaslAuthenticationFailedError: ...``, from whichever of its loggers said it
+    first) and the bare reasons (``socket disconnected``)."""
+
+    _FAILED = re.compile(r"Bootstrap connection to \S+ failed: (.*?)(?: \(backoff [\d.]+ secs\))?$")
+    _ERROR = re.compile(r"\[Error \d+\] (\w+): (?:\w+: )?(.*?)(?: \(backoff [\d.]+ secs\))?$")
+
+    HINT = " (wrong listener, or its TLS or SASL settings? -X tls.*, -X sasl.mechanism, -X user, -X pass)"
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.reasons: list[str] = []
+        self.errors: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        error = self._ERROR.search(message)
+        if error:
+            self.errors.append(error.groups())
+        failed = self._FAILED.match(message)
+        if failed:
+            self.reasons.append(failed.group(1))
+
+    def explain(self) -> str:
+        # a refused login says the most; the tries after it may just see the connection closed
+        # or time out (brokers delay their answer to a failed authentication)
+        refused = [e for e in self.errors if "Authentication" in e[0] or "Sasl" in e[0]]
+        if refused:
+            return ": {}: {}".format(*refused[-1])
+        if self.errors:  # e.g. a timeout: a login whose answer never came in time
+            return ": {}: {}{}".format(*self.errors[-1], self.HINT)
+        if self.reasons and "REFUSED" in self.reasons[-1].upper():
+            return f": {self.reasons[-1]} (set --brokers or -X brokers=HOST:PORT)"
+        if self.reasons:  # the broker closed the connection: a TLS or SASL mismatch, most often
+            return f": {self.reasons[-1]}{self.HINT}"
+        return " (set --brokers or -X brokers=HOST:PORT)"
 
 
 def describe_error(exc: BaseException) -> str:

@@ -32,6 +32,9 @@ def tree(parser: argparse.ArgumentParser, path: str = "") -> dict[str, list[str]
 
 
 def bash_script(commands: dict[str, list[str]]) -> str:
+    from kbroker.cli.commands.connection import X_KEYS
+
+    x_words = " ".join([f"{key}=" for key in X_KEYS] + ["list"])
     entries = "\n".join(f'  ["{path}"]="{" ".join(sorted(set(words)))}"'
                         for path, words in commands.items())
     return f"""# kbroker bash completion (zsh: autoload -U bashcompinit && bashcompinit first)
@@ -40,6 +43,11 @@ declare -gA _kbroker_words=(
 )
 _kbroker() {{
   local cur="${{COMP_WORDS[COMP_CWORD]}}" path="" next w i
+  if [[ "${{COMP_WORDS[COMP_CWORD-1]}}" == "-X" ]]; then  # rpk's -X keys, KEY= to type on
+    COMPREPLY=($(compgen -W "{x_words}" -- "$cur"))
+    compopt -o nospace 2>/dev/null
+    return
+  fi
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${{COMP_WORDS[i]}}"
     next="${{path:+$path }}$w"

@@ -1,7 +1,7 @@
 """``kbroker topic consume T``: records as JSON lines, or through an rpk-style format string.
 
-``-o`` takes ``start``, ``end``, an offset, or ``@TIMESTAMP`` (ms); a ``:end`` suffix
-(``-o start:end``) stops at the log end as of start-up. ``-f`` understands ``%t`` topic, ``%k``
+``-o`` speaks rpk's offset language (:mod:`.offsets`): ``start`` (the default), ``end``, ``N``,
+``+N``, ``-N``, ``@TIMESTAMP``, and ranges ``A:B`` / ``@T1:T2`` that stop at B. ``-f`` understands ``%t`` topic, ``%k``
 key, ``%v`` value, ``%p`` partition, ``%o`` offset, ``%T`` timestamp, ``%h`` headers (k=v,...),
 ``%K``/``%V`` key/value length, ``%%``, and ``\\n``, ``\\t``, ``\\\\``.
 """
@@ -12,7 +12,8 @@ import json
 import re
 import sys
 
-from kbroker.cli.commands.common import (BOOTSTRAP_TIMEOUT_MS, CommandError, client_options,
+from kbroker.cli.commands import offsets
+from kbroker.cli.commands.common import (CommandError, client_config,
                                          connect, leaf)
 
 _FORMAT_TOKEN = re.compile(rb"%[tkvpoThKV%]|\\[nt\\]")
@@ -22,12 +23,14 @@ def register(topic, shared) -> None:
     p = leaf(topic, "consume", shared, "consume records", examples="""
 kbroker topic consume orders -o start -n 10
 kbroker topic consume orders -o start:end -f '%p/%o %k=%v\\n'
-kbroker topic consume orders -o @1700000000000
+kbroker topic consume orders -o -10:end             # the last 10 records per partition
+kbroker topic consume orders -o @-1h:end            # the last hour
+kbroker topic consume orders -o @2024-05-01:1h      # one hour of a day
 kbroker topic consume orders -g my-group            # commits offsets as my-group""")
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("-o", "--offset", default=None,
-                   help="start|end|OFFSET|@TIMESTAMP, optional :end suffix (default: end, or the "
-                        "group's committed offset)")
+                   help="start|end|N|+N|-N|@T, then optionally :end, :N or (after @T1) :T2, as in "
+                        "rpk (default: start, or the group's committed offset)")
     p.add_argument("-g", "--group", help="consume as this group and commit offsets")
     p.add_argument("-n", "--num", type=int, help="stop after this many records")
     p.add_argument("-p", "--partitions", type=lambda s: [int(x) for x in s.split(",")],
@@ -36,20 +39,12 @@ kbroker topic consume orders -g my-group            # commits offsets as my-grou
     p.set_defaults(run=run)
 
 
-def parse_offset(text: str | None) -> tuple[str, int | None, bool]:
-    """(kind, number, stop_at_end): kind is start, end, offset or timestamp."""
-    if text is None:
-        return "end", None, False
-    stop_at_end = text.endswith(":end")
-    text = text[:-4] if stop_at_end else text
-    if text in ("start", "end", "", "oldest", "newest"):
-        return {"": "start", "oldest": "start", "newest": "end"}.get(text, text), None, stop_at_end
+def parse_offset(text: str | None):
+    """The ``-o`` value as an :class:`offsets.OffsetRange` (rpk's default: ``start``)."""
     try:
-        if text.startswith("@"):
-            return "timestamp", int(text[1:]), stop_at_end
-        return "offset", int(text), stop_at_end
-    except ValueError:
-        raise CommandError(f"-o {text!r}: expected start, end, OFFSET or @TIMESTAMP", 2) from None
+        return offsets.parse("start" if text is None else text)
+    except offsets.OffsetError as exc:
+        raise CommandError(f"-o {exc}", 2) from None
 
 
 def formatter(fmt: str | None):
@@ -88,46 +83,38 @@ def _json_line(record) -> bytes:
 def run(args) -> int:
     from kafka import KafkaConsumer, TopicPartition
 
-    kind, number, stop_at_end = parse_offset(args.offset)
+    wanted = parse_offset(args.offset)
     render = formatter(args.format)
-    options = client_options(args)
-    if args.group and kind in ("offset", "timestamp"):
-        raise CommandError("with -g, -o takes start or end (where to begin without a committed "
+    config = client_config(args)
+    if args.group and wanted.begin.kind not in ("start", "end"):
+        raise CommandError("with -g, -o begins at start or end (where to begin without a committed "
                            "offset); use `kbroker group seek` to move a group", 2)
     consumer = connect(lambda: KafkaConsumer(
-        bootstrap_servers=options["brokers"], client_id=options["client.id"],
-        bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS, group_id=args.group,
-        enable_auto_commit=False, auto_offset_reset="earliest" if kind == "start" else "latest"),
-        options["brokers"])
+        **config, group_id=args.group, enable_auto_commit=False,
+        auto_offset_reset="earliest" if wanted.begin.kind == "start" else "latest"),
+        config["bootstrap_servers"])
     try:
         partitions = consumer.partitions_for_topic(args.topic)
         if not partitions:
             raise CommandError(f"UNKNOWN_TOPIC_OR_PARTITION: topic {args.topic}")
         tps = [TopicPartition(args.topic, p) for p in sorted(args.partitions or partitions)]
+        starts, ends = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+        bounds = {tp: (starts[tp], ends[tp]) for tp in tps}
+
+        def by_time(ms: int) -> dict:
+            found = consumer.offsets_for_times({tp: ms for tp in tps})
+            return {tp: found[tp].offset if found.get(tp) else None for tp in tps}
+
         if args.group:
             consumer.subscribe([args.topic])
         else:
             consumer.assign(tps)
-            _seek(consumer, tps, kind, number)
-        stop_at = consumer.end_offsets(tps) if stop_at_end else None
+            for tp, offset in offsets.resolve(wanted.begin, bounds, by_time).items():
+                consumer.seek(tp, offset)
+        stop_at = offsets.resolve(wanted.stop, bounds, by_time) if wanted.stop else None
         return _loop(consumer, render, args.num, stop_at, commit=bool(args.group))
     finally:
         consumer.close(autocommit=False)
-
-
-def _seek(consumer, tps, kind: str, number: int | None) -> None:
-    if kind == "start":
-        consumer.seek_to_beginning(*tps)
-    elif kind == "end":
-        consumer.seek_to_end(*tps)
-    elif kind == "offset":
-        for tp in tps:
-            consumer.seek(tp, number)
-    else:
-        found = consumer.offsets_for_times({tp: number for tp in tps})
-        ends = consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, found[tp].offset if found.get(tp) else ends[tp])
 
 
 def _loop(consumer, render, limit: int | None, stop_at: dict | None, commit: bool) -> int:

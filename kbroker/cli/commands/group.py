@@ -20,9 +20,14 @@ def register(sub, shared) -> None:
 kbroker group seek my-group --to start
 kbroker group seek my-group --to end --topics orders
 kbroker group seek my-group --to 42 --topics orders
-kbroker group seek my-group --to @1700000000000""")
+kbroker group seek my-group --to -100                # 100 before the end of each partition
+kbroker group seek my-group --to @-1h                # where the records of an hour ago begin
+kbroker group seek my-group --to 1700000000          # bare unix s/ms (9+ digits): as rpk, a time""")
     p.add_argument("group", metavar="GROUP")
-    p.add_argument("--to", required=True, help="start, end, an OFFSET or @TIMESTAMP (ms)")
+    p.add_argument("--to", required=True,
+                   help="start, end, N, +N (after start), -N (before end), @T (a timestamp or "
+                        "duration, as in topic consume -o); a bare number of 9+ digits is a unix "
+                        "time in s or ms, as rpk reads it")
     p.add_argument("--topics", type=lambda s: s.split(","),
                    help="comma-separated topics (default: those the group committed to)")
     p.set_defaults(run=seek)
@@ -72,12 +77,16 @@ def describe(args) -> int:
 def seek(args) -> int:
     from kafka import OffsetAndMetadata, TopicPartition
 
-    from kbroker.cli.commands.consume import parse_offset
+    from kbroker.cli.commands import offsets
     from kbroker.cli.kafka_admin import group_lag, partitions_of
 
-    kind, number, stop = parse_offset(args.to)
-    if stop:
-        raise CommandError("group seek --to: no :end suffix here", 2)
+    to = "@" + args.to if args.to.isdigit() and len(args.to) >= 9 else args.to
+    try:
+        wanted = offsets.parse(to)
+    except offsets.OffsetError as exc:
+        raise CommandError(f"--to {exc}", 2) from None
+    if wanted.stop is not None:
+        raise CommandError(f"--to {args.to}: one position, not a range", 2)
     client = admin(args)
     if args.topics:
         partitions = partitions_of(client, args.topics)
@@ -85,7 +94,7 @@ def seek(args) -> int:
         partitions = [(p.topic, p.partition) for p in group_lag(client, args.group)]
         if not partitions:
             raise CommandError(f"group {args.group} has no committed offsets: name --topics")
-    targets = _targets(client, partitions, kind, number)
+    targets = _targets(client, partitions, wanted.begin)
     errors = client.alter_group_offsets(
         args.group, {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in targets.items()})
     rows, failed = [], 0
@@ -98,22 +107,21 @@ def seek(args) -> int:
     return 1 if failed else 0
 
 
-def _targets(client, partitions, kind: str, number: int | None) -> dict:
+def _targets(client, partitions, position) -> dict:
     from kafka import TopicPartition
-    from kafka.admin import OffsetSpec
 
+    from kbroker.cli.commands import offsets
     from kbroker.cli.kafka_admin import log_offsets
 
+    def by_time(ms: int) -> dict:
+        found = client.list_partition_offsets({TopicPartition(t, p): ms for t, p in partitions})
+        return {(tp.topic, tp.partition): o.offset if o.offset >= 0 else None
+                for tp, o in found.items()}
+
     bounds = log_offsets(client, partitions)
-    if kind == "start":
-        return {tp: start for tp, (start, _) in bounds.items()}
-    if kind == "end":
-        return {tp: end for tp, (_, end) in bounds.items()}
-    if kind == "offset":
-        return {tp: min(max(number, start), end) for tp, (start, end) in bounds.items()}
-    found = client.list_partition_offsets({TopicPartition(t, p): number for t, p in partitions})
-    return {(tp.topic, tp.partition): (o.offset if o.offset >= 0 else bounds[(tp.topic, tp.partition)][1])
-            for tp, o in found.items()}
+    targets = offsets.resolve(position, bounds, by_time)
+    # an exact offset outside the log is clamped, as kafka-consumer-groups.sh --to-offset does
+    return {tp: min(max(o, bounds[tp][0]), bounds[tp][1]) for tp, o in targets.items()}
 
 
 def delete(args) -> int:
