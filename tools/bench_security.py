@@ -17,6 +17,9 @@ Workloads, against both brokers, alternating which goes first:
   settings in a ``--command-config`` file (PEM trust store; SCRAM through sasl.jaas.config);
 - ``consume-<mode>``: Kafka's ConsumerPerformance reads that topic back (client defaults, a
   group), the rate once the group is joined;
+- ``cpu-produce-<mode>``, ``cpu-consume-<mode>``: the broker process's CPU seconds (user +
+  system, /proc) per GB of record values during that cell; lower is better, and it moves far
+  less than throughput when other work shares the machine;
 - ``scram-auth-<listener>``: SCRAM-SHA-512 authentications per second: ``--auth-threads``
   threads each loop connect (+ TLS handshake on SASL_SSL), ApiVersions, SaslHandshake v1 and two
   SaslAuthenticate v1 round trips, close. The client caches the salted password (as a client
@@ -25,7 +28,8 @@ Workloads, against both brokers, alternating which goes first:
   both brokers.
 
 Modes: PLAINTEXT (the baseline), SSL and SASL_SSL (SCRAM-SHA-512). Throughput in MB/s of record
-values (10^6 bytes); the report gives medians and kbroker/Kafka ratios (> 1 favours kbroker).
+values (10^6 bytes); the report gives medians and kbroker/Kafka ratios (> 1 favours kbroker for
+throughput and authentications, < 1 for CPU per GB).
 """
 
 from __future__ import annotations
@@ -185,6 +189,14 @@ def consume_perf(broker, mode: str, config: Path, topic: str, records: int,
     return float(fields[9]) * 1024 / 1e6  # fetch.nMsg.sec: after the group is joined
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the broker process so far (on a shared machine a steadier
+    measure than wall-clock throughput)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # ---------------------------------------------------------------- SCRAM authentications
 
 def _frame(api_key: int, version: int, correlation: int, body: bytes) -> bytes:
@@ -290,9 +302,14 @@ def run_round(name: str, ca, cfg, round_: int, results: dict, scratch: Path) -> 
             topic = f"sec-{mode.lower()}-{round_}"
             create_topic(broker.bootstrap, topic)
             config = client_config(broker, mode, ca, scratch)
+            gigabytes = cfg.records * 1024 / 1e9
+            before = cpu_seconds(broker.pid)
             record(f"produce-{mode}", produce_perf(config, topic, cfg.records, cfg.version))
+            record(f"cpu-produce-{mode}", (cpu_seconds(broker.pid) - before) / gigabytes)
+            before = cpu_seconds(broker.pid)
             record(f"consume-{mode}", consume_perf(broker, mode, config, topic, cfg.records,
                                                    cfg.version))
+            record(f"cpu-consume-{mode}", (cpu_seconds(broker.pid) - before) / gigabytes)
             delete_topic(broker.bootstrap, topic)
         tls = ssl.create_default_context(cafile=str(ca.ca_pem))
         for listener, context in (("SASL_PLAINTEXT", None), ("SASL_SSL", tls)):
@@ -311,7 +328,8 @@ def render(results: dict, meta: dict) -> str:
            "| workload | kbroker | Kafka | kbroker / Kafka | samples (kbroker; Kafka) |",
            "|---|---:|---:|---:|---|"]
     for workload, by in results.items():
-        unit = "auth/s" if workload.startswith("scram") else "MB/s"
+        unit = "auth/s" if workload.startswith("scram") else \
+            "broker CPU-s/GB" if workload.startswith("cpu") else "MB/s"
         k, a = by.get("kbroker", []), by.get("kafka", [])
         mk = statistics.median(k) if k else float("nan")
         ma = statistics.median(a) if a else float("nan")
