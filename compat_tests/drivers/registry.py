@@ -99,7 +99,7 @@ def _kcat_scram_lack() -> dict[str, str]:
     return {"security.sasl-scram-sha-512":
             f"kcat links librdkafka {'.'.join(found.groups())}, whose SCRAM client-final "
             "message repeats the client nonce (fixed in 2.6.1, librdkafka#4895); Apache Kafka "
-            "rejects it too (Invalid client nonce in the final client message)"}
+            "4.3.1 rejects it too (checked: SASL authentication error)"}
 
 
 PYTHON = (sys.executable, str(HERE / "python_driver.py"), "--client")
