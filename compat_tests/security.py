@@ -5,8 +5,10 @@ One broker (started once per session, only when a security cell runs) has a list
 ``SSL``, ``SASL_SSL`` (PLAIN from the listener's JAAS entry, SCRAM-SHA-512 from a credential
 created through AlterUserScramCredentials as ``kafka-configs.sh`` does) and ``MTLS`` (SSL with
 ``ssl.client.auth=required``; the principal is the certificate's subject), plus ``PLAINTEXT``
-for the reference side (topics, the SCRAM user). Certificates come from a CA made per session
-(``tests/security/certs.py``), never committed.
+for the reference side (topics, the SCRAM user, ACLs). Kafka's StandardAuthorizer is on with
+``allow.everyone.if.no.acl.found=true``: an mTLS cell's topic carries one ACL, for the principal
+the certificate's subject maps to, so using it proves that mapping. Certificates come from a CA
+made per session (``tests/security/certs.py``), never committed.
 
 A driver is handed a mode as ``--property k=v`` settings in its client's own vocabulary
 (``Driver.config_style``): Kafka's Java names (Java, franz-go, KafkaJS, Spark with ``kafka.``),
@@ -23,6 +25,8 @@ from pathlib import Path
 from tests.broker_process import BrokerProcess
 from tests.security.certs import TestCA
 
+# The mTLS client certificate's subject as Kafka's default principal builder names it.
+MTLS_PRINCIPAL = "User:CN=compat-client,O=kbroker-compat"
 PLAIN_USER, PLAIN_PASSWORD = "alice", "alice-secret"
 SCRAM_USER, SCRAM_PASSWORD = "carol", "carol-secret"
 PLAIN_JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -81,6 +85,9 @@ class SecureBroker:
             "listener.name.mtls.ssl.client.auth": "required",
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
             "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+            # ACLs only where a cell asks for them (grant_only): every other resource stays open.
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
             "group.initial.rebalance.delay.ms": 0})
         self.endpoints: dict[str, str] = {}
 
@@ -103,6 +110,19 @@ class SecureBroker:
             SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
             SCRAM_PASSWORD.encode())])
         for future in futures.values():
+            future.result(20)
+
+    def grant_only(self, topic: str, principal: str) -> None:
+        """One ACL: ``principal`` may do anything with ``topic``. With an ACL on it, the topic is
+        closed to every other principal, so a client that uses it proves the broker gave it
+        that principal (for mTLS: the one derived from the certificate's subject)."""
+        from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
+                                           AdminClient, ResourcePatternType, ResourceType)
+
+        admin = AdminClient({"bootstrap.servers": self.plaintext})
+        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal,
+                             "*", AclOperation.ALL, AclPermissionType.ALLOW)
+        for future in admin.create_acls([binding]).values():
             future.result(20)
 
     @property

@@ -1,7 +1,7 @@
 """The security columns: every client produces and consumes over SSL, SASL_SSL with PLAIN,
 SASL_SSL with SCRAM-SHA-512 and mTLS, each on the listener that demands it (so a pass means the
 client did the handshake and the authentication that mode needs: the broker serves nothing
-before). The settings reach the driver as ``--property`` pairs in its client's own vocabulary
+before; an mTLS cell's topic is open only to the principal of the client certificate's subject). The settings reach the driver as ``--property`` pairs in its client's own vocabulary
 (``compat_tests/security.py``); records are checked exactly, as in ``produce-consume``."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ def test_produce_consume_secured(secure_broker, driver, mode, cell):
     cell.need(driver, security.FEATURE[mode.name])
     topic = harness.unique("sec", driver.name, mode.name.replace(" ", "-").lower())
     ensure_topic(secure_broker.plaintext, topic, partitions=1)
+    if mode.client_cert:
+        secure_broker.grant_only(topic, security.MTLS_PRINCIPAL)
     args = security.property_args(driver.config_style, mode, secure_broker.ca)
     bootstrap = secure_broker.bootstrap(mode)
     spec = Spec(count=6, timestamp=explicit_timestamps(driver))

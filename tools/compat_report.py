@@ -55,8 +55,8 @@ SECURITY_MODES = {
     "SASL_SSL PLAIN": "TLS + SASL PLAIN (users from the listener's JAAS entry)",
     "SASL_SSL SCRAM-SHA-512": "TLS + SCRAM-SHA-512 (a credential created through "
                               "AlterUserScramCredentials, as kafka-configs.sh does)",
-    "mTLS": "TLS with a client certificate (ssl.client.auth=required; the principal is its "
-            "subject)",
+    "mTLS": "TLS with a client certificate (ssl.client.auth=required), on a topic whose one "
+            "ACL allows only the principal its subject maps to",
 }
 
 CODEC_ORDER = ("none", "gzip", "snappy", "lz4", "zstd")

@@ -504,6 +504,8 @@ def test_secured_write_then_read(spark, secure_broker, mode):
     sasl.jaas.config). A batch write then a batch read of the same rows on the mode's listener."""
     topic = f"spark-sec-{uuid.uuid4().hex[:8]}"
     ensure_topic(secure_broker.plaintext, topic, 1)
+    if mode.client_cert:
+        secure_broker.grant_only(topic, security.MTLS_PRINCIPAL)
     options = {"kafka.bootstrap.servers": secure_broker.bootstrap(mode),
                "kafka.request.timeout.ms": "15000", "kafka.default.api.timeout.ms": "20000",
                **{f"kafka.{k}": v for k, v in
