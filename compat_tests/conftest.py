@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests import harness, reference
+from compat_tests import harness, reference, security
 from compat_tests.drivers.registry import DRIVERS, FEATURES, ROOT, Driver
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import Wire
@@ -120,6 +120,18 @@ def broker(tmp_path_factory):
     yield process
     reference.forget(process.bootstrap)
     process.stop(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def secure_broker(tmp_path_factory):
+    """The security columns' broker: a listener per mode (compat_tests/security.py), certificates
+    from a CA made for this session. Started only when a security cell runs."""
+    directory = tmp_path_factory.mktemp("compat-secure")
+    process = security.SecureBroker(directory / "data",
+                                    security.make_ca(directory / "certs")).start()
+    yield process
+    reference.forget(process.plaintext)
+    process.stop()
 
 
 @pytest.fixture(scope="session")

@@ -155,17 +155,18 @@ def run(driver: Driver, command: str, bootstrap: str, *args, timeout: float = 30
 
 
 def produce(driver: Driver, bootstrap: str, topic: str, spec: "Spec", timeout: float = 30.0,
-            **options) -> Run:
+            args: list[str] = (), **options) -> Run:
+    """``args``: more raw arguments, e.g. repeated ``--property k=v`` (security settings)."""
     extra = driver.timeout_args(int(timeout * 1000)) if "produce-timeout" not in \
         driver.lacks and "produce-timeout" not in driver.todo else []
-    return run(driver, "produce", bootstrap, *extra, timeout=timeout, topic=topic,
+    return run(driver, "produce", bootstrap, *extra, *args, timeout=timeout, topic=topic,
                **spec.options(), **options)
 
 
 def consume(driver: Driver, bootstrap: str, topic: str, count: int, timeout: float = 20.0,
-            **options) -> Run:
+            args: list[str] = (), **options) -> Run:
     options.setdefault("from_beginning", True)
-    return run(driver, "consume", bootstrap, timeout=timeout, topic=topic, count=count,
+    return run(driver, "consume", bootstrap, *args, timeout=timeout, topic=topic, count=count,
                timeout_ms=int(timeout * 1000), **options)
 
 

@@ -75,3 +75,23 @@ def test_registry_features_are_known():
     from compat_tests.drivers.registry import FEATURES
     for driver in BY_NAME.values():
         assert set(driver.lacks) | set(driver.todo) <= set(FEATURES), driver.name
+
+
+def test_report_puts_security_cells_in_their_own_table():
+    cell = {"reason": "", "notes": []}
+    results = {"generated": "now", "commit": "abc", "minutes": 1, "complete": True,
+               "clients": {"kcat": {"client": "kcat", "version": "1"},
+                           "spark": {"client": "spark", "version": "4"}},
+               "drivers": ["kcat", "spark"], "registered": ["kcat"], "codecs": ["none"],
+               "cells": [
+                   {**cell, "scenario": "produce-consume", "client": "kcat", "status": "pass"},
+                   {**cell, "scenario": "security: SSL", "client": "kcat", "status": "pass"},
+                   {**cell, "scenario": "security: mTLS", "client": "spark", "status": "pass"},
+                   {"scenario": "security: SASL_SSL SCRAM-SHA-512", "client": "kcat",
+                    "status": "n/a", "reason": "old librdkafka", "notes": []}]}
+    text = compat_report.render(results)
+    grid, security = text.split("## Security", 1)
+    assert "security: SSL |" not in grid.split("## Scenarios per client", 1)[1]
+    assert "| client | SSL | SASL_SSL SCRAM-SHA-512 | mTLS |" in security
+    assert "| kcat | ✅ | ➖ |   |" in security and "| spark |   |   | ✅ |" in security
+    assert "| security: SASL_SSL SCRAM-SHA-512 | kcat | ➖ n/a | old librdkafka |" in text

@@ -57,6 +57,17 @@ SCENARIOS = {
 }
 
 
+SECURITY = "security: "
+# The security columns, in order (compat_tests/security.py's modes).
+SECURITY_MODES = {
+    "SSL": "TLS, the broker's CA trusted",
+    "SASL_SSL PLAIN": "TLS + SASL PLAIN (users from the listener's JAAS entry)",
+    "SASL_SSL SCRAM-SHA-512": "TLS + SCRAM-SHA-512 (a credential created through "
+                              "AlterUserScramCredentials, as kafka-configs.sh does)",
+    "mTLS": "TLS with a client certificate (ssl.client.auth=required), on a topic whose one "
+            "ACL allows only the principal its subject maps to",
+}
+
 CODEC_ORDER = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -114,8 +125,11 @@ def render(results: dict) -> str:
         clients_of.setdefault(c["scenario"], set()).add(c["client"])
     # Scenarios every driver runs go in the grid; a client's own ones (Spark's) in a list.
     registered = set(results.get("registered", drivers))
-    own = {s for s, who in clients_of.items() if len(who) == 1 and not who <= registered}
-    shared = sorted((s for s in clients_of if s not in own), key=scenario_order)
+    secured = {s for s in clients_of if s.startswith(SECURITY)}
+    own = {s for s, who in clients_of.items() if len(who) == 1 and not who <= registered
+           and s not in secured}
+    shared = sorted((s for s in clients_of if s not in own and s not in secured),
+                    key=scenario_order)
     columns = [d for d in drivers if any(d in clients_of[s] for s in shared)] or drivers
     out += ["", "## Scenarios per client", "",
             "| scenario | " + " | ".join(columns) + " |",
@@ -129,6 +143,19 @@ def render(results: dict) -> str:
         for c in sorted((c for c in singles if c["scenario"] in own),
                         key=lambda c: (c["client"], scenario_order(c["scenario"]))):
             out.append(f"| {c['client']} | {c['scenario']} | {cell_text(c)} |")
+
+    if secured:
+        modes = [m for m in SECURITY_MODES if SECURITY + m in secured] + sorted(
+            s.removeprefix(SECURITY) for s in secured
+            if s.removeprefix(SECURITY) not in SECURITY_MODES)
+        who = [d for d in drivers if any((SECURITY + m, d) in by_key for m in modes)]
+        out += ["", "## Security: client (row) × listener (column)", "",
+                "Each cell: the client produces 6 records and consumes them back (checked "
+                "exactly) on a listener that demands the mode. Certificates are made per run.", "",
+                "| client | " + " | ".join(modes) + " |", "| --- |" + " :-: |" * len(modes)]
+        for d in who:
+            out.append(f"| {d} | " + " | ".join(cell_text(by_key.get((SECURITY + m, d)))
+                                                for m in modes) + " |")
 
     cross = [c for c in cells if " → " in c["client"]]
     if cross:
@@ -164,6 +191,8 @@ def render(results: dict) -> str:
     out += ["", "## Scenarios", ""]
     for name, text in SCENARIOS.items():
         out.append(f"- **{name}**: {text}.")
+    for name, text in SECURITY_MODES.items():
+        out.append(f"- **{SECURITY}{name}**: produce and consume over {text}.")
     out += ["", "Scenario code: `compat_tests/test_*.py`; drivers and what each client lacks: "
             "`compat_tests/drivers/registry.py`; the driver contract: `compat_tests/README.md`.",
             ""]

@@ -91,13 +91,25 @@ def python_properties(a) -> dict:
     return {k.replace(".", "_"): typed(v) for k, v in properties(a.property).items()}
 
 
+def aiokafka_properties(a) -> dict:
+    """As kafka-python's, except that aiokafka takes TLS settings only as an ``ssl_context``:
+    ``ssl.cafile``/``ssl.certfile``/``ssl.keyfile`` build one with aiokafka's own helper."""
+    kwargs = python_properties(a)
+    files = {k: kwargs.pop(f"ssl_{k}") for k in ("cafile", "certfile", "keyfile")
+             if f"ssl_{k}" in kwargs}
+    if files:
+        from aiokafka.helpers import create_ssl_context
+        kwargs["ssl_context"] = create_ssl_context(**files)
+    return kwargs
+
+
 PRODUCER_CONFIG = {
     "confluent": lambda a: {"client.id": a.client_id, "enable.idempotence": a.idempotent,
                             "linger.ms": a.linger_ms, "message.timeout.ms": a.timeout_ms,
                             **properties(a.property)},
     "kafka-python": lambda a: {**python_client_settings(a), "max_block_ms": a.timeout_ms,
                                **python_properties(a)},
-    "aiokafka": lambda a: {**python_client_settings(a), **python_properties(a)},
+    "aiokafka": lambda a: {**python_client_settings(a), **aiokafka_properties(a)},
 }
 TRANSACTIONAL_ID = {"confluent": "transactional.id", "kafka-python": "transactional_id",
                     "aiokafka": "transactional_id"}
@@ -111,7 +123,7 @@ CONSUMER_CONFIG = {
     "kafka-python": lambda a: {"client_id": a.client_id, "fetch_max_wait_ms": 200,
                                **python_properties(a)},
     "aiokafka": lambda a: {"client_id": a.client_id, "fetch_max_wait_ms": 200,
-                           **python_properties(a)},
+                           **aiokafka_properties(a)},
 }
 
 

@@ -18,7 +18,9 @@ Feature names are the keys of ``FEATURES``. Commands are relative to the reposit
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +42,10 @@ FEATURES = {
     "admin.alter-configs": "admin alter-configs --topic T --config k=v",
     "admin.list-offsets": "admin list-offsets --topic T [--timestamp MS]",
     "admin.delete-records": "admin delete-records --topic T --partition P --offset O",
+    "security.ssl": "produce/consume over SSL (the broker's CA trusted)",
+    "security.sasl-plain": "produce/consume over SASL_SSL with PLAIN",
+    "security.sasl-scram-sha-512": "produce/consume over SASL_SSL with SCRAM-SHA-512",
+    "security.mtls": "produce/consume over SSL with a client certificate",
 }
 
 
@@ -55,6 +61,9 @@ class Driver:
     unavailable: Callable[[], str | None] = lambda: None
     # Options that make `produce` give up after ms (drivers without --timeout-ms use properties).
     timeout_args: Callable[[int], list[str]] = lambda ms: ["--timeout-ms", str(ms)]
+    # The names its --property settings use for security (compat_tests/security.py): Kafka's
+    # Java ones, librdkafka's, or the Python clients' keyword arguments.
+    config_style: str = "java"
 
     @property
     def header_value(self) -> str:
@@ -77,6 +86,22 @@ def _needs_program(program: str, how: str) -> Callable[[], str | None]:
     return lambda: None if shutil.which(program) else f"{program} is not installed: {how}"
 
 
+def _kcat_scram_lack() -> dict[str, str]:
+    """librdkafka before 2.6.1 sends the client nonce twice in SCRAM's client-final message
+    (librdkafka#4895); Kafka checks the nonce strictly, as RFC 5802 says, and so does kbroker.
+    Debian's kcat links the system librdkafka, so whether kcat can do SCRAM depends on it."""
+    if not shutil.which("kcat"):
+        return {}
+    out = subprocess.run(["kcat", "-V"], capture_output=True, text=True).stdout
+    found = re.search(r"librdkafka (\d+)\.(\d+)\.(\d+)", out)
+    if found is None or tuple(map(int, found.groups())) >= (2, 6, 1):
+        return {}
+    return {"security.sasl-scram-sha-512":
+            f"kcat links librdkafka {'.'.join(found.groups())}, whose SCRAM client-final "
+            "message repeats the client nonce (fixed in 2.6.1, librdkafka#4895); Apache Kafka "
+            "4.3.1 rejects it too (checked: SASL authentication error)"}
+
+
 PYTHON = (sys.executable, str(HERE / "python_driver.py"), "--client")
 JAVA_JAR = "compat_tests/java/target/kbroker-java-driver.jar"
 # Short-lived JVMs: C1 only and the serial collector start fastest.
@@ -86,16 +111,18 @@ KCAT_NO_ADMIN = "kcat has no admin API: only metadata (-L) and offset queries (-
 INSTALL = "run scripts/install-test-deps.sh"
 
 DRIVERS: list[Driver] = [
-    Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent")),
-    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka")),
-    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python")),
+    Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent"),
+           config_style="librdkafka"),
+    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python"),
+    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python"),
     Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
            lacks={"timestamps": "kcat -P cannot set per-message timestamps",
                   "transactions": "kcat has no transactional producer",
                   **{f"admin.{op}": KCAT_NO_ADMIN for op in (
                       "create-topic", "delete-topic", "create-partitions", "describe-configs",
-                      "alter-configs", "delete-records")}},
-           unavailable=_needs_program("kcat", INSTALL)),
+                      "alter-configs", "delete-records")},
+                  **_kcat_scram_lack()},
+           unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
            unavailable=_needs_file(JAVA_JAR, INSTALL),
            timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",

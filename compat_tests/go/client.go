@@ -41,9 +41,14 @@ func propertyOpts(a *args, autoCreate bool) ([]kgo.Opt, error) {
 		n, err := strconv.ParseInt(v, 10, 64)
 		return time.Duration(n) * time.Millisecond, err
 	}
+	security := map[string]string{}
 	for _, kv := range kvs {
 		k, v := kv[0], kv[1]
 		var perr error
+		if securityKeys[k] {
+			security[k] = v
+			continue
+		}
 		switch k {
 		case "allow.auto.create.topics":
 			autoCreate, perr = strconv.ParseBool(v)
@@ -104,6 +109,11 @@ func propertyOpts(a *args, autoCreate bool) ([]kgo.Opt, error) {
 			return nil, usagef("--property %s=%s: %v", k, v, perr)
 		}
 	}
+	secure, err := securityOpts(security)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, secure...)
 	if autoCreate {
 		opts = append(opts, kgo.AllowAutoTopicCreation())
 	}

@@ -20,6 +20,7 @@
  */
 
 const crypto = require('crypto')
+const fs = require('fs')
 
 const EXIT_OK = 0
 const EXIT_ERROR = 1
@@ -169,9 +170,16 @@ function stderrLogCreator () {
 
 /** Java-style --property settings that KafkaJS has; the others are reported on stderr. */
 function properties (a) {
-  const out = {}
+  const out = { security: {} }
   for (const [k, v] of a.keyValues('property')) {
     switch (k) {
+      case 'security.protocol':
+      case 'ssl.truststore.location':
+      case 'ssl.truststore.type':
+      case 'ssl.keystore.location':
+      case 'ssl.keystore.type':
+      case 'sasl.mechanism':
+      case 'sasl.jaas.config': out.security[k] = v; break
       case 'allow.auto.create.topics': out.allowAutoTopicCreation = v === 'true'; break
       case 'request.timeout.ms': out.requestTimeout = Number(v); break
       case 'session.timeout.ms': out.sessionTimeout = Number(v); break
@@ -200,7 +208,46 @@ function client (a, props) {
   }
   if (props.requestTimeout !== undefined) config.requestTimeout = props.requestTimeout
   if (props.retries !== undefined) config.retry = { retries: props.retries }
+  Object.assign(config, securityConfig(props.security))
   return new Kafka(config)
+}
+
+/**
+ * The Java client's security settings as KafkaJS's `ssl` and `sasl` options: PEM trust and key
+ * stores (Kafka's ssl.*.type=PEM; the key store holds the key and the chain in one file) and
+ * the username/password of sasl.jaas.config. What KafkaJS cannot take this way is refused.
+ */
+function securityConfig (s) {
+  const protocol = (s['security.protocol'] || 'PLAINTEXT').toUpperCase()
+  const out = {}
+  if (!['PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL'].includes(protocol)) {
+    throw new Usage(`unknown security.protocol ${protocol}`)
+  }
+  if (protocol.endsWith('SSL')) {
+    for (const key of ['ssl.truststore.type', 'ssl.keystore.type']) {
+      if (s[key] && s[key].toUpperCase() !== 'PEM') {
+        throw new Usage(`--property ${key}=${s[key]}: the KafkaJS driver reads PEM stores only`)
+      }
+    }
+    const ssl = {}
+    if (s['ssl.truststore.location']) ssl.ca = [fs.readFileSync(s['ssl.truststore.location'])]
+    if (s['ssl.keystore.location']) {
+      // Node's TLS picks the key and the certificates out of the same PEM text.
+      ssl.key = ssl.cert = fs.readFileSync(s['ssl.keystore.location'])
+    }
+    out.ssl = Object.keys(ssl).length ? ssl : true
+  }
+  if (protocol.startsWith('SASL_')) {
+    const jaas = {}
+    for (const m of (s['sasl.jaas.config'] || '').matchAll(/(\w+)\s*=\s*"([^"]*)"/g)) jaas[m[1]] = m[2]
+    const mechanism = (s['sasl.mechanism'] || 'GSSAPI').toLowerCase()
+    if (!['plain', 'scram-sha-256', 'scram-sha-512'].includes(mechanism)) {
+      throw new Usage(`--property sasl.mechanism=${mechanism}: not mapped by the KafkaJS driver`)
+    }
+    if (!jaas.username) throw new Usage('--property sasl.jaas.config needs username="..." password="..."')
+    out.sasl = { mechanism, username: jaas.username, password: jaas.password }
+  }
+  return out
 }
 
 /** An error event: KafkaJS's error class, its message and the Kafka error name when it has one. */

@@ -99,8 +99,9 @@ class Broker:
 class KBroker(Broker):
     name = "kbroker"
 
-    def __init__(self, python: str = sys.executable, extra: list[str] | None = None):
-        self.port = run_kafka.free_port()
+    def __init__(self, python: str = sys.executable, extra: list[str] | None = None,
+                 port: int | None = None):
+        self.port = port or run_kafka.free_port()
         self.data_dir = tempfile.mkdtemp(prefix="kbroker-bench-")
         args = [python, "-m", "kbroker.cli.main", "serve",
                 "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
@@ -127,15 +128,20 @@ class KBroker(Broker):
 class Kafka(Broker):
     name = "kafka"
 
-    def __init__(self, version: str = run_kafka.DEFAULT_VERSION, heap: str = "1G"):
+    def __init__(self, version: str = run_kafka.DEFAULT_VERSION, heap: str = "1G",
+                 extra_props: dict[str, str] | None = None, port: int | None = None):
+        """``extra_props``: more server.properties entries (e.g. secure listeners, which then
+        list PLAINTEXT on ``port`` and CONTROLLER themselves)."""
         self.version = version
-        self.port = run_kafka.free_port()
+        self.port = port or run_kafka.free_port()
         cport = run_kafka.free_port()
         ddir = Path(tempfile.mkdtemp(prefix="kbroker-bench-kafka-"))
         self.data_dir = str(ddir)
         props = ddir / "server.properties"
         # Deleted topics go at once (default 60 s later), so the disk does not fill up.
-        extra = {"log.segment.delete.delay.ms": "0"}
+        extra = {"log.segment.delete.delay.ms": "0",
+                 **{k: v.replace("{controller_port}", str(cport))
+                    for k, v in (extra_props or {}).items()}}
         props.write_text(run_kafka.server_properties(self.port, cport, ddir / "data",
                                                      f"127.0.0.1:{self.port}", extra))
         log4j = ddir / "log4j2.properties"

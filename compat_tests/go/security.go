@@ -1,0 +1,102 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// securityKeys are the Java client's security settings the driver maps to franz-go (TLS dialer
+// and SASL mechanism); propertyOpts hands them here.
+var securityKeys = map[string]bool{
+	"security.protocol": true, "ssl.truststore.location": true, "ssl.truststore.type": true,
+	"ssl.keystore.location": true, "ssl.keystore.type": true, "sasl.mechanism": true,
+	"sasl.jaas.config": true,
+}
+
+var jaasOption = regexp.MustCompile(`(\w+)\s*=\s*"([^"]*)"`)
+
+// securityOpts turns security.protocol, PEM trust/key stores (Kafka's ssl.*.type=PEM: the key
+// store holds the PKCS#8 key and the certificate chain in one file) and sasl.mechanism with the
+// username/password of sasl.jaas.config into franz-go options. What franz-go cannot take the
+// same way (JKS/PKCS12 stores, other mechanisms) is refused, never ignored.
+func securityOpts(s map[string]string) ([]kgo.Opt, error) {
+	protocol := strings.ToUpper(s["security.protocol"])
+	if protocol == "" {
+		protocol = "PLAINTEXT"
+	}
+	var opts []kgo.Opt
+	switch protocol {
+	case "PLAINTEXT", "SASL_PLAINTEXT":
+	case "SSL", "SASL_SSL":
+		config := &tls.Config{MinVersion: tls.VersionTLS12}
+		for _, store := range []string{"ssl.truststore.type", "ssl.keystore.type"} {
+			if t, ok := s[store]; ok && !strings.EqualFold(t, "PEM") {
+				return nil, usagef("--property %s=%s: the franz-go driver reads PEM stores only", store, t)
+			}
+		}
+		if path, ok := s["ssl.truststore.location"]; ok {
+			pem, err := os.ReadFile(path)
+			if err != nil {
+				return nil, usagef("ssl.truststore.location: %v", err)
+			}
+			config.RootCAs = x509.NewCertPool()
+			if !config.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, usagef("ssl.truststore.location %s holds no PEM certificate", path)
+			}
+		}
+		if path, ok := s["ssl.keystore.location"]; ok {
+			pem, err := os.ReadFile(path)
+			if err != nil {
+				return nil, usagef("ssl.keystore.location: %v", err)
+			}
+			// One file, key and chain: X509KeyPair picks the blocks it needs from each argument.
+			pair, err := tls.X509KeyPair(pem, pem)
+			if err != nil {
+				return nil, usagef("ssl.keystore.location %s: %v", path, err)
+			}
+			config.Certificates = []tls.Certificate{pair}
+		}
+		opts = append(opts, kgo.Dialer((&tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second},
+			Config: config}).DialContext))
+	default:
+		return nil, usagef("--property security.protocol=%s: unknown protocol", protocol)
+	}
+	mechanism, hasMechanism := s["sasl.mechanism"]
+	if !strings.HasPrefix(protocol, "SASL_") {
+		if hasMechanism {
+			fmt.Fprintf(os.Stderr, "kbroker-go-driver: sasl.mechanism is unused with security.protocol=%s\n", protocol)
+		}
+		return opts, nil
+	}
+	jaas := map[string]string{}
+	for _, m := range jaasOption.FindAllStringSubmatch(s["sasl.jaas.config"], -1) {
+		jaas[m[1]] = m[2]
+	}
+	user, password := jaas["username"], jaas["password"]
+	if user == "" {
+		return nil, usagef("--property sasl.jaas.config needs username=\"...\" password=\"...\"")
+	}
+	switch strings.ToUpper(mechanism) {
+	case "", "GSSAPI":
+		return nil, usagef("the franz-go driver has no GSSAPI: set sasl.mechanism")
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: password}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha512Mechanism()))
+	default:
+		return nil, usagef("--property sasl.mechanism=%s: not mapped by the franz-go driver", mechanism)
+	}
+	return opts, nil
+}
