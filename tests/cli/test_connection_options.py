@@ -78,7 +78,8 @@ def test_a_wrong_password_is_one_line_naming_the_failure(secured):
                    "topic", "list")
     assert done.returncode == 1
     assert done.stderr.strip() == (f"kbroker: cannot reach a broker at {security.bootstrap_servers['SASL_SSL']}: "
-                                   "SaslAuthenticationFailedError: Authentication failed: Invalid client credentials")
+                                   "SaslAuthenticationFailedError: Authentication failed during authentication due "
+                                   "to invalid credentials with SASL mechanism SCRAM-SHA-256")
 
 
 def test_mtls_without_a_certificate_points_at_the_tls_settings(secured):

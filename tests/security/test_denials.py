@@ -201,10 +201,11 @@ def test_scram_exchange_and_tampering(full_broker, connect, listener):
         response = _scram(wire, "dave", "dave-secret")
         assert response.error_code == 0 and response.auth_bytes.startswith(b"v=")
         assert wire.call(METADATA, 12, metadata_request()).brokers
-    cases = [("dave", "wrong", None, "Invalid client credentials"),
-             ("dave", "dave-secret", lambda n: n[:-1] + ("A" if n[-1] != "A" else "B"),
-              "nonce"),
-             ("dave", "dave-secret", lambda n: n[:len(n) // 2], "nonce")]
+    # Kafka's generic text for every SCRAM failure (the reason is only in the broker's log).
+    generic = "invalid credentials with SASL mechanism SCRAM-SHA-512"
+    cases = [("dave", "wrong", None, generic),
+             ("dave", "dave-secret", lambda n: n[:-1] + ("A" if n[-1] != "A" else "B"), generic),
+             ("dave", "dave-secret", lambda n: n[:len(n) // 2], generic)]
     for user, password, tamper, words in cases:
         with connect(listener) as wire:
             response = _scram(wire, user, password, tamper)

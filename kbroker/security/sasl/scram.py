@@ -13,6 +13,10 @@ The credential (Kafka's ``ScramCredential``, stored in ``/config/users/<user>`` 
 Key")``. AlterUserScramCredentials sends the salted password; the broker keeps only these keys.
 An unknown user, a changed nonce, a wrong proof or a malformed message all fail the exchange.
 Kafka's delegation-token extension (``tokenauth=true``) is refused.
+
+Failures: as in Kafka's ScramSaslServer, every failure but an authorization id that differs from
+the user name is a plain ``SaslException`` there, so the client gets the generic "invalid
+credentials" text (:class:`InvalidCredentials`) and the reason goes to the broker's log only.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from kbroker.security.sasl import AuthenticationFailed
+from kbroker.security.sasl import AuthenticationFailed, InvalidCredentials
 
 HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 # Kafka's ScramMechanism type ids (AlterUserScramCredentials / DescribeUserScramCredentials).
@@ -73,7 +77,7 @@ def _attributes(message: str) -> list[tuple[str, str]]:
     for part in message.split(","):
         match = _ATTRIBUTE.fullmatch(part)
         if match is None:
-            raise AuthenticationFailed("Authentication failed: Invalid SCRAM message")
+            raise InvalidCredentials("Authentication failed: Invalid SCRAM message")
         out.append((match.group(1), match.group(2)))
     return out
 
@@ -81,7 +85,7 @@ def _attributes(message: str) -> list[tuple[str, str]]:
 def _username(saslname: str) -> str:
     """RFC 5802's saslname: ',' and '=' arrive as '=2C' and '=3D'; any other '=' is invalid."""
     if re.search(r"=(?!2C|3D)", saslname):
-        raise AuthenticationFailed("Authentication failed: Invalid user name encoding")
+        raise InvalidCredentials("Authentication failed: Invalid user name encoding")
     return saslname.replace("=2C", ",").replace("=3D", "=")
 
 
@@ -98,34 +102,34 @@ class ScramServer:
         try:
             message = bytes(token).decode("utf-8")
         except UnicodeDecodeError:
-            raise AuthenticationFailed("Authentication failed: Invalid SCRAM message") from None
+            raise InvalidCredentials("Authentication failed: Invalid SCRAM message") from None
         if self._state == "client-first":
             return self._client_first(message).encode()
         if self._state == "client-final":
             return self._client_final(message).encode()
-        raise AuthenticationFailed("Authentication failed: unexpected SCRAM message")
+        raise InvalidCredentials("Authentication failed: unexpected SCRAM message")
 
     def _client_first(self, message: str) -> str:
         self._state = "failed"
         cbind, sep, rest = message.partition(",")
         authzid, sep2, bare = rest.partition(",")
         if not sep or not sep2 or cbind not in ("n", "y"):
-            raise AuthenticationFailed("Authentication failed: Invalid SCRAM client first message "
+            raise InvalidCredentials("Authentication failed: Invalid SCRAM client first message "
                                        "(channel binding is not supported)")
         if ",tokenauth=" in bare:
-            raise AuthenticationFailed("Authentication failed: delegation tokens are not "
+            raise InvalidCredentials("Authentication failed: delegation tokens are not "
                                        "supported")
         attributes = _attributes(bare)
         if len(attributes) < 2 or attributes[0][0] != "n" or attributes[1][0] != "r" \
                 or not attributes[1][1]:
-            raise AuthenticationFailed("Authentication failed: Invalid SCRAM client first message")
+            raise InvalidCredentials("Authentication failed: Invalid SCRAM client first message")
         username = _username(attributes[0][1])
         if authzid and authzid != f"a={attributes[0][1]}":
-            raise AuthenticationFailed("Authentication failed: Authorization id does not match "
-                                       "the user name")
+            raise AuthenticationFailed("Authentication failed: Client requested an authorization "
+                                       "id that is different from username")
         credential = self._lookup(username, self.mechanism)
         if credential is None:
-            raise AuthenticationFailed("Authentication failed: Invalid user credentials")
+            raise InvalidCredentials("Authentication failed: Invalid user credentials")
         self._user, self._credential = username, credential
         self._gs2_header = f"{cbind},{authzid},"
         self._nonce = attributes[1][1] + secrets.token_urlsafe(24)
@@ -139,29 +143,29 @@ class ScramServer:
         self._state = "failed"
         without_proof, sep, proof_part = message.rpartition(",p=")
         if not sep:
-            raise AuthenticationFailed("Authentication failed: Invalid SCRAM client final message")
+            raise InvalidCredentials("Authentication failed: Invalid SCRAM client final message")
         attributes = _attributes(without_proof)
         if len(attributes) < 2 or attributes[0][0] != "c" or attributes[1][0] != "r":
-            raise AuthenticationFailed("Authentication failed: Invalid SCRAM client final message")
+            raise InvalidCredentials("Authentication failed: Invalid SCRAM client final message")
         if attributes[1][1] != self._nonce:
-            raise AuthenticationFailed("Authentication failed: Invalid client nonce in the final "
+            raise InvalidCredentials("Authentication failed: Invalid client nonce in the final "
                                        "client message.")
         try:
             channel = base64.b64decode(attributes[0][1], validate=True)
             proof = base64.b64decode(proof_part, validate=True)
         except ValueError:
-            raise AuthenticationFailed("Authentication failed: Invalid SCRAM client final "
+            raise InvalidCredentials("Authentication failed: Invalid SCRAM client final "
                                        "message") from None
         if channel != self._gs2_header.encode():
-            raise AuthenticationFailed("Authentication failed: Invalid channel binding")
+            raise InvalidCredentials("Authentication failed: Invalid channel binding")
         credential = self._credential
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
         signature = hmac.digest(credential.stored_key, auth_message, self._digest)
         if len(proof) != len(signature):
-            raise AuthenticationFailed("Authentication failed: Invalid client credentials")
+            raise InvalidCredentials("Authentication failed: Invalid client credentials")
         client_key = bytes(a ^ b for a, b in zip(proof, signature))
         if not hmac.compare_digest(self._digest(client_key).digest(), credential.stored_key):
-            raise AuthenticationFailed("Authentication failed: Invalid client credentials")
+            raise InvalidCredentials("Authentication failed: Invalid client credentials")
         server_signature = hmac.digest(credential.server_key, auth_message, self._digest)
         self._state = "done"
         self.complete = True
