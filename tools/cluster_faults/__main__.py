@@ -55,7 +55,8 @@ def main(argv=None) -> int:
             schedules = run.random_schedules(args.schedules, args.seconds, args.seed, proxied,
                                              cluster.session_timeout_s)
         report = run.run_all(cluster, schedules, workdir, Path(args.out) if args.out else None,
-                             prefix="m" if args.mode == "matrix" else f"r{args.seed}-")
+                             prefix="m" if args.mode == "matrix" else f"r{args.seed}-",
+                             strict=args.mode == "matrix")
     finally:
         cluster.close()
     return 0 if not report["summary"]["failed"] else 1
