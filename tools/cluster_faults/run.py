@@ -72,6 +72,10 @@ def create_topic(cluster: Cluster, topic: str, partitions: int = 3) -> None:
     futures = admin.create_topics([NewTopic(topic, partitions, 3,
                                             config={"min.insync.replicas": "2"})])
     futures[topic].result(60)
+    # a cluster that cannot replicate says so here, not as a baffling checker verdict later
+    assignment = wait_for(lambda: cluster.assignment(topic), f"{topic} in ZooKeeper", 60)
+    if any(len(replicas) != 3 for replicas in assignment.values()):
+        raise RuntimeError(f"{topic} was not created with 3 replicas: {assignment}")
     cluster.wait_healthy(topic, 60)
 
 
