@@ -49,7 +49,7 @@ def java(main: str, args: list[str], timeout: float = 600) -> str:
 
 def create_topic(cluster: Cluster, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
     admin.create_topics([NewTopic(topic, partitions, 3,
                                   config={"min.insync.replicas": "2"})])[topic].result(60)
     assignment = wait_for(lambda: cluster.assignment(topic), f"{topic} in ZooKeeper", 60)

@@ -68,7 +68,7 @@ def random_schedules(n: int, seconds: float, seed: int, proxied: bool,
 
 def create_topic(cluster: Cluster, topic: str, partitions: int = 3) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
     futures = admin.create_topics([NewTopic(topic, partitions, 3,
                                             config={"min.insync.replicas": "2"})])
     futures[topic].result(60)
