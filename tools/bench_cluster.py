@@ -66,7 +66,7 @@ def produce(cluster: Cluster, records: int, size: int) -> dict:
     create_topic(cluster, "bench-produce", 6)
     out = java("org.apache.kafka.tools.ProducerPerformance",
                ["--topic", "bench-produce", "--num-records", str(records), "--record-size",
-                str(size), "--throughput", "-1", "--producer-props",
+                str(size), "--throughput", "-1", "--command-property",
                 f"bootstrap.servers={cluster.bootstrap}", "acks=all"])
     m = _PERF.findall(out)
     if not m:
@@ -80,7 +80,7 @@ def produce(cluster: Cluster, records: int, size: int) -> dict:
 def consume(cluster: Cluster, records: int) -> dict:
     out = java("org.apache.kafka.tools.ConsumerPerformance",
                ["--bootstrap-server", cluster.bootstrap, "--topic", "bench-produce",
-                "--messages", str(records), "--timeout", "60000"])
+                "--num-records", str(records), "--timeout", "60000"])
     # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, ...
     line = [ln for ln in out.splitlines() if ln and ln[0].isdigit()][-1]
     fields = [f.strip() for f in line.split(",")]

@@ -9,7 +9,6 @@ record it consumed (``record_data``) and each commit (``offsets_committed``).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
