@@ -85,7 +85,7 @@ def test_checker_passes_a_clean_run():
     records = [(0, 0, "a"), (0, 1, "b"), (1, 0, "c")]
     consumer = ConsumerResult(commits=[(0, 1), (0, 2), (1, 1)])
     verdict = check([_producer(("a", 0, 0), ("b", 0, 1), ("c", 1, 0))], records, consumer,
-                    {"a", "b", "c"})
+                    {"a", "b", "c"}, {0: 2, 1: 1})
     assert verdict.ok and verdict.acked == 3, verdict
 
 
@@ -93,9 +93,10 @@ def test_checker_counts_lost_duplicated_moved_missed_and_commits_going_back():
     records = [(0, 0, "a"), (0, 1, "a"), (0, 2, "c")]
     consumer = ConsumerResult(commits=[(0, 3), (0, 1)])
     verdict = check([_producer(("a", 0, 0), ("b", 0, 1), ("c", 0, 1))], records, consumer,
-                    {"a"})
+                    {"a"}, {0: 2})
     assert (verdict.lost, verdict.duplicated, verdict.moved) == (1, 1, 1), verdict
     assert verdict.commits_backwards == 1 and verdict.group_missed == 2, verdict
+    assert verdict.commits_lost == 1, verdict  # 3 was committed, the cluster says 2
     assert not verdict.ok
 
 

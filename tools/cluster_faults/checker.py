@@ -19,6 +19,7 @@ class Verdict:
     duplicated: int = 0
     moved: int = 0  # acked at one offset, found at another
     commits_backwards: int = 0
+    commits_lost: int = 0
     group_missed: int = 0  # acked but never delivered to the group consumer
     replicas_diverged: list[str] = field(default_factory=list)
     replica_batches_compared: int = 0
@@ -27,11 +28,12 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicated or self.moved or self.commits_backwards
-                    or self.group_missed or self.replicas_diverged)
+                    or self.commits_lost or self.group_missed or self.replicas_diverged)
 
     def as_dict(self) -> dict:
         return {"acked": self.acked, "lost": self.lost, "duplicated": self.duplicated,
                 "moved": self.moved, "commits_backwards": self.commits_backwards,
+                "commits_lost": self.commits_lost,
                 "group_missed": self.group_missed, "replicas_diverged": self.replicas_diverged,
                 "replica_batches_compared": self.replica_batches_compared,
                 "examples": self.examples[:5], "ok": self.ok}
@@ -66,7 +68,10 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 120) -> tuple[list, 
 
 
 def check(producers: list[ProducerResult], records: list, consumer: ConsumerResult | None = None,
-          group_values: set[str] | None = None) -> Verdict:
+          group_values: set[str] | None = None,
+          committed: dict[int, int] | None = None) -> Verdict:
+    """``committed``: the group's offsets as the cluster reports them at the end; each must be
+    at least the last commit the consumer saw succeed (a committed offset never lost)."""
     verdict = Verdict()
     where = {}
     counts = Counter(v for _, _, v in records)
@@ -95,6 +100,12 @@ def check(producers: list[ProducerResult], records: list, consumer: ConsumerResu
                 verdict.examples.append(f"commit went back on {partition}: "
                                         f"{last[partition]} -> {offset}")
             last[partition] = max(offset, last.get(partition, -1))
+        if committed is not None:
+            for partition, offset in last.items():
+                if committed.get(partition, -1) < offset:
+                    verdict.commits_lost += 1
+                    verdict.examples.append(f"committed offset of {partition} is "
+                                            f"{committed.get(partition)}, {offset} was committed")
     if group_values is not None:
         missed = {a.value for p in producers for a in p.acked} - group_values
         verdict.group_missed = len(missed)

@@ -79,6 +79,16 @@ def create_topic(cluster: Cluster, topic: str, partitions: int = 3) -> None:
     cluster.wait_healthy(topic, 60)
 
 
+def committed_offsets(cluster: Cluster, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets as the cluster reports them after the run."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
+    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    return {tp.partition: tp.offset for tp in future.result(60).topic_partitions
+            if tp.topic == topic}
+
+
 def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
                  log=print, settle: float = 4.0, strict: bool = False) -> dict:
     """One schedule, checked. ``strict``: a step that could not be applied (say, no follower in
@@ -120,7 +130,8 @@ def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
         pass  # the checker counts what it missed
     vc.stop()
     records, hws = read_topic(cluster.bootstrap, topic)
-    verdict = check([vp.result, py.result], records, vc.result, vc.values())
+    verdict = check([vp.result, py.result], records, vc.result, vc.values(),
+                    committed_offsets(cluster, f"group-{name}", topic))
     verdict.replica_batches_compared, verdict.replicas_diverged = compare_replicas(
         {b["id"]: b["data_dir"] for b in cluster.info["brokers"]}, topic,
         cluster.assignment(topic), hws)
@@ -131,7 +142,8 @@ def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
     result["ok"] = verdict.ok and not (strict and errors)
     log(f"  [{name}] acked {result['acked']} lost {result['lost']} duplicated "
         f"{result['duplicated']} moved {result['moved']} group_missed {result['group_missed']} "
-        f"diverged {len(result['replicas_diverged'])} ({result['seconds']}s)")
+        f"commits_lost {result['commits_lost']} diverged {len(result['replicas_diverged'])} "
+        f"({result['seconds']}s)")
     return result
 
 
@@ -158,6 +170,7 @@ def run_all(cluster: Cluster, schedules: list[list[Step]], workdir: Path, out: P
                "duplicated": sum(r.get("duplicated", 0) for r in results),
                "moved": sum(r.get("moved", 0) for r in results),
                "group_missed": sum(r.get("group_missed", 0) for r in results),
+               "commits_lost": sum(r.get("commits_lost", 0) for r in results),
                "diverged": sum(len(r.get("replicas_diverged", [])) for r in results),
                "failed": [r["schedule"] for r in results if not r.get("ok")]}
     log("SUMMARY " + json.dumps(summary))
