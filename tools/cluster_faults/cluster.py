@@ -118,7 +118,7 @@ class Cluster:
         return others[0] if others else None
 
     def healthy(self, topic: str | None = None) -> bool:
-        """Every broker alive and registered, a controller, and every replica of the topic in ISR."""
+        """Every broker alive and registered, a controller, every replica of the topic in ISR."""
         if not all(alive(pid) for pid in self.pids.values()) or not alive(self.zk_pid):
             return False
         if self.registered() != sorted(self.broker_ids) or self.controller() is None:

@@ -97,7 +97,8 @@ def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
     topic = f"faults-{name}"
     cluster.wait_healthy(None, 180)
     create_topic(cluster, topic)
-    vp = VerifiableProducer(cluster.bootstrap, topic, workdir, prefix=zlib.crc32(name.encode()) % 1_000_000)
+    vp = VerifiableProducer(cluster.bootstrap, topic, workdir,
+                            prefix=zlib.crc32(name.encode()) % 1_000_000)
     py = PythonProducer(cluster.bootstrap, topic, prefix=f"py{name}")
     vc = VerifiableConsumer(cluster.bootstrap, topic, f"group-{name}", workdir)
     applied_steps, errors = [], []

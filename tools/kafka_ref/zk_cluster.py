@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A 3-node Apache Kafka 3.9 cluster in ZooKeeper mode: the reference the cluster tools are proven on.
+"""A 3-node Apache Kafka 3.9 cluster in ZooKeeper mode, the reference the cluster tools are
+proven on.
 
     python tools/kafka_ref/zk_cluster.py up --brokers 3 --json cluster.json
 
@@ -119,7 +120,8 @@ def server_properties(broker_id: int, zk_connect: str, data_dir: Path, port: int
 def broker_command(data_dir: Path, heap: str) -> list[str]:
     java = shutil.which("java") or "java"
     return [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-            "-Djava.awt.headless=true", f"-Dlog4j.configuration=file:{data_dir / 'log4j.properties'}",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j.configuration=file:{data_dir / 'log4j.properties'}",
             f"-Dkafka.logs.dir={data_dir}", "-cp", classpath(), "kafka.Kafka",
             str(data_dir / "server.properties")]
 
