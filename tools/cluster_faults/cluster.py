@@ -59,6 +59,7 @@ class Cluster:
         self.pids = {b["id"]: b["pid"] for b in info["brokers"]}
         self.zk_pid = info["zookeeper"]["pid"]
         self._restarted: list[subprocess.Popen] = []
+        self._stale_owner: dict[int, int | None] = {}
         self._zk_server = None
         self._zk: KazooClient | None = None
 
@@ -157,10 +158,20 @@ class Cluster:
         pid = self.pids[broker_id]
         wait_for(lambda: not alive(pid), f"broker {broker_id} to die", 30, 0.02)
 
+    def _registration_owner(self, broker_id: int) -> int | None:
+        try:
+            stat = self.zk().exists(f"/brokers/ids/{broker_id}")
+        except Exception:
+            return None
+        return stat.ephemeralOwner if stat else None
+
     def start(self, broker_id: int) -> None:
         """Restart with the cluster's own restart_command; the tools stop it at close()."""
         broker = self.broker(broker_id)
         assert not alive(self.pids[broker_id]), f"broker {broker_id} is still running"
+        # A killed broker's registration outlives it until its session expires: the restarted
+        # one has registered only when the znode belongs to another session.
+        self._stale_owner[broker_id] = self._registration_owner(broker_id)
         log_path = Path(broker["data_dir"]).parent / f"broker-{broker_id}.restarts.log"
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         with open(log_path, "ab") as log:
@@ -171,8 +182,21 @@ class Cluster:
         self.pids[broker_id] = process.pid
 
     def wait_registered(self, broker_id: int, timeout: float = 120) -> None:
-        wait_for(lambda: broker_id in self.registered(), f"broker {broker_id} to register",
-                 timeout)
+        stale = self._stale_owner.get(broker_id)
+        wait_for(lambda: self._registration_owner(broker_id) not in (None, stale),
+                 f"broker {broker_id} to register", timeout)
+
+    def restart_dead(self) -> list[int]:
+        """Restart brokers (and ZooKeeper) that died on their own, as a supervisor would (Kafka
+        exits when its session expires during start-up, for one); returns the broker ids."""
+        if not alive(self.zk_pid):
+            self.zk_start()
+        dead = [b for b, pid in self.pids.items() if not alive(pid)]
+        for broker_id in dead:
+            self.start(broker_id)
+        for broker_id in dead:
+            self.wait_registered(broker_id)
+        return dead
 
     # ---------------------------------------------------------------- ZooKeeper process
     def zk_signal(self, sig: int) -> None:

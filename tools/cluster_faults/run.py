@@ -101,7 +101,7 @@ def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
                             prefix=zlib.crc32(name.encode()) % 1_000_000)
     py = PythonProducer(cluster.bootstrap, topic, prefix=f"py{name}")
     vc = VerifiableConsumer(cluster.bootstrap, topic, f"group-{name}", workdir)
-    applied_steps, errors = [], []
+    applied_steps, errors, died = [], [], []
     started = time.monotonic()
     try:
         wait_for(lambda: vp.result.acked and py.result.acked, "first acks", 60)
@@ -119,6 +119,9 @@ def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
             time.sleep(max(step.hold, faults.min_hold(cluster, step.fault)))
             applied.heal()
             applied_steps.append(f"{step}->{who}")
+        died = cluster.restart_dead()
+        if died:
+            log(f"  [{name}] broker(s) {died} had exited on their own; restarted")
         cluster.wait_healthy(topic, 180)
         time.sleep(settle)
     finally:
@@ -137,6 +140,7 @@ def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
         {b["id"]: b["data_dir"] for b in cluster.info["brokers"]}, topic,
         cluster.assignment(topic), hws)
     result = {"schedule": name, "steps": applied_steps, "not_applied": errors,
+              "exited_on_their_own": died,
               "seconds": round(time.monotonic() - started, 1),
               "producer_errors": vp.result.errors + py.result.errors,
               "consumed_by_group": len(vc.result.consumed), **verdict.as_dict()}
