@@ -6,6 +6,7 @@
 #   - Spark's Kafka connector jars for compat_tests/spark (Maven Central, copied by Maven).
 #   - Apache Kafka's own jars (DumpLogSegments for tests/log, the reference broker for tools/bench).
 #   - Apache ZooKeeper's server jars for `kbroker cluster up` and tests/cluster (Maven Central).
+#   - Apache Kafka 3.9 (ZooKeeper mode) for the reference cluster of tools/kafka_ref/zk_cluster.py.
 #   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
 #     (npm ci, native lz4/zstd codecs built by node-gyp).
 # --python-only skips the system packages and the Java build (not Kafka's jars).
@@ -63,6 +64,17 @@ if [ -f tools/zookeeper/pom.xml ]; then
     rm -rf tools/zookeeper/target/jars
     (cd tools/zookeeper && mvn -q -B dependency:copy-dependencies)
     touch "$zk_stamp"
+  fi
+fi
+
+# Apache Kafka 3.9 (ZooKeeper mode, the last line with it) for the 3-node reference cluster of
+# tools/kafka_ref/zk_cluster.py, which the cluster fault matrix and tools/bench_cluster.py compare to.
+if [ -f tools/kafka_ref/zk_mode/pom.xml ]; then
+  k39_stamp=tools/kafka_ref/zk_mode/target/jars.stamp
+  if [ ! -e "$k39_stamp" ] || [ tools/kafka_ref/zk_mode/pom.xml -nt "$k39_stamp" ]; then
+    rm -rf tools/kafka_ref/zk_mode/target/jars
+    (cd tools/kafka_ref/zk_mode && mvn -q -B dependency:copy-dependencies)
+    touch "$k39_stamp"
   fi
 fi
 
