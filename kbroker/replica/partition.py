@@ -127,7 +127,9 @@ class Partition:
 
     def check_min_insync_replicas(self) -> None:
         """An acks=all produce needs at least ``min.insync.replicas`` in the ISR (Kafka's
-        Partition.appendRecordsToLeader); NOT_ENOUGH_REPLICAS otherwise, nothing appended."""
+        Partition.appendRecordsToLeader); NOT_ENOUGH_REPLICAS otherwise, nothing appended.
+        A non-leader answers NOT_LEADER_OR_FOLLOWER first, as Kafka does."""
+        self._require_leader()
         required = self._log.config.min_insync_replicas
         if len(self.isr) < required:
             raise KafkaError(Errors.NOT_ENOUGH_REPLICAS,
@@ -212,6 +214,14 @@ class Partition:
         self.maybe_advance_high_watermark()
 
     # --- leadership (from metadata images) -----------------------------------------------------
+
+    def make_unattached(self) -> None:
+        """Cluster mode, before the first state is applied: neither leader nor follower of any
+        epoch, so the image's state (whatever its epoch) is news."""
+        self.role = FOLLOWER
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self._update_last_stable_offset()
 
     def is_stale(self, state) -> bool:
         """A state from before this partition's leader epoch: an old image, ignored (fencing)."""
@@ -429,6 +439,29 @@ class Partition:
         self.high_watermark = self._log.log_end_offset
         self._log.high_watermark = self.high_watermark
         self._update_last_stable_offset()
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int):
+        """Fetch v12+ with ``last_fetched_epoch``: ``(epoch, end offset)`` where the fetcher's
+        log leaves this one (it must truncate there), or None when it does not diverge. As
+        Kafka's Partition.fetchRecords: OFFSET_OUT_OF_RANGE when this log knows no epoch at or
+        below the fetcher's."""
+        epoch, end = self._log.leader_epoch_cache.end_offset_for(last_fetched_epoch,
+                                                                 self._log.log_end_offset)
+        if epoch < 0 or end < 0:
+            raise KafkaError(Errors.OFFSET_OUT_OF_RANGE,
+                             f"{self.topic}-{self.index} has no leader epoch at or below "
+                             f"{last_fetched_epoch}")
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int):
+        """OffsetForLeaderEpoch on the leader: ``(epoch, end offset)`` of the largest epoch
+        <= ``leader_epoch`` (-1, -1 when unknown), after fencing ``current_leader_epoch``."""
+        self.check_leader_epoch(current_leader_epoch)
+        self._require_leader()
+        return self._log.leader_epoch_cache.end_offset_for(leader_epoch,
+                                                           self._log.log_end_offset)
 
     @property
     def latest_epoch(self) -> int | None:
