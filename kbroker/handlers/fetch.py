@@ -17,7 +17,10 @@ copied through Python. Behaviour:
 - A replica's fetch (a follower in the partition's assignment) moves that follower's position
   on the leader, which may expand the ISR and move the high watermark (acks=all waiters
   complete). A replica id not in the assignment (or a client claiming to be a replica) gets
-  NOT_LEADER_OR_FOLLOWER, as Kafka's Partition.getReplicaOrException.
+  NOT_LEADER_OR_FOLLOWER, as Kafka's Partition.getReplicaOrException. A replica fetch without
+  CLUSTER_ACTION gets TOPIC_AUTHORIZATION_FAILED, as in Kafka; in a cluster with
+  ``inter.broker.listener.name`` set, one arriving on another (client) listener is refused the
+  same way, so a client cannot move the high watermark by posing as a follower.
 - ``last_fetched_epoch`` (v12+): when the fetcher's log diverges from this leader's, the answer
   is ``diverging_epoch`` and no records (truncation on fetch, KIP-595 follower side).
 - NOT_LEADER_OR_FOLLOWER carries ``current_leader`` (v12+) and the leader's ``node_endpoints``
@@ -82,9 +85,11 @@ def _plan(ctx, request):
     replica_id = _replica_id(ctx, request)
     follower = replica_id >= 0
     now_ms = int(time.time() * 1000) if follower else 0
+    impostor = follower and not _replica_listener(ctx)
     for topic in request.topics:
         name, unknown = resolve_topic(ctx.metadata, by_id, topic.topic, topic.topic_id)
-        if (name or not by_id) and not fetch_allowed(ctx, follower, name or topic.topic):
+        if impostor or ((name or not by_id)
+                        and not fetch_allowed(ctx, follower, name or topic.topic)):
             name, unknown = None, Errors.TOPIC_AUTHORIZATION_FAILED
         for wanted in topic.partitions:
             partition = ctx.partitions.get(name, wanted.partition) if name else None
@@ -95,6 +100,12 @@ def _plan(ctx, request):
                 error = _follower_fetched(partition, replica_id, wanted, now_ms)
             plan.append((topic, wanted, partition if error is None else None, error))
     return plan
+
+
+def _replica_listener(ctx) -> bool:
+    """Whether replica fetches may come in on this request's listener."""
+    inter_broker = ctx.config.get("inter.broker.listener.name")
+    return not (inter_broker and ctx.metadata.brokers) or ctx.listener == inter_broker
 
 
 def _follower_fetched(partition, replica_id: int, wanted, now_ms: int):

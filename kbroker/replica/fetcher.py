@@ -367,7 +367,12 @@ class ReplicaFetcher:
                 self._apply_truncation(state, diverging.epoch, diverging.end_offset)
                 return
             try:
-                p.append_as_follower(data.records, data.high_watermark)
+                if p.append_as_follower(data.records, data.high_watermark,
+                                        data.log_start_offset):
+                    # Partitions that got data go last next time: the response's byte budget
+                    # goes to the first ones, so the order rotates (Kafka's fetch sessions do).
+                    key = (p.topic, p.index)
+                    self.partitions[key] = self.partitions.pop(key)
             except KafkaError as exc:
                 log.warning("%s-%d: cannot append what leader %d sent: %s", p.topic, p.index,
                             self.leader_id, exc.message)

@@ -405,14 +405,19 @@ class Partition:
             heapq.heappush(self._commit_waiters, (result.last_offset, next(_sequence), committed))
         return result, committed
 
-    def append_as_follower(self, records, leader_high_watermark: int) -> int:
-        """Append what the leader sent and take its HW (bounded by our log end offset, as
-        Kafka's follower does); returns the bytes appended."""
+    def append_as_follower(self, records, leader_high_watermark: int,
+                           leader_log_start_offset: int = -1) -> int:
+        """Append what the leader sent and take its HW (bounded by our log end offset) and its
+        log start offset (bounded by our HW), as Kafka's ReplicaFetcherThread does; returns
+        the bytes appended."""
         if self.role != FOLLOWER:
             raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
                              f"{self.topic}-{self.index} is not a follower here")
         appended = self._log.append_as_follower(records) if records else 0
         self.update_follower_high_watermark(leader_high_watermark)
+        if self._log.log_start_offset < leader_log_start_offset <= self.high_watermark:
+            # Retention or DeleteRecords on the leader: the follower drops the same prefix.
+            self._log.delete_records_before(leader_log_start_offset)
         return appended
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:

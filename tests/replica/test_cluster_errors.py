@@ -209,3 +209,41 @@ def test_images_drive_partitions_stale_states_are_ignored_and_listeners_hear(tmp
             assert await until(lambda: cluster.partition(2, "t").leader_id == 1)
             assert heard[1][-1] == ("t", 0, True, 3)
     run(scenario())
+
+
+def test_a_client_listener_cannot_pose_as_a_replica(tmp_path):
+    """With inter.broker.listener.name set, replica fetches belong on that listener: a client
+    on another listener claiming a real replica's id gets TOPIC_AUTHORIZATION_FAILED (what
+    Kafka answers a follower fetch it does not authorize) and moves nothing."""
+    overrides = {"listeners": "PLAINTEXT://127.0.0.1:0,CLIENT://127.0.0.1:0",
+                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT",
+                 "inter.broker.listener.name": "PLAINTEXT"}
+
+    async def scenario():
+        async with InProcessCluster(tmp_path, overrides=overrides) as cluster:
+            topic = cluster.create_topic("t", [(0, 1, 2)])
+            client = await cluster.client(0)
+            from kbroker.replica.broker_client import BrokerClient
+            outsider = BrokerClient("127.0.0.1", cluster.brokers[0].port("CLIENT"),
+                                    client_id="impostor", timeout_s=10,
+                                    max_response_bytes=1 << 24)
+            await outsider.connect()
+            try:
+                _, answer = await produce(client, "t", 0, batch(2))
+                assert answer.error_code == 0
+                await cluster.brokers[2].replicas.stop_replication()
+                leader = cluster.partition(0, "t")
+                reported = leader.follower_end_offset(2)
+                _, answer = await fetch(outsider, topic.topic_id, "t", 0, 2, replica_id=2)
+                assert answer.error_code == Errors.TOPIC_AUTHORIZATION_FAILED
+                assert leader.follower_end_offset(2) == reported
+                # The same request on the inter-broker listener is a replica's fetch.
+                _, answer = await fetch(client, topic.topic_id, "t", 0, 2, replica_id=2)
+                assert answer.error_code == 0 and leader.follower_end_offset(2) == 2
+                # Consumers on the client listener read as usual.
+                _, answer = await fetch(outsider, topic.topic_id, "t", 0, 0)
+                assert answer.error_code == 0 and len(answer.records) > 0
+            finally:
+                client.close()
+                outsider.close()
+    run(scenario())
