@@ -60,6 +60,15 @@ def _authorizer(value: Any) -> str | None:
 
 
 PLUGINS = not_implemented_if_set("loading Java plugin classes")
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector(value: Any) -> str | None:
+    """KIP-392: Kafka's rack-aware selector is built in; other selectors are Java plugins."""
+    if value in (None, "", RACK_AWARE_SELECTOR):
+        return None
+    return f"only {RACK_AWARE_SELECTOR} is supported; loading Java plugin classes is not " \
+           f"implemented by kbroker yet"
 def _sasl_mechanisms(value: Any) -> str | None:
     missing = [m for m in value if m.upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")]
     if not missing:
@@ -144,8 +153,10 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _ignored("background.threads", I, 10, "Background task threads.", _AT1, update_mode=CW),
     _ignored("num.recovery.threads.per.data.dir", I, 2, "Log recovery threads per data dir.", _AT1,
              update_mode=CW),
-    _ignored("num.replica.fetchers", I, 1, "Replica fetcher threads.", _AT1, why=NO_REPLICATION,
-             update_mode=CW),
+    _d("num.replica.fetchers", I, 1, "Replica fetcher tasks per leader broker (a cluster's "
+       "followers).", MEDIUM, _AT1, update_mode=CW,
+       update_refused="changing the number of replica fetchers at run time is not implemented "
+                      "yet; restart the broker with the new value"),
     _d("queued.max.requests", I, 500,
        "Requests in flight across all connections before the broker stops reading.", MEDIUM, _AT1),
     _d("queued.max.request.bytes", L, -1,
@@ -290,6 +301,9 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("replica.fetch.min.bytes", I, 1, "Follower fetch min bytes.", HIGH),
     _d("replica.fetch.backoff.ms", I, 1000, "Follower back-off after a fetch error.", MEDIUM, _AT0),
     _d("replica.socket.timeout.ms", I, 30000, "Follower socket timeout.", HIGH),
+    _d("replica.selector.class", S, None, "Lets consumers fetch from a follower in their rack "
+       "(KIP-392); only Kafka's RackAwareReplicaSelector is implemented.", MEDIUM,
+       unsupported=_replica_selector),
     _d("replica.high.watermark.checkpoint.interval.ms", L, 5000, "How often high watermarks are saved.",
        HIGH),
     _d("auto.leader.rebalance.enable", B, True, "Move leadership back to preferred replicas.", HIGH),

@@ -26,8 +26,12 @@ copied through Python. Behaviour:
 - NOT_LEADER_OR_FOLLOWER carries ``current_leader`` (v12+) and the leader's ``node_endpoints``
   (v16+), KIP-951; a partition hosted elsewhere in the cluster answers it too.
 Not supported: fetch sessions (KIP-227). Every answer has session id 0, which tells clients to
-send full requests; that is allowed by the protocol. Fetch from follower (KIP-392): followers
-refuse consumers with NOT_LEADER_OR_FOLLOWER and never set preferred_read_replica.
+send full requests; that is allowed by the protocol.
+Fetch from follower (KIP-392): with ``replica.selector.class`` set (Kafka's
+RackAwareReplicaSelector, the one implemented), the leader answers a consumer that names its
+``rack_id`` (v11+) with ``preferred_read_replica`` (an in-sync follower in that rack) and no
+records, and followers serve consumers below their high watermark. Without it, followers answer
+consumers NOT_LEADER_OR_FOLLOWER, as Kafka does.
 """
 
 from __future__ import annotations
@@ -123,6 +127,9 @@ def _read(ctx, request, plan, R):
     read_committed = request.isolation_level == READ_COMMITTED
     replica_id = _replica_id(ctx, request)
     remaining = request.max_bytes
+    # KIP-392: only with a replica selector may consumers be sent to, and served by, followers.
+    selector = replica_id < 0 and bool(ctx.config.get("replica.selector.class"))
+    client_rack = request.rack_id if selector and ctx.api_version >= 11 else None
     min_one_message = True
     total_bytes = 0
     has_error = False
@@ -161,9 +168,17 @@ def _read(ctx, request, plan, R):
                     has_error = True  # answer now: the fetcher must truncate first
                     _set_offsets(out, partition)
                     continue
+            if client_rack:
+                preferred = partition.preferred_read_replica(client_rack, _rack_of(ctx))
+                if preferred is not None:
+                    out.preferred_read_replica = preferred
+                    has_error = True  # answer at once: the consumer moves to that replica
+                    _set_offsets(out, partition)
+                    continue
             limit = min(wanted.partition_max_bytes, remaining)
             result = partition.read(wanted.fetch_offset, limit, min_one_message,
-                                    read_committed=read_committed, replica_id=replica_id)
+                                    read_committed=read_committed, replica_id=replica_id,
+                                    follower_may_serve=selector)
         except KafkaError as exc:
             out.error_code = exc.error.code
             has_error = True
@@ -189,6 +204,15 @@ def _read(ctx, request, plan, R):
     if leaders and ctx.api_version >= 16:
         response.node_endpoints = node_endpoints(ctx, leaders, R.NodeEndpoint)
     return response, total_bytes, has_error
+
+
+def _rack_of(ctx):
+    brokers = ctx.metadata.brokers
+
+    def rack_of(node_id: int):
+        broker = brokers.get(node_id)
+        return broker.rack if broker is not None else None
+    return rack_of
 
 
 def _set_offsets(out, partition) -> None:

@@ -324,6 +324,25 @@ class Partition:
         self._maybe_expand_isr(replica_id, fetch_offset)
         self.maybe_advance_high_watermark()
 
+    def preferred_read_replica(self, client_rack: str | None, rack_of) -> int | None:
+        """KIP-392, Kafka's RackAwareReplicaSelector: for a consumer in ``client_rack``, the
+        replica to read from instead of this leader, or None (read here). Only in-sync followers
+        that hold everything below the HW qualify; the leader wins when it is in the rack, else
+        the follower with the highest log end offset (then the most recently caught up)."""
+        if self.role != LEADER or not client_rack or rack_of(self.local_replica_id) == client_rack:
+            return None
+        best = None
+        for replica_id in self.replicas:
+            end = self._follower_end_offsets.get(replica_id, -1)
+            if (replica_id == self.local_replica_id or replica_id not in self.isr
+                    or end < self.high_watermark or rack_of(replica_id) != client_rack):
+                continue
+            follower = self._followers.get(replica_id)
+            rank = (end, follower.last_caught_up_ms if follower else 0)
+            if best is None or rank > best[0]:
+                best = (rank, replica_id)
+        return None if best is None else best[1]
+
     def follower_end_offset(self, replica_id: int) -> int:
         """The log end offset the follower last reported (-1 if unknown in this epoch)."""
         return self._follower_end_offsets.get(replica_id, -1)
@@ -426,6 +445,8 @@ class Partition:
             self.high_watermark = new
             self._log.high_watermark = new
             self._update_last_stable_offset()
+            if self._consumer_fetches:  # consumers reading from this follower (KIP-392)
+                _wake(self._consumer_fetches)
 
     def truncate_to(self, offset: int) -> None:
         """A follower's log diverged from its leader's: cut it back to ``offset`` (KIP-101)."""
@@ -514,10 +535,13 @@ class Partition:
         return self.last_stable_offset if read_committed else self.high_watermark
 
     def read(self, fetch_offset: int, max_bytes: int, min_one_message: bool = True, *,
-             read_committed: bool = False, replica_id: int = CONSUMER_REPLICA_ID) -> ReadResult:
+             read_committed: bool = False, replica_id: int = CONSUMER_REPLICA_ID,
+             follower_may_serve: bool = False) -> ReadResult:
         """Whole batches from ``fetch_offset`` below the fetcher's bound (:meth:`fetch_bound`),
-        as file regions; OFFSET_OUT_OF_RANGE outside the log."""
-        self._require_leader()
+        as file regions; OFFSET_OUT_OF_RANGE outside the log. A follower serves consumers only
+        with ``follower_may_serve`` (KIP-392, a replica selector is configured), below its HW."""
+        if not (follower_may_serve and replica_id < 0 and self.role == FOLLOWER):
+            self._require_leader()
         return self._log.read(fetch_offset, max_bytes,
                               self.fetch_bound(replica_id, read_committed), min_one_message)
 

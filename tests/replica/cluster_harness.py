@@ -32,12 +32,14 @@ class StaleState(Exception):
 
 class InProcessCluster:
     def __init__(self, tmp_path, size: int = 3, settings: FetcherSettings = FAST_FETCH,
-                 lag_time_max_ms: int = 30000, overrides: dict | None = None):
+                 lag_time_max_ms: int = 30000, overrides: dict | None = None,
+                 racks: dict | None = None):
         self.tmp_path = tmp_path
         self.size = size
         self.settings = settings
         self.lag_time_max_ms = lag_time_max_ms
         self.overrides = overrides or {}
+        self.racks = racks or {}
         self.brokers: dict[int, Broker] = {}
         self.image: MetadataImage | None = None
         self.isr_writes: list[PartitionState] = []  # every successful ISR write, in order
@@ -57,6 +59,8 @@ class InProcessCluster:
     async def start_broker(self, node_id: int) -> Broker:
         config = BrokerConfig({"listeners": f"{LISTENER}://127.0.0.1:0", "node.id": node_id,
                                "log.dirs": str(self.tmp_path / f"broker-{node_id}"),
+                               **({"broker.rack": self.racks[node_id]}
+                                  if node_id in self.racks else {}),
                                **self.overrides})
         broker = Broker(config)
         await broker.start()
@@ -78,7 +82,8 @@ class InProcessCluster:
             self._publish_all()
 
     def _infos(self):
-        return [BrokerInfo(node_id, {LISTENER: ("127.0.0.1", broker.port())})
+        return [BrokerInfo(node_id, {LISTENER: ("127.0.0.1", broker.port())},
+                           self.racks.get(node_id))
                 for node_id, broker in self.brokers.items()]
 
     # --- metadata: what the controller side will publish -----------------------------------

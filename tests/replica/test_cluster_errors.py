@@ -247,3 +247,65 @@ def test_a_client_listener_cannot_pose_as_a_replica(tmp_path):
                 client.close()
                 outsider.close()
     run(scenario())
+
+
+def test_fetch_from_follower_in_the_consumers_rack(tmp_path):
+    """KIP-392 with Kafka's RackAwareReplicaSelector: the leader points a consumer in rack r2 to
+    the in-sync follower there, which serves it below its own high watermark."""
+    selector = {"replica.selector.class":
+                "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
+
+    async def scenario():
+        async with InProcessCluster(tmp_path, overrides=selector,
+                                    racks={0: "r0", 1: "r1", 2: "r2"}) as cluster:
+            topic = cluster.create_topic("t", [(0, 1, 2)])
+            leader, follower = await cluster.client(0), await cluster.client(2)
+            try:
+                _, answer = await produce(leader, "t", 0, batch(3))
+                assert answer.error_code == 0
+                assert await until(lambda: cluster.partition(2, "t").high_watermark == 3)
+
+                async def consumer_fetch(client, rack):
+                    from kbroker.protocol.messages.fetch import FetchRequest as Q
+                    request = Q(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                                isolation_level=0, session_id=0, session_epoch=-1,
+                                rack_id=rack, topics=[Q.FetchTopic(
+                                    topic="t", topic_id=topic.topic_id, partitions=[
+                                        Q.FetchPartition(partition=0, current_leader_epoch=0,
+                                                         fetch_offset=0, last_fetched_epoch=-1,
+                                                         log_start_offset=-1,
+                                                         partition_max_bytes=1 << 20)])])
+                    response = await client.request("Fetch", request, 13)
+                    return response.responses[0].partitions[0]
+
+                answer = await consumer_fetch(leader, "r2")
+                assert answer.error_code == 0 and answer.preferred_read_replica == 2
+                assert answer.records is None or len(answer.records) == 0
+                answer = await consumer_fetch(follower, "r2")
+                assert answer.error_code == 0 and answer.high_watermark == 3
+                assert len(answer.records) > 0
+                # A consumer in the leader's rack, or in no rack, reads from the leader.
+                for rack in ("r0", "", "elsewhere"):
+                    answer = await consumer_fetch(leader, rack)
+                    assert answer.preferred_read_replica == -1 and len(answer.records) > 0
+            finally:
+                leader.close()
+                follower.close()
+    run(scenario())
+
+
+def test_without_a_replica_selector_followers_refuse_consumers(tmp_path):
+    async def scenario():
+        async with InProcessCluster(tmp_path, racks={0: "r0", 1: "r1", 2: "r2"}) as cluster:
+            topic = cluster.create_topic("t", [(0, 1, 2)])
+            leader, follower = await cluster.client(0), await cluster.client(2)
+            try:
+                await produce(leader, "t", 0, batch(3))
+                _, answer = await fetch(follower, topic.topic_id, "t", 0, 0)
+                assert answer.error_code == Errors.NOT_LEADER_OR_FOLLOWER
+                _, answer = await fetch(leader, topic.topic_id, "t", 0, 0)
+                assert answer.preferred_read_replica == -1 and len(answer.records) > 0
+            finally:
+                leader.close()
+                follower.close()
+    run(scenario())
