@@ -142,12 +142,16 @@ class ReplicaFetcherManager:
         return (partition.topic, partition.index) in self._where
 
     async def shutdown(self) -> None:
+        for fetcher in self.cancel_all():
+            await fetcher.wait_stopped()
+
+    def cancel_all(self) -> list:
+        """Stop every fetcher now (their tasks end at the next turn of the loop)."""
         fetchers, self._fetchers = list(self._fetchers.values()), {}
         self._where.clear()
         for fetcher in fetchers:
             fetcher.stop()
-        for fetcher in fetchers:
-            await fetcher.wait_stopped()
+        return fetchers
 
 
 class ReplicaFetcher:

@@ -79,7 +79,15 @@ class ReplicaManager:
         return LogCleaner(self.log_manager, backoff_ms=backoff_ms)
 
     def close(self) -> None:
-        """Flush and close every log, writing the checkpoints and the clean-shutdown marker."""
+        """Flush and close every log, writing the checkpoints and the clean-shutdown marker.
+        Replica fetchers and the ISR job stop first (cancelled; :meth:`stop_replication` is
+        the graceful way), so nothing appends to a closed log."""
+        if self._isr_job is not None:
+            self._isr_job.cancel()
+            self._isr_job = None
+        if self._fetchers is not None:
+            self._fetchers.cancel_all()
+            self._fetchers = None
         self.log_manager.close()
 
     def get(self, topic: str, index: int) -> Partition | None:
