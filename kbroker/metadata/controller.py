@@ -111,6 +111,22 @@ class Controller:
     async def create_partitions(self, name: str, count: int, assignments=None) -> TopicMetadata:
         return await _run(self._create_partitions(name, count))
 
+    async def elect_leaders(self, preferred: bool, partitions) -> dict:
+        """ElectLeaders on a single node: every partition is led by its only (preferred)
+        replica, so no election is ever needed."""
+        if partitions is None:
+            partitions = [(t.name, i) for t in self._image.topics().values()
+                          for i in range(t.num_partitions)]
+        results = {}
+        for name, index in partitions:
+            topic = self._image.topic(name)
+            if topic is None or not 0 <= index < topic.num_partitions:
+                results[(name, index)] = (Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                          f"The partition {name}-{index} does not exist.")
+            else:
+                results[(name, index)] = (Errors.ELECTION_NOT_NEEDED, None)
+        return results
+
     async def delete_topic(self, name: str) -> None:
         await _run(self._delete_topic(name))
 

@@ -96,6 +96,7 @@ class ZkCluster:
         await asyncio.to_thread(self.registration.register)
         self.election = ControllerElection(self.client, self.node_id, self.store,
                                            on_change=lambda _: self.nudge())
+        self.controller.is_active = lambda: self.election.is_controller
         await asyncio.to_thread(self.election.start)
         for path in _WATCHED:
             ChildrenWatch(self.client, path, self._on_children, send_event=False)

@@ -210,10 +210,10 @@ class ClusterController(Controller):
         if not changes:
             return 0
         written = await asyncio.to_thread(self._write_states, changes)
-        return written
+        return len(written)
 
-    def _write_states(self, changes) -> int:
-        written = 0
+    def _write_states(self, changes) -> set[tuple[str, int]]:
+        written = set()
         for topic, index, state in changes:
             try:
                 self._store.set_partition_state(topic, index, zn.PartitionState(
@@ -222,16 +222,89 @@ class ClusterController(Controller):
             except StaleMetadataError as exc:
                 log.info("partition state change skipped: %s", exc)
                 continue
-            written += 1
+            written.add((topic, index))
             log.info("%s-%d: leader %d, leader epoch %d, ISR %s", topic, index, state.leader,
                      state.leader_epoch, list(state.isr))
         return written
+
+    # --- ElectLeaders --------------------------------------------------------------------------
+
+    def is_active(self) -> bool:
+        """Whether this broker is the elected controller (set by the cluster wiring)."""
+        return False
+
+    async def elect_leaders(self, preferred: bool, partitions) -> dict:
+        """ElectLeaders on the controller: ``(topic, index) -> (error, message)`` for
+        ``partitions`` (None: every partition). Kafka's outcomes: ELECTION_NOT_NEEDED when the
+        preferred replica already leads (preferred) or the leader is alive (unclean);
+        PREFERRED_LEADER_NOT_AVAILABLE when the preferred replica is dead or out of the ISR;
+        ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica can lead. Answers once the new leaders
+        are in this broker's image."""
+        if not self.is_active():
+            raise KafkaError(Errors.NOT_CONTROLLER,
+                             f"broker {self._node_id} is not the controller")
+        image, live = self._image, self.live_brokers()
+        epoch = self._store.controller_epoch
+        if partitions is None:
+            partitions = [(t.name, i) for t in image.topics().values()
+                          for i in range(t.num_partitions)]
+        results, changes = {}, []
+        for name, index in partitions:
+            topic = image.topic(name)
+            if topic is None or not 0 <= index < topic.num_partitions:
+                results[(name, index)] = (Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                          f"The partition {name}-{index} does not exist.")
+                continue
+            outcome = _election(topic, index, live, preferred, epoch)
+            if isinstance(outcome, PartitionState):
+                changes.append((name, index, outcome))
+            else:
+                results[(name, index)] = outcome
+        written = await asyncio.to_thread(self._write_states, changes) if changes else set()
+        for name, index, _ in changes:
+            results[(name, index)] = (Errors.NONE, None) if (name, index) in written else (
+                Errors.NOT_CONTROLLER, f"the state of {name}-{index} changed under the election;"
+                                       " retry")
+        if written:
+            await self.refresh()
+        return results
 
     def _unclean(self, topic: TopicMetadata) -> bool:
         value = topic.configs.get("unclean.leader.election.enable")
         if value is not None:
             return value.strip().lower() == "true"
         return bool(self._config.get("unclean.leader.election.enable"))
+
+
+def _election(topic: TopicMetadata, index: int, live: set[int], preferred: bool, epoch: int):
+    """The new state of one partition for ElectLeaders, or (error, message) when there is
+    none."""
+    state, replicas = topic.state(index), topic.assignments[index]
+    where = f"{topic.name}-{index}"
+    if preferred:
+        if replicas and state.leader == replicas[0]:
+            return Errors.ELECTION_NOT_NEEDED, None
+        changes = leader_election.preferred(_one(topic, index), live, epoch)
+        if not changes:
+            return (Errors.PREFERRED_LEADER_NOT_AVAILABLE,
+                    f"Failed to elect leader for partition {where} under strategy "
+                    f"PreferredReplicaPartitionLeaderElectionStrategy")
+        return changes[0][2]
+    if state.leader in live:
+        return Errors.ELECTION_NOT_NEEDED, None
+    changes = leader_election.on_live_brokers(_one(topic, index), live, epoch, lambda t: True)
+    if not changes or changes[0][2].leader == -1:
+        return (Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                f"Failed to elect leader for partition {where} under strategy "
+                f"OfflinePartitionLeaderElectionStrategy(true)")
+    return changes[0][2]
+
+
+def _one(topic: TopicMetadata, index: int) -> MetadataImage:
+    """An image holding only partition ``index`` of ``topic`` (for the election rules)."""
+    states = [PartitionState(-1, -1, ())] * topic.num_partitions
+    states[index] = topic.state(index)
+    return MetadataImage.build("", [topic.with_states(states)])
 
 
 def _share_unchanged(old: MetadataImage, new: MetadataImage) -> MetadataImage:

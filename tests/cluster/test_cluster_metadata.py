@@ -40,7 +40,8 @@ def cluster(connect_string, request):
     """Brokers 1-3; stopping one is a crash (its session closes, nothing moved first) unless the
     test asks for ``controlled.shutdown.enable``."""
     brokers = {}
-    defaults = {"controlled.shutdown.enable": "false", **getattr(request, "param", {})}
+    defaults = {"controlled.shutdown.enable": "false", "auto.leader.rebalance.enable": "false",
+                **getattr(request, "param", {})}
 
     def start(broker_id, **settings):
         brokers[broker_id] = _start(connect_string, broker_id, **{**defaults, **settings})
@@ -179,3 +180,48 @@ def test_controlled_shutdown_moves_leadership_before_the_broker_leaves(cluster):
     # The controlled path returned only once the broker led nothing others could lead:
     # its last image already showed the move (a lost broker's would not).
     assert not inner.cluster._leads_movable()
+
+
+def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster, clients):
+    from confluent_kafka import ElectionType, TopicPartition
+
+    from kbroker.metadata import zk_znodes as zn
+
+    brokers, _ = cluster
+    _create(brokers[1], "pref", 1, 3)
+    _, controller, partitions = _wait_for(lambda: _same_everywhere(brokers.values(), "pref"),
+                                          "agreement on pref")
+    leader, replicas, isr = partitions[0]
+    assert leader == replicas[0]
+    admin = _admin(brokers[1])
+    wanted = [TopicPartition("pref", 0)]
+    # Already led by its preferred replica: nothing to do.
+    (error,) = admin.elect_leaders(ElectionType.PREFERRED, wanted).result(TIMEOUT).values()
+    assert error.code() == Errors.ELECTION_NOT_NEEDED.code
+    # Leadership elsewhere (as after a failover the preferred replica came back from), with
+    # every replica in sync: a state as the controller would have written it.
+    zk = clients()
+    path = zn.partition_state_path("pref", 0)
+    data, stat = zk.get(path)
+    state = zn.PartitionState.decode(data, stat.version)
+    zk.set(path, zn.PartitionState(replicas[1], state.leader_epoch + 1, state.isr,
+                                   state.controller_epoch).encode(), stat.version)
+    zk.create(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change([("pref", 0)]), sequence=True)
+    _wait_for(lambda: (v := _same_everywhere(brokers.values(), "pref"))
+              and v[2][0][0] == replicas[1], "the moved leadership to be seen")
+    auto_off = brokers[controller]._inner.broker.config.get("auto.leader.rebalance.enable")
+    assert auto_off is False  # the fixture's setting: only the request moves it back
+    result = admin.elect_leaders(ElectionType.PREFERRED, wanted).result(TIMEOUT)
+    assert result[wanted[0]] is None  # no error
+    _wait_for(lambda: (v := _same_everywhere(brokers.values(), "pref"))
+              and v[2][0][0] == replicas[0], "the preferred replica to lead again")
+
+
+def test_elect_leaders_for_an_unknown_partition(cluster):
+    from confluent_kafka import ElectionType, TopicPartition
+
+    brokers, _ = cluster
+    admin = _admin(brokers[2])
+    (error,) = admin.elect_leaders(ElectionType.PREFERRED,
+                                   [TopicPartition("missing", 0)]).result(TIMEOUT).values()
+    assert error.code() == Errors.UNKNOWN_TOPIC_OR_PARTITION.code
