@@ -26,6 +26,7 @@ MODULES = (
     "produce",
     "fetch",
     "list_offsets",
+    "offset_for_leader_epoch",
     "init_producer_id",
     "topics",
     "configs",

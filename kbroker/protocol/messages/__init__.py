@@ -81,6 +81,7 @@ ADVERTISED = {
     0: (0, 13),  # Produce
     1: (4, 18),  # Fetch
     2: (1, 11),  # ListOffsets
+    23: (2, 4),  # OffsetForLeaderEpoch
     3: (0, 13),  # Metadata
     18: (0, 4),  # ApiVersions
     22: (0, 5),  # InitProducerId
