@@ -44,7 +44,6 @@ CW, PB = CLUSTER_WIDE, PER_BROKER
 THREADS = "kbroker serves every request on one asyncio event loop; it has no thread pool to size"
 NO_REPLICATION = "a single node has no followers, so there is no replication to tune"
 NO_TIERED = "kbroker has no tiered storage (remote.storage.enable is refused)"
-ZOOKEEPER = not_implemented_if_set("ZooKeeper cluster mode")
 TLS = not_implemented_if_set("TLS (SSL listeners)")
 SASL = not_implemented_if_set("SASL authentication")
 AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -117,15 +116,18 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "Security protocol between brokers when inter.broker.listener.name is unset.", MEDIUM,
        OneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
        unsupported=only("PLAINTEXT", "TLS and SASL between brokers")),
-    # ZooKeeper (cluster mode, not implemented yet: refused when set)
+    # ZooKeeper (cluster mode: kbroker.metadata.cluster)
     _d("zookeeper.connect", S, None,
-       "host:port[,host:port][/chroot] of ZooKeeper; unset means the embedded single-node store.", HIGH,
-       unsupported=ZOOKEEPER),
-    _d("zookeeper.session.timeout.ms", I, 18000, "ZooKeeper session timeout.", HIGH, _AT1,
-       unsupported=ZOOKEEPER),
+       "host:port[,host:port][/chroot] of ZooKeeper; unset means the embedded single-node store.", HIGH),
+    _d("zookeeper.session.timeout.ms", I, 18000, "ZooKeeper session timeout.", HIGH, _AT1),
     _d("zookeeper.connection.timeout.ms", I, None,
-       "Max wait to connect to ZooKeeper; defaults to zookeeper.session.timeout.ms.", HIGH,
-       unsupported=ZOOKEEPER),
+       "Max wait to connect to ZooKeeper; defaults to zookeeper.session.timeout.ms.", HIGH),
+    _d("controlled.shutdown.enable", B, True,
+       "On stop, move leadership to other brokers before closing (cluster mode).", MEDIUM),
+    _d("controlled.shutdown.max.retries", I, 3,
+       "Rounds of waiting for leadership to move away on a controlled shutdown.", MEDIUM, _AT0),
+    _d("controlled.shutdown.retry.backoff.ms", L, 5000,
+       "How long one round of a controlled shutdown waits.", MEDIUM, _AT0),
     # requests and sockets
     _d("message.max.bytes", I, 1048588,
        "Largest record batch the broker accepts (after compression).", HIGH, _AT0, update_mode=CW),
@@ -308,6 +310,8 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        HIGH),
     _d("auto.leader.rebalance.enable", B, True, "Move leadership back to preferred replicas.", HIGH),
     _d("leader.imbalance.check.interval.seconds", L, 300, "Preferred-leader check interval.", HIGH, _AT1),
+    _d("leader.imbalance.per.broker.percentage", I, 10,
+       "Share of a broker's preferred partitions led elsewhere that triggers a rebalance.", HIGH, _AT0),
     # group coordinator
     _d("offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets.", HIGH, _AT1),
     _d("offsets.topic.replication.factor", SH, 1, "Replication factor of __consumer_offsets.", HIGH, _AT1),

@@ -32,6 +32,7 @@ MODULES = (
     "configs",
     "delete_records",
     "cluster",
+    "elect_leaders",
     "log_dirs",
     "find_coordinator",
     "groups",

@@ -94,6 +94,7 @@ ADVERTISED = {
     37: (0, 3),  # CreatePartitions
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 2),  # DescribeCluster
+    43: (0, 2),  # ElectLeaders
     57: (0, 2),  # UpdateFeatures
     8: (2, 10),  # OffsetCommit
     9: (1, 10),  # OffsetFetch
