@@ -117,7 +117,8 @@ def _follower_fetched(partition, replica_id: int, wanted, now_ms: int):
     partition will not serve it."""
     try:
         partition.check_leader_epoch(wanted.current_leader_epoch)
-        partition.update_follower_fetch(replica_id, wanted.fetch_offset, now_ms)
+        partition.update_follower_fetch(replica_id, wanted.fetch_offset, now_ms,
+                                        wanted.last_fetched_epoch)
     except KafkaError as exc:
         return exc.error
     return None

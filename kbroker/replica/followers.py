@@ -49,15 +49,27 @@ class LeaderFollowers:
 
     # --- the leader's view of its followers ------------------------------------------------------
 
-    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                              last_fetched_epoch: int = -1) -> None:
         """A follower fetched from ``fetch_offset``: it holds everything below it. As Kafka's
         Replica.updateFetchState: it is caught up (for the ISR lag) when it asked for the log
-        end offset, or for what was the end at its previous fetch."""
+        end offset, or for what was the end at its previous fetch. A fetch past this log's end,
+        or one whose ``last_fetched_epoch`` diverges from this log, says nothing about what the
+        follower holds in common with the leader (it must truncate first): ignored, as Kafka
+        only updates the follower's state after a read without divergence."""
         self._require_leader()
         if replica_id not in self.replicas or replica_id == self.local_replica_id:
             raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
                              f"Replica with id {replica_id} is not available on broker "
                              f"{self.local_replica_id} for {self.topic}-{self.index}")
+        if fetch_offset > self._log.log_end_offset:
+            return
+        if last_fetched_epoch >= 0:
+            try:
+                if self.diverging_epoch(fetch_offset, last_fetched_epoch) is not None:
+                    return
+            except KafkaError:  # no common epoch: the read answers OFFSET_OUT_OF_RANGE
+                return
         follower = self._followers.get(replica_id)
         if follower is None:
             follower = self._followers[replica_id] = FollowerState(0)

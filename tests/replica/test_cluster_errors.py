@@ -156,14 +156,19 @@ def test_a_follower_fetch_diverging_from_the_leader_gets_the_diverging_epoch(tmp
                 await produce(client, "t", 0, batch(3))  # epoch 2 starts at 3
                 # A fetcher claiming epoch 1 up to offset 5 diverges at 3 (epoch 1's end).
                 await cluster.brokers[1].replicas.stop_replication()
+                leader = cluster.partition(0, "t")
+                reported = leader.follower_end_offset(1)
                 _, answer = await fetch(client, topic.topic_id, "t", 0, 5, replica_id=1,
                                         current_leader_epoch=2, last_fetched_epoch=1)
                 assert answer.error_code == 0
                 assert (answer.diverging_epoch.epoch, answer.diverging_epoch.end_offset) == (1, 3)
                 assert answer.records is None or len(answer.records) == 0
+                # A diverging fetch says nothing about what the follower shares with the leader.
+                assert leader.follower_end_offset(1) == reported
                 _, answer = await fetch(client, topic.topic_id, "t", 0, 3, replica_id=1,
                                         current_leader_epoch=2, last_fetched_epoch=1)
                 assert answer.diverging_epoch.epoch == -1 and len(answer.records) > 0
+                assert leader.follower_end_offset(1) == 3
             finally:
                 client.close()
     run(scenario())
