@@ -206,3 +206,24 @@ def test_no_divergence_after_two_leader_changes_in_a_row(tmp_path, truncate_on_f
                 a.close()
                 b.close()
     run(scenario())
+
+
+def test_num_replica_fetchers_spreads_partitions_over_fetchers_per_leader(tmp_path):
+    settings = FetcherSettings(num_fetchers=2, wait_max_ms=100, backoff_ms=50,
+                               socket_timeout_ms=5000)
+
+    async def scenario():
+        async with InProcessCluster(tmp_path, size=2, settings=settings) as cluster:
+            cluster.create_topic("t", [(0, 1)] * 8)
+            fetchers = cluster.brokers[1].replicas.fetchers
+            # One leader, two fetchers: partitions hash over both (Kafka's fetcher id).
+            assert fetchers.fetcher_count() == 2
+            client = await cluster.client(0)
+            try:
+                for index in range(8):
+                    _, answer = await produce(client, "t", index, batch(2))
+                    assert answer.error_code == 0
+                assert all(cluster.partition(1, "t", i).log_end_offset == 2 for i in range(8))
+            finally:
+                client.close()
+    run(scenario())
