@@ -221,8 +221,10 @@ class ReplicaFetcher:
                                   client_id=f"broker-{self.manager.node_id}-fetcher-"
                                             f"{self.fetcher_index}",
                                   timeout_s=settings.socket_timeout_ms / 1000,
-                                  max_response_bytes=settings.response_max_bytes + (1 << 20)
-                                  + settings.fetch_max_bytes)
+                                  # KIP-74: one batch may exceed the limits (up to the
+                                  # topic's max.message.bytes); Kafka's own frame cap is 100 MB.
+                                  max_response_bytes=max(settings.response_max_bytes,
+                                                         settings.fetch_max_bytes) + (100 << 20))
             await client.connect()
             self._client, self._endpoint = client, endpoint
             if client.version_for("Fetch") < 12:  # no diverging_epoch: ask first, every time

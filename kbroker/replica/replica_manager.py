@@ -37,11 +37,14 @@ def now_ms() -> int:
 
 
 class ReplicaManager:
-    def __init__(self, log_manager, log_config_for, node_id: int = 0):
-        """``log_config_for(topic_metadata)`` gives the LogConfig of a topic's partitions."""
+    def __init__(self, log_manager, log_config_for, node_id: int = 0, cluster: bool = False):
+        """``log_config_for(topic_metadata)`` gives the LogConfig of a topic's partitions.
+        ``cluster``: follow partition states even in an image that lists no live broker yet
+        (the first broker of a restarting cluster reads topics before anyone registered)."""
         self.log_manager = log_manager
         self.log_config_for = log_config_for
         self.node_id = node_id
+        self.cluster = cluster
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.broker_config = None  # set by open(); start_replication reads replica.* from it
         self.image: MetadataImage | None = None  # the last image applied
@@ -66,7 +69,8 @@ class ReplicaManager:
         # Recovery validates and indexes with each topic's own settings.
         log_manager.open(config_for=lambda name: log_config_for(topics[name])
                          if name in topics else default_config)
-        replicas = cls(log_manager, log_config_for, node_id)
+        replicas = cls(log_manager, log_config_for, node_id,
+                       cluster=bool(broker_config.get("zookeeper.connect")))
         replicas.broker_config = broker_config
         # Repairs a crash between a persisted change and its application.
         replicas.start(image)
@@ -256,7 +260,7 @@ class ReplicaManager:
         topic a change did not touch. In a cluster, only partitions assigned to this broker
         are hosted, each as its state says (see the module docstring)."""
         self.image = new
-        cluster = bool(new.brokers)
+        cluster = self.cluster or bool(new.brokers)
         for name in _changed_topics(old, new):
             before, after = old.topic(name), new.topic(name)
             if before is not None and (after is None or _replaced(before, after)):
@@ -324,8 +328,8 @@ class ReplicaManager:
         for index in indexes:
             partition = self._partitions.pop((name, index), None)
             if partition is not None:
-                was_leader = partition.role == LEADER and self.image is not None \
-                    and bool(self.image.brokers)
+                was_leader = partition.role == LEADER and (
+                    self.cluster or self.image is not None and bool(self.image.brokers))
                 if self._fetchers is not None:
                     self._fetchers.remove_partition(partition)
                 partition.on_removed()
