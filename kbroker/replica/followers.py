@@ -148,10 +148,14 @@ class LeaderFollowers:
         except Exception as exc:  # the writer's failure: lost, the next image decides
             log.info("%s-%d: ISR change to %s not written (%s); waiting for the next metadata",
                      self.topic, self.index, list(proposed.isr), exc)
+            if self._isr_task is not asyncio.current_task():
+                return  # leadership changed meanwhile and a newer proposal owns the state
             self._isr_task = None
             if self.role == LEADER and self.leader_epoch == proposed.leader_epoch:
                 self.pending_isr = None
             return
+        if self._isr_task is not asyncio.current_task():
+            return  # leadership changed meanwhile and a newer proposal owns the state
         self._isr_task = None
         self.pending_isr = None
         if self.role != LEADER or written.leader_epoch != self.leader_epoch:

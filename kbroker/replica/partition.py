@@ -269,8 +269,8 @@ class Partition(LeaderFollowers):
         self.replicas = tuple(replicas)
         changed = (self.role != FOLLOWER or state.leader_epoch > self.leader_epoch
                    or state.leader != self.leader_id)
-        self._take_isr(state)
         if not changed:
+            self._take_isr(state)
             return False
         self.role = FOLLOWER
         self.leader_id = state.leader
@@ -280,6 +280,7 @@ class Partition(LeaderFollowers):
         self._follower_end_offsets = {}
         self._followers = {}
         self.pending_isr = None
+        self._take_isr(state)
         self._fail_commit_waiters(f"this broker no longer leads {self.topic}-{self.index}")
         _wake(self._consumer_fetches)
         _wake(self._follower_fetches)
