@@ -227,3 +227,34 @@ def test_num_replica_fetchers_spreads_partitions_over_fetchers_per_leader(tmp_pa
             finally:
                 client.close()
     run(scenario())
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_over_there(tmp_path):
+    """OFFSET_OUT_OF_RANGE below the leader's log start offset (DeleteRecords or retention went
+    past what the follower has): the follower asks ListOffsets, drops its log and starts at the
+    leader's log start offset (Kafka's fetchOffsetAndTruncate)."""
+    async def scenario():
+        async with InProcessCluster(tmp_path, size=2) as cluster:
+            from kbroker.metadata.image import PartitionState
+            await cluster.brokers[1].replicas.stop_replication()
+            cluster.create_topic("t", [(0, 1)], [PartitionState(0, 0, (0,), 0)])
+            client = await cluster.client(0)
+            try:
+                for _ in range(3):
+                    _, answer = await produce(client, "t", 0, batch(2))
+                    assert answer.error_code == 0
+                leader = cluster.partition(0, "t")
+                assert leader.high_watermark == 6
+                assert leader.delete_records_before(4) == 4
+                follower = cluster.partition(1, "t")
+                assert follower.log_end_offset == 0
+                cluster.brokers[1].replicas.start_replication(
+                    cluster.write_isr, settings=FAST_FETCH, inter_broker_listener="PLAINTEXT")
+                assert await until(lambda: follower.log_end_offset == 6), follower
+                assert follower.log_start_offset == 4
+                assert log_bytes(cluster.brokers[1], "t", 0, 6) == \
+                    log_bytes(cluster.brokers[0], "t", 0, 6)
+                assert await until(lambda: cluster.state("t", 0).isr == (0, 1))
+            finally:
+                client.close()
+    run(scenario())
