@@ -36,15 +36,18 @@ consumers NOT_LEADER_OR_FOLLOWER, as Kafka does.
 
 from __future__ import annotations
 
+import logging
 import time
 
 from kbroker.handlers import handles
 from kbroker.handlers.leader_hint import current_leader, missing_partition_error, node_endpoints
 from kbroker.handlers.topic_ids import resolve_topic
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.replica.partition import LEADER
 from kbroker.security.authorizer import fetch_allowed
 
 READ_COMMITTED = 1
+log = logging.getLogger("kbroker.fetch")
 
 
 @handles("Fetch")
@@ -90,6 +93,10 @@ def _plan(ctx, request):
     follower = replica_id >= 0
     now_ms = int(time.time() * 1000) if follower else 0
     impostor = follower and not _replica_listener(ctx)
+    if impostor:
+        log.info("replica fetch claiming replica id %d from %s (%s) refused: it came in on "
+                 "listener %s, not on inter.broker.listener.name", replica_id, ctx.client_host,
+                 ctx.client_id, ctx.listener)
     for topic in request.topics:
         name, unknown = resolve_topic(ctx.metadata, by_id, topic.topic, topic.topic_id)
         if impostor or ((name or not by_id)
@@ -102,6 +109,12 @@ def _plan(ctx, request):
                 error = missing_partition_error(ctx, name, wanted.partition, unknown)
             elif follower:
                 error = _follower_fetched(partition, replica_id, wanted, now_ms)
+                if error is not None and partition.role == LEADER \
+                        and replica_id not in partition.replicas:
+                    log.info("replica fetch for %s-%d from %s (%s) refused: replica id %d is "
+                             "not one of its replicas %s", name, wanted.partition,
+                             ctx.client_host, ctx.client_id, replica_id,
+                             list(partition.replicas))
             plan.append((topic, wanted, partition if error is None else None, error))
     return plan
 
