@@ -97,7 +97,8 @@ class BrokerClient:
         size = sum(len(p) for p in parts)
         try:
             self._writer.writelines([_SIZE.pack(size), *parts])
-            frame = await asyncio.wait_for(self._read_frame(), self.timeout_s)
+            frame = await asyncio.wait_for(self._read_frame(self._reader, self._writer),
+                                           self.timeout_s)
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
             self.close()
             raise BrokerClientError(f"{API_BY_KEY[api_key].name} to {self.host}:{self.port} "
@@ -114,12 +115,13 @@ class BrokerClient:
             raise BrokerClientError(f"bad {API_BY_KEY[api_key].name} response from "
                                     f"{self.host}:{self.port}: {exc}") from None
 
-    async def _read_frame(self) -> memoryview:
-        await self._writer.drain()
-        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
+    async def _read_frame(self, reader, writer) -> memoryview:
+        # The streams are passed in: close() may drop them while this request is in flight.
+        await writer.drain()
+        (size,) = _SIZE.unpack(await reader.readexactly(4))
         if size < 0 or size > self.max_response_bytes:
             raise OSError(f"response frame of {size} bytes (limit {self.max_response_bytes})")
-        return memoryview(await self._reader.readexactly(size))
+        return memoryview(await reader.readexactly(size))
 
     def close(self) -> None:
         if self._writer is not None:

@@ -207,6 +207,15 @@ class ReplicaFetcher:
                     self._client.close()
                     self._client = None
                 await asyncio.sleep(settings.backoff_ms / 1000)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug must not silently end replication from this leader
+                log.exception("replica fetcher %d for leader %d failed; retrying in %d ms",
+                              self.fetcher_index, self.leader_id, settings.backoff_ms)
+                if self._client is not None:
+                    self._client.close()
+                    self._client = None
+                await asyncio.sleep(settings.backoff_ms / 1000)
 
     async def _connected_client(self) -> BrokerClient:
         endpoint = self.manager.endpoint_for(self.leader_id)
