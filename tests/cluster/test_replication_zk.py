@@ -11,10 +11,62 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from tests.cluster.test_cluster_metadata import (_create, _same_everywhere, _wait_for,
-                                                 cluster)  # noqa: F401 (fixture)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kbroker.testing import KafkaBroker
+from tests.cluster.conftest import SESSION_TIMEOUT_MS
 
 TIMEOUT = 30
+
+
+@pytest.fixture
+def cluster(connect_string, request):
+    """Brokers 1-3 over the test's ZooKeeper chroot; stopping one is a crash (no controlled
+    shutdown), so leadership moves only by the controller's election."""
+    brokers = {}
+    settings = {"zookeeper.connect": connect_string,
+                "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+                "controlled.shutdown.enable": "false", "auto.leader.rebalance.enable": "false",
+                **getattr(request, "param", {})}
+    for broker_id in (1, 2, 3):
+        brokers[broker_id] = KafkaBroker({**settings, "broker.id": broker_id}).start()
+    yield brokers, None
+    for broker in brokers.values():
+        broker.stop()
+
+
+def _wait_for(condition, what, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _view(broker, topic):
+    """One broker's Metadata answer: live brokers, controller, {partition: (leader, replicas,
+    isr)}."""
+    md = AdminClient({"bootstrap.servers": broker._inner.bootstrap_servers}).list_topics(
+        topic, timeout=10)
+    partitions = md.topics[topic].partitions if topic in md.topics else {}
+    return (sorted(md.brokers), md.controller_id,
+            {p: (v.leader, tuple(v.replicas), tuple(v.isrs)) for p, v in partitions.items()})
+
+
+def _same_everywhere(brokers, topic):
+    views = [_view(b, topic) for b in brokers]
+    return views[0] if views[0][2] and all(v == views[0] for v in views) else None
+
+
+def _create(broker, topic, partitions, replication_factor, config):
+    admin = AdminClient({"bootstrap.servers": broker._inner.bootstrap_servers})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
+                                            replication_factor=replication_factor,
+                                            config=config)])
+    futures[topic].result(TIMEOUT)  # the admin client is alive until here: it is referenced
 
 
 def _produce(bootstrap: str, topic: str, values) -> list:
