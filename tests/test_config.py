@@ -465,7 +465,6 @@ def test_topic_values_kbroker_cannot_honour_are_refused(key, value, words):
 
 
 @pytest.mark.parametrize("props, key, feature", [
-    ({"zookeeper.connect": "localhost:2181"}, "zookeeper.connect", "ZooKeeper"),
     ({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093"}, "sasl.enabled.mechanisms", "GSSAPI"),
     ({"listeners": "SASL_PLAINTEXT://:9093", "sasl.enabled.mechanisms": "OAUTHBEARER,SCRAM-SHA-1"},
      "sasl.enabled.mechanisms", "SCRAM-SHA-1"),

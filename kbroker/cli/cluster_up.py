@@ -1,20 +1,22 @@
 """``kbroker cluster up --brokers N``: a real ZooKeeper and N broker processes on free local ports.
 
-Starts Apache ZooKeeper (:mod:`kbroker.cluster.zookeeper`, admin server off) and N brokers, each
-``python -m kbroker.cluster.member`` (the broker process itself: the PID written is the broker's),
+Starts Apache ZooKeeper (:mod:`kbroker.cluster.zookeeper`, admin server off) and N brokers, each a
+plain ``kbroker serve --set zookeeper.connect=...`` process (the PID written is the broker's),
 prints the bootstrap servers and stays in the foreground; SIGINT or SIGTERM stops the brokers
-(SIGTERM: clean shutdown) and then ZooKeeper. A broker that dies is reported, never restarted:
-tests restart it with the exact ``restart_command`` from ``--json FILE``::
+(SIGTERM: controlled shutdown, then a clean one) and then ZooKeeper. A broker that dies is
+reported, never restarted: tests restart it with the exact ``restart_command`` from
+``--json FILE``::
 
     {"zookeeper": {"connect": "127.0.0.1:PORT/kbroker", "pid": N, "port": PORT},
      "session_timeout_ms": 6000, "bootstrap_servers": "127.0.0.1:P1,...",
      "brokers": [{"id": 1, "host": "127.0.0.1", "port": P1, "pid": N, "data_dir": "...",
-                  "restart_command": ["python", "-m", "kbroker.cluster.member", ...]}, ...]}
+                  "restart_command": ["python", "-m", "kbroker", "serve", ...]}, ...]}
 
-EXPERIMENTAL. Works: ZooKeeper, brokers registered at ``/brokers/ids/N``, one controller elected
-through ``/controller`` with ``/controller_epoch`` bumped, one cluster id for all. Not yet:
-replication and shared topic metadata: each broker keeps its own topics, so clients should use
-one broker's address per topic until issue 13's replication lands.
+The brokers form one cluster through ZooKeeper: shared topics placed over the brokers with their
+replication factor, one controller electing leaders when a broker goes, and the internal topics
+at ``min(3, N)`` replicas (``offsets.topic.replication.factor``,
+``transaction.state.log.replication.factor``). docker-compose.yml runs the same brokers (a test
+checks they agree).
 """
 
 from __future__ import annotations
@@ -32,14 +34,12 @@ from pathlib import Path
 # 2 s tick is 4 s.
 DEV_SESSION_TIMEOUT_MS = 6000
 CHROOT = "/kbroker"
-NOT_YET = ("EXPERIMENTAL cluster: brokers register in ZooKeeper and elect a controller; "
-           "topics are NOT replicated or shared between brokers yet (each broker keeps its own)")
 
 
 def register(cluster_sub) -> None:
     p = cluster_sub.add_parser(
-        "up", help="start ZooKeeper and N brokers locally (experimental; Ctrl-C stops all)",
-        description=__doc__.split("\n\n")[0] + " " + NOT_YET + ".")
+        "up", help="start ZooKeeper and N brokers locally (Ctrl-C stops all)",
+        description=__doc__.split("\n\n")[0])
     p.add_argument("--brokers", type=int, default=3, metavar="N", help="number of brokers (3)")
     p.add_argument("--json", metavar="FILE", help="write ports, PIDs and restart commands here")
     p.add_argument("--data-dir", metavar="DIR",
@@ -50,15 +50,24 @@ def register(cluster_sub) -> None:
     p.set_defaults(run=run, help_parser=p)
 
 
+def broker_settings(zk_connect: str, broker_id: int, host: str, port: int, data_dir: str,
+                    session_timeout_ms: int, brokers: int) -> dict[str, str]:
+    """The settings of one broker of the cluster (docker-compose.yml uses the same keys)."""
+    internal_rf = str(min(3, brokers))
+    return {"zookeeper.connect": zk_connect, "broker.id": str(broker_id),
+            "zookeeper.session.timeout.ms": str(session_timeout_ms),
+            "listeners": f"PLAINTEXT://{host}:{port}", "log.dirs": data_dir,
+            "offsets.topic.replication.factor": internal_rf,
+            "transaction.state.log.replication.factor": internal_rf}
+
+
 def broker_command(zk_connect: str, broker_id: int, port: int, data_dir: str,
-                   session_timeout_ms: int) -> list[str]:
-    return [sys.executable, "-m", "kbroker.cluster.member",
-            "--zookeeper-connect", zk_connect, "--broker-id", str(broker_id),
-            "--host", "127.0.0.1", "--port", str(port),
-            "--session-timeout-ms", str(session_timeout_ms), "--",
-            "serve", "--dev", "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-            "--set", f"log.dirs={data_dir}",
-            "--ready-file", os.path.join(data_dir, "ready.json")]
+                   session_timeout_ms: int, brokers: int = 3) -> list[str]:
+    command = [sys.executable, "-m", "kbroker", "serve", "--dev"]
+    for key, value in broker_settings(zk_connect, broker_id, "127.0.0.1", port, data_dir,
+                                      session_timeout_ms, brokers).items():
+        command += ["--set", f"{key}={value}"]
+    return command + ["--ready-file", os.path.join(data_dir, "ready.json")]
 
 
 def _start_broker(command: list[str], data_dir: str) -> subprocess.Popen:
@@ -108,7 +117,8 @@ def run(args) -> int:
             port = free_port()
             data_dir = str(base / f"broker-{broker_id}")
             os.makedirs(data_dir, exist_ok=True)
-            command = broker_command(zk_connect, broker_id, port, data_dir, args.session_timeout_ms)
+            command = broker_command(zk_connect, broker_id, port, data_dir,
+                                     args.session_timeout_ms, args.brokers)
             process = _start_broker(command, data_dir)
             processes.append(process)
             brokers.append({"id": broker_id, "host": "127.0.0.1", "port": port,
@@ -129,7 +139,6 @@ def run(args) -> int:
         print(f"  bootstrap servers  {bootstrap}")
         for b in brokers:
             print(f"  broker {b['id']}  127.0.0.1:{b['port']}  pid {b['pid']}  {b['data_dir']}")
-        print(f"  note               {NOT_YET}")
         print("  stop               Ctrl-C, or kill", os.getpid(), flush=True)
         reported = set()
         while not stopping:

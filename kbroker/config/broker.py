@@ -322,6 +322,10 @@ class BrokerConfig:
             if endpoint.host in ("0.0.0.0", "::"):
                 raise ConfigError("invalid value for 'advertised.listeners': cannot advertise the "
                                   f"non-routable address {endpoint.host}", "advertised.listeners")
+        inter_broker = self.get("inter.broker.listener.name")
+        if inter_broker is not None and inter_broker.upper() not in names:
+            raise ConfigError(f"invalid value for 'inter.broker.listener.name': {inter_broker} "
+                              "is not a listener name in 'listeners'", "inter.broker.listener.name")
         if self.get("group.min.session.timeout.ms") > self.get("group.max.session.timeout.ms"):
             raise ConfigError("'group.min.session.timeout.ms' must not exceed "
                               "'group.max.session.timeout.ms'", "group.min.session.timeout.ms")

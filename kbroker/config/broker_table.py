@@ -44,7 +44,6 @@ CW, PB = CLUSTER_WIDE, PER_BROKER
 THREADS = "kbroker serves every request on one asyncio event loop; it has no thread pool to size"
 NO_REPLICATION = "a single node has no followers, so there is no replication to tune"
 NO_TIERED = "kbroker has no tiered storage (remote.storage.enable is refused)"
-ZOOKEEPER = not_implemented_if_set("ZooKeeper cluster mode")
 TLS = not_implemented_if_set("TLS (SSL listeners)")
 SASL = not_implemented_if_set("SASL authentication")
 AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -60,6 +59,15 @@ def _authorizer(value: Any) -> str | None:
 
 
 PLUGINS = not_implemented_if_set("loading Java plugin classes")
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector(value: Any) -> str | None:
+    """KIP-392: Kafka's rack-aware selector is built in; other selectors are Java plugins."""
+    if value in (None, "", RACK_AWARE_SELECTOR):
+        return None
+    return f"only {RACK_AWARE_SELECTOR} is supported; loading Java plugin classes is not " \
+           f"implemented by kbroker yet"
 def _sasl_mechanisms(value: Any) -> str | None:
     missing = [m for m in value
                if m.upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")]
@@ -109,15 +117,18 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "Security protocol between brokers when inter.broker.listener.name is unset.", MEDIUM,
        OneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
        unsupported=only("PLAINTEXT", "TLS and SASL between brokers")),
-    # ZooKeeper (cluster mode, not implemented yet: refused when set)
+    # ZooKeeper (cluster mode: kbroker.metadata.cluster)
     _d("zookeeper.connect", S, None,
-       "host:port[,host:port][/chroot] of ZooKeeper; unset means the embedded single-node store.", HIGH,
-       unsupported=ZOOKEEPER),
-    _d("zookeeper.session.timeout.ms", I, 18000, "ZooKeeper session timeout.", HIGH, _AT1,
-       unsupported=ZOOKEEPER),
+       "host:port[,host:port][/chroot] of ZooKeeper; unset means the embedded single-node store.", HIGH),
+    _d("zookeeper.session.timeout.ms", I, 18000, "ZooKeeper session timeout.", HIGH, _AT1),
     _d("zookeeper.connection.timeout.ms", I, None,
-       "Max wait to connect to ZooKeeper; defaults to zookeeper.session.timeout.ms.", HIGH,
-       unsupported=ZOOKEEPER),
+       "Max wait to connect to ZooKeeper; defaults to zookeeper.session.timeout.ms.", HIGH),
+    _d("controlled.shutdown.enable", B, True,
+       "On stop, move leadership to other brokers before closing (cluster mode).", MEDIUM),
+    _d("controlled.shutdown.max.retries", I, 3,
+       "Rounds of waiting for leadership to move away on a controlled shutdown.", MEDIUM, _AT0),
+    _d("controlled.shutdown.retry.backoff.ms", L, 5000,
+       "How long one round of a controlled shutdown waits.", MEDIUM, _AT0),
     # requests and sockets
     _d("message.max.bytes", I, 1048588,
        "Largest record batch the broker accepts (after compression).", HIGH, _AT0, update_mode=CW),
@@ -150,8 +161,10 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _ignored("background.threads", I, 10, "Background task threads.", _AT1, update_mode=CW),
     _ignored("num.recovery.threads.per.data.dir", I, 2, "Log recovery threads per data dir.", _AT1,
              update_mode=CW),
-    _ignored("num.replica.fetchers", I, 1, "Replica fetcher threads.", _AT1, why=NO_REPLICATION,
-             update_mode=CW),
+    _d("num.replica.fetchers", I, 1, "Replica fetcher tasks per leader broker (a cluster's "
+       "followers).", MEDIUM, _AT1, update_mode=CW,
+       update_refused="changing the number of replica fetchers at run time is not implemented "
+                      "yet; restart the broker with the new value"),
     _d("queued.max.requests", I, 500,
        "Requests in flight across all connections before the broker stops reading.", MEDIUM, _AT1),
     _d("queued.max.request.bytes", L, -1,
@@ -296,10 +309,15 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("replica.fetch.min.bytes", I, 1, "Follower fetch min bytes.", HIGH),
     _d("replica.fetch.backoff.ms", I, 1000, "Follower back-off after a fetch error.", MEDIUM, _AT0),
     _d("replica.socket.timeout.ms", I, 30000, "Follower socket timeout.", HIGH),
+    _d("replica.selector.class", S, None, "Lets consumers fetch from a follower in their rack "
+       "(KIP-392); only Kafka's RackAwareReplicaSelector is implemented.", MEDIUM,
+       unsupported=_replica_selector),
     _d("replica.high.watermark.checkpoint.interval.ms", L, 5000, "How often high watermarks are saved.",
        HIGH),
     _d("auto.leader.rebalance.enable", B, True, "Move leadership back to preferred replicas.", HIGH),
     _d("leader.imbalance.check.interval.seconds", L, 300, "Preferred-leader check interval.", HIGH, _AT1),
+    _d("leader.imbalance.per.broker.percentage", I, 10,
+       "Share of a broker's preferred partitions led elsewhere that triggers a rebalance.", HIGH, _AT0),
     # group coordinator
     _d("offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets.", HIGH, _AT1),
     _d("offsets.topic.replication.factor", SH, 1, "Replication factor of __consumer_offsets.", HIGH, _AT1),

@@ -155,11 +155,12 @@ class CoordinatorRuntime:
     """Shards of ``topic`` hosted by this broker (all of them, on a single node)."""
 
     def __init__(self, controller, partitions, topic: str, num_partitions: int,
-                 topic_configs: dict, shard_factory):
+                 topic_configs: dict, shard_factory, replication_factor: int = 1):
         self.controller = controller
         self.partitions = partitions
         self.topic = topic
         self.default_partitions = num_partitions
+        self.replication_factor = replication_factor
         self.topic_configs = topic_configs
         self.shard_factory = shard_factory
         self.shards: dict[int, Shard] = {}
@@ -190,7 +191,8 @@ class CoordinatorRuntime:
         """Create the internal topic on first use (Kafka: on the first FindCoordinator)."""
         if not self.exists:
             topic = self.controller.create_topic(self.topic, self.default_partitions,
-                                                 dict(self.topic_configs))
+                                                 dict(self.topic_configs),
+                                                 self.replication_factor)
             log.info("created internal topic %s with %d partitions", self.topic,
                      topic.num_partitions)
         if len(self.shards) < self.num_partitions:
@@ -208,8 +210,31 @@ class CoordinatorRuntime:
 
     def _load_all(self) -> None:
         for index in range(self.num_partitions):
-            if index not in self.shards:
+            if index not in self.shards and self.leads(index):
                 self.load(index)
+
+    def leads(self, index: int) -> bool:
+        """Whether this broker leads partition ``index`` of the topic (always, on one node)."""
+        topic = self.controller.image.topic(self.topic)
+        node = getattr(self.partitions, "node_id", None)
+        return topic is not None and (node is None or topic.state(index).leader == node)
+
+    def apply(self, old, new):
+        """Image listener (cluster mode): load the shards whose partition this broker came to
+        lead, unload those it no longer leads (their groups' clients get NOT_COORDINATOR and
+        find the new coordinator). Subscribed after the replica manager, so the partition has
+        its new role before its shard loads."""
+        before, after = old.topic(self.topic), new.topic(self.topic)
+        if after is None or before is after:
+            return
+        node = getattr(self.partitions, "node_id", None)
+        for index in range(after.num_partitions):
+            leads = after.state(index).leader == node
+            if leads and index not in self.shards:
+                self.load(index)
+            elif not leads and index in self.shards:
+                self.unload(index)
+        yield from ()
 
     def load(self, index: int) -> None:
         """Host the shard of partition ``index`` (this broker leads it): replay the partition,

@@ -1,6 +1,8 @@
 """DescribeCluster (key 60), v0-2 (KIP-700).
 
-The cluster is this one node: it is the only broker and the controller, and is never fenced.
+A single node: it is the only broker and the controller, and is never fenced. A cluster
+(ZooKeeper): every live broker (registered in ``/brokers/ids``) with its rack and its endpoint
+on the request's listener, and the active controller (-1 while none is elected).
 - v1+ ``endpoint_type`` (KIP-919): 1 asks for brokers, the only kind served here. As Kafka's
   AuthHelper: 2 (controllers) is MISMATCHED_ENDPOINT_TYPE, any other value
   UNSUPPORTED_ENDPOINT_TYPE; the refusal carries only the code and message.
@@ -13,6 +15,7 @@ The host and port are the advertised ones of the listener the request came in on
 from __future__ import annotations
 
 from kbroker.handlers import handles
+from kbroker.handlers.metadata import broker_endpoint
 from kbroker.protocol.errors import Errors
 from kbroker.security.authorizer import ResourceType, authorized_operations
 
@@ -37,6 +40,16 @@ def handle_describe_cluster(ctx, request):
                  controller_id=ctx.node_id, brokers=[],
                  cluster_authorized_operations=authorized_operations(ctx, ResourceType.CLUSTER)
                  if request.include_cluster_authorized_operations else NOT_REQUESTED)
+    image = ctx.metadata
+    if image.brokers:
+        response.controller_id = image.controller_id if image.controller_id is not None else -1
+        for broker in image.brokers.values():
+            endpoint = broker_endpoint(broker, ctx.listener)
+            if endpoint is not None:
+                response.brokers.append(R.DescribeClusterBroker(
+                    broker_id=broker.node_id, host=endpoint[0], port=endpoint[1],
+                    rack=broker.rack, is_fenced=False))
+        return response
     host, port = ctx.advertised_endpoint()
     response.brokers.append(R.DescribeClusterBroker(broker_id=ctx.node_id, host=host,
                                                     port=port, rack=ctx.cluster.rack,

@@ -14,21 +14,40 @@ copied through Python. Behaviour:
   a replica (replica id >= 0; in ReplicaState from v15, KIP-903) below the log end offset.
 - v13+ names topics by id (UNKNOWN_TOPIC_ID when unknown); older versions by name.
 - ``current_leader_epoch`` (v9+) is checked: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
+- A replica's fetch (a follower in the partition's assignment) moves that follower's position
+  on the leader, which may expand the ISR and move the high watermark (acks=all waiters
+  complete). A replica id not in the assignment (or a client claiming to be a replica) gets
+  NOT_LEADER_OR_FOLLOWER, as Kafka's Partition.getReplicaOrException. A replica fetch without
+  CLUSTER_ACTION gets TOPIC_AUTHORIZATION_FAILED, as in Kafka; in a cluster with
+  ``inter.broker.listener.name`` set, one arriving on another (client) listener is refused the
+  same way, so a client cannot move the high watermark by posing as a follower.
+- ``last_fetched_epoch`` (v12+): when the fetcher's log diverges from this leader's, the answer
+  is ``diverging_epoch`` and no records (truncation on fetch, KIP-595 follower side).
+- NOT_LEADER_OR_FOLLOWER carries ``current_leader`` (v12+) and the leader's ``node_endpoints``
+  (v16+), KIP-951; a partition hosted elsewhere in the cluster answers it too.
 Not supported: fetch sessions (KIP-227). Every answer has session id 0, which tells clients to
-send full requests; that is allowed by the protocol. A replica's fetch does not yet move its
-position in the partition (replication is the cluster issue).
+send full requests; that is allowed by the protocol.
+Fetch from follower (KIP-392): with ``replica.selector.class`` set (Kafka's
+RackAwareReplicaSelector, the one implemented), the leader answers a consumer that names its
+``rack_id`` (v11+) with ``preferred_read_replica`` (an in-sync follower in that rack) and no
+records, and followers serve consumers below their high watermark. Without it, followers answer
+consumers NOT_LEADER_OR_FOLLOWER, as Kafka does.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 from kbroker.handlers import handles
+from kbroker.handlers.leader_hint import current_leader, missing_partition_error, node_endpoints
 from kbroker.handlers.topic_ids import resolve_topic
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.replica.partition import LEADER
 from kbroker.security.authorizer import fetch_allowed
 
 READ_COMMITTED = 1
+log = logging.getLogger("kbroker.fetch")
 
 
 @handles("Fetch")
@@ -70,25 +89,74 @@ def _plan(ctx, request):
     """Resolve each requested partition once: (topic entry, partition request, Partition, error)."""
     by_id = ctx.api_version >= 13
     plan = []
-    follower = _replica_id(ctx, request) >= 0
+    replica_id = _replica_id(ctx, request)
+    follower = replica_id >= 0
+    now_ms = int(time.time() * 1000) if follower else 0
+    impostor = follower and not _replica_listener(ctx)
+    if impostor:
+        log.info("replica fetch claiming replica id %d from %s (%s) refused: it came in on "
+                 "listener %s, not on inter.broker.listener.name", replica_id, ctx.client_host,
+                 ctx.client_id, ctx.listener)
     for topic in request.topics:
         name, unknown = resolve_topic(ctx.metadata, by_id, topic.topic, topic.topic_id)
-        if (name or not by_id) and not fetch_allowed(ctx, follower, name or topic.topic):
+        if impostor or ((name or not by_id)
+                        and not fetch_allowed(ctx, follower, name or topic.topic)):
             name, unknown = None, Errors.TOPIC_AUTHORIZATION_FAILED
         for wanted in topic.partitions:
             partition = ctx.partitions.get(name, wanted.partition) if name else None
-            plan.append((topic, wanted, partition, None if partition is not None else unknown))
+            error = None
+            if partition is None:
+                error = missing_partition_error(ctx, name, wanted.partition, unknown)
+            elif follower:
+                error = _follower_fetched(partition, replica_id, wanted, now_ms)
+                if error is not None and partition.role == LEADER \
+                        and replica_id not in partition.replicas:
+                    log.info("replica fetch for %s-%d from %s (%s) refused: replica id %d is "
+                             "not one of its replicas %s", name, wanted.partition,
+                             ctx.client_host, ctx.client_id, replica_id,
+                             list(partition.replicas))
+            plan.append((topic, wanted, partition if error is None else None, error))
     return plan
+
+
+def _replica_listener(ctx) -> bool:
+    """Whether replica fetches may come in on this request's listener."""
+    inter_broker = ctx.config.get("inter.broker.listener.name")
+    return not (inter_broker and ctx.metadata.brokers) or ctx.listener == inter_broker
+
+
+def _follower_fetched(partition, replica_id: int, wanted, now_ms: int):
+    """Record where a follower is (once per request, before any read); the error if this
+    partition will not serve it."""
+    try:
+        partition.check_leader_epoch(wanted.current_leader_epoch)
+        partition.update_follower_fetch(replica_id, wanted.fetch_offset, now_ms,
+                                        wanted.last_fetched_epoch)
+    except KafkaError as exc:
+        return exc.error
+    return None
 
 
 def _read(ctx, request, plan, R):
     read_committed = request.isolation_level == READ_COMMITTED
     replica_id = _replica_id(ctx, request)
     remaining = request.max_bytes
+    # KIP-392: only with a replica selector may consumers be sent to, and served by, followers.
+    selector = replica_id < 0 and bool(ctx.config.get("replica.selector.class"))
+    client_rack = request.rack_id if selector and ctx.api_version >= 11 else None
     min_one_message = True
     total_bytes = 0
     has_error = False
     topics: dict[int, object] = {}
+    leaders: set[int] = set()  # KIP-951: the leaders named in NOT_LEADER_OR_FOLLOWER answers
+    names = {}
+
+    def name_of(topic):
+        if id(topic) not in names:
+            names[id(topic)] = resolve_topic(ctx.metadata, ctx.api_version >= 13, topic.topic,
+                                             topic.topic_id)[0]
+        return names[id(topic)]
+
     for topic, wanted, partition, error in plan:
         entry = topics.get(id(topic))
         if entry is None:
@@ -100,15 +168,36 @@ def _read(ctx, request, plan, R):
         if error is not None:
             out.error_code = error.code
             has_error = True
+            if error == Errors.NOT_LEADER_OR_FOLLOWER:
+                _point_to_leader(ctx, out, name_of(topic), wanted.partition, leaders, R)
             continue
         try:
             partition.check_leader_epoch(wanted.current_leader_epoch)
+            if ctx.api_version >= 12 and wanted.last_fetched_epoch >= 0:
+                diverging = partition.diverging_epoch(wanted.fetch_offset,
+                                                      wanted.last_fetched_epoch)
+                if diverging is not None:
+                    out.diverging_epoch = R.EpochEndOffset(epoch=diverging[0],
+                                                           end_offset=diverging[1])
+                    has_error = True  # answer now: the fetcher must truncate first
+                    _set_offsets(out, partition)
+                    continue
+            if client_rack:
+                preferred = partition.preferred_read_replica(client_rack, _rack_of(ctx))
+                if preferred is not None:
+                    out.preferred_read_replica = preferred
+                    has_error = True  # answer at once: the consumer moves to that replica
+                    _set_offsets(out, partition)
+                    continue
             limit = min(wanted.partition_max_bytes, remaining)
             result = partition.read(wanted.fetch_offset, limit, min_one_message,
-                                    read_committed=read_committed, replica_id=replica_id)
+                                    read_committed=read_committed, replica_id=replica_id,
+                                    follower_may_serve=selector)
         except KafkaError as exc:
             out.error_code = exc.error.code
             has_error = True
+            if exc.error == Errors.NOT_LEADER_OR_FOLLOWER:
+                _point_to_leader(ctx, out, partition.topic, wanted.partition, leaders, R)
         else:
             size = sum(len(region) for region in result.regions)
             if size:
@@ -116,9 +205,7 @@ def _read(ctx, request, plan, R):
                 total_bytes += size
                 remaining = max(0, remaining - size)
                 min_one_message = False
-        out.high_watermark = partition.high_watermark
-        out.last_stable_offset = partition.last_stable_offset
-        out.log_start_offset = partition.log_start_offset
+        _set_offsets(out, partition)
         if read_committed:
             # The aborted transactions overlapping what may be read (Kafka's
             # collectAbortedTxns); the consumer drops their records.
@@ -126,5 +213,32 @@ def _read(ctx, request, plan, R):
                 R.AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
                 for producer_id, first_offset in partition.aborted_transactions(
                     wanted.fetch_offset, partition.last_stable_offset)]
-    return R(throttle_time_ms=0, error_code=0, session_id=0,
-             responses=list(topics.values())), total_bytes, has_error
+    response = R(throttle_time_ms=0, error_code=0, session_id=0,
+                 responses=list(topics.values()))
+    if leaders and ctx.api_version >= 16:
+        response.node_endpoints = node_endpoints(ctx, leaders, R.NodeEndpoint)
+    return response, total_bytes, has_error
+
+
+def _rack_of(ctx):
+    brokers = ctx.metadata.brokers
+
+    def rack_of(node_id: int):
+        broker = brokers.get(node_id)
+        return broker.rack if broker is not None else None
+    return rack_of
+
+
+def _set_offsets(out, partition) -> None:
+    out.high_watermark = partition.high_watermark
+    out.last_stable_offset = partition.last_stable_offset
+    out.log_start_offset = partition.log_start_offset
+
+
+def _point_to_leader(ctx, out, topic, index: int, leaders: set, R) -> None:
+    if ctx.api_version < 12:
+        return
+    leader = current_leader(ctx, topic, index)
+    if leader is not None:
+        out.current_leader = R.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1])
+        leaders.add(leader[0])

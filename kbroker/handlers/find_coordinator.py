@@ -7,6 +7,13 @@ COORDINATOR_LOAD_IN_PROGRESS. v4+ (KIP-699) batches keys in ``coordinator_keys``
 Key type 1 (transaction): this broker, which leads every partition of ``__transaction_state``
 (created on the first request, ``transaction.state.log.num.partitions`` partitions, compacted).
 Not supported: key type 2 (share groups) and unknown types answer INVALID_REQUEST.
+
+Cluster mode: the coordinator is the leader of the key's partition of the internal topic
+(``partition_for``), with its endpoint on the request's listener; an offline partition answers
+COORDINATOR_NOT_AVAILABLE, as does a first creation of the internal topic that fails because
+fewer brokers are alive than ``offsets.topic.replication.factor`` /
+``transaction.state.log.replication.factor`` (Kafka refuses to create it smaller and the client
+retries until enough brokers have joined).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import logging
 
 from kbroker.handlers import handles
+from kbroker.handlers.metadata import broker_endpoint
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, ResourceType, allowed
 
@@ -21,47 +29,66 @@ log = logging.getLogger("kbroker.find_coordinator")
 GROUP, TRANSACTION = 0, 1
 
 
-def _find(ctx, key: str | None, key_type: int) -> tuple[Errors, str | None]:
+def _find(ctx, key: str | None, key_type: int) -> tuple[Errors, object]:
     if key_type == GROUP:
         if key is None:
             return Errors.INVALID_REQUEST, "a group id is required"
         if not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, key):
             return Errors.GROUP_AUTHORIZATION_FAILED, None
-        try:
-            ctx.groups.runtime.ensure_topic()
-        except KafkaError as exc:
-            return exc.error, exc.message
-        return Errors.NONE, None
+        return _ensure(ctx, ctx.groups, ctx.groups.runtime.ensure_topic, key)
     if key_type == TRANSACTION:
         if not key:
             return Errors.INVALID_REQUEST, "a transactional id is required"
         if not allowed(ctx, Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
             return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
-        try:
-            ctx.txn.ensure_topic()
-        except KafkaError as exc:
-            return exc.error, exc.message
-        return Errors.NONE, None
+        return _ensure(ctx, ctx.txn, ctx.txn.ensure_topic, key)
     return Errors.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
+
+
+def _ensure(ctx, coordinator, ensure_topic, key: str):
+    """(error, message) or (NONE, (node, host, port)) of the coordinator of ``key``."""
+    cluster = bool(ctx.metadata.brokers)
+    try:
+        ensure_topic()
+    except KafkaError as exc:
+        if cluster and exc.error in (Errors.INVALID_REPLICATION_FACTOR, Errors.NOT_CONTROLLER):
+            log.info("cannot create %s yet: %s", coordinator.runtime.topic, exc.message)
+            return Errors.COORDINATOR_NOT_AVAILABLE, exc.message
+        return exc.error, exc.message
+    if not cluster:
+        return Errors.NONE, (ctx.node_id, *ctx.advertised_endpoint())
+    image = ctx.metadata
+    topic = image.topic(coordinator.runtime.topic)
+    index = coordinator.partition_for(key)
+    leader = topic.state(index).leader if topic is not None else -1
+    broker = image.brokers.get(leader)
+    endpoint = broker_endpoint(broker, ctx.listener) if broker is not None else None
+    if endpoint is None:
+        return Errors.COORDINATOR_NOT_AVAILABLE, None
+    return Errors.NONE, (leader, *endpoint)
+
+
+def _answer(ctx, key, key_type):
+    """(error, message, node id, host, port) for one key."""
+    error, found = _find(ctx, key, key_type)
+    if error is Errors.NONE:
+        return error, None, *found
+    return error, found, -1, "", -1
 
 
 @handles("FindCoordinator")
 def handle_find_coordinator(ctx, request):
     from kbroker.protocol.messages.find_coordinator import FindCoordinatorResponse as R
 
-    host, port = ctx.advertised_endpoint()
     if ctx.api_version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, message = _find(ctx, key, request.key_type)
-            ok = error is Errors.NONE
+            error, message, node, host, port = _answer(ctx, key, request.key_type)
             coordinators.append(R.Coordinator(
-                key=key, node_id=ctx.node_id if ok else -1, host=host if ok else "",
-                port=port if ok else -1, error_code=error.code, error_message=message))
+                key=key, node_id=node, host=host, port=port, error_code=error.code,
+                error_message=message))
         return R(throttle_time_ms=0, coordinators=coordinators)
-    error, message = _find(ctx, request.key, request.key_type)
-    ok = error is Errors.NONE
+    error, message, node, host, port = _answer(ctx, request.key, request.key_type)
     return R(throttle_time_ms=0, error_code=error.code,
              error_message=message if ctx.api_version >= 1 else None,
-             node_id=ctx.node_id if ok else -1, host=host if ok else "",
-             port=port if ok else -1)
+             node_id=node, host=host, port=port)

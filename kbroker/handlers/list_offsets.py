@@ -10,12 +10,14 @@ latest tiered (v9+; no tiered storage, so offset -1). Any other value finds the 
 timestamp is at or after it, through the time index; none found gives offset -1, timestamp -1.
 ``current_leader_epoch`` (v4+) is checked like Fetch. Offsets at or above the high watermark are
 never returned to consumers; a request from a replica id other than -1 is bounded by the log end
-offset instead, as in Kafka.
+offset instead, as in Kafka. A partition hosted elsewhere in a cluster, or followed here, answers
+NOT_LEADER_OR_FOLLOWER (ListOffsets has no KIP-951 leader fields).
 """
 
 from __future__ import annotations
 
 from kbroker.handlers import handles
+from kbroker.handlers.leader_hint import missing_partition_error
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, ResourceType, check
 
@@ -37,7 +39,9 @@ def handle_list_offsets(ctx, request):
             try:
                 check(ctx, Op.DESCRIBE, ResourceType.TOPIC, topic.name)
                 if partition is None:
-                    raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                    raise KafkaError(missing_partition_error(
+                        ctx, topic.name, wanted.partition_index,
+                        Errors.UNKNOWN_TOPIC_OR_PARTITION))
                 partition.check_leader_epoch(wanted.current_leader_epoch)
                 found = partition.offset_for_timestamp(wanted.timestamp, read_committed,
                                                        request.replica_id)

@@ -39,12 +39,21 @@ def handle_metadata(ctx, request):
 
     store = ctx.metadata
     host, port = ctx.advertised_endpoint()
+    if store.brokers:  # a cluster: every live broker, on the listener this request came in on
+        brokers = [R.MetadataResponseBroker(node_id=b.node_id, host=endpoint[0],
+                                            port=endpoint[1], rack=b.rack)
+                   for b in store.brokers.values()
+                   if (endpoint := broker_endpoint(b, ctx.listener)) is not None]
+        controller_id = store.controller_id if store.controller_id is not None else -1
+    else:
+        brokers = [R.MetadataResponseBroker(node_id=ctx.node_id, host=host, port=port,
+                                            rack=None)]
+        controller_id = ctx.node_id
     response = R(
         throttle_time_ms=0,
-        brokers=[R.MetadataResponseBroker(node_id=ctx.node_id, host=host, port=port,
-                                          rack=None)],
+        brokers=brokers,
         cluster_id=store.cluster_id,
-        controller_id=ctx.node_id,
+        controller_id=controller_id,
         topics=[],
         cluster_authorized_operations=NOT_REQUESTED,
     )
@@ -137,13 +146,50 @@ def _cluster_operations(ctx, request, response) -> None:
 
 async def auto_create_topic(ctx, name: str):
     partitions = ctx.config.get("num.partitions")
-    topic = await ctx.controller.create_topic_async(name, partitions, {})
+    topic = await ctx.controller.create_topic_async(
+        name, partitions, {}, ctx.config.get("default.replication.factor"))
     log.info("auto-created topic %s with %d partition(s) (id %s)", name, partitions,
              topic.topic_id)
     return topic
 
 
+def broker_endpoint(broker, listener: str | None) -> tuple[str, int] | None:
+    """A live broker's advertised (host, port) on ``listener``; a broker without that listener
+    is left out of the answer, as Kafka does."""
+    if listener is None:
+        return next(iter(broker.endpoints.values()), None)
+    return broker.endpoints.get(listener)
+
+
 def describe_topic(R, ctx, topic, request=None):
+    if topic.states:
+        partitions = _cluster_partitions(R, ctx, topic)
+    else:
+        partitions = _single_node_partitions(R, ctx, topic)
+    return R.MetadataResponseTopic(
+        error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
+        is_internal=topic.is_internal, partitions=partitions,
+        topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, topic.name)
+        if getattr(request, "include_topic_authorized_operations", False) else NOT_REQUESTED)
+
+
+def _cluster_partitions(R, ctx, topic):
+    """From the partition states: an offline partition (leader -1) is LEADER_NOT_AVAILABLE;
+    replicas whose broker is not live are listed as offline (Kafka's MetadataCache)."""
+    live = ctx.metadata.brokers
+    partitions = []
+    for index, replicas in enumerate(topic.assignments):
+        state = topic.state(index)
+        error = Errors.NONE if state.leader in live else Errors.LEADER_NOT_AVAILABLE
+        partitions.append(R.MetadataResponsePartition(
+            error_code=error.code, partition_index=index,
+            leader_id=state.leader if state.leader in live else -1,
+            leader_epoch=max(state.leader_epoch, 0), replica_nodes=list(replicas),
+            isr_nodes=list(state.isr), offline_replicas=[r for r in replicas if r not in live]))
+    return partitions
+
+
+def _single_node_partitions(R, ctx, topic):
     node = ctx.node_id
     partitions = []
     for index in range(topic.num_partitions):
@@ -152,8 +198,4 @@ def describe_topic(R, ctx, topic, request=None):
         partitions.append(R.MetadataResponsePartition(
             error_code=Errors.NONE.code, partition_index=index, leader_id=node,
             leader_epoch=epoch, replica_nodes=[node], isr_nodes=[node], offline_replicas=[]))
-    return R.MetadataResponseTopic(
-        error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
-        is_internal=topic.is_internal, partitions=partitions,
-        topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, topic.name)
-        if getattr(request, "include_topic_authorized_operations", False) else NOT_REQUESTED)
+    return partitions

@@ -11,7 +11,10 @@ Per-partition errors carry Kafka's code and, from v8, a message. Behaviour by ac
 - acks=0: no answer; if any partition failed, the connection is closed so the client notices,
   as Kafka does.
 - any other acks: INVALID_REQUIRED_ACKS for every partition.
-v13 names topics by id (UNKNOWN_TOPIC_ID when unknown). Transactional batches are appended like
+v13 names topics by id (UNKNOWN_TOPIC_ID when unknown). In a cluster, a partition this broker
+does not lead answers NOT_LEADER_OR_FOLLOWER with ``current_leader`` and the leader's
+``node_endpoints`` (v10+, KIP-951); an acks=-1 produce whose ISR shrank below
+``min.insync.replicas`` while it waited gets NOT_ENOUGH_REPLICAS_AFTER_APPEND. Transactional batches are appended like
 idempotent ones; the log's producer state opens the producer's transaction (the LSO stops there).
 Before a transactional batch opens a transaction on a partition, the coordinator confirms the
 partition is in it (KIP-890 part 1, v0-11) or, from v12 (transactions v2, KIP-890 part 2), adds
@@ -29,6 +32,7 @@ import time
 from kbroker.security.authorizer import Op, ResourceType, allowed, check
 from kbroker.handlers import handles
 from kbroker.handlers.context import CloseConnection
+from kbroker.handlers.leader_hint import current_leader, missing_partition_error, node_endpoints
 from kbroker.handlers.topic_ids import resolve_topic
 from kbroker.handlers import txn_verification as txn_check
 from kbroker.protocol.errors import Errors, KafkaError
@@ -91,6 +95,7 @@ def _produce(ctx, request, added: dict | None):
     failed = False
     uncommitted = []  # acks=-1: (partition response, committed future) still waiting
     responses = []
+    leaders: set[int] = set()  # KIP-951: leaders named in NOT_LEADER_OR_FOLLOWER answers
     for topic_data in request.topic_data:
         name, unknown = resolve_topic(ctx.metadata, by_id, topic_data.name, topic_data.topic_id)
         partition_responses = []
@@ -105,8 +110,9 @@ def _produce(ctx, request, added: dict | None):
                 if request.transactional_id is not None:
                     check(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
                 if partition is None:
-                    raise KafkaError(unknown, f"this broker has no partition {data.index} of "
-                                              f"topic {name or topic_data.topic_id}")
+                    raise KafkaError(missing_partition_error(ctx, name, data.index, unknown),
+                                     f"this broker has no partition {data.index} of "
+                                     f"topic {name or topic_data.topic_id}")
                 if data.records is None or len(data.records) == 0:
                     raise KafkaError(Errors.INVALID_RECORD, "no record batch in the request")
                 if acks == -1:
@@ -135,6 +141,12 @@ def _produce(ctx, request, added: dict | None):
                 out.record_errors = [
                     R.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=text)
                     for index, text in getattr(exc, "record_errors", ())]
+                if exc.error == Errors.NOT_LEADER_OR_FOLLOWER and ctx.api_version >= 10:
+                    leader = current_leader(ctx, name, data.index)
+                    if leader is not None:
+                        out.current_leader = R.LeaderIdAndEpoch(leader_id=leader[0],
+                                                                leader_epoch=leader[1])
+                        leaders.add(leader[0])
                 if exc.error not in (Errors.UNKNOWN_TOPIC_OR_PARTITION, DENIED, Errors.UNKNOWN_TOPIC_ID,
                                      Errors.NOT_LEADER_OR_FOLLOWER):
                     log.info("produce to %s-%d from %s rejected: %s: %s", name, data.index,
@@ -147,6 +159,8 @@ def _produce(ctx, request, added: dict | None):
             raise CloseConnection()
         return None
     response = R(responses=responses, throttle_time_ms=0)
+    if leaders:
+        response.node_endpoints = node_endpoints(ctx, leaders, R.NodeEndpoint)
     if uncommitted:
         return _await_commit(response, uncommitted, request.timeout_ms)
     return response

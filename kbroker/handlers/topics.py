@@ -76,7 +76,7 @@ async def handle_create_topics(ctx, request):
                     error_message="Duplicate topic name."))
             continue
         try:
-            partitions, replication_factor, configs = _check_new_topic(ctx, wanted)
+            partitions, replication_factor, configs, assignments = _check_new_topic(ctx, wanted)
         except KafkaError as exc:
             log.info("CreateTopics %s from %s refused: %s", name, ctx.client_id, exc)
             results.append(R.CreatableTopicResult(name=name, error_code=exc.code,
@@ -85,7 +85,8 @@ async def handle_create_topics(ctx, request):
         topic_id = ZERO_UUID
         if not request.validate_only:
             try:
-                topic = await ctx.controller.create_topic_async(name, partitions, configs)
+                topic = await ctx.controller.create_topic_async(
+                    name, partitions, configs, replication_factor, assignments)
             except KafkaError as exc:
                 log.warning("CreateTopics %s from %s failed: %s", name, ctx.client_id, exc)
                 results.append(R.CreatableTopicResult(name=name, error_code=exc.code,
@@ -106,8 +107,9 @@ async def handle_create_topics(ctx, request):
     return R(throttle_time_ms=0, topics=results)
 
 
-def _check_new_topic(ctx, wanted) -> tuple[int, int, dict]:
-    """(partitions, replication factor, config overrides) of a topic to create, or KafkaError."""
+def _check_new_topic(ctx, wanted) -> tuple[int, int, dict, list | None]:
+    """(partitions, replication factor, config overrides, manual assignments or None) of a
+    topic to create, or KafkaError."""
     name = wanted.name
     if not may_create_topic(ctx, name):
         raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED, f"Not authorized to create {name}.")
@@ -131,9 +133,9 @@ def _check_new_topic(ctx, wanted) -> tuple[int, int, dict]:
     configs = validate_overrides(ctx.config, {c.name: c.value for c in wanted.configs})
 
     if wanted.assignments:
-        partitions = _manual_layout(ctx.node_id, wanted)
-        ctx.controller.check_new_partitions(partitions)
-        return partitions, 1, configs
+        assignments = _manual_layout(ctx, wanted)
+        ctx.controller.check_new_partitions(len(assignments))
+        return len(assignments), len(assignments[0]), configs, assignments
     if wanted.replication_factor < -1 or wanted.replication_factor == 0:
         raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
                          "Replication factor must be larger than 0, or -1 to use the default "
@@ -148,50 +150,50 @@ def _check_new_topic(ctx, wanted) -> tuple[int, int, dict]:
     if replication_factor == -1:
         replication_factor = ctx.config.get("default.replication.factor")
     ctx.controller.check_new_partitions(partitions)
-    if replication_factor > 1:
-        raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
-                         f"Unable to replicate the partition {replication_factor} time(s): The "
-                         f"target replication factor of {replication_factor} cannot be reached "
-                         f"because only 1 broker(s) are registered.")
-    return partitions, replication_factor, configs
+    ctx.controller.check_replication_factor(replication_factor)
+    return partitions, replication_factor, configs, None
 
 
-def _manual_layout(node_id: int, wanted) -> int:
-    """Check manual assignments (each must be exactly this node); the partition count."""
+def _manual_layout(ctx, wanted) -> list[list[int]]:
+    """Check manual assignments (live brokers, each once); the replica lists by partition."""
     if wanted.replication_factor != -1:
         raise KafkaError(Errors.INVALID_REQUEST, "A manual partition assignment was specified, "
                                                  "but replication factor was not set to -1.")
     if wanted.num_partitions != -1:
         raise KafkaError(Errors.INVALID_REQUEST, "A manual partition assignment was specified, "
                                                  "but numPartitions was not set to -1.")
-    seen = set()
+    layout = {}
+    live = ctx.controller.live_brokers()
     for assignment in wanted.assignments:
-        if assignment.partition_index in seen:
+        if assignment.partition_index in layout:
             raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
                              "Found multiple manual partition assignments for partition "
                              f"{assignment.partition_index}")
-        seen.add(assignment.partition_index)
-        _check_replicas(node_id, assignment.broker_ids)
-    if seen != set(range(len(seen))):
+        layout[assignment.partition_index] = _check_replicas(live, assignment.broker_ids)
+    if set(layout) != set(range(len(layout))):
         raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
                          "partitions should be a consecutive 0-based integer sequence")
-    return len(seen)
+    return [layout[p] for p in range(len(layout))]
 
 
-def _check_replicas(node_id: int, broker_ids) -> None:
-    """Kafka's validateManualPartitionAssignment, for a cluster of one node."""
+def _check_replicas(live: set[int], broker_ids) -> list[int]:
+    """Kafka's validateManualPartitionAssignment: live brokers, each named once."""
     if not broker_ids:
         raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
                          "The manual partition assignment includes an empty replica list.")
     for node in broker_ids:
-        if node != node_id:
+        if node not in live:
             raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
                              f"The manual partition assignment includes broker {node}, but no "
                              "such broker is registered.")
-    if len(broker_ids) > 1:
-        raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
-                         "The manual partition assignment includes the broker "
-                         f"{node_id} more than once.")
+    seen = set()
+    for node in broker_ids:
+        if node in seen:
+            raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
+                             "The manual partition assignment includes the broker "
+                             f"{node} more than once.")
+        seen.add(node)
+    return list(broker_ids)
 
 
 # --- DeleteTopics ------------------------------------------------------------------------------
@@ -310,7 +312,9 @@ async def handle_create_partitions(ctx, request):
         if not request.validate_only:
             old = topic.num_partitions
             try:
-                topic = await ctx.controller.create_partitions(name, wanted.count)
+                topic = await ctx.controller.create_partitions(
+                    name, wanted.count, [list(a.broker_ids) for a in wanted.assignments]
+                    if wanted.assignments is not None else None)
             except KafkaError as exc:
                 log.warning("CreatePartitions %s from %s failed: %s", name, ctx.client_id, exc)
                 results.append(R.CreatePartitionsTopicResult(name=name, error_code=exc.code,
@@ -340,7 +344,8 @@ def _check_new_partitions(ctx, wanted):
             raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
                              f"Attempted to add {added} additional partition(s), but only "
                              f"{len(wanted.assignments)} assignment(s) were specified.")
+        live = ctx.controller.live_brokers()
         for assignment in wanted.assignments:
-            _check_replicas(ctx.node_id, assignment.broker_ids)
+            _check_replicas(live, assignment.broker_ids)
     ctx.controller.check_new_partitions_of(topic, wanted.count)
     return topic

@@ -50,7 +50,7 @@ from kbroker.log.validation import MAX_UNCOMPRESSED_BATCH_BYTES, validate_batch
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.records import (CONTROL_ABORT, LOG_APPEND_TIME, BatchHeader,
                                       CorruptRecordError,
-                                      decode_records, parse_control_record, set_base_offset,
+                                      decode_records, iter_batches, parse_control_record, set_base_offset,
                                       set_max_timestamp_and_log_append_time,
                                       set_partition_leader_epoch)
 
@@ -403,6 +403,45 @@ class PartitionLog:
         self.producer_state.map_end_offset = self.log_end_offset
         return AppendResult(first_offset, last_offset, now_ms if log_append_time else -1,
                             self.log_start_offset, [], False)
+
+    def append_as_follower(self, records) -> int:
+        """Append the batches a leader sent (a follower's fetch), keeping their offsets and
+        leader epochs; returns the number of bytes appended. Nothing is re-stamped (Kafka's
+        ``appendAsFollower``): each batch must start at or past the log end offset and pass its
+        CRC, else CORRUPT_MESSAGE and nothing more of the response is written.
+        A partial batch at the end (a size-limited fetch) is left for the next fetch."""
+        appended = 0
+        for header in iter_batches(records, allow_partial_tail=True):
+            # Offsets may jump forward (the leader compacted batches away), never back.
+            if header.base_offset < self.log_end_offset or not header.is_valid_crc():
+                why = ("its CRC does not match" if header.base_offset >= self.log_end_offset
+                       else f"it starts at {header.base_offset}, below the log end offset "
+                            f"{self.log_end_offset}")
+                raise KafkaError(Errors.CORRUPT_MESSAGE,
+                                 f"{self.name}: a replicated batch is refused because {why}")
+            batch = header.view()
+            first_offset, last_offset = header.base_offset, header.last_offset
+            max_timestamp = header.max_timestamp
+            size_before = None
+            try:
+                self._maybe_roll(len(batch), max_timestamp, last_offset, _now_ms())
+                size_before = self.active_segment.size
+                self.active_segment.append(batch, last_offset, max_timestamp, last_offset)
+            except OSError as exc:
+                self._undo_failed_append(exc, first_offset, last_offset, size_before)
+            self.log_end_offset = last_offset + 1
+            epoch = header.partition_leader_epoch
+            latest_epoch = self.leader_epoch_cache.latest_epoch
+            if epoch >= 0 and (latest_epoch is None or epoch > latest_epoch):
+                self.leader_epoch_cache.assign(epoch, first_offset)
+            if header.producer_id >= 0:
+                marker = _marker_of(header, self.name) if header.is_control else None
+                completed = self.producer_state.replay(header, marker)
+                if completed is not None and completed.is_aborted:
+                    self._index_aborted(self.active_segment.base_offset, completed)
+            appended += len(batch)
+        self.producer_state.map_end_offset = self.log_end_offset
+        return appended
 
     def _undo_failed_append(self, exc: OSError, first_offset: int, last_offset: int,
                             size_before: int | None):

@@ -49,6 +49,7 @@ import uuid
 from typing import Generator, Iterator, Mapping, Protocol
 
 from kbroker.metadata.image import MetadataImage, TopicMetadata
+from kbroker.metadata.placement import check_replication_factor
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.controller")
@@ -86,18 +87,45 @@ class Controller:
 
     # --- topics --------------------------------------------------------------------------------
 
-    def create_topic(self, name: str, num_partitions: int, configs: Mapping) -> TopicMetadata:
+    # A single node: every replica list is [this node] (the handlers checked a replication
+    # factor of 1 and manual assignments naming this node); the cluster controller
+    # (zk_controller) places replicas over the live brokers.
+
+    def live_brokers(self) -> set[int]:
+        return {self._node_id}
+
+    def check_replication_factor(self, replication_factor: int) -> None:
+        check_replication_factor(replication_factor, 1)
+
+    def create_topic(self, name: str, num_partitions: int, configs: Mapping,
+                     replication_factor: int = 1, assignments=None) -> TopicMetadata:
         """Create a topic in one go, for callers that cannot wait: internal topics at first use
         (their partition count is the broker's own config). Requests use create_topic_async."""
         return _run_now(self._create_topic(name, num_partitions, configs))
 
-    async def create_topic_async(self, name: str, num_partitions: int, configs: Mapping
-                                 ) -> TopicMetadata:
+    async def create_topic_async(self, name: str, num_partitions: int, configs: Mapping,
+                                 replication_factor: int = 1, assignments=None) -> TopicMetadata:
         """Create a topic, giving the event loop a turn between steps of disk work."""
         return await _run(self._create_topic(name, num_partitions, configs))
 
-    async def create_partitions(self, name: str, count: int) -> TopicMetadata:
+    async def create_partitions(self, name: str, count: int, assignments=None) -> TopicMetadata:
         return await _run(self._create_partitions(name, count))
+
+    async def elect_leaders(self, preferred: bool, partitions) -> dict:
+        """ElectLeaders on a single node: every partition is led by its only (preferred)
+        replica, so no election is ever needed."""
+        if partitions is None:
+            partitions = [(t.name, i) for t in self._image.topics().values()
+                          for i in range(t.num_partitions)]
+        results = {}
+        for name, index in partitions:
+            topic = self._image.topic(name)
+            if topic is None or not 0 <= index < topic.num_partitions:
+                results[(name, index)] = (Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                          f"The partition {name}-{index} does not exist.")
+            else:
+                results[(name, index)] = (Errors.ELECTION_NOT_NEEDED, None)
+        return results
 
     async def delete_topic(self, name: str) -> None:
         await _run(self._delete_topic(name))

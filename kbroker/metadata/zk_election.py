@@ -121,8 +121,11 @@ class ControllerElection:
             and stat.ephemeralOwner == self._zk.client_id[0]
 
     def _resign(self) -> None:
+        was_controller = self.is_controller
         self.is_controller = False
         self.epoch = None
+        if was_controller and self._store is not None:
+            self._store.unfence()
 
     def _set_active(self, controller: int | None) -> None:
         changed = controller != self.active_controller

@@ -82,6 +82,19 @@ class ZkMetadataStore:
         self._epoch = controller_epoch
         self._epoch_zk_version = epoch_zk_version
 
+    def unfence(self) -> None:
+        """This broker resigned (the election saw another controller, or its session ended):
+        its writes go back to being a plain broker's (topic and config changes, which any
+        Kafka broker makes through its admin client), and partition-state writes that need
+        the controller are refused. A controller paused past its session never got here: its
+        writes stay fenced and fail, as they must."""
+        self._epoch = None
+        self._epoch_zk_version = None
+
+    @property
+    def is_fenced_controller(self) -> bool:
+        return self._epoch_zk_version is not None
+
     @property
     def controller_epoch(self) -> int:
         return self._epoch or 0
@@ -228,6 +241,11 @@ class ZkMetadataStore:
         txn.set_data(path, zn.encode_topic(self._topic_ids[name], assignments),
                      self._versions[path])
         self._partition_state_ops(txn, name, self._partition_counts[name], assignments)
+        # Brokers watch topic creations and deletions (children of /brokers/topics), not each
+        # topic's data: this nudge makes them re-read it.
+        txn.create(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change(
+            [(name, p) for p in range(self._partition_counts[name], len(assignments))]),
+            sequence=True)
         self._remember(txn, self._commit(txn, f"changing the assignment of {name}"))
         self._partition_counts[name] = len(assignments)
 
@@ -289,14 +307,25 @@ class ZkMetadataStore:
                    sequence=True)
         self._remember(txn, self._commit(txn, f"altering broker configs ({entity})"))
 
-    def set_partition_state(self, topic: str, partition: int,
-                            state: zn.PartitionState) -> zn.PartitionState:
+    def set_partition_state(self, topic: str, partition: int, state: zn.PartitionState,
+                            fenced: bool = True) -> zn.PartitionState:
         """Write ``state`` if the znode is still at ``state.zk_version``; return it with the new
-        version. A leader or controller holding an older version gets StaleMetadataError."""
-        txn = self._transaction()
+        version. A leader or controller holding an older version gets StaleMetadataError.
+
+        ``fenced`` (the controller's writes) also checks the controller epoch; a leader changing
+        its own ISR is not the controller and is fenced by the znode version alone (Kafka's
+        ZooKeeper-era ``updateLeaderAndIsr`` from the partition leader). Either way the same
+        transaction adds an ``/isr_change_notification`` child: every broker watches it and
+        re-reads the partition states (the notification is a nudge, never the data)."""
+        if fenced and self._epoch_zk_version is None:
+            raise StaleMetadataError(f"updating the state of {topic}-{partition} refused: "
+                                     f"broker {self._node_id} is not the controller")
+        txn = self._transaction() if fenced else self._zk.transaction()
         txn.set_data(zn.partition_state_path(topic, partition), state.encode(), state.zk_version)
+        txn.create(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change([(topic, partition)]),
+                   sequence=True)
         results = self._commit(txn, f"updating the state of {topic}-{partition}")
-        new_version = results[-1].version
+        new_version = results[-2].version
         return zn.PartitionState(state.leader, state.leader_epoch, state.isr,
                                  state.controller_epoch, new_version)
 
@@ -322,6 +351,20 @@ class ZkMetadataStore:
             txn.create(zn.CONFIG_CHANGE_PREFIX, zn.encode_config_change(entity_path),
                        sequence=True)
         self._remember(txn, self._commit(txn, "altering client quotas"))
+
+    def remember_versions(self, versions: Mapping[str, int]) -> None:
+        """Adopt the znode versions of a fresh read of the tree (``zk_image``), so the next
+        conditional write names what the current image shows (another broker may have changed
+        a topic's config or assignment since this store last wrote it)."""
+        self._versions.update(versions)
+
+    def set_scram_credentials(self, credentials) -> None:
+        """Not yet: Kafka keeps them in /config/users/<user>; refused rather than kept in this
+        broker's memory only."""
+        from kbroker.protocol.errors import Errors, KafkaError
+        raise KafkaError(Errors.UNSUPPORTED_VERSION,
+                         "SCRAM credentials are not stored in ZooKeeper (/config/users) by "
+                         "kbroker yet.")
 
     def set_acls(self, acls) -> None:
         """Not yet: Kafka keeps ACLs under /kafka-acl/<type>/<name>; until they are written there

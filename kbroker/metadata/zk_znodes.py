@@ -20,6 +20,8 @@ reading a kbroker-written tree) read what we write::
                                          (client quotas; U and C sanitized, <default> for the
                                           default entity; /config/users/U also holds SCRAM keys)
     /admin/delete_topics/T               (no data: a topic being deleted)
+    /isr_change_notification/isr_change_NNNNNNNNNN  {"version":1,"partitions":[{"topic":"T",
+                                          "partition":0}]}  sequential
     /latest_producer_id_block            {"version":1,"broker":N,"block_start":"0","block_end":"999"}
 
 Kafka quirks kept on purpose: ``/cluster/id``'s version is the *string* "1"; timestamps and
@@ -47,11 +49,13 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+ISR_CHANGE = "/isr_change_notification"
+ISR_CHANGE_PREFIX = ISR_CHANGE + "/isr_change_"
 DEFAULT_ENTITY = "<default>"
 
 # The persistent paths a Kafka broker creates at start-up (KafkaZkClient.createTopLevelPaths).
 PERSISTENT_PATHS = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
-                    "/brokers/seqid", "/isr_change_notification", PRODUCER_ID_BLOCK,
+                    "/brokers/seqid", ISR_CHANGE, PRODUCER_ID_BLOCK,
                     "/log_dir_event_notification", TOPIC_CONFIGS, "/config/clients",
                     "/config/users", BROKER_CONFIGS, "/config/ips")
 
@@ -154,6 +158,12 @@ def decode_config(data: bytes | None) -> dict[str, str]:
 def encode_config_change(entity_path: str) -> bytes:
     """``entity_path`` as Kafka sanitizes it: ``topics/T``, ``brokers/1``, ``brokers/<default>``."""
     return _json({"version": 2, "entity_path": entity_path})
+
+
+def encode_isr_change(partitions) -> bytes:
+    """Kafka's IsrChangeNotificationSequenceZNode: the partitions whose state changed."""
+    return _json({"version": 1, "partitions": [{"topic": t, "partition": p}
+                                                for t, p in partitions]})
 
 
 def encode_producer_id_block(broker_id: int, first: int, size: int) -> bytes:

@@ -30,25 +30,29 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 import uuid
 
 from kbroker.log.partition_log import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP,
                                        LATEST_TIMESTAMP, AppendResult, PartitionLog, ReadResult)
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
+from kbroker.replica.followers import FOLLOWER, LEADER, FollowerState, LeaderFollowers
 
-LEADER = "leader"
-FOLLOWER = "follower"
+log = logging.getLogger("kbroker.replicas")
+
 CONSUMER_REPLICA_ID = -1  # Fetch and ListOffsets from a client, not from a replica
 
 # Tie-breaker for commit waiters with the same last offset (a retried idempotent batch).
 _sequence = itertools.count()
 
 
-class Partition:
+class Partition(LeaderFollowers):
     __slots__ = ("topic", "index", "topic_id", "_log", "local_replica_id", "role", "leader_epoch",
                  "high_watermark", "last_stable_offset", "isr", "_follower_end_offsets",
-                 "_commit_waiters", "_consumer_fetches", "_follower_fetches")
+                 "_commit_waiters", "_consumer_fetches", "_follower_fetches", "leader_id",
+                 "replicas", "state_version", "controller_epoch", "leader_epoch_start_offset",
+                 "_followers", "pending_isr", "isr_writer", "_isr_task")
 
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog,
                  leader_epoch: int = 0, local_replica_id: int = 0):
@@ -70,6 +74,21 @@ class Partition:
         self._commit_waiters: list[tuple[int, int, asyncio.Future]] = []
         self._consumer_fetches: set[asyncio.Future] = set()
         self._follower_fetches: set[asyncio.Future] = set()
+        # Cluster state (a single node keeps these defaults: it leads alone at epoch 0).
+        self.leader_id = local_replica_id
+        self.replicas: tuple[int, ...] = (local_replica_id,)
+        self.state_version = 0  # the partition state znode version the ISR was read at
+        self.controller_epoch = 0
+        self.leader_epoch_start_offset: int | None = None  # LEO when this leader epoch began
+        self._followers: dict[int, FollowerState] = {}  # leader: what each follower fetched
+        # An ISR change sent through ``isr_writer`` and not yet answered; meanwhile the HW is
+        # computed over ISR | pending (Kafka's "maximal ISR"), so an expansion in flight counts
+        # the new member and a shrink in flight still waits for the leaving one.
+        self.pending_isr: frozenset[int] | None = None
+        # async (topic, index, proposed PartitionState) -> PartitionState written; set by the
+        # replica manager in a cluster. Any exception means "lost": the next image decides.
+        self.isr_writer = None
+        self._isr_task: asyncio.Task | None = None
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.index}, {self.role}, epoch={self.leader_epoch}, "
@@ -106,7 +125,9 @@ class Partition:
 
     def check_min_insync_replicas(self) -> None:
         """An acks=all produce needs at least ``min.insync.replicas`` in the ISR (Kafka's
-        Partition.appendRecordsToLeader); NOT_ENOUGH_REPLICAS otherwise, nothing appended."""
+        Partition.appendRecordsToLeader); NOT_ENOUGH_REPLICAS otherwise, nothing appended.
+        A non-leader answers NOT_LEADER_OR_FOLLOWER first, as Kafka does."""
+        self._require_leader()
         required = self._log.config.min_insync_replicas
         if len(self.isr) < required:
             raise KafkaError(Errors.NOT_ENOUGH_REPLICAS,
@@ -127,25 +148,49 @@ class Partition:
 
         Called after every append (alone in the ISR, the HW follows the log end offset) and, in a
         cluster, after a follower fetch moves that follower's log end offset."""
+        if self.role != LEADER:
+            return False
         new_high_watermark = self._log.log_end_offset
-        if self._follower_end_offsets:
-            isr = self.isr
-            for replica_id, end_offset in self._follower_end_offsets.items():
-                if end_offset < new_high_watermark and replica_id in isr:
-                    new_high_watermark = end_offset
+        isr = self.isr if self.pending_isr is None else self.isr | self.pending_isr
+        if len(isr) > 1:
+            # A member that has not fetched in this leader epoch holds the HW (Kafka starts
+            # every remote replica's log end offset unknown when leadership changes).
+            ends = self._follower_end_offsets
+            for replica_id in isr:
+                if replica_id != self.local_replica_id:
+                    end_offset = ends.get(replica_id, -1)
+                    if end_offset < new_high_watermark:
+                        new_high_watermark = end_offset
         if new_high_watermark <= self.high_watermark:
             return False
         self.high_watermark = new_high_watermark
         self._log.high_watermark = new_high_watermark
         self._update_last_stable_offset()
-        waiters = self._commit_waiters
-        while waiters and waiters[0][0] < new_high_watermark:
-            future = heapq.heappop(waiters)[2]
-            if not future.done():
-                future.set_result(None)
+        self._complete_commit_waiters()
         if self._consumer_fetches:
             _wake(self._consumer_fetches)
         return True
+
+    def _complete_commit_waiters(self) -> None:
+        """Complete the waiters the HW passed. As Kafka's checkEnoughReplicasReachOffset: if the
+        ISR shrank below ``min.insync.replicas`` meanwhile, the write is on the replicas that
+        are left but not as safe as asked: NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
+        waiters = self._commit_waiters
+        high_watermark = self.high_watermark
+        error = None
+        required = self._log.config.min_insync_replicas
+        if waiters and waiters[0][0] < high_watermark and len(self.isr) < required:
+            error = KafkaError(Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                               f"the ISR of {self.topic}-{self.index} has {len(self.isr)} "
+                               f"replica(s), below min.insync.replicas={required}")
+        while waiters and waiters[0][0] < high_watermark:
+            future = heapq.heappop(waiters)[2]
+            if not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+                    future.exception()  # an acks=1 produce never awaits it
 
     def _update_last_stable_offset(self) -> None:
         # Records below the HW are decided unless an open transaction holds them back.
@@ -165,6 +210,92 @@ class Partition:
         may move when a lagging replica leaves, never back."""
         self.isr = frozenset(isr) | {self.local_replica_id}
         self.maybe_advance_high_watermark()
+
+    # --- leadership (from metadata images) -----------------------------------------------------
+
+    def make_unattached(self) -> None:
+        """Cluster mode, before the first state is applied: neither leader nor follower of any
+        epoch, so the image's state (whatever its epoch) is news."""
+        self.role = FOLLOWER
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self._update_last_stable_offset()
+
+    def is_stale(self, state) -> bool:
+        """A state from before this partition's leader epoch: an old image, ignored (fencing)."""
+        return state.leader_epoch < self.leader_epoch
+
+    def make_leader(self, state, replicas, now_ms: int) -> bool:
+        """Become (or stay) leader as ``state`` (an image's PartitionState) says. True when this
+        is a new leadership (a new epoch, or a follower promoted); False for an ISR-only update
+        or a stale state (older leader epoch: ignored, Kafka's leader epoch fencing)."""
+        if self.is_stale(state):
+            return False
+        self.replicas = tuple(replicas)
+        new_leadership = self.role != LEADER or state.leader_epoch > self.leader_epoch
+        if not new_leadership:
+            self._take_isr(state)
+            self.maybe_advance_high_watermark()
+            return False
+        self.role = LEADER
+        self.leader_id = self.local_replica_id
+        self.leader_epoch = state.leader_epoch
+        self.controller_epoch = state.controller_epoch
+        self.isr = frozenset(state.isr) | {self.local_replica_id}
+        self.state_version = state.version
+        self.pending_isr = None
+        end = self._log.log_end_offset
+        self.leader_epoch_start_offset = end
+        # OffsetsForLeaderEpoch of the last epoch must answer where this one begins (KIP-101),
+        # even before this leader appends anything.
+        cache = self._log.leader_epoch_cache
+        if cache.latest_epoch is None or cache.latest_epoch < state.leader_epoch:
+            cache.assign(state.leader_epoch, end)
+        # Every follower starts unknown: in-sync ones as caught up now, the others never.
+        self._follower_end_offsets = {}
+        self._followers = {r: FollowerState(now_ms if r in self.isr else 0)
+                           for r in self.replicas if r != self.local_replica_id}
+        self._update_last_stable_offset()
+        self.maybe_advance_high_watermark()
+        return True
+
+    def make_follower(self, state, replicas) -> bool:
+        """Follow ``state.leader`` (-1: nobody leads yet). True when the leader or epoch changed
+        (the fetcher must restart and truncate), False for an ISR-only update or a stale
+        state. Commit waiters fail with NOT_LEADER_OR_FOLLOWER, as Kafka completes the delayed
+        produces of a partition it stops leading; parked fetches wake to see the error."""
+        if self.is_stale(state):
+            return False
+        self.replicas = tuple(replicas)
+        changed = (self.role != FOLLOWER or state.leader_epoch > self.leader_epoch
+                   or state.leader != self.leader_id)
+        if not changed:
+            self._take_isr(state)
+            return False
+        self.role = FOLLOWER
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.controller_epoch = state.controller_epoch
+        self.leader_epoch_start_offset = None
+        self._follower_end_offsets = {}
+        self._followers = {}
+        self.pending_isr = None
+        self._take_isr(state)
+        self._fail_commit_waiters(f"this broker no longer leads {self.topic}-{self.index}")
+        _wake(self._consumer_fetches)
+        _wake(self._follower_fetches)
+        return True
+
+    def _take_isr(self, state) -> None:
+        if state.version < self.state_version:
+            return  # an image older than an ISR write this leader already saw succeed
+        self.isr = frozenset(state.isr)
+        self.state_version = state.version
+        self.controller_epoch = state.controller_epoch
+        if self.role == LEADER:
+            self.isr |= {self.local_replica_id}
+            if self.pending_isr is not None and self._isr_task is None:
+                self.pending_isr = None
 
     # --- writes --------------------------------------------------------------------------------
 
@@ -190,6 +321,81 @@ class Partition:
         else:  # a retried idempotent batch can be older than waiters already queued: a heap
             heapq.heappush(self._commit_waiters, (result.last_offset, next(_sequence), committed))
         return result, committed
+
+    def append_as_follower(self, records, leader_high_watermark: int,
+                           leader_log_start_offset: int = -1) -> int:
+        """Append what the leader sent and take its HW (bounded by our log end offset) and its
+        log start offset (bounded by our HW), as Kafka's ReplicaFetcherThread does; returns
+        the bytes appended."""
+        if self.role != FOLLOWER:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
+                             f"{self.topic}-{self.index} is not a follower here")
+        appended = self._log.append_as_follower(records) if records else 0
+        self.update_follower_high_watermark(leader_high_watermark)
+        if self._log.log_start_offset < leader_log_start_offset <= self.high_watermark:
+            # Retention or DeleteRecords on the leader: the follower drops the same prefix.
+            self._log.delete_records_before(leader_log_start_offset)
+        return appended
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        new = min(leader_high_watermark, self._log.log_end_offset)
+        if new > self.high_watermark:
+            self.high_watermark = new
+            self._log.high_watermark = new
+            self._update_last_stable_offset()
+            if self._consumer_fetches:  # consumers reading from this follower (KIP-392)
+                _wake(self._consumer_fetches)
+
+    def truncate_to(self, offset: int) -> None:
+        """A follower's log diverged from its leader's: cut it back to ``offset`` (KIP-101)."""
+        if offset < self._log.log_end_offset:
+            log.info("%s-%d: truncating from %d to %d (leader epoch %d)", self.topic,
+                     self.index, self._log.log_end_offset, offset, self.leader_epoch)
+            self._log.truncate_to(offset)
+            self.high_watermark = min(self.high_watermark, self._log.log_end_offset)
+            self._update_last_stable_offset()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The leader's log starts past ours: drop everything and start at ``offset``."""
+        log.info("%s-%d: starting over at the leader's log start offset %d", self.topic,
+                 self.index, offset)
+        self._log.truncate_fully_and_start_at(offset)
+        self.high_watermark = self._log.log_end_offset
+        self._log.high_watermark = self.high_watermark
+        self._update_last_stable_offset()
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int):
+        """Fetch v12+ with ``last_fetched_epoch``: ``(epoch, end offset)`` where the fetcher's
+        log leaves this one (it must truncate there), or None when it does not diverge. As
+        Kafka's Partition.fetchRecords: OFFSET_OUT_OF_RANGE when this log knows no epoch at or
+        below the fetcher's."""
+        epoch, end = self._log.leader_epoch_cache.end_offset_for(last_fetched_epoch,
+                                                                 self._log.log_end_offset)
+        if epoch < 0 or end < 0:
+            raise KafkaError(Errors.OFFSET_OUT_OF_RANGE,
+                             f"{self.topic}-{self.index} has no leader epoch at or below "
+                             f"{last_fetched_epoch}")
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int):
+        """OffsetForLeaderEpoch on the leader: ``(epoch, end offset)`` of the largest epoch
+        <= ``leader_epoch`` (-1, -1 when unknown), after fencing ``current_leader_epoch``."""
+        self.check_leader_epoch(current_leader_epoch)
+        self._require_leader()
+        return self._log.leader_epoch_cache.end_offset_for(leader_epoch,
+                                                           self._log.log_end_offset)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The last leader epoch in this replica's log (its leader-epoch checkpoint)."""
+        return self._log.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` of the largest epoch <= ``epoch`` in this log (Kafka's
+        LeaderEpochFileCache.endOffsetFor); (-1, -1) when unknown."""
+        return self._log.leader_epoch_cache.end_offset_for(epoch, self._log.log_end_offset)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: make ``offset`` (-1: the HW) the log start offset and delete the
@@ -227,10 +433,13 @@ class Partition:
         return self.last_stable_offset if read_committed else self.high_watermark
 
     def read(self, fetch_offset: int, max_bytes: int, min_one_message: bool = True, *,
-             read_committed: bool = False, replica_id: int = CONSUMER_REPLICA_ID) -> ReadResult:
+             read_committed: bool = False, replica_id: int = CONSUMER_REPLICA_ID,
+             follower_may_serve: bool = False) -> ReadResult:
         """Whole batches from ``fetch_offset`` below the fetcher's bound (:meth:`fetch_bound`),
-        as file regions; OFFSET_OUT_OF_RANGE outside the log."""
-        self._require_leader()
+        as file regions; OFFSET_OUT_OF_RANGE outside the log. A follower serves consumers only
+        with ``follower_may_serve`` (KIP-392, a replica selector is configured), below its HW."""
+        if not (follower_may_serve and replica_id < 0 and self.role == FOLLOWER):
+            self._require_leader()
         return self._log.read(fetch_offset, max_bytes,
                               self.fetch_bound(replica_id, read_committed), min_one_message)
 
@@ -309,13 +518,19 @@ class Partition:
         with the error) and commit waiters fail with NOT_LEADER_OR_FOLLOWER, as Kafka completes
         delayed produces of a partition it stops leading."""
         self.role = FOLLOWER
+        self.leader_id = -1
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            self._isr_task = None
         _wake(self._consumer_fetches)
         _wake(self._follower_fetches)
+        self._fail_commit_waiters(f"{self.topic}-{self.index} was removed")
+
+    def _fail_commit_waiters(self, why: str) -> None:
         waiters, self._commit_waiters = self._commit_waiters, []
         for _, _, future in waiters:
             if not future.done():
-                future.set_exception(KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
-                                                f"{self.topic}-{self.index} was removed"))
+                future.set_exception(KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, why))
                 # Nobody need await it (an acks=1 produce drops it): keep asyncio from logging
                 # "exception was never retrieved".
                 future.exception()

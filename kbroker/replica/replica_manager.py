@@ -4,19 +4,30 @@ The controller publishes immutable metadata images; :meth:`ReplicaManager.apply`
 dirs from one image to the next (create or delete partition dirs, new LogConfigs). Start-up runs
 the same ``apply`` from the image of what is on disk to the stored image, which repairs a crash
 between a persisted change and its application.
+
+In a cluster (an image with live ``brokers``) ``apply`` also follows each partition's state
+(``topic.state(i)``: leader, leader epoch, ISR): it hosts only partitions whose assignment names
+this broker (deleting those reassigned away), makes each leader or follower (a state with an
+older leader epoch than the partition has is ignored: fencing), hands followers to the replica
+fetchers (:mod:`kbroker.replica.fetcher`) and tells leadership listeners (the coordinators)
+about every change. :meth:`start_replication` (cluster wiring) injects the ISR writer and starts
+the fetchers and the ISR shrink job. A single node never calls it and keeps its behaviour.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
 import time
 import uuid
-from typing import Iterator
+from typing import Callable, Iterator
 
 from kbroker.metadata.image import MetadataImage, TopicMetadata
-from kbroker.replica.partition import CONSUMER_REPLICA_ID, Partition, wait_for_news
+from kbroker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
+from kbroker.replica.partition import (CONSUMER_REPLICA_ID, FOLLOWER, LEADER, Partition,
+                                       wait_for_news)
 
 log = logging.getLogger("kbroker.replicas")
 
@@ -26,12 +37,22 @@ def now_ms() -> int:
 
 
 class ReplicaManager:
-    def __init__(self, log_manager, log_config_for, node_id: int = 0):
-        """``log_config_for(topic_metadata)`` gives the LogConfig of a topic's partitions."""
+    def __init__(self, log_manager, log_config_for, node_id: int = 0, cluster: bool = False):
+        """``log_config_for(topic_metadata)`` gives the LogConfig of a topic's partitions.
+        ``cluster``: follow partition states even in an image that lists no live broker yet
+        (the first broker of a restarting cluster reads topics before anyone registered)."""
         self.log_manager = log_manager
         self.log_config_for = log_config_for
         self.node_id = node_id
+        self.cluster = cluster
         self._partitions: dict[tuple[str, int], Partition] = {}
+        self.broker_config = None  # set by open(); start_replication reads replica.* from it
+        self.image: MetadataImage | None = None  # the last image applied
+        self._isr_writer = None
+        self._fetchers: ReplicaFetcherManager | None = None
+        self._inter_broker_listener: str | None = None
+        self._isr_job: asyncio.Task | None = None
+        self._leadership_listeners: list[Callable] = []
 
     @classmethod
     def open(cls, broker_config, image: "MetadataImage", node_id: int) -> "ReplicaManager":
@@ -48,7 +69,9 @@ class ReplicaManager:
         # Recovery validates and indexes with each topic's own settings.
         log_manager.open(config_for=lambda name: log_config_for(topics[name])
                          if name in topics else default_config)
-        replicas = cls(log_manager, log_config_for, node_id)
+        replicas = cls(log_manager, log_config_for, node_id,
+                       cluster=bool(broker_config.get("zookeeper.connect")))
+        replicas.broker_config = broker_config
         # Repairs a crash between a persisted change and its application.
         replicas.start(image)
         return replicas
@@ -60,7 +83,15 @@ class ReplicaManager:
         return LogCleaner(self.log_manager, backoff_ms=backoff_ms)
 
     def close(self) -> None:
-        """Flush and close every log, writing the checkpoints and the clean-shutdown marker."""
+        """Flush and close every log, writing the checkpoints and the clean-shutdown marker.
+        Replica fetchers and the ISR job stop first (cancelled; :meth:`stop_replication` is
+        the graceful way), so nothing appends to a closed log."""
+        if self._isr_job is not None:
+            self._isr_job.cancel()
+            self._isr_job = None
+        if self._fetchers is not None:
+            self._fetchers.cancel_all()
+            self._fetchers = None
         self.log_manager.close()
 
     def get(self, topic: str, index: int) -> Partition | None:
@@ -80,6 +111,97 @@ class ReplicaManager:
                             replica_id: int = CONSUMER_REPLICA_ID) -> bool:
         """Park a long-poll fetch; see :func:`kbroker.replica.partition.wait_for_news`."""
         return await wait_for_news(partitions, timeout_s, replica_id)
+
+    # --- replication (cluster mode) --------------------------------------------------------------
+
+    def add_leadership_listener(self, listener) -> None:
+        """``listener(topic, index, is_leader, leader_epoch)`` on every leadership change of a
+        hosted partition (the coordinators load and unload their shards with it)."""
+        self._leadership_listeners.append(listener)
+
+    def start_replication(self, isr_writer, *, settings: FetcherSettings | None = None,
+                          inter_broker_listener: str | None = None,
+                          lag_time_max_ms: int | None = None) -> None:
+        """Cluster mode: ISR changes go through ``isr_writer(topic, index, proposed
+        PartitionState) -> PartitionState`` (async; any exception: lost, the next image
+        decides); followers fetch from their leaders on ``inter_broker_listener``; leaders drop
+        followers lagging more than ``replica.lag.time.max.ms``. Needs a running event loop."""
+        config = self.broker_config
+        if settings is None:
+            settings = FetcherSettings.from_config(config)
+        if inter_broker_listener is None and config is not None:
+            inter_broker_listener = config.get("inter.broker.listener.name")
+        if lag_time_max_ms is None:
+            lag_time_max_ms = config.get("replica.lag.time.max.ms") if config else 30000
+        self._isr_writer = isr_writer
+        self._inter_broker_listener = inter_broker_listener
+        self._fetchers = ReplicaFetcherManager(self.node_id, settings, self._leader_endpoint)
+        for partition in self._partitions.values():
+            partition.isr_writer = isr_writer
+            if partition.role == FOLLOWER:
+                self._fetchers.add_partition(partition)
+        self._isr_job = asyncio.get_running_loop().create_task(
+            self._shrink_isrs_every(lag_time_max_ms), name="isr-shrink")
+
+    async def stop_replication(self) -> None:
+        if self._isr_job is not None:
+            self._isr_job.cancel()
+            await asyncio.gather(self._isr_job, return_exceptions=True)
+            self._isr_job = None
+        if self._fetchers is not None:
+            await self._fetchers.shutdown()
+            self._fetchers = None
+
+    @property
+    def fetchers(self) -> ReplicaFetcherManager | None:
+        return self._fetchers
+
+    def _leader_endpoint(self, leader_id: int) -> tuple[str, int] | None:
+        broker = self.image.brokers.get(leader_id) if self.image is not None else None
+        if broker is None or not broker.endpoints:
+            return None
+        endpoint = broker.endpoints.get(self._inter_broker_listener)
+        return endpoint if endpoint is not None else next(iter(broker.endpoints.values()))
+
+    async def _shrink_isrs_every(self, lag_time_max_ms: int) -> None:
+        # Kafka checks at half the lag time, so a replica leaves within 1.5x of it.
+        while True:
+            await asyncio.sleep(max(lag_time_max_ms / 2, 10) / 1000)
+            self.shrink_isrs(lag_time_max_ms)
+
+    def shrink_isrs(self, lag_time_max_ms: int, now: int | None = None) -> None:
+        now = now_ms() if now is None else now
+        for partition in list(self._partitions.values()):
+            if partition.role == LEADER and len(partition.isr) > 1:
+                partition.maybe_shrink_isr(now, lag_time_max_ms)
+
+    def _apply_state(self, partition: Partition, topic: TopicMetadata, index: int) -> None:
+        """Make ``partition`` what its state in the image says (cluster mode only)."""
+        state = topic.state(index)
+        replicas = topic.assignments[index]
+        was_leader = partition.role == LEADER
+        if partition.is_stale(state):
+            log.info("ignoring the state of %s-%d at leader epoch %d: this replica is at %d",
+                     topic.name, index, state.leader_epoch, partition.leader_epoch)
+            return
+        if state.leader == self.node_id:
+            changed = partition.make_leader(state, replicas, now_ms())
+            if changed and self._fetchers is not None:
+                self._fetchers.remove_partition(partition)
+        else:
+            changed = partition.make_follower(state, replicas)
+            if changed and self._fetchers is not None:
+                self._fetchers.add_partition(partition)
+        if changed and (was_leader or partition.role == LEADER):
+            self._tell_listeners(partition, partition.role == LEADER)
+
+    def _tell_listeners(self, partition: Partition, is_leader: bool) -> None:
+        for listener in self._leadership_listeners:
+            try:
+                listener(partition.topic, partition.index, is_leader, partition.leader_epoch)
+            except Exception:
+                log.exception("leadership listener failed for %s-%d", partition.topic,
+                              partition.index)
 
     # --- background jobs (the broker schedules them) -------------------------------------------
 
@@ -135,7 +257,10 @@ class ReplicaManager:
         removed topics (or of a topic re-created under a new id), create missing ones, set new
         LogConfigs. Yields after each partition created or deleted, so the caller decides when
         the event loop gets a turn. Topics are compared by identity: an image shares every
-        topic a change did not touch."""
+        topic a change did not touch. In a cluster, only partitions assigned to this broker
+        are hosted, each as its state says (see the module docstring)."""
+        self.image = new
+        cluster = self.cluster or bool(new.brokers)
         for name in _changed_topics(old, new):
             before, after = old.topic(name), new.topic(name)
             if before is not None and (after is None or _replaced(before, after)):
@@ -146,11 +271,17 @@ class ReplicaManager:
             config = self.log_config_for(after)
             for index in range(after.num_partitions):
                 partition = self._partitions.get((name, index))
+                if cluster and self.node_id not in after.assignments[index]:
+                    if partition is not None or self.log_manager.get(name, index) is not None:
+                        yield from self._remove_partitions(name, (index,))
+                    continue
                 if partition is None:
-                    self._add_partition(after, index, config)
+                    partition = self._add_partition(after, index, config, cluster)
                     yield
                 else:
                     partition.update_log_config(config)
+                if cluster:
+                    self._apply_state(partition, after, index)
             if before is not None and before.num_partitions > after.num_partitions:
                 yield from self._remove_partitions(
                     name, range(after.num_partitions, before.num_partitions))
@@ -163,7 +294,8 @@ class ReplicaManager:
                     if partition is not None:
                         partition.update_log_config(config)
 
-    def _add_partition(self, topic: TopicMetadata, index: int, config) -> None:
+    def _add_partition(self, topic: TopicMetadata, index: int, config,
+                       cluster: bool = False) -> Partition:
         name = topic.name
         partition_log = self.log_manager.get(name, index)
         if partition_log is not None and _replaced_log(partition_log, topic):
@@ -179,14 +311,30 @@ class ReplicaManager:
                 raise
         else:
             partition_log.config = config
-        self._partitions[(name, index)] = Partition(name, index, topic.topic_id, partition_log,
-                                                    local_replica_id=self.node_id)
+        if cluster:
+            # Not everything on disk is committed in a cluster: start from the checkpointed HW
+            # (replication-offset-checkpoint), as Kafka does.
+            checkpointed = self.log_manager.checkpointed_high_watermarks.get((name, index), 0)
+            partition_log.high_watermark = min(checkpointed, partition_log.log_end_offset)
+        partition = Partition(name, index, topic.topic_id, partition_log,
+                              local_replica_id=self.node_id)
+        if cluster:
+            partition.make_unattached()  # the state in the image decides what it is
+            partition.isr_writer = self._isr_writer
+        self._partitions[(name, index)] = partition
+        return partition
 
     def _remove_partitions(self, name: str, indexes) -> Iterator[None]:
         for index in indexes:
             partition = self._partitions.pop((name, index), None)
             if partition is not None:
+                was_leader = partition.role == LEADER and (
+                    self.cluster or self.image is not None and bool(self.image.brokers))
+                if self._fetchers is not None:
+                    self._fetchers.remove_partition(partition)
                 partition.on_removed()
+                if was_leader:
+                    self._tell_listeners(partition, False)
             if self.log_manager.delete(name, index):
                 yield
 

@@ -44,6 +44,7 @@ class Broker:
         self.txn_coordinator = None
         self.log_cleaner = None
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
+        self.cluster = None  # kbroker.metadata.zk_cluster.ZkCluster with zookeeper.connect
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
 
@@ -57,9 +58,13 @@ class Broker:
         from kbroker.metadata.producer_ids import ProducerIdManager
 
         log_dirs = self.config.log_dirs
-        store = _open_metadata(LocalMetadataStore, log_dirs[0], self.config.get("cluster.id"),
-                               self.node_id)
-        self.controller = Controller(store, self.node_id)
+        if self.config.get("zookeeper.connect"):
+            self.cluster = await _open_cluster(self.config, self.node_id)
+            self.controller = self.cluster.controller
+        else:
+            store = _open_metadata(LocalMetadataStore, log_dirs[0],
+                                   self.config.get("cluster.id"), self.node_id)
+            self.controller = Controller(store, self.node_id)
         image = self.controller.image
         restore_dynamic_configs(self.config, image)
         # Recovers the logs and repairs a crash between a persisted change and its application;
@@ -76,6 +81,11 @@ class Broker:
         self.txn_coordinator = TransactionCoordinator(self.config, self.controller, self.replicas,
                                                       self.producer_ids, self.group_coordinator)
         self.txn_coordinator.start()
+        if self.cluster is not None:
+            # Coordinator shards follow leadership of their internal-topic partition; listeners
+            # run in order, so the partition has its new role before its shard loads.
+            self.controller.subscribe(self.group_coordinator.runtime)
+            self.controller.subscribe(self.txn_coordinator.runtime)
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         self.connection_limits.image = lambda: self.controller.image  # ip quotas (KIP-612)
         failures = FailureLog()
@@ -99,6 +109,11 @@ class Broker:
             sock_port = server.sockets[0].getsockname()[1]
             self.bound[name] = (endpoint.bind_host or "0.0.0.0", sock_port)
             self.servers.append((name, server))
+        if self.cluster is not None:
+            await self._join_cluster()
+            # Followers fetch from their leaders; leaders change ISRs through the controller
+            # (conditional on the state znode's version).
+            self.replicas.start_replication(self.controller.write_isr)
         from kbroker.server.http import start_http_server
         self.http = await start_http_server(self)  # None unless http.port is set or in dev mode
         self._tasks = [
@@ -115,6 +130,10 @@ class Broker:
             self._tasks.append(asyncio.create_task(self.log_cleaner.run(), name="log-cleaner"))
 
     async def stop(self) -> None:
+        if self.cluster is not None:  # controlled shutdown while still serving, then leave
+            await self.cluster.stop()
+        if self.replicas is not None:
+            await self.replicas.stop_replication()
         if self.http is not None:
             await self.http.stop()
         for _, server in self.servers:
@@ -138,6 +157,25 @@ class Broker:
         if self.replicas is not None:
             self.replicas.close()
         self._stopped.set()
+
+    async def _join_cluster(self) -> None:
+        """Register this broker's advertised endpoints (known now that listeners are bound)
+        and start following ZooKeeper; a broker id another live broker holds stops start-up."""
+        from kbroker.metadata.zk_registration import BrokerIdInUse
+        from kbroker.metadata.zk_znodes import Endpoint
+
+        protocols = self.config.listener_security_protocols
+        endpoints = []
+        for name, _host, _port in self.config.advertised_listeners:
+            host, port = self.advertised_endpoint(name)
+            endpoints.append(Endpoint(name, host, port, protocols.get(name, "PLAINTEXT")))
+        try:
+            await self.cluster.start(endpoints, self.config.get("broker.rack") or None)
+        except BrokerIdInUse as exc:
+            await self.cluster.stop()
+            self.cluster = None
+            raise StartupError(str(exc).split("; ")[0], "give each broker its own broker.id",
+                               EXIT_METADATA) from None
 
     @property
     def metadata(self):
@@ -209,6 +247,20 @@ class Broker:
                 job()
             except Exception:
                 log.exception("background job %s failed", job.__name__)
+
+
+async def _open_cluster(config, node_id: int):
+    """Cluster mode's metadata (ZooKeeper), or a StartupError naming ZooKeeper and the fix."""
+    from kbroker.metadata.zk_cluster import ZkCluster, ZkUnavailable
+
+    try:
+        return await asyncio.to_thread(ZkCluster.open, config, node_id)
+    except ZkUnavailable as exc:
+        raise StartupError(str(exc), "start ZooKeeper or fix zookeeper.connect",
+                           EXIT_METADATA) from None
+    except ValueError as exc:  # a cluster.id that does not match /cluster/id
+        raise StartupError(str(exc), "set cluster.id to the stored one or use another chroot",
+                           EXIT_METADATA) from None
 
 
 def _open_metadata(store_class, log_dir: str, cluster_id: str | None, node_id: int):

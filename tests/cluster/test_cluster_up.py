@@ -1,5 +1,6 @@
-"""``kbroker cluster up`` as a user runs it: a real ZooKeeper and three broker processes,
-registered and with one controller; SIGTERM stops every process it started."""
+"""``kbroker cluster up`` as a user runs it: a real ZooKeeper and three plain `kbroker serve`
+processes, registered, with one controller and shared topics; SIGTERM stops every process it
+started."""
 
 from __future__ import annotations
 
@@ -96,11 +97,29 @@ def test_cluster_up_starts_registers_and_stops_everything(cluster):
         finally:
             admin.close()
 
+    # One cluster: a topic created through broker 1 is described by broker 3, placed over all.
+    from kafka.admin import NewTopic
+    first, last = (f"127.0.0.1:{b['port']}" for b in (info["brokers"][0], info["brokers"][-1]))
+    admin = KafkaAdminClient(bootstrap_servers=first)
+    try:
+        admin.create_topics([NewTopic("shared", 3, 3)])
+    finally:
+        admin.close()
+    admin = KafkaAdminClient(bootstrap_servers=last)
+    try:
+        def described():
+            topics = admin.describe_topics(["shared"])
+            return topics and topics[0]["error_code"] == 0 and topics[0]["partitions"]
+        _wait_for(described, "broker 3 to describe the topic")
+        for partition in described():
+            assert sorted(partition.get("replicas", partition.get("replica_nodes"))) == [1, 2, 3]
+    finally:
+        admin.close()
+
     launcher.send_signal(signal.SIGTERM)
     assert launcher.wait(60) == 0
     output = launcher.stdout.read().decode()
     assert "bootstrap servers  " + info["bootstrap_servers"] in output
-    assert "NOT replicated" in output
     assert not [pid for pid in pids if _alive(pid)]
 
 

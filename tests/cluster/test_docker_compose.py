@@ -1,6 +1,6 @@
 """docker-compose.yml's cluster agrees with `kbroker cluster up` (no Docker engine runs here, so
 the file is checked by reading it): the ZooKeeper version and settings, and each broker's
-command as the member process parses it."""
+`kbroker serve` settings, which must also load as a valid broker configuration."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import yaml
 
 from kbroker.cli import cluster_up
-from kbroker.cluster import member, zookeeper
+from kbroker.cluster import zookeeper
+from kbroker.config import BrokerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -40,28 +41,36 @@ def test_three_brokers_configured_like_the_launcher():
     ids, ports = [], []
     for service in BROKERS:
         assert service["build"] == "."
-        assert service["entrypoint"] == ["python", "-m", "kbroker.cluster.member"]
+        assert service["entrypoint"] == ["kbroker"]
         assert service["depends_on"] == ["zookeeper"]
-        args = member._parser().parse_args(service["command"])
-        hosts, chroot = args.zookeeper_connect.split("/", 1)
-        assert hosts == "zookeeper:2181" and "/" + chroot == cluster_up.CHROOT
-        assert args.session_timeout_ms == cluster_up.DEV_SESSION_TIMEOUT_MS
-        serve = [a for a in args.serve_args if a != "--"]
-        assert serve[:2] == ["serve", "--dev"]
-        settings = _settings(serve)
-        # Registered endpoint = advertised listener, on the port published to the host.
-        assert settings["advertised.listeners"] == f"PLAINTEXT://{args.host}:{args.port}"
-        assert settings["listeners"] == f"PLAINTEXT://0.0.0.0:{args.port}"
-        assert service["ports"] == [f"{args.port}:{args.port}"]
-        ids.append(args.broker_id)
-        ports.append(args.port)
+        command = service["command"]
+        assert command[:2] == ["serve", "--dev"]
+        settings = _settings(command)
+        broker_id = int(settings["broker.id"])
+        port = int(service["ports"][0].split(":")[0])
+        # Every key the launcher sets, with the launcher's value where it does not depend on
+        # the host (listeners and the data dir do).
+        launcher = cluster_up.broker_settings("zookeeper:2181" + cluster_up.CHROOT, broker_id,
+                                              "0.0.0.0", port, "/var/lib/kbroker/data",
+                                              cluster_up.DEV_SESSION_TIMEOUT_MS, 3)
+        for key, value in launcher.items():
+            if key != "listeners":
+                assert settings[key] == value, key
+        assert f"EXTERNAL://0.0.0.0:{port}" in settings["listeners"]
+        assert f"EXTERNAL://localhost:{port}" in settings["advertised.listeners"]
+        assert f"INTERNAL://kbroker-{broker_id}:9092" in settings["advertised.listeners"]
+        assert service["ports"] == [f"{port}:{port}"]
+        BrokerConfig(settings)  # a valid configuration (listener names, inter-broker listener)
+        ids.append(broker_id)
+        ports.append(port)
     assert ids == [1, 2, 3] and len(set(ports)) == 3
 
 
-def test_the_launchers_own_broker_command_parses_the_same_way():
+def test_the_launchers_own_broker_command_is_a_plain_serve():
     command = cluster_up.broker_command("127.0.0.1:2181/kbroker", 2, 9999, "/tmp/d", 6000)
-    assert command[1:3] == ["-m", "kbroker.cluster.member"]
-    args = member._parser().parse_args(command[3:])
-    assert (args.broker_id, args.port, args.session_timeout_ms) == (2, 9999, 6000)
-    assert _settings([a for a in args.serve_args if a != "--"])["listeners"] == \
-        "PLAINTEXT://127.0.0.1:9999"
+    assert command[1:5] == ["-m", "kbroker", "serve", "--dev"]
+    settings = _settings(command)
+    assert settings["zookeeper.connect"] == "127.0.0.1:2181/kbroker"
+    assert (settings["broker.id"], settings["zookeeper.session.timeout.ms"]) == ("2", "6000")
+    assert settings["listeners"] == "PLAINTEXT://127.0.0.1:9999"
+    BrokerConfig(settings)

@@ -148,12 +148,25 @@ def test_partition_state_update_is_conditional(clients):
     store.create_topic(_topic())
     state = store.partition_state("orders", 0)
     assert (state.leader, state.isr, state.zk_version) == (1, (1, 2, 3), 0)
-    shrunk = store.set_partition_state("orders", 0, zn.PartitionState(1, 0, (1, 2), 0, 0))
+    # The leader's own ISR change (not the controller's: fenced by the znode version only).
+    shrunk = store.set_partition_state("orders", 0, zn.PartitionState(1, 0, (1, 2), 0, 0),
+                                       fenced=False)
     assert shrunk.zk_version == 1
     # A leader still holding version 0 (it missed the shrink) cannot write its stale view.
     with pytest.raises(StaleMetadataError, match="changed since it was read"):
-        store.set_partition_state("orders", 0, zn.PartitionState(1, 0, (1, 2, 3), 0, 0))
+        store.set_partition_state("orders", 0, zn.PartitionState(1, 0, (1, 2, 3), 0, 0),
+                                  fenced=False)
     assert _json(clients(), "/brokers/topics/orders/partitions/0/state")["isr"] == [1, 2]
+    # Every state write leaves a notification that makes the brokers re-read.
+    assert clients().get_children("/isr_change_notification")
+
+
+def test_controller_state_writes_need_the_controller(clients):
+    store = ZkMetadataStore(clients(), node_id=1)
+    store.create_topic(_topic())
+    with pytest.raises(StaleMetadataError, match="not the controller"):
+        store.set_partition_state("orders", 0, zn.PartitionState(2, 1, (2, 3), 0, 0))
+    assert _json(clients(), "/brokers/topics/orders/partitions/0/state")["leader"] == 1
 
 
 def test_controller_epoch_fences_an_old_controller(clients):

@@ -108,7 +108,6 @@ def test_topic_values_kbroker_cannot_honour_are_invalid_config(broker):
 
 
 @pytest.mark.parametrize("setting, feature", [
-    ("zookeeper.connect=localhost:2181", "ZooKeeper cluster mode"),
     ("sasl.enabled.mechanisms=GSSAPI,PLAIN,SCRAM-SHA-1", "GSSAPI, SCRAM-SHA-1"),
     ("listener.name.plaintext.ssl.engine.factory.class=x", "per-listener setting"),
     ("authorizer.class.name=com.example.MyAuthorizer", "Java plugin classes"),

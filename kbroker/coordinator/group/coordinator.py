@@ -24,7 +24,8 @@ class GroupCoordinator:
                          "segment.bytes": str(config.get("offsets.topic.segment.bytes"))}
         self.runtime = CoordinatorRuntime(
             controller, partitions, TOPIC, config.get("offsets.topic.num.partitions"), topic_configs,
-            lambda runtime, index: GroupShard(runtime, index, config))
+            lambda runtime, index: GroupShard(runtime, index, config),
+            config.get("offsets.topic.replication.factor"))
         self._expiry: asyncio.Task | None = None
 
     def start(self) -> None:

@@ -56,7 +56,8 @@ class TransactionCoordinator:
                          "min.insync.replicas": str(config.get("transaction.state.log.min.isr"))}
         self.runtime = CoordinatorRuntime(
             controller, partitions, TOPIC, config.get("transaction.state.log.num.partitions"),
-            topic_configs, lambda runtime, index: TxnShard(runtime, index, self))
+            topic_configs, lambda runtime, index: TxnShard(runtime, index, self),
+            config.get("transaction.state.log.replication.factor"))
         self._markers: set[asyncio.Task] = set()
         self.transaction_version = 2
         self.features_epoch = 1

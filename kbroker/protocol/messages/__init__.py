@@ -81,6 +81,7 @@ ADVERTISED = {
     0: (0, 13),  # Produce
     1: (4, 18),  # Fetch
     2: (1, 11),  # ListOffsets
+    23: (2, 4),  # OffsetForLeaderEpoch
     3: (0, 13),  # Metadata
     18: (0, 4),  # ApiVersions
     22: (0, 5),  # InitProducerId
@@ -93,6 +94,7 @@ ADVERTISED = {
     37: (0, 3),  # CreatePartitions
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 2),  # DescribeCluster
+    43: (0, 2),  # ElectLeaders
     57: (0, 2),  # UpdateFeatures
     8: (2, 10),  # OffsetCommit
     9: (1, 10),  # OffsetFetch

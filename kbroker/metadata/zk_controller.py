@@ -1,0 +1,325 @@
+"""The controller in cluster mode: writes go to ZooKeeper, images come from ZooKeeper.
+
+:class:`ClusterController` keeps the single-node :class:`Controller`'s contract (the only writer
+of the store, the only publisher of images) with ZooKeeper as the truth:
+
+- **Writes** (CreateTopics, CreatePartitions, DeleteTopics, configs) go to ZooKeeper from any
+  broker, as a Kafka broker's admin client does (``AdminZkClient``): the topic's assignment
+  (placed over the live brokers by :mod:`kbroker.metadata.placement`) and its initial
+  partition states (the first replica leads, ISR = the replicas, all alive when placed) in one
+  transaction. Then the broker re-reads ZooKeeper and publishes that image; the other brokers
+  get there through their watches.
+- **Images** are only ever published from a fresh read of the whole tree (:mod:`zk_image`),
+  under one lock, so two publishes never interleave and a late one never goes back in time
+  relative to what the broker already applied from ZooKeeper. Topics that did not change keep
+  their :class:`TopicMetadata` object, so the replica manager skips them (it compares by
+  identity).
+- **Controller duties** (only while this broker holds ``/controller``): :meth:`run_duties`
+  computes the partition state changes from the current image (:mod:`leader_election`) and
+  writes each conditionally on the state version the image shows and fenced by the controller
+  epoch (``ZkMetadataStore.set_partition_state``). A write that loses is skipped: the next read
+  shows what won, and the next round decides again.
+- **ISR changes** from a partition's leader (the replica layer's injected ``isr_writer``):
+  :meth:`write_isr`, conditional on the version the leader holds, not fenced by the controller
+  epoch (a leader is not the controller).
+
+kazoo calls block for a round trip; every call from the event loop runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Mapping
+
+from kazoo.client import KazooClient
+
+from kbroker.metadata import leader_election
+from kbroker.metadata import zk_znodes as zn
+from kbroker.metadata.controller import Controller, _run, _run_now
+from kbroker.metadata.image import MetadataImage, PartitionState, TopicMetadata
+from kbroker.metadata.placement import assign_replicas, check_replication_factor
+from kbroker.metadata.store import StaleMetadataError
+from kbroker.metadata.zk_image import ZkSnapshot, read_snapshot
+from kbroker.protocol.errors import Errors, KafkaError
+
+log = logging.getLogger("kbroker.controller")
+
+
+class ClusterController(Controller):
+    def __init__(self, store, node_id: int, client: KazooClient, config):
+        self._zk = client
+        self._config = config
+        self._publish_lock = asyncio.Lock()
+        self._preferred_requests: set[tuple[str, int]] = set()
+        self._next_rebalance = time.monotonic() + config.get(
+            "leader.imbalance.check.interval.seconds")
+        self.shutting_down: set[int] = set()
+        super().__init__(store, node_id)
+        snapshot = read_snapshot(client, store.cluster_id, node_id)
+        store.remember_versions(snapshot.versions)
+        self._image = snapshot.image
+
+    # --- reading ZooKeeper -------------------------------------------------------------------
+
+    async def refresh(self) -> MetadataImage:
+        """Re-read ZooKeeper and publish what it holds now."""
+        async with self._publish_lock:
+            snapshot = await asyncio.to_thread(read_snapshot, self._zk, self._store.cluster_id,
+                                               self._node_id)
+            await _run(self._publish_snapshot(snapshot))
+        return self._image
+
+    def refresh_now(self) -> None:
+        """The same, blocking the loop for the read: for the synchronous creation of an internal
+        topic (a coordinator's first use), which must see its own topic at once."""
+        snapshot = read_snapshot(self._zk, self._store.cluster_id, self._node_id)
+        _run_now(self._publish_snapshot(snapshot))
+
+    def _publish_snapshot(self, snapshot: ZkSnapshot):
+        self._store.remember_versions(snapshot.versions)
+        new = _share_unchanged(self._image, snapshot.image)
+        yield from self._publish(new)
+
+    # --- who is there ------------------------------------------------------------------------
+
+    def live_brokers(self) -> set[int]:
+        return set(self._image.brokers) - self.shutting_down
+
+    def check_replication_factor(self, replication_factor: int) -> None:
+        check_replication_factor(replication_factor, len(self.live_brokers()))
+
+    def _place(self, partitions: int, replication_factor: int, first: int = 0):
+        brokers = self._image.brokers
+        racks = {b: brokers[b].rack for b in self.live_brokers()}
+        return assign_replicas(racks, partitions, replication_factor, first)
+
+    # --- topics ------------------------------------------------------------------------------
+
+    def _new_topic(self, name, num_partitions, configs, replication_factor, assignments):
+        if self._image.topic(name) is not None:
+            raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if assignments is None:
+            assignments = self._place(num_partitions, replication_factor)
+        topic_id = uuid.uuid4()
+        while topic_id in self._image.topics_by_id or topic_id.int == 0:
+            topic_id = uuid.uuid4()
+        return TopicMetadata(name, topic_id, assignments, configs)
+
+    def create_topic(self, name: str, num_partitions: int, configs: Mapping,
+                     replication_factor: int = 1, assignments=None) -> TopicMetadata:
+        topic = self._new_topic(name, num_partitions, configs, replication_factor, assignments)
+        self._write(lambda: self._store.create_topic(topic), topic_exists=name)
+        self.refresh_now()
+        return self._image.topic(name) or topic
+
+    async def create_topic_async(self, name: str, num_partitions: int, configs: Mapping,
+                                 replication_factor: int = 1, assignments=None) -> TopicMetadata:
+        topic = self._new_topic(name, num_partitions, configs, replication_factor, assignments)
+        await asyncio.to_thread(self._write, lambda: self._store.create_topic(topic), name)
+        await self.refresh()
+        return self._image.topic(name) or topic
+
+    async def create_partitions(self, name: str, count: int, assignments=None) -> TopicMetadata:
+        topic = self._existing(name)
+        self.check_new_partitions_of(topic, count)
+        added = count - topic.num_partitions
+        if assignments is None:
+            replication_factor = len(topic.assignments[0]) if topic.assignments else 1
+            assignments = self._place(added, replication_factor, topic.num_partitions)
+        grown = topic.assignments + tuple(tuple(a) for a in assignments)
+        await asyncio.to_thread(self._write,
+                                lambda: self._store.set_assignments(name, grown))
+        await self.refresh()
+        return self._image.topic(name)
+
+    async def delete_topic(self, name: str) -> None:
+        topic = self._existing(name)
+        if topic.is_internal:
+            raise KafkaError(Errors.TOPIC_DELETION_DISABLED,
+                             f"Topic {name} is an internal topic and cannot be deleted: it holds "
+                             f"the state of the broker's coordinators.")
+        await asyncio.to_thread(self._write, lambda: self._store.delete_topic(name))
+        await self.refresh()
+
+    def _write(self, write, topic_exists: str | None = None) -> None:
+        """One store write; a lost conditional write is retried once on fresh versions (another
+        broker changed the znode since this broker's image), then answered with an error."""
+        for attempt in (1, 2):
+            try:
+                write()
+                return
+            except StaleMetadataError as exc:
+                if topic_exists and "already exists" in str(exc):
+                    raise KafkaError(Errors.TOPIC_ALREADY_EXISTS,
+                                     f"Topic '{topic_exists}' already exists.") from None
+                if attempt == 2 or self._store.is_fenced_controller:
+                    log.warning("metadata write refused: %s", exc)
+                    # A fenced (stale) controller is NOT_CONTROLLER, retriable: the client
+                    # asks again and reaches a broker with a current view.
+                    raise KafkaError(Errors.NOT_CONTROLLER if self._store.is_fenced_controller
+                                     else Errors.UNKNOWN_SERVER_ERROR, str(exc)) from None
+                snapshot = read_snapshot(self._zk, self._store.cluster_id, self._node_id)
+                self._store.remember_versions(snapshot.versions)
+            except OSError as exc:
+                raise KafkaError(Errors.KAFKA_STORAGE_ERROR, str(exc)) from None
+
+    def _persist(self, write) -> None:  # configs: the base class's synchronous path
+        self._write(write)
+
+    # --- partition state ---------------------------------------------------------------------
+
+    async def write_isr(self, topic: str, index: int, proposed: PartitionState) -> PartitionState:
+        """The leader's ISR change, written if the state znode is still at ``proposed.version``;
+        returns the state as written (with its new version). Raises StaleMetadataError when the
+        state moved on (the leader waits for the next image)."""
+        written = await asyncio.to_thread(
+            self._store.set_partition_state, topic, index,
+            zn.PartitionState(proposed.leader, proposed.leader_epoch, tuple(proposed.isr),
+                              proposed.controller_epoch, proposed.version), False)
+        return PartitionState(written.leader, written.leader_epoch, written.isr,
+                              written.zk_version, written.controller_epoch)
+
+    def request_preferred_election(self, partitions) -> None:
+        self._preferred_requests.update(partitions)
+
+    async def run_duties(self, controller_epoch: int) -> int:
+        """One round of the elected controller's work on the current image; the number of state
+        changes written (the caller re-reads ZooKeeper when it is not 0)."""
+        image = self._image
+        live = self.live_brokers()
+        changes = leader_election.on_live_brokers(image, live, controller_epoch, self._unclean)
+        changed = {(t, p) for t, p, _ in changes}
+        wanted = None
+        if self._config.get("auto.leader.rebalance.enable") \
+                and time.monotonic() >= self._next_rebalance:
+            self._next_rebalance = time.monotonic() + self._config.get(
+                "leader.imbalance.check.interval.seconds")
+            imbalanced = leader_election.imbalanced_brokers(
+                image, self._config.get("leader.imbalance.per.broker.percentage"))
+            wanted = {(t.name, i) for t in image.topics().values()
+                      for i, r in enumerate(t.assignments) if r and r[0] in imbalanced}
+        if self._preferred_requests:
+            wanted = (wanted or set()) | self._preferred_requests
+            self._preferred_requests = set()
+        if wanted:
+            changes += [c for c in leader_election.preferred(image, live, controller_epoch, wanted)
+                        if (c[0], c[1]) not in changed]
+        if not changes:
+            return 0
+        written = await asyncio.to_thread(self._write_states, changes)
+        return len(written)
+
+    def _write_states(self, changes) -> set[tuple[str, int]]:
+        written = set()
+        for topic, index, state in changes:
+            try:
+                self._store.set_partition_state(topic, index, zn.PartitionState(
+                    state.leader, state.leader_epoch, state.isr, state.controller_epoch,
+                    state.version))
+            except StaleMetadataError as exc:
+                log.info("partition state change skipped: %s", exc)
+                continue
+            written.add((topic, index))
+            log.info("%s-%d: leader %d, leader epoch %d, ISR %s", topic, index, state.leader,
+                     state.leader_epoch, list(state.isr))
+        return written
+
+    # --- ElectLeaders --------------------------------------------------------------------------
+
+    def is_active(self) -> bool:
+        """Whether this broker is the elected controller (set by the cluster wiring)."""
+        return False
+
+    async def elect_leaders(self, preferred: bool, partitions) -> dict:
+        """ElectLeaders on the controller: ``(topic, index) -> (error, message)`` for
+        ``partitions`` (None: every partition). Kafka's outcomes: ELECTION_NOT_NEEDED when the
+        preferred replica already leads (preferred) or the leader is alive (unclean);
+        PREFERRED_LEADER_NOT_AVAILABLE when the preferred replica is dead or out of the ISR;
+        ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica can lead. Answers once the new leaders
+        are in this broker's image."""
+        if not self.is_active():
+            raise KafkaError(Errors.NOT_CONTROLLER,
+                             f"broker {self._node_id} is not the controller")
+        image, live = self._image, self.live_brokers()
+        epoch = self._store.controller_epoch
+        if partitions is None:
+            partitions = [(t.name, i) for t in image.topics().values()
+                          for i in range(t.num_partitions)]
+        results, changes = {}, []
+        for name, index in partitions:
+            topic = image.topic(name)
+            if topic is None or not 0 <= index < topic.num_partitions:
+                results[(name, index)] = (Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                          f"The partition {name}-{index} does not exist.")
+                continue
+            outcome = _election(topic, index, live, preferred, epoch)
+            if isinstance(outcome, PartitionState):
+                changes.append((name, index, outcome))
+            else:
+                results[(name, index)] = outcome
+        written = await asyncio.to_thread(self._write_states, changes) if changes else set()
+        for name, index, _ in changes:
+            results[(name, index)] = (Errors.NONE, None) if (name, index) in written else (
+                Errors.NOT_CONTROLLER, f"the state of {name}-{index} changed under the election;"
+                                       " retry")
+        if written:
+            await self.refresh()
+        return results
+
+    def _unclean(self, topic: TopicMetadata) -> bool:
+        value = topic.configs.get("unclean.leader.election.enable")
+        if value is not None:
+            return value.strip().lower() == "true"
+        return bool(self._config.get("unclean.leader.election.enable"))
+
+
+def _election(topic: TopicMetadata, index: int, live: set[int], preferred: bool, epoch: int):
+    """The new state of one partition for ElectLeaders, or (error, message) when there is
+    none."""
+    state, replicas = topic.state(index), topic.assignments[index]
+    where = f"{topic.name}-{index}"
+    if preferred:
+        if replicas and state.leader == replicas[0]:
+            return Errors.ELECTION_NOT_NEEDED, None
+        changes = leader_election.preferred(_one(topic, index), live, epoch)
+        if not changes:
+            return (Errors.PREFERRED_LEADER_NOT_AVAILABLE,
+                    f"Failed to elect leader for partition {where} under strategy "
+                    f"PreferredReplicaPartitionLeaderElectionStrategy")
+        return changes[0][2]
+    if state.leader in live:
+        return Errors.ELECTION_NOT_NEEDED, None
+    changes = leader_election.on_live_brokers(_one(topic, index), live, epoch, lambda t: True)
+    if not changes or changes[0][2].leader == -1:
+        return (Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                f"Failed to elect leader for partition {where} under strategy "
+                f"OfflinePartitionLeaderElectionStrategy(true)")
+    return changes[0][2]
+
+
+def _one(topic: TopicMetadata, index: int) -> MetadataImage:
+    """An image holding only partition ``index`` of ``topic`` (for the election rules)."""
+    states = [PartitionState(-1, -1, ())] * topic.num_partitions
+    states[index] = topic.state(index)
+    return MetadataImage.build("", [topic.with_states(states)])
+
+
+def _share_unchanged(old: MetadataImage, new: MetadataImage) -> MetadataImage:
+    """``new`` with every topic equal to ``old``'s replaced by ``old``'s object, so listeners
+    comparing by identity see only real changes."""
+    shared = []
+    for topic in new.topics().values():
+        before = old.topic(topic.name)
+        if (before is not None and before.topic_id == topic.topic_id
+                and before.assignments == topic.assignments
+                and dict(before.configs) == dict(topic.configs) and before.states == topic.states):
+            shared.append(before)
+        else:
+            shared.append(topic)
+    image = MetadataImage.build(new.cluster_id, shared,
+                                {k: dict(v) for k, v in new.dynamic_broker_configs.items()},
+                                old.scram_credentials, old.acls)
+    return image.with_brokers(new.brokers.values(), new.controller_id)

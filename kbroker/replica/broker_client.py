@@ -1,0 +1,130 @@
+"""A minimal Kafka client for broker-to-broker requests (a follower's Fetch, ListOffsets and
+OffsetForLeaderEpoch to its leader).
+
+One connection, one request at a time (a replica fetcher is sequential by nature, as Kafka's
+ReplicaFetcherThread is): size-prefixed frames, request header v1/v2 by api version, the
+generated message classes for bodies. ``connect`` sends ApiVersions first and every request then
+uses the highest version both sides support (Kafka's NetworkClient does the same). Any failure
+(connection lost, timeout, a frame that does not decode) raises :class:`BrokerClientError` and
+the connection is closed; the caller backs off and reconnects.
+
+Imports only the protocol layer and asyncio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from kbroker.protocol.messages import (API_BY_KEY, API_KEY_BY_NAME, request_class,
+                                       request_header_version, response_class,
+                                       response_header_version)
+from kbroker.protocol.messages.headers import RequestHeader, ResponseHeader
+from kbroker.protocol.primitives import DecodeError, EncodeError
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS = API_KEY_BY_NAME["ApiVersions"]
+API_VERSIONS_REQUEST_VERSION = 3  # flexible; a Kafka 2.4+ broker answers it (KIP-511)
+
+
+class BrokerClientError(Exception):
+    """The request did not get an answer: connection refused or lost, timeout, bad frame."""
+
+
+class BrokerClient:
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float,
+                 max_response_bytes: int):
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        # A response larger than this is not a Kafka answer to what we asked: refuse it
+        # before allocating it.
+        self.max_response_bytes = max_response_bytes
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None
+
+    async def connect(self) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.timeout_s)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise BrokerClientError(f"cannot connect to {self.host}:{self.port}: "
+                                    f"{exc or type(exc).__name__}") from None
+        cls = request_class(API_VERSIONS)
+        response = await self._send(API_VERSIONS, API_VERSIONS_REQUEST_VERSION, cls(
+            client_software_name="kbroker", client_software_version="1"))
+        if response.error_code:
+            self.close()
+            raise BrokerClientError(f"{self.host}:{self.port} refused ApiVersions "
+                                    f"(error {response.error_code})")
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def version_for(self, api_name: str) -> int:
+        """The highest version of ``api_name`` both sides speak; BrokerClientError if none."""
+        api_key = API_KEY_BY_NAME[api_name]
+        ours = API_BY_KEY[api_key].valid_versions
+        theirs = self.versions.get(api_key)
+        if theirs is None or theirs[0] > ours[1] or theirs[1] < ours[0]:
+            raise BrokerClientError(f"{self.host}:{self.port} does not support {api_name} "
+                                    f"versions {ours[0]}-{ours[1]} (it offers {theirs})")
+        return min(ours[1], theirs[1])
+
+    async def request(self, api_name: str, request, version: int | None = None):
+        api_key = API_KEY_BY_NAME[api_name]
+        if version is None:
+            version = self.version_for(api_name)
+        return await self._send(api_key, version, request)
+
+    async def _send(self, api_key: int, version: int, request):
+        if self._writer is None:
+            raise BrokerClientError(f"not connected to {self.host}:{self.port}")
+        self._correlation_id = correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        header = RequestHeader(request_api_key=api_key, request_api_version=version,
+                               correlation_id=correlation_id, client_id=self.client_id)
+        try:
+            parts = header.encode(request_header_version(api_key, version))
+            parts += request.encode(version)
+        except EncodeError as exc:
+            raise BrokerClientError(f"cannot encode {API_BY_KEY[api_key].name} v{version}: "
+                                    f"{exc}") from None
+        size = sum(len(p) for p in parts)
+        try:
+            self._writer.writelines([_SIZE.pack(size), *parts])
+            frame = await asyncio.wait_for(self._read_frame(self._reader, self._writer),
+                                           self.timeout_s)
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+            self.close()
+            raise BrokerClientError(f"{API_BY_KEY[api_key].name} to {self.host}:{self.port} "
+                                    f"failed: {exc or type(exc).__name__}") from None
+        try:
+            response_header, pos = ResponseHeader.read(
+                frame, 0, response_header_version(api_key, version))
+            if response_header.correlation_id != correlation_id:
+                raise DecodeError(f"correlation id {response_header.correlation_id}, "
+                                  f"expected {correlation_id}")
+            return response_class(api_key).read(frame, pos, version)[0]
+        except DecodeError as exc:
+            self.close()
+            raise BrokerClientError(f"bad {API_BY_KEY[api_key].name} response from "
+                                    f"{self.host}:{self.port}: {exc}") from None
+
+    async def _read_frame(self, reader, writer) -> memoryview:
+        # The streams are passed in: close() may drop them while this request is in flight.
+        await writer.drain()
+        (size,) = _SIZE.unpack(await reader.readexactly(4))
+        if size < 0 or size > self.max_response_bytes:
+            raise OSError(f"response frame of {size} bytes (limit {self.max_response_bytes})")
+        return memoryview(await reader.readexactly(size))
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            self._reader = None
