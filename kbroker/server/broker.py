@@ -86,8 +86,6 @@ class Broker:
             # run in order, so the partition has its new role before its shard loads.
             self.controller.subscribe(self.group_coordinator.runtime)
             self.controller.subscribe(self.txn_coordinator.runtime)
-            if hasattr(self.replicas, "isr_writer"):  # the replica layer's ISR changes
-                self.replicas.isr_writer = self.controller.write_isr
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         failures = FailureLog()
         for endpoint in self.config.listeners:
@@ -112,6 +110,9 @@ class Broker:
             self.servers.append((name, server))
         if self.cluster is not None:
             await self._join_cluster()
+            # Followers fetch from leaders found in the image's live brokers; leaders change
+            # their ISR through the controller's conditional write.
+            self.replicas.start_replication(self.controller.write_isr)
         from kbroker.server.http import start_http_server
         self.http = await start_http_server(self)  # None unless http.port is set or in dev mode
         self._tasks = [
@@ -130,6 +131,8 @@ class Broker:
     async def stop(self) -> None:
         if self.cluster is not None:  # controlled shutdown while still serving, then leave
             await self.cluster.stop()
+            if self.replicas is not None:
+                await self.replicas.stop_replication()
         if self.http is not None:
             await self.http.stop()
         for _, server in self.servers:
