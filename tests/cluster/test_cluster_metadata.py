@@ -269,3 +269,76 @@ def test_acknowledged_writes_survive_the_loss_of_their_leader(cluster):
             seen.append(message.value().decode())
     consumer.close()
     assert seen == acked  # nothing lost, nothing duplicated, in order
+
+
+def _wire(broker):
+    from tests.integration.clients import Wire
+    return Wire(broker._inner.bootstrap_servers)
+
+
+def test_elect_leaders_on_a_broker_that_is_not_the_controller(cluster):
+    from kbroker.protocol import messages
+
+    brokers, _ = cluster
+    _create(brokers[1], "ask", 1, 3)
+    _, controller, _ = _wait_for(lambda: _same_everywhere(brokers.values(), "ask"), "agreement")
+    other = next(b for i, b in brokers.items() if i != controller)
+    request = messages.request_class(43)(election_type=0, timeout_ms=1000, topic_partitions=[
+        messages.request_class(43).TopicPartitions(topic="ask", partitions=[0])])
+    with _wire(other) as wire:
+        response = wire.call(43, 2, request)
+    assert response.error_code == Errors.NOT_CONTROLLER.code
+    (result,) = response.replica_election_results
+    assert result.partition_result[0].error_code == Errors.NOT_CONTROLLER.code
+
+
+@pytest.mark.parametrize("cluster", [{"offsets.topic.replication.factor": "4"}], indirect=True)
+def test_coordinator_not_available_until_enough_brokers_for_the_offsets_topic(cluster):
+    from tests.metadata.helpers import find_group_coordinator
+
+    brokers, _ = cluster
+    with _wire(brokers[1]) as wire:
+        response = find_group_coordinator(wire, "g")
+    (coordinator,) = response.coordinators
+    assert coordinator.error_code == Errors.COORDINATOR_NOT_AVAILABLE.code
+    assert "__consumer_offsets" not in _admin(brokers[1]).list_topics(timeout=10).topics
+
+
+@pytest.mark.parametrize("cluster", [{"offsets.topic.replication.factor": "3",
+                                      "offsets.topic.num.partitions": "3"}], indirect=True)
+def test_find_coordinator_names_the_leader_of_the_groups_partition(cluster):
+    from kbroker.coordinator.group.records import partition_for
+    from tests.metadata.helpers import find_group_coordinator
+
+    brokers, _ = cluster
+    with _wire(brokers[2]) as wire:
+        _wait_for(lambda: find_group_coordinator(wire, "g").coordinators[0].error_code == 0,
+                  "the offsets topic")
+        _, _, partitions = _wait_for(
+            lambda: _same_everywhere(brokers.values(), "__consumer_offsets"), "agreement")
+        (coordinator,) = find_group_coordinator(wire, "g").coordinators
+    leader = partitions[partition_for("g", 3)][0]
+    assert coordinator.node_id == leader
+    assert coordinator.port == brokers[leader]._inner.port
+    assert all(len(replicas) == 3 for _, replicas, _ in partitions.values())
+
+
+@pytest.mark.parametrize("cluster", [{"auto.leader.rebalance.enable": "true",
+                                      "leader.imbalance.check.interval.seconds": "1"}],
+                         indirect=True)
+def test_returning_preferred_replica_catches_up_and_leads_again(cluster):
+    """Broker loss, return, ISR expansion through the leader's conditional ISR write, then the
+    controller's automatic preferred-leader election."""
+    brokers, start = cluster
+    _create(brokers[1], "home", 1, 3)
+    _, _, partitions = _wait_for(lambda: _same_everywhere(brokers.values(), "home"),
+                                 "agreement on home")
+    preferred = partitions[0][1][0]
+    brokers.pop(preferred).stop()
+    _wait_for(lambda: (v := _same_everywhere(list(brokers.values()), "home"))
+              and v[2][0][0] not in (preferred, -1), "a failover")
+    start(preferred)
+    _wait_for(lambda: (v := _same_everywhere(brokers.values(), "home"))
+              and preferred in v[2][0][2], "the returning replica back in the ISR")
+    _wait_for(lambda: (v := _same_everywhere(brokers.values(), "home"))
+              and v[2][0][0] == preferred, "the preferred replica to lead again")
