@@ -36,6 +36,8 @@ log = logging.getLogger("kbroker.metadata.zk")
 class ZkSnapshot:
     image: MetadataImage
     versions: dict  # path -> znode version of what the image shows
+    # (topic, partition) -> (adding, removing) replicas of each reassignment in progress
+    reassignments: dict = None
 
 
 def _collect(pending: dict):
@@ -96,7 +98,7 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
     controller = found.get(zn.CONTROLLER)
     controller_id = zn.decode_controller(controller[0]) if controller else None
 
-    topics = []
+    topics, reassignments = [], {}
     for name in sorted(names):
         if name in deleting:
             continue  # on its way out: invisible, as Kafka's brokers stop serving it
@@ -104,6 +106,8 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
         if entry is None:
             continue
         topic_id, assignments = zn.decode_topic(entry[0])
+        for p, moving in zn.decode_reassignments(entry[0]).items():
+            reassignments[(name, p)] = moving
         if topic_id is None:
             log.warning("topic %s in ZooKeeper has no topic_id (written by Kafka < 2.8); "
                         "it is skipped", name)
@@ -128,4 +132,4 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
         sorted(brokers, key=lambda b: b.node_id), controller_id)
     versions = {path: version for path, (_, version) in found.items()
                 if path.startswith((zn.TOPICS, zn.TOPIC_CONFIGS, zn.BROKER_CONFIGS))}
-    return ZkSnapshot(image, versions)
+    return ZkSnapshot(image, versions, reassignments)

@@ -342,3 +342,52 @@ def test_returning_preferred_replica_catches_up_and_leads_again(cluster):
               and preferred in v[2][0][2], "the returning replica back in the ISR")
     _wait_for(lambda: (v := _same_everywhere(brokers.values(), "home"))
               and v[2][0][0] == preferred, "the preferred replica to lead again")
+
+
+def test_reassignment_adds_then_removes_replicas_and_keeps_the_data(cluster):
+    from confluent_kafka import Producer
+    from kafka import KafkaAdminClient, TopicPartition as KTP
+    from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
+
+    brokers, _ = cluster
+    _create(brokers[1], "moving", 1, 2)
+    _, _, partitions = _wait_for(lambda: _same_everywhere(brokers.values(), "moving"),
+                                 "agreement on moving")
+    old = partitions[0][1]
+    (spare,) = {1, 2, 3} - set(old)
+    target = [spare, old[0]]  # the leader moves to the new replica, old[1] goes
+    bootstrap = ",".join(b._inner.bootstrap_servers for b in brokers.values())
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(20):
+        producer.produce("moving", f"m{i}".encode())
+    assert producer.flush(TIMEOUT) == 0
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        tp = KTP("moving", 0)
+        bad = admin.alter_partition_reassignments({tp: [1, 9]})
+        assert bad[tp] is InvalidReplicationAssignmentError
+        nothing = admin.alter_partition_reassignments({tp: None})
+        assert nothing[tp] is NoReassignmentInProgressError
+        assert admin.alter_partition_reassignments({tp: target})[tp] is None
+        _wait_for(lambda: not admin.list_partition_reassignments(), "the reassignment to end")
+    finally:
+        admin.close()
+    _, _, after = _wait_for(
+        lambda: (v := _same_everywhere(brokers.values(), "moving"))
+        and list(v[2][0][1]) == target and v, "every broker to see the target replicas")
+    leader, replicas, isr = after[0]
+    assert leader in target and sorted(isr) == sorted(target)
+    # The new replica has the data: it is read back through whoever leads now.
+    from confluent_kafka import Consumer
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "moved",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["moving"])
+    seen = []
+    deadline = time.monotonic() + TIMEOUT
+    while len(seen) < 20 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value().decode())
+    consumer.close()
+    assert seen == [f"m{i}" for i in range(20)]
