@@ -57,7 +57,6 @@ class ClusterController(Controller):
         self._preferred_requests: set[tuple[str, int]] = set()
         self._next_rebalance = time.monotonic() + config.get(
             "leader.imbalance.check.interval.seconds")
-        self.shutting_down: set[int] = set()
         # (topic, partition) -> (adding, removing): reassignments in progress, from ZooKeeper.
         self.reassignments: dict = {}
         super().__init__(store, node_id)
@@ -91,7 +90,8 @@ class ClusterController(Controller):
     # --- who is there ------------------------------------------------------------------------
 
     def live_brokers(self) -> set[int]:
-        return set(self._image.brokers) - self.shutting_down
+        # A broker in controlled shutdown has removed its registration: not live any more.
+        return set(self._image.brokers)
 
     def check_replication_factor(self, replication_factor: int) -> None:
         check_replication_factor(replication_factor, len(self.live_brokers()))

@@ -391,3 +391,42 @@ def test_reassignment_adds_then_removes_replicas_and_keeps_the_data(cluster):
             seen.append(message.value().decode())
     consumer.close()
     assert seen == [f"m{i}" for i in range(20)]
+
+
+def test_config_changes_and_deletions_reach_every_broker(cluster):
+    from confluent_kafka.admin import ConfigResource
+
+    brokers, _ = cluster
+    _create(brokers[1], "shared", 2, 2)
+    _wait_for(lambda: _same_everywhere(brokers.values(), "shared"), "agreement on shared")
+    admin = _admin(brokers[1])
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "shared",
+                              set_config={"retention.ms": "123456"})
+    admin.alter_configs([resource])[resource].result(TIMEOUT)
+
+    def retention_on(broker):
+        other = _admin(broker)
+        described = other.describe_configs([ConfigResource(ConfigResource.Type.TOPIC,
+                                                           "shared")])
+        (configs,) = [f.result(TIMEOUT) for f in described.values()]
+        return configs["retention.ms"].value
+
+    _wait_for(lambda: retention_on(brokers[3]) == "123456", "broker 3 to see the config")
+    deleter = _admin(brokers[2])
+    futures = deleter.delete_topics(["shared"])
+    futures["shared"].result(TIMEOUT)
+    _wait_for(lambda: all("shared" not in _admin(b).list_topics(timeout=10).topics
+                          for b in brokers.values()), "every broker to forget the topic")
+
+
+def test_an_expired_session_re_registers_and_the_controller_moves(cluster, zookeeper):
+    from tests.cluster.test_zk_membership import _expire_session
+
+    brokers, _ = cluster
+    _create(brokers[1], "steady", 1, 3)
+    _, controller, _ = _wait_for(lambda: _same_everywhere(brokers.values(), "steady"),
+                                 "agreement on steady")
+    _expire_session(brokers[controller]._inner.broker.cluster.client, zookeeper)
+    _wait_for(lambda: (v := _same_everywhere(brokers.values(), "steady"))
+              and v[1] not in (controller, -1) and v[0] == [1, 2, 3],
+              "another controller, and the expired broker registered again")
