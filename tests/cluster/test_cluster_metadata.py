@@ -68,7 +68,12 @@ def _view(broker, topic):
 
 
 def _same_everywhere(brokers, topic):
-    views = [_view(b, topic) for b in brokers]
+    """Every broker's view when they all agree, else None (also when one cannot answer yet:
+    a broker just restarted, whose first connections a client retries anyway)."""
+    try:
+        views = [_view(b, topic) for b in brokers]
+    except KafkaException:
+        return None
     return views[0] if all(v == views[0] for v in views) else None
 
 
@@ -127,8 +132,9 @@ def test_create_partitions_places_new_replicas_over_the_brokers(cluster):
 def test_leader_loss_elects_a_new_leader_from_the_isr(cluster):
     brokers, start = cluster
     _create(brokers[1], "failover", 3, 3)
-    _, _, before = _wait_for(lambda: _same_everywhere(brokers.values(), "failover"),
-                             "agreement on failover")
+    _, _, before = _wait_for(lambda: (v := _same_everywhere(brokers.values(), "failover"))
+                             and all(len(isr) == 3 for _, _, isr in v[2].values()) and v,
+                             "agreement on failover, every replica in sync")
     # A broker that dies: no controlled shutdown, its session closes with it.
     victim = before[0][0]
     brokers.pop(victim).stop()
