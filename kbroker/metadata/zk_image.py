@@ -40,12 +40,18 @@ class ZkSnapshot:
     reassignments: dict = None
 
 
+# The longest one read waits for ZooKeeper (seconds). kazoo fails pending requests when the
+# connection drops, but a request can also wait on a server that stalls; a bound keeps the
+# reading thread from hanging (the sync loop retries on the error).
+READ_TIMEOUT_S = 15
+
+
 def _collect(pending: dict):
     """path -> (data, version) for every pending get that found its znode."""
     found = {}
     for path, result in pending.items():
         try:
-            data, stat = result.get()
+            data, stat = result.get(timeout=READ_TIMEOUT_S)
         except NoNodeError:
             continue
         found[path] = (data, stat.version)
@@ -54,7 +60,7 @@ def _collect(pending: dict):
 
 def _children(zk: KazooClient, path: str) -> list[str]:
     try:
-        return zk.get_children(path)
+        return zk.get_children_async(path).get(timeout=READ_TIMEOUT_S)
     except NoNodeError:
         return []
 
@@ -74,7 +80,7 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
     counts = {}
     for name, result in partition_lists.items():
         try:
-            counts[name] = len(result.get())
+            counts[name] = len(result.get(timeout=READ_TIMEOUT_S))
         except NoNodeError:
             counts[name] = 0
     for name, count in counts.items():
