@@ -29,9 +29,14 @@ def _wait_for(condition, what, timeout=TIMEOUT):
         time.sleep(0.05)
 
 
+# Brokers here die by closing their session (immediate), never by expiry: a session longer
+# than the shortest keeps a loaded machine (2 shared cores) from expiring a live broker.
+BROKER_SESSION_TIMEOUT_MS = 3 * SESSION_TIMEOUT_MS
+
+
 def _start(connect, broker_id, **settings):
     return KafkaBroker({"zookeeper.connect": connect, "broker.id": broker_id,
-                        "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+                        "zookeeper.session.timeout.ms": BROKER_SESSION_TIMEOUT_MS,
                         **settings}).start()
 
 
@@ -49,6 +54,9 @@ def cluster(connect_string, request):
 
     for broker_id in (1, 2, 3):
         start(broker_id)
+    # Every broker has seen the others register before the test starts.
+    _wait_for(lambda: all(len(b._inner.broker.metadata.brokers) == 3 for b in brokers.values()),
+              "every broker to see three live brokers")
     yield brokers, start
     for broker in brokers.values():
         broker.stop()
