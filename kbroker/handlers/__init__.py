@@ -33,6 +33,7 @@ MODULES = (
     "delete_records",
     "cluster",
     "elect_leaders",
+    "reassignments",
     "log_dirs",
     "find_coordinator",
     "groups",

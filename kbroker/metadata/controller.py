@@ -49,7 +49,7 @@ import uuid
 from typing import Generator, Iterator, Mapping, Protocol
 
 from kbroker.metadata.image import MetadataImage, TopicMetadata
-from kbroker.metadata.placement import check_replication_factor
+from kbroker.metadata.placement import check_replication_factor, reassignment_problem
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.controller")
@@ -110,6 +110,25 @@ class Controller:
 
     async def create_partitions(self, name: str, count: int, assignments=None) -> TopicMetadata:
         return await _run(self._create_partitions(name, count))
+
+    def list_reassignments(self, partitions=None) -> dict:
+        return {}  # one replica per partition: nothing to move
+
+    async def alter_reassignments(self, wanted, allow_replication_factor_change=True) -> dict:
+        """A single node: the only valid target is the current one (this node)."""
+        results = {}
+        for name, index, target in wanted:
+            topic = self._image.topic(name)
+            if topic is None or not 0 <= index < topic.num_partitions:
+                results[(name, index)] = (Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                          f"The partition {name}-{index} does not exist.")
+            elif target is None:
+                results[(name, index)] = (Errors.NO_REASSIGNMENT_IN_PROGRESS, None)
+            elif (problem := reassignment_problem(target, {self._node_id})) is not None:
+                results[(name, index)] = (Errors.INVALID_REPLICA_ASSIGNMENT, problem)
+            else:
+                results[(name, index)] = (Errors.NONE, None)
+        return results
 
     async def elect_leaders(self, preferred: bool, partitions) -> dict:
         """ElectLeaders on a single node: every partition is led by its only (preferred)

@@ -12,7 +12,8 @@ ZooKeeper controller rules (``PartitionStateMachine``, ``Election.scala``,
   ``unclean.leader.election.enable`` lets the first live replica lead with an ISR of itself,
   accepting the loss of what only the ISR had.
 - **Offline partition** (leader -1) with an ISR member back: that member leads.
-- **A follower lost**: the leader stays and the ISR drops the dead broker.
+- **A follower lost**: the leader stays and the ISR drops the dead broker (or a broker no longer
+  in the assignment, after a cancelled reassignment).
 - **Preferred leader** (ElectLeaders, ``auto.leader.rebalance.enable``): the first replica of
   the assignment takes over when it is alive, in the ISR and not leading.
 
@@ -49,8 +50,10 @@ def on_live_brokers(image: MetadataImage, live: set[int], controller_epoch: int,
     changes = []
     for topic, index, state in _partitions(image):
         replicas = topic.assignments[index]
-        live_isr = [r for r in state.isr if r in live]
-        if state.leader in live:
+        # A broker that is no longer a replica (a cancelled reassignment) counts as gone.
+        here = live & set(replicas)
+        live_isr = [r for r in state.isr if r in here]
+        if state.leader in here:
             if len(live_isr) != len(state.isr):
                 changes.append((topic.name, index,
                                 _next(state, state.leader, live_isr, controller_epoch)))
@@ -60,7 +63,7 @@ def on_live_brokers(image: MetadataImage, live: set[int], controller_epoch: int,
             leader = candidates[0]
             changes.append((topic.name, index, _next(state, leader, live_isr, controller_epoch)))
             continue
-        live_replicas = [r for r in replicas if r in live]
+        live_replicas = [r for r in replicas if r in here]
         if live_replicas and unclean(topic):
             leader = live_replicas[0]
             changes.append((topic.name, index, _next(state, leader, (leader,), controller_epoch)))

@@ -105,3 +105,18 @@ def rack_alternated(racks: Mapping[int, str]) -> list[int]:
             if broker is not None:
                 result.append(broker)
     return result
+
+
+def reassignment_problem(replicas, live: set[int]) -> str | None:
+    """Kafka's checks of a target replica list (KafkaController.validateReassignment)."""
+    if not replicas:
+        return "Empty replica list specified in partition reassignment."
+    if len(set(replicas)) != len(replicas):
+        return ("Duplicate replica ids in partition reassignment replica list: "
+                f"{list(replicas)}")
+    if any(r < 0 for r in replicas):
+        return f"Invalid broker id in replica assignment: {list(replicas)}"
+    if not set(replicas) <= live:
+        return (f"Replica assignment has brokers that are not alive. Replica list: "
+                f"{list(replicas)}, live broker list: {sorted(live)}")
+    return None

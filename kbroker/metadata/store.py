@@ -63,9 +63,9 @@ class MetadataStore(Protocol):
 
 
 # The writing methods, for the import rule test (only the controller calls them).
-WRITES = ("create_topic", "set_assignments", "set_topic_configs", "delete_topic",
-          "set_broker_configs", "allocate_producer_id_block", "set_scram_credentials", "set_acls",
-          "set_client_quotas")
+WRITES = ("create_topic", "set_assignments", "set_reassignment", "set_topic_configs",
+          "delete_topic", "set_broker_configs", "allocate_producer_id_block",
+          "set_scram_credentials", "set_acls", "set_client_quotas")
 
 
 class StaleMetadataError(Exception):

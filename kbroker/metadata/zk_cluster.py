@@ -47,6 +47,8 @@ log = logging.getLogger("kbroker.cluster")
 RESYNC_INTERVAL_S = 2.0
 # Notifications kept under /isr_change_notification; the controller deletes older ones.
 KEEP_NOTIFICATIONS = 100
+# The most a stop waits for the ZooKeeper client to close (seconds).
+CLOSE_TIMEOUT_S = 5
 _WATCHED = (zn.BROKER_IDS, zn.TOPICS, zn.ISR_CHANGE, zn.CONFIG_CHANGES, zn.DELETE_TOPICS)
 
 
@@ -161,7 +163,11 @@ class ZkCluster:
             self.election.stop()
         if self.registration is not None:
             self.registration.close()
-        await asyncio.to_thread(self._close_client)
+        try:  # kazoo's stop waits for its connection thread; never let that hold the shutdown
+            await asyncio.wait_for(asyncio.to_thread(self._close_client), CLOSE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            log.warning("closing the ZooKeeper session took over %d s; leaving it to expire",
+                        CLOSE_TIMEOUT_S)
 
     def _close_client(self) -> None:
         try:

@@ -40,7 +40,8 @@ from kbroker.metadata import leader_election
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.controller import Controller, _run, _run_now
 from kbroker.metadata.image import MetadataImage, PartitionState, TopicMetadata
-from kbroker.metadata.placement import assign_replicas, check_replication_factor
+from kbroker.metadata.placement import (assign_replicas, check_replication_factor,
+                                        reassignment_problem)
 from kbroker.metadata.store import StaleMetadataError
 from kbroker.metadata.zk_image import ZkSnapshot, read_snapshot
 from kbroker.protocol.errors import Errors, KafkaError
@@ -56,10 +57,12 @@ class ClusterController(Controller):
         self._preferred_requests: set[tuple[str, int]] = set()
         self._next_rebalance = time.monotonic() + config.get(
             "leader.imbalance.check.interval.seconds")
-        self.shutting_down: set[int] = set()
+        # (topic, partition) -> (adding, removing): reassignments in progress, from ZooKeeper.
+        self.reassignments: dict = {}
         super().__init__(store, node_id)
         snapshot = read_snapshot(client, store.cluster_id, node_id)
         store.remember_versions(snapshot.versions)
+        self.reassignments = snapshot.reassignments or {}
         self._image = snapshot.image
 
     # --- reading ZooKeeper -------------------------------------------------------------------
@@ -80,13 +83,15 @@ class ClusterController(Controller):
 
     def _publish_snapshot(self, snapshot: ZkSnapshot):
         self._store.remember_versions(snapshot.versions)
+        self.reassignments = snapshot.reassignments or {}
         new = _share_unchanged(self._image, snapshot.image)
         yield from self._publish(new)
 
     # --- who is there ------------------------------------------------------------------------
 
     def live_brokers(self) -> set[int]:
-        return set(self._image.brokers) - self.shutting_down
+        # A broker in controlled shutdown has removed its registration: not live any more.
+        return set(self._image.brokers)
 
     def check_replication_factor(self, replication_factor: int) -> None:
         check_replication_factor(replication_factor, len(self.live_brokers()))
@@ -124,6 +129,9 @@ class ClusterController(Controller):
 
     async def create_partitions(self, name: str, count: int, assignments=None) -> TopicMetadata:
         topic = self._existing(name)
+        if any(t == name for t, _ in self.reassignments):
+            raise KafkaError(Errors.REASSIGNMENT_IN_PROGRESS,
+                             f"A partition reassignment is in progress for the topic '{name}'.")
         self.check_new_partitions_of(topic, count)
         added = count - topic.num_partitions
         if assignments is None:
@@ -207,10 +215,139 @@ class ClusterController(Controller):
         if wanted:
             changes += [c for c in leader_election.preferred(image, live, controller_epoch, wanted)
                         if (c[0], c[1]) not in changed]
-        if not changes:
-            return 0
-        written = await asyncio.to_thread(self._write_states, changes)
-        return len(written)
+        done = 0
+        if changes:
+            done += len(await asyncio.to_thread(self._write_states, changes))
+        elif self.reassignments:  # on a settled image only: one step at a time
+            done += await asyncio.to_thread(self._complete_reassignments, controller_epoch)
+        return done
+
+    # --- reassignment (KIP-455, as Kafka's ZooKeeper controller) -----------------------------
+
+    def _check_active(self) -> None:
+        if not self.is_active():
+            raise KafkaError(Errors.NOT_CONTROLLER,
+                             f"broker {self._node_id} is not the controller")
+
+    def list_reassignments(self, partitions=None) -> dict:
+        """(topic, index) -> (replicas, adding, removing) of each reassignment in progress."""
+        self._check_active()
+        result = {}
+        for (name, index), (adding, removing) in sorted(self.reassignments.items()):
+            if partitions is not None and (name, index) not in partitions:
+                continue
+            topic = self._image.topic(name)
+            if topic is not None and index < topic.num_partitions:
+                result[(name, index)] = (topic.assignments[index], adding, removing)
+        return result
+
+    async def alter_reassignments(self, wanted, allow_replication_factor_change=True) -> dict:
+        """Start (target replicas) or cancel (None) reassignments: ``[(topic, index, replicas
+        or None)]`` -> ``{(topic, index): (error, message)}``. Starting writes the full replica
+        set (target, then original) with the adding and removing replicas; the controller's
+        rounds finish it once every target replica is in the ISR (:meth:`run_duties`)."""
+        self._check_active()
+        image, live = self._image, self.live_brokers()
+        results, per_topic = {}, {}
+        for name, index, target in wanted:
+            topic = image.topic(name)
+            if topic is None or not 0 <= index < topic.num_partitions:
+                results[(name, index)] = (Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                          f"The partition {name}-{index} does not exist.")
+                continue
+            moving = self.reassignments.get((name, index))
+            current = topic.assignments[index]
+            original = tuple(r for r in current if moving is None or r not in moving[0])
+            if target is None:
+                if moving is None:
+                    results[(name, index)] = (Errors.NO_REASSIGNMENT_IN_PROGRESS, None)
+                    continue
+                per_topic.setdefault(name, {})[index] = (original, None)
+                continue
+            problem = reassignment_problem(target, live)
+            if problem is not None:
+                results[(name, index)] = (Errors.INVALID_REPLICA_ASSIGNMENT, problem)
+                continue
+            if not allow_replication_factor_change and len(target) != len(original):
+                results[(name, index)] = (Errors.INVALID_REPLICATION_FACTOR,
+                                          "The replication factor is changed from "
+                                          f"{len(original)} to {len(target)}")
+                continue
+            target = tuple(target)
+            if target == current and moving is None:
+                results[(name, index)] = (Errors.NONE, None)  # already there
+                continue
+            full = tuple(dict.fromkeys(target + original))
+            adding = tuple(r for r in target if r not in original)
+            removing = tuple(r for r in original if r not in target)
+            per_topic.setdefault(name, {})[index] = (full, (adding, removing))
+        for name, changes in per_topic.items():
+            try:
+                await asyncio.to_thread(self._write_reassignment, name, changes)
+                outcome = (Errors.NONE, None)
+            except StaleMetadataError as exc:
+                outcome = (Errors.NOT_CONTROLLER, str(exc))
+            for index in changes:
+                results[(name, index)] = outcome
+        if per_topic:
+            await self.refresh()
+        return results
+
+    def _write_reassignment(self, name: str, changes: dict) -> None:
+        """One topic's replica sets and reassignments in progress, ``changes``: index ->
+        (replicas, (adding, removing) or None when it ends)."""
+        topic = self._image.topic(name)
+        assignments = list(topic.assignments)
+        adding = {p: a for (t, p), (a, _) in self.reassignments.items() if t == name and a}
+        removing = {p: r for (t, p), (_, r) in self.reassignments.items() if t == name and r}
+        for index, (replicas, moving) in changes.items():
+            assignments[index] = replicas
+            adding.pop(index, None)
+            removing.pop(index, None)
+            if moving is not None:
+                if moving[0]:
+                    adding[index] = moving[0]
+                if moving[1]:
+                    removing[index] = moving[1]
+            log.info("%s-%d: replicas %s%s", name, index, list(replicas),
+                     f" (adding {list(moving[0])}, removing {list(moving[1])})"
+                     if moving else " (reassignment ended)")
+        self._store.set_reassignment(name, assignments, adding, removing)
+
+    def _complete_reassignments(self, controller_epoch: int) -> int:
+        """Finish the reassignments whose target replicas are all in the ISR: the leader moves
+        into the target if it is not there, the removed replicas leave the ISR (one state
+        write, leader epoch bumped), then the assignment becomes the target."""
+        image, live = self._image, self.live_brokers()
+        finished = 0
+        by_topic: dict[str, dict] = {}
+        for (name, index), (adding, removing) in self.reassignments.items():
+            topic = image.topic(name)
+            if topic is None or index >= topic.num_partitions:
+                continue
+            state = topic.state(index)
+            target = tuple(r for r in topic.assignments[index] if r not in removing)
+            if not all(r in state.isr for r in target):
+                continue  # the new replicas are still catching up
+            isr = tuple(r for r in state.isr if r in target)
+            leader = state.leader
+            if leader not in target or leader not in live:
+                leader = next((r for r in target if r in isr and r in live), -1)
+                if leader == -1:
+                    continue
+            if leader != state.leader or isr != state.isr:
+                new = PartitionState(leader, state.leader_epoch + 1, isr, state.version,
+                                     controller_epoch)
+                if not self._write_states([(name, index, new)]):
+                    continue
+            by_topic.setdefault(name, {})[index] = (target, None)
+        for name, changes in by_topic.items():
+            try:
+                self._write_reassignment(name, changes)
+                finished += len(changes)
+            except StaleMetadataError as exc:
+                log.info("finishing a reassignment of %s deferred: %s", name, exc)
+        return finished
 
     def _write_states(self, changes) -> set[tuple[str, int]]:
         written = set()

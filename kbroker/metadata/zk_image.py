@@ -36,6 +36,14 @@ log = logging.getLogger("kbroker.metadata.zk")
 class ZkSnapshot:
     image: MetadataImage
     versions: dict  # path -> znode version of what the image shows
+    # (topic, partition) -> (adding, removing) replicas of each reassignment in progress
+    reassignments: dict = None
+
+
+# The longest one read waits for ZooKeeper (seconds). kazoo fails pending requests when the
+# connection drops, but a request can also wait on a server that stalls; a bound keeps the
+# reading thread from hanging (the sync loop retries on the error).
+READ_TIMEOUT_S = 15
 
 
 def _collect(pending: dict):
@@ -43,7 +51,7 @@ def _collect(pending: dict):
     found = {}
     for path, result in pending.items():
         try:
-            data, stat = result.get()
+            data, stat = result.get(timeout=READ_TIMEOUT_S)
         except NoNodeError:
             continue
         found[path] = (data, stat.version)
@@ -52,7 +60,7 @@ def _collect(pending: dict):
 
 def _children(zk: KazooClient, path: str) -> list[str]:
     try:
-        return zk.get_children(path)
+        return zk.get_children_async(path).get(timeout=READ_TIMEOUT_S)
     except NoNodeError:
         return []
 
@@ -72,7 +80,7 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
     counts = {}
     for name, result in partition_lists.items():
         try:
-            counts[name] = len(result.get())
+            counts[name] = len(result.get(timeout=READ_TIMEOUT_S))
         except NoNodeError:
             counts[name] = 0
     for name, count in counts.items():
@@ -96,7 +104,7 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
     controller = found.get(zn.CONTROLLER)
     controller_id = zn.decode_controller(controller[0]) if controller else None
 
-    topics = []
+    topics, reassignments = [], {}
     for name in sorted(names):
         if name in deleting:
             continue  # on its way out: invisible, as Kafka's brokers stop serving it
@@ -104,6 +112,8 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
         if entry is None:
             continue
         topic_id, assignments = zn.decode_topic(entry[0])
+        for p, moving in zn.decode_reassignments(entry[0]).items():
+            reassignments[(name, p)] = moving
         if topic_id is None:
             log.warning("topic %s in ZooKeeper has no topic_id (written by Kafka < 2.8); "
                         "it is skipped", name)
@@ -128,4 +138,4 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
         sorted(brokers, key=lambda b: b.node_id), controller_id)
     versions = {path: version for path, (_, version) in found.items()
                 if path.startswith((zn.TOPICS, zn.TOPIC_CONFIGS, zn.BROKER_CONFIGS))}
-    return ZkSnapshot(image, versions)
+    return ZkSnapshot(image, versions, reassignments)

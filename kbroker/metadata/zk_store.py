@@ -249,6 +249,32 @@ class ZkMetadataStore:
         self._remember(txn, self._commit(txn, f"changing the assignment of {name}"))
         self._partition_counts[name] = len(assignments)
 
+    def set_reassignment(self, name: str, assignments, adding, removing) -> None:
+        """The controller's step of a reassignment: the topic's replica sets with the
+        ``adding``/``removing`` replicas in progress (KIP-455), conditional on the version of
+        ``/brokers/topics/T`` this store last read and fenced by the controller epoch; a
+        notification makes every broker re-read it."""
+        path = zn.topic_path(name)
+        if self._epoch_zk_version is None:
+            raise StaleMetadataError(f"reassigning {name} refused: broker {self._node_id} is "
+                                     "not the controller")
+        if path not in self._versions:
+            self._get(path)
+        txn = self._transaction()
+        txn.set_data(path, zn.encode_topic(self._topic_ids.get(name) or self._read_topic_id(name),
+                                           assignments, adding, removing),
+                     self._versions.get(path, -1))
+        txn.create(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change(
+            [(name, p) for p in sorted(set(adding) | set(removing))]), sequence=True)
+        self._remember(txn, self._commit(txn, f"reassigning {name}"))
+
+    def _read_topic_id(self, name: str):
+        data = self._get(zn.topic_path(name))
+        if data is None:
+            raise StaleMetadataError(f"reassigning {name} refused: the topic does not exist")
+        self._topic_ids[name], _ = zn.decode_topic(data)
+        return self._topic_ids[name]
+
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         path = zn.topic_config_path(name)
         if path not in self._versions:

@@ -129,11 +129,24 @@ def decode_controller_epoch(data: bytes) -> int:
     return int(data.decode())
 
 
-def encode_topic(topic_id: uuid.UUID, assignments: Sequence[Sequence[int]]) -> bytes:
+def encode_topic(topic_id: uuid.UUID, assignments: Sequence[Sequence[int]],
+                 adding: Mapping[int, Sequence[int]] | None = None,
+                 removing: Mapping[int, Sequence[int]] | None = None) -> bytes:
+    """``adding``/``removing``: partition -> replicas of a reassignment in progress (KIP-455);
+    ``assignments`` then holds the full replica set, target and original."""
     return _json({"version": 2,
                   "partitions": {str(p): list(r) for p, r in enumerate(assignments)},
-                  "adding_replicas": {}, "removing_replicas": {},
+                  "adding_replicas": {str(p): list(r) for p, r in (adding or {}).items()},
+                  "removing_replicas": {str(p): list(r) for p, r in (removing or {}).items()},
                   "topic_id": topic_id_to_kafka(topic_id)})
+
+
+def decode_reassignments(data: bytes) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """partition -> (adding replicas, removing replicas) of the reassignments in progress."""
+    value = _parse(data)
+    adding = {int(p): tuple(r) for p, r in (value.get("adding_replicas") or {}).items()}
+    removing = {int(p): tuple(r) for p, r in (value.get("removing_replicas") or {}).items()}
+    return {p: (adding.get(p, ()), removing.get(p, ())) for p in set(adding) | set(removing)}
 
 
 def decode_topic(data: bytes) -> tuple[uuid.UUID | None, tuple[tuple[int, ...], ...]]:

@@ -293,11 +293,13 @@ async def serve(config, on_ready=None) -> None:
     writes its ready file and banner there)."""
     broker = Broker(config)
     started = time.monotonic()
-    await broker.start()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    # Before start: a cluster broker is visible (registered) before start returns, so a SIGTERM
+    # may come while it starts; it then stops cleanly right after.
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    await broker.start()
     endpoints = ", ".join(f"{name}://{host}:{port}" for name, (host, port) in broker.bound.items())
     log.info("kbroker ready: node %d of cluster %s listening on %s, data in %s (started in "
              "%.2f s)", broker.node_id, broker.controller.cluster_id, endpoints,

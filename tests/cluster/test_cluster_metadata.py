@@ -29,9 +29,14 @@ def _wait_for(condition, what, timeout=TIMEOUT):
         time.sleep(0.05)
 
 
+# Brokers here die by closing their session (immediate), never by expiry: a session longer
+# than the shortest keeps a loaded machine (2 shared cores) from expiring a live broker.
+BROKER_SESSION_TIMEOUT_MS = 3 * SESSION_TIMEOUT_MS
+
+
 def _start(connect, broker_id, **settings):
     return KafkaBroker({"zookeeper.connect": connect, "broker.id": broker_id,
-                        "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+                        "zookeeper.session.timeout.ms": BROKER_SESSION_TIMEOUT_MS,
                         **settings}).start()
 
 
@@ -49,6 +54,9 @@ def cluster(connect_string, request):
 
     for broker_id in (1, 2, 3):
         start(broker_id)
+    # Every broker has seen the others register before the test starts.
+    _wait_for(lambda: all(len(b._inner.broker.metadata.brokers) == 3 for b in brokers.values()),
+              "every broker to see three live brokers")
     yield brokers, start
     for broker in brokers.values():
         broker.stop()
@@ -68,7 +76,12 @@ def _view(broker, topic):
 
 
 def _same_everywhere(brokers, topic):
-    views = [_view(b, topic) for b in brokers]
+    """Every broker's view when they all agree, else None (also when one cannot answer yet:
+    a broker just restarted, whose first connections a client retries anyway)."""
+    try:
+        views = [_view(b, topic) for b in brokers]
+    except KafkaException:
+        return None
     return views[0] if all(v == views[0] for v in views) else None
 
 
@@ -127,8 +140,9 @@ def test_create_partitions_places_new_replicas_over_the_brokers(cluster):
 def test_leader_loss_elects_a_new_leader_from_the_isr(cluster):
     brokers, start = cluster
     _create(brokers[1], "failover", 3, 3)
-    _, _, before = _wait_for(lambda: _same_everywhere(brokers.values(), "failover"),
-                             "agreement on failover")
+    _, _, before = _wait_for(lambda: (v := _same_everywhere(brokers.values(), "failover"))
+                             and all(len(isr) == 3 for _, _, isr in v[2].values()) and v,
+                             "agreement on failover, every replica in sync")
     # A broker that dies: no controlled shutdown, its session closes with it.
     victim = before[0][0]
     brokers.pop(victim).stop()
@@ -225,3 +239,208 @@ def test_elect_leaders_for_an_unknown_partition(cluster):
     (error,) = admin.elect_leaders(ElectionType.PREFERRED,
                                    [TopicPartition("missing", 0)]).result(TIMEOUT).values()
     assert error.code() == Errors.UNKNOWN_TOPIC_OR_PARTITION.code
+
+
+def test_acknowledged_writes_survive_the_loss_of_their_leader(cluster):
+    """End to end with the replica layer: acks=all writes to an RF=3 topic, its leader goes,
+    the new leader (from the ISR) has every acknowledged write and takes new ones."""
+    from confluent_kafka import Consumer, Producer
+
+    brokers, _ = cluster
+    _create(brokers[1], "durable", 1, 3, config={"min.insync.replicas": "2"})
+    _, _, partitions = _wait_for(lambda: _same_everywhere(brokers.values(), "durable"),
+                                 "agreement on durable")
+    bootstrap = ",".join(b._inner.bootstrap_servers for b in brokers.values())
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "message.timeout.ms": 30000})
+    acked = []
+
+    def produce(values):
+        for value in values:
+            producer.produce("durable", value.encode(), on_delivery=lambda err, msg: (
+                acked.append(msg.value().decode()) if err is None else None))
+        assert producer.flush(TIMEOUT) == 0
+
+    produce([f"a{i}" for i in range(50)])
+    assert len(acked) == 50
+    # Every replica in sync before the leader goes (followers caught up).
+    _wait_for(lambda: (v := _same_everywhere(brokers.values(), "durable"))
+              and len(v[2][0][2]) == 3, "a full ISR")
+    leader = partitions[0][0]
+    brokers.pop(leader).stop()
+    _wait_for(lambda: (v := _same_everywhere(list(brokers.values()), "durable"))
+              and v[2][0][0] not in (leader, -1), "a new leader")
+    produce([f"b{i}" for i in range(50)])
+    assert len(acked) == 100
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["durable"])
+    seen = []
+    deadline = time.monotonic() + TIMEOUT
+    while len(seen) < 100 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value().decode())
+    consumer.close()
+    assert seen == acked  # nothing lost, nothing duplicated, in order
+
+
+def _wire(broker):
+    from tests.integration.clients import Wire
+    return Wire(broker._inner.bootstrap_servers)
+
+
+def test_elect_leaders_on_a_broker_that_is_not_the_controller(cluster):
+    from kbroker.protocol import messages
+
+    brokers, _ = cluster
+    _create(brokers[1], "ask", 1, 3)
+    _, controller, _ = _wait_for(lambda: _same_everywhere(brokers.values(), "ask"), "agreement")
+    other = next(b for i, b in brokers.items() if i != controller)
+    request = messages.request_class(43)(election_type=0, timeout_ms=1000, topic_partitions=[
+        messages.request_class(43).TopicPartitions(topic="ask", partitions=[0])])
+    with _wire(other) as wire:
+        response = wire.call(43, 2, request)
+    assert response.error_code == Errors.NOT_CONTROLLER.code
+    (result,) = response.replica_election_results
+    assert result.partition_result[0].error_code == Errors.NOT_CONTROLLER.code
+
+
+@pytest.mark.parametrize("cluster", [{"offsets.topic.replication.factor": "4"}], indirect=True)
+def test_coordinator_not_available_until_enough_brokers_for_the_offsets_topic(cluster):
+    from tests.metadata.helpers import find_group_coordinator
+
+    brokers, _ = cluster
+    with _wire(brokers[1]) as wire:
+        response = find_group_coordinator(wire, "g")
+    (coordinator,) = response.coordinators
+    assert coordinator.error_code == Errors.COORDINATOR_NOT_AVAILABLE.code
+    assert "__consumer_offsets" not in _admin(brokers[1]).list_topics(timeout=10).topics
+
+
+@pytest.mark.parametrize("cluster", [{"offsets.topic.replication.factor": "3",
+                                      "offsets.topic.num.partitions": "3"}], indirect=True)
+def test_find_coordinator_names_the_leader_of_the_groups_partition(cluster):
+    from kbroker.coordinator.group.records import partition_for
+    from tests.metadata.helpers import find_group_coordinator
+
+    brokers, _ = cluster
+    with _wire(brokers[2]) as wire:
+        _wait_for(lambda: find_group_coordinator(wire, "g").coordinators[0].error_code == 0,
+                  "the offsets topic")
+        _, _, partitions = _wait_for(
+            lambda: _same_everywhere(brokers.values(), "__consumer_offsets"), "agreement")
+        (coordinator,) = find_group_coordinator(wire, "g").coordinators
+    leader = partitions[partition_for("g", 3)][0]
+    assert coordinator.node_id == leader
+    assert coordinator.port == brokers[leader]._inner.port
+    assert all(len(replicas) == 3 for _, replicas, _ in partitions.values())
+
+
+@pytest.mark.parametrize("cluster", [{"auto.leader.rebalance.enable": "true",
+                                      "leader.imbalance.check.interval.seconds": "1"}],
+                         indirect=True)
+def test_returning_preferred_replica_catches_up_and_leads_again(cluster):
+    """Broker loss, return, ISR expansion through the leader's conditional ISR write, then the
+    controller's automatic preferred-leader election."""
+    brokers, start = cluster
+    _create(brokers[1], "home", 1, 3)
+    _, _, partitions = _wait_for(lambda: _same_everywhere(brokers.values(), "home"),
+                                 "agreement on home")
+    preferred = partitions[0][1][0]
+    brokers.pop(preferred).stop()
+    _wait_for(lambda: (v := _same_everywhere(list(brokers.values()), "home"))
+              and v[2][0][0] not in (preferred, -1), "a failover")
+    start(preferred)
+    _wait_for(lambda: (v := _same_everywhere(brokers.values(), "home"))
+              and preferred in v[2][0][2], "the returning replica back in the ISR")
+    _wait_for(lambda: (v := _same_everywhere(brokers.values(), "home"))
+              and v[2][0][0] == preferred, "the preferred replica to lead again")
+
+
+def test_reassignment_adds_then_removes_replicas_and_keeps_the_data(cluster):
+    from confluent_kafka import Producer
+    from kafka import KafkaAdminClient, TopicPartition as KTP
+    from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
+
+    brokers, _ = cluster
+    _create(brokers[1], "moving", 1, 2)
+    _, _, partitions = _wait_for(lambda: _same_everywhere(brokers.values(), "moving"),
+                                 "agreement on moving")
+    old = partitions[0][1]
+    (spare,) = {1, 2, 3} - set(old)
+    target = [spare, old[0]]  # the leader moves to the new replica, old[1] goes
+    bootstrap = ",".join(b._inner.bootstrap_servers for b in brokers.values())
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(20):
+        producer.produce("moving", f"m{i}".encode())
+    assert producer.flush(TIMEOUT) == 0
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        tp = KTP("moving", 0)
+        bad = admin.alter_partition_reassignments({tp: [1, 9]})
+        assert bad[tp] is InvalidReplicationAssignmentError
+        nothing = admin.alter_partition_reassignments({tp: None})
+        assert nothing[tp] is NoReassignmentInProgressError
+        assert admin.alter_partition_reassignments({tp: target})[tp] is None
+        _wait_for(lambda: not admin.list_partition_reassignments(), "the reassignment to end")
+    finally:
+        admin.close()
+    _, _, after = _wait_for(
+        lambda: (v := _same_everywhere(brokers.values(), "moving"))
+        and list(v[2][0][1]) == target and v, "every broker to see the target replicas")
+    leader, replicas, isr = after[0]
+    assert leader in target and sorted(isr) == sorted(target)
+    # The new replica has the data: it is read back through whoever leads now.
+    from confluent_kafka import Consumer
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "moved",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["moving"])
+    seen = []
+    deadline = time.monotonic() + TIMEOUT
+    while len(seen) < 20 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value().decode())
+    consumer.close()
+    assert seen == [f"m{i}" for i in range(20)]
+
+
+def test_config_changes_and_deletions_reach_every_broker(cluster):
+    from confluent_kafka.admin import ConfigResource
+
+    brokers, _ = cluster
+    _create(brokers[1], "shared", 2, 2)
+    _wait_for(lambda: _same_everywhere(brokers.values(), "shared"), "agreement on shared")
+    admin = _admin(brokers[1])
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "shared",
+                              set_config={"retention.ms": "123456"})
+    admin.alter_configs([resource])[resource].result(TIMEOUT)
+
+    def retention_on(broker):
+        other = _admin(broker)
+        described = other.describe_configs([ConfigResource(ConfigResource.Type.TOPIC,
+                                                           "shared")])
+        (configs,) = [f.result(TIMEOUT) for f in described.values()]
+        return configs["retention.ms"].value
+
+    _wait_for(lambda: retention_on(brokers[3]) == "123456", "broker 3 to see the config")
+    deleter = _admin(brokers[2])
+    futures = deleter.delete_topics(["shared"])
+    futures["shared"].result(TIMEOUT)
+    _wait_for(lambda: all("shared" not in _admin(b).list_topics(timeout=10).topics
+                          for b in brokers.values()), "every broker to forget the topic")
+
+
+def test_an_expired_session_re_registers_and_the_controller_moves(cluster, zookeeper):
+    from tests.cluster.test_zk_membership import _expire_session
+
+    brokers, _ = cluster
+    _create(brokers[1], "steady", 1, 3)
+    _, controller, _ = _wait_for(lambda: _same_everywhere(brokers.values(), "steady"),
+                                 "agreement on steady")
+    _expire_session(brokers[controller]._inner.broker.cluster.client, zookeeper)
+    _wait_for(lambda: (v := _same_everywhere(brokers.values(), "steady"))
+              and v[1] not in (controller, -1) and v[0] == [1, 2, 3],
+              "another controller, and the expired broker registered again")

@@ -95,6 +95,8 @@ ADVERTISED = {
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 2),  # DescribeCluster
     43: (0, 2),  # ElectLeaders
+    45: (0, 1),  # AlterPartitionReassignments
+    46: (0, 0),  # ListPartitionReassignments
     57: (0, 2),  # UpdateFeatures
     8: (2, 10),  # OffsetCommit
     9: (1, 10),  # OffsetFetch
