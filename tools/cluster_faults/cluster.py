@@ -169,9 +169,13 @@ class Cluster:
         """Restart with the cluster's own restart_command; the tools stop it at close()."""
         broker = self.broker(broker_id)
         assert not alive(self.pids[broker_id]), f"broker {broker_id} is still running"
-        # A killed broker's registration outlives it until its session expires: the restarted
-        # one has registered only when the znode belongs to another session.
-        self._stale_owner[broker_id] = self._registration_owner(broker_id)
+        # A killed broker's registration outlives it until its session expires, and a broker
+        # whose id is still registered by another session refuses to start (Kafka exits with
+        # NodeExists; so does kbroker). A supervisor would retry; we wait for the expiry first.
+        wait_for(lambda: self._registration_owner(broker_id) is None,
+                 f"broker {broker_id}'s old registration to expire",
+                 3 * self.session_timeout_s + 10)
+        self._stale_owner[broker_id] = None
         log_path = Path(broker["data_dir"]).parent / f"broker-{broker_id}.restarts.log"
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         with open(log_path, "ab") as log:
