@@ -35,6 +35,7 @@ from kbroker.coordinator.txn.records import partition_for
 from kbroker.coordinator.txn.shard import TxnShard
 from kbroker.coordinator.txn.state import PREPARING, TxnMetadata
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.replica.broker_client import BrokerClientError
 
 log = logging.getLogger("kbroker.coordinator.txn")
 
@@ -160,6 +161,56 @@ class TransactionCoordinator:
                           partitions) -> dict:
         return ops.verify_partitions(self.shard_for(transactional_id), transactional_id,
                                      producer_id, producer_epoch, partitions)
+
+    def remote_coordinator(self, transactional_id: str):
+        """(broker id, endpoint) of the broker leading ``transactional_id``'s shard when that
+        is another broker (its endpoint None while it is offline); None when it is this one,
+        or when the topic does not exist yet (this broker creates it)."""
+        topic = self.runtime.controller.image.topic(TOPIC)
+        if topic is None:
+            return None
+        leader = topic.state(self.partition_for(transactional_id)).leader
+        if leader == self.partitions.node_id:
+            return None
+        return leader, self._endpoint(self.runtime.controller.image, leader)
+
+    async def add_partitions_remote(self, coordinator, transactional_id: str, producer_id: int,
+                                    producer_epoch: int, partitions, verify_only: bool) -> dict:
+        """A partition leader asks the remote coordinator ``coordinator`` (from
+        :meth:`remote_coordinator`) to verify (transactions v1) or add (v2) ``partitions``:
+        AddPartitionsToTxn v4+, one transaction, as Kafka's AddPartitionsToTxnManager.
+        {(topic, index): Errors}; a broker that cannot be reached is COORDINATOR_NOT_AVAILABLE
+        (retriable for the producer)."""
+        from kbroker.protocol.messages.add_partitions_to_txn import \
+            AddPartitionsToTxnRequest as Req
+        broker_id, endpoint = coordinator
+        if endpoint is None:
+            return {tp: Errors.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        request = Req(transactions=[Req.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, verify_only=verify_only,
+            topics=[Req.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                    for t, ps in by_topic.items()])])
+        try:
+            response = await self.marker_channel.request(broker_id, endpoint,
+                                                         "AddPartitionsToTxn", request)
+        except BrokerClientError as exc:
+            log.info("AddPartitionsToTxn for %s to broker %d: %s", transactional_id, broker_id,
+                     exc)
+            return {tp: Errors.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        top = Errors.for_code(response.error_code)
+        results = {tp: top if top is not Errors.NONE else Errors.UNKNOWN_SERVER_ERROR
+                   for tp in partitions}
+        for txn in response.results_by_transaction:
+            for topic in txn.topic_results:
+                for r in topic.results_by_partition:
+                    if (topic.name, r.partition_index) in results:
+                        results[(topic.name, r.partition_index)] = Errors.for_code(
+                            r.partition_error_code)
+        return results
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> Errors:

@@ -4,7 +4,9 @@
 One connection per destination broker, one request at a time on it (a lock): the markers of
 every partition a transaction has on that broker go in one request. A broker that cannot be
 reached answers every partition with NOT_LEADER_OR_FOLLOWER, so the caller re-resolves the
-leader from the current metadata image and retries, as Kafka does on a disconnect.
+leader from the current metadata image and retries, as Kafka does on a disconnect. The same
+connections carry a partition leader's AddPartitionsToTxn to a remote coordinator (KIP-890,
+Kafka's AddPartitionsToTxnManager).
 """
 
 from __future__ import annotations
@@ -32,16 +34,6 @@ class MarkerChannel:
                    partitions: list) -> dict:
         """Write one marker per (topic, index) of ``partitions`` on ``broker_id``; returns
         {(topic, index): Errors}."""
-        entry = self._clients.get(broker_id)
-        if entry is None or (entry[0].host, entry[0].port) != tuple(endpoint):
-            if entry is not None:
-                entry[0].close()
-            entry = self._clients[broker_id] = (
-                BrokerClient(endpoint[0], endpoint[1],
-                             client_id=f"broker-{self.node_id}-txn-markers",
-                             timeout_s=self.timeout_s, max_response_bytes=_MAX_RESPONSE_BYTES),
-                asyncio.Lock())
-        client, lock = entry
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
@@ -50,16 +42,12 @@ class MarkerChannel:
             coordinator_epoch=coordinator_epoch,
             topics=[Req.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                     for t, ps in by_topic.items()])])
-        async with lock:
-            try:
-                if not client.connected:
-                    await client.connect()
-                response = await client.request("WriteTxnMarkers", request)
-            except BrokerClientError as exc:
-                log.info("markers to broker %d: %s; retrying after re-resolving leaders",
-                         broker_id, exc)
-                client.close()
-                return {tp: Errors.NOT_LEADER_OR_FOLLOWER for tp in partitions}
+        try:
+            response = await self.request(broker_id, endpoint, "WriteTxnMarkers", request)
+        except BrokerClientError as exc:
+            log.info("markers to broker %d: %s; retrying after re-resolving leaders",
+                     broker_id, exc)
+            return {tp: Errors.NOT_LEADER_OR_FOLLOWER for tp in partitions}
         results = {tp: Errors.UNKNOWN_SERVER_ERROR for tp in partitions}  # unanswered: retry
         for marker in response.markers:
             for topic in marker.topics:
@@ -67,6 +55,28 @@ class MarkerChannel:
                     if (topic.name, p.partition_index) in results:
                         results[(topic.name, p.partition_index)] = Errors.for_code(p.error_code)
         return results
+
+    async def request(self, broker_id: int, endpoint: tuple[str, int], api_name: str, request):
+        """One request to ``broker_id`` on its connection (opened when needed); raises
+        BrokerClientError (the connection is then closed)."""
+        entry = self._clients.get(broker_id)
+        if entry is None or (entry[0].host, entry[0].port) != tuple(endpoint):
+            if entry is not None:
+                entry[0].close()
+            entry = self._clients[broker_id] = (
+                BrokerClient(endpoint[0], endpoint[1],
+                             client_id=f"broker-{self.node_id}-txn",
+                             timeout_s=self.timeout_s, max_response_bytes=_MAX_RESPONSE_BYTES),
+                asyncio.Lock())
+        client, lock = entry
+        async with lock:
+            try:
+                if not client.connected:
+                    await client.connect()
+                return await client.request(api_name, request)
+            except BrokerClientError:
+                client.close()
+                raise
 
     def close(self) -> None:
         for client, _ in self._clients.values():
