@@ -590,3 +590,31 @@ def test_keys_without_effect_say_so_in_their_documentation():
     assert "without acting on it" in entry.documentation and "event loop" in entry.documentation
     (entry,) = TopicConfig({}).describe(["unclean.leader.election.enable"], include_documentation=True)
     assert "only replica" in entry.documentation
+
+
+def test_cluster_mode_refuses_a_secured_inter_broker_listener_and_the_authorizer(tmp_path):
+    cluster = {"zookeeper.connect": "127.0.0.1:2181", "log.dirs": str(tmp_path)}
+    secured = {**cluster, "listeners": "SASL_SSL://127.0.0.1:9093",
+               "listener.security.protocol.map": "SASL_SSL:SASL_SSL",
+               "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN",
+               "listener.name.sasl_ssl.plain.sasl.jaas.config":
+                   'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                   'user_alice="alice-secret";',
+               "listener.name.sasl_ssl.ssl.keystore.location": str(tmp_path / "missing.pem")}
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig(secured)
+    assert "inter-broker listener SASL_SSL (SASL_SSL)" in str(info.value)
+    plaintext_first = {**cluster, "listeners": "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093",
+                       "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+                       "inter.broker.listener.name": "EXTERNAL"}
+    with pytest.raises(ConfigError, match="inter-broker listener EXTERNAL \\(SSL\\)"):
+        BrokerConfig(plaintext_first)
+    assert BrokerConfig({**cluster, "listeners": "INTERNAL://127.0.0.1:9092",
+                         "listener.security.protocol.map": "INTERNAL:PLAINTEXT"}
+                        ).inter_broker_listener_name == "INTERNAL"
+    with pytest.raises(ConfigError, match="authorizer.class.name"):
+        BrokerConfig({**cluster, "authorizer.class.name":
+                      "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+    # A single node keeps both (no inter-broker traffic; ACLs in the local store).
+    BrokerConfig({"log.dirs": str(tmp_path), "authorizer.class.name":
+                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})

@@ -244,6 +244,20 @@ class BrokerConfig:
             mapping[name.strip().upper()] = protocol.strip().upper()
         return mapping
 
+    @property
+    def inter_broker_listener_name(self) -> str | None:
+        """The listener brokers use to reach each other: ``inter.broker.listener.name``, else
+        the listener named after ``security.inter.broker.protocol`` (Kafka's default), else the
+        first listener."""
+        named = self.get("inter.broker.listener.name")
+        if named:
+            return named.upper()
+        names = [endpoint.name for endpoint in self.listeners]
+        by_protocol = (self.get("security.inter.broker.protocol") or "PLAINTEXT").upper()
+        if by_protocol in names:
+            return by_protocol
+        return names[0] if names else None
+
     def security_protocol(self, listener_name: str) -> str:
         return self.listener_security_protocols[listener_name.upper()]
 
@@ -303,6 +317,8 @@ class BrokerConfig:
         if node_id is not None and broker_id is not None and broker_id >= 0 and node_id != broker_id:
             raise ConfigError(f"'node.id' ({node_id}) and 'broker.id' ({broker_id}) must match", "node.id")
         protocols = self.listener_security_protocols
+        if self.get("zookeeper.connect"):  # before the listeners' own files are looked at
+            self._check_cluster_security()
         names = set()
         for endpoint in self.listeners:
             names.add(endpoint.name)
@@ -336,6 +352,22 @@ class BrokerConfig:
         if not self.log_dirs:
             raise ConfigError("invalid value for 'log.dirs': at least one directory is required", "log.dirs")
 
+
+    def _check_cluster_security(self) -> None:
+        """What a cluster cannot do yet is refused by name, never half done: brokers reach each
+        other (replica fetches, transaction markers) over plaintext only, and ACLs are not kept in
+        ZooKeeper, so an authorizer would deny the brokers' own anonymous fetches."""
+        name = self.inter_broker_listener_name
+        protocol = self.listener_security_protocols.get(name or "", "PLAINTEXT")
+        if protocol != "PLAINTEXT":
+            raise ConfigError(f"refused inter-broker listener {name} ({protocol}) in cluster mode: "
+                              "brokers talk to each other over PLAINTEXT only so far; add a "
+                              "PLAINTEXT listener and name it in 'inter.broker.listener.name'",
+                              "inter.broker.listener.name")
+        if self.get("authorizer.class.name"):
+            raise ConfigError("refused 'authorizer.class.name' in cluster mode (zookeeper.connect): "
+                              "ACLs are not stored in ZooKeeper (/kafka-acl) yet; run the "
+                              "authorizer on a single node", "authorizer.class.name")
 
     def _check_listener_security(self, endpoint: Endpoint, protocol: str) -> None:
         """The settings a listener's protocol needs are there (files are read at start-up)."""

@@ -130,7 +130,7 @@ class ReplicaManager:
         if settings is None:
             settings = FetcherSettings.from_config(config)
         if inter_broker_listener is None and config is not None:
-            inter_broker_listener = config.get("inter.broker.listener.name")
+            inter_broker_listener = config.inter_broker_listener_name
         if lag_time_max_ms is None:
             lag_time_max_ms = config.get("replica.lag.time.max.ms") if config else 30000
         self._isr_writer = isr_writer

@@ -352,7 +352,7 @@ class TransactionCoordinator:
         broker = image.brokers.get(broker_id)
         if broker is None or not broker.endpoints:
             return None
-        endpoint = broker.endpoints.get(self.config.get("inter.broker.listener.name"))
+        endpoint = broker.endpoints.get(self.config.inter_broker_listener_name)
         return endpoint if endpoint is not None else next(iter(broker.endpoints.values()))
 
     # --- timeouts ------------------------------------------------------------------------------
