@@ -66,8 +66,12 @@ def test_proxy_forwards_cuts_live_connections_refuses_new_ones_and_restores(echo
         except OSError:
             pass
         live.close()
-        with pytest.raises(OSError):
-            _roundtrip(port)
+        # A new connection is refused: reset, or closed before any echo (the proxy's abort is a
+        # FIN when our bytes had not arrived yet, a reset when they had).
+        try:
+            assert _roundtrip(port) == b""
+        except OSError:
+            pass
 
         loop.restore("link")
         assert _roundtrip(port) == b"ping"
