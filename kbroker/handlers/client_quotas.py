@@ -134,7 +134,8 @@ async def _resolve_then_alter(ctx, request, hosts: set[str]):
 
     async def resolves(host: str) -> bool:
         try:
-            await asyncio.wait_for(loop.getaddrinfo(host, None), _RESOLVE_TIMEOUT_S)
+            async with asyncio.timeout(_RESOLVE_TIMEOUT_S):
+                await loop.getaddrinfo(host, None)
             return True
         except (OSError, UnicodeError, asyncio.TimeoutError):
             return False

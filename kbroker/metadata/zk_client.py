@@ -10,6 +10,8 @@ says what the server granted.
 
 from __future__ import annotations
 
+import atexit
+
 from kazoo.client import KazooClient
 
 # Kafka's defaults: zookeeper.session.timeout.ms=18000; the connection timeout defaults to it.
@@ -39,5 +41,14 @@ def connect(connect_string: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEO
             bootstrap.close()
     client = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000)
     client.start(timeout=connection_timeout)
+    _never_block_exit(client)
     return client
+
+
+def _never_block_exit(client: KazooClient) -> None:
+    """kazoo registers its handler's ``stop`` with ``atexit``; that stop joins the callback
+    thread, which waits without a timeout when a watch callback is inside a request to a
+    server that is gone. A client left open (a stop that timed out, a crashed test) would then
+    hang the interpreter at exit forever. Its threads are daemons, so exit needs no join."""
+    atexit.unregister(client.handler.stop)
 

@@ -115,10 +115,13 @@ class ZkCluster:
             self._loop.call_soon_threadsafe(self._nudge.set)
 
     async def _sync_loop(self) -> None:
-        while True:
+        # Not asyncio.wait_for: on 3.11 it swallows a cancel that arrives as the nudge is set,
+        # and this loop would then outlive stop(). The flag ends it even so.
+        while not self._stopping:
             try:
-                await asyncio.wait_for(self._nudge.wait(), RESYNC_INTERVAL_S)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(RESYNC_INTERVAL_S):
+                    await self._nudge.wait()
+            except TimeoutError:
                 pass
             self._nudge.clear()
             try:
@@ -164,8 +167,9 @@ class ZkCluster:
         if self.registration is not None:
             self.registration.close()
         try:  # kazoo's stop waits for its connection thread; never let that hold the shutdown
-            await asyncio.wait_for(asyncio.to_thread(self._close_client), CLOSE_TIMEOUT_S)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                await asyncio.to_thread(self._close_client)
+        except TimeoutError:
             log.warning("closing the ZooKeeper session took over %d s; leaving it to expire",
                         CLOSE_TIMEOUT_S)
 

@@ -21,7 +21,7 @@ import threading
 from typing import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
 from kbroker.metadata import zk_znodes as zn
@@ -63,7 +63,7 @@ class ControllerElection:
 
     def _on_controller_znode(self, data: bytes | None, stat) -> None:
         if data is None:
-            self._zk.handler.spawn(self.elect)
+            self._zk.handler.spawn(self._try_elect)
             return
         controller = zn.decode_controller(data)
         ours = controller == self.broker_id and stat.ephemeralOwner == self._zk.client_id[0]
@@ -71,6 +71,13 @@ class ControllerElection:
             log.warning("broker %d is controller now; broker %d resigns", controller, self.broker_id)
             self._resign()
         self._set_active(controller)
+
+    def _try_elect(self) -> None:
+        try:
+            self.elect()
+        except KazooException as exc:  # kazoo's DataWatch calls us again once reconnected
+            log.warning("broker %d could not run for controller (%s); trying again when "
+                        "ZooKeeper answers", self.broker_id, type(exc).__name__)
 
     # --- election --------------------------------------------------------------------------------
 

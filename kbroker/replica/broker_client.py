@@ -52,8 +52,8 @@ class BrokerClient:
 
     async def connect(self) -> None:
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         except (OSError, asyncio.TimeoutError) as exc:
             raise BrokerClientError(f"cannot connect to {self.host}:{self.port}: "
                                     f"{exc or type(exc).__name__}") from None
@@ -97,8 +97,8 @@ class BrokerClient:
         size = sum(len(p) for p in parts)
         try:
             self._writer.writelines([_SIZE.pack(size), *parts])
-            frame = await asyncio.wait_for(self._read_frame(self._reader, self._writer),
-                                           self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                frame = await self._read_frame(self._reader, self._writer)
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
             self.close()
             raise BrokerClientError(f"{API_BY_KEY[api_key].name} to {self.host}:{self.port} "

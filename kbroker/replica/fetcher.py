@@ -163,6 +163,7 @@ class ReplicaFetcher:
         self._client: BrokerClient | None = None
         self._endpoint: tuple[str, int] | None = None
         self._failures = 0
+        self._stopped = False
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{leader_id}-{fetcher_index}")
 
@@ -177,6 +178,7 @@ class ReplicaFetcher:
         self.partitions.pop((partition.topic, partition.index), None)
 
     def stop(self) -> None:
+        self._stopped = True  # ends the loop even if a cancel is swallowed on the way
         self._task.cancel()
         if self._client is not None:
             self._client.close()
@@ -191,7 +193,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         settings = self.manager.settings
-        while self.partitions:
+        while self.partitions and not self._stopped:
             try:
                 client = await self._connected_client()
                 await self._truncate(client)

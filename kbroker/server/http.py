@@ -79,7 +79,8 @@ class HttpServer:
         try:
             while True:
                 try:
-                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _IDLE_S)
+                    async with asyncio.timeout(_IDLE_S):
+                        head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
                         asyncio.TimeoutError):
                     return  # closed, idle, or not HTTP at all (a Kafka client on the wrong port)

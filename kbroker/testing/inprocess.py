@@ -20,9 +20,13 @@ listeners with certificates and users made on start; ``kafka.security.client("SA
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import io
 import shutil
+import sys
 import tempfile
 import threading
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -162,8 +166,29 @@ class KafkaBroker:
             return
         try:
             self.call(self._inner.stop(), timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"the broker did not stop within {timeout} s; "
+                               f"what it was doing:\n{self._whereabouts()}") from None
         finally:
             self._stop_loop()
+
+    def _whereabouts(self) -> str:
+        """The loop thread's stack and every unfinished task's, for a stop that hangs."""
+        lines = ["loop thread:"]
+        frame = sys._current_frames().get(self._thread.ident)
+        lines += traceback.format_stack(frame) if frame is not None else ["  (gone)\n"]
+
+        async def tasks():
+            out = io.StringIO()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.print_stack(file=out)
+            return [out.getvalue()]
+        try:
+            lines += self.call(tasks(), 2)
+        except concurrent.futures.TimeoutError:
+            lines.append("(the loop is blocked: no task list)\n")
+        return "".join(lines)
 
     def call(self, coroutine, timeout: float | None = None):
         """Run ``coroutine`` on the broker's loop and return its result (for tests that reach
