@@ -5,9 +5,10 @@
 - ``transaction.version`` supported 0-2, finalized 2 as on a new Kafka 4.3.1 cluster. Clients
   read the finalized level: at 2 a Java 4.x producer uses transactions v2 (KIP-890 part 2: EndTxn
   v5, no AddPartitionsToTxn, Produce v12+); below 2 it keeps to v1. The broker serves both
-  whatever the level (as Kafka). The level lives in the transaction coordinator
-  (``TransactionCoordinator.transaction_version``); at 0 it is not listed as finalized (Kafka
-  leaves out level-0 features). It is kept in memory only: a restart finalizes 2 again.
+  whatever the level (as Kafka). At 0 it is not listed as finalized (Kafka leaves out level-0
+  features). A level set by UpdateFeatures is kept by the controller in the metadata store (the
+  single node's metadata file; Kafka's ``/feature`` znode in cluster mode, read by every
+  broker), so it survives restarts and every broker of a cluster answers the same.
 Not listed (their APIs are not served): ``group.version`` (KIP-848 consumer groups),
 ``share.version``, ``streams.version``, ``eligible.leader.replicas.version``, ``kraft.version``.
 Kafka 4.3.1 lists them too, finalized.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import logging
 
 from kbroker.handlers import handles
+from kbroker.metadata.store import StaleMetadataError
 from kbroker.protocol.errors import Errors
 
 log = logging.getLogger("kbroker.features")
@@ -43,21 +45,23 @@ DEFAULT_TRANSACTION_VERSION = 2
 UPGRADE = 1
 
 
-def _coordinator(ctx):
-    # A context built without broker services (dispatch tests) has no coordinator.
-    return getattr(ctx, "txn", None)
+def _image(ctx):
+    # A context built without broker services (dispatch tests) has no metadata.
+    return getattr(ctx, "metadata", None)
 
 
 def finalized_levels(ctx) -> dict[str, int]:
     """Every feature's finalized level (0 for a feature switched off)."""
-    txn = _coordinator(ctx)
-    level = txn.transaction_version if txn is not None else DEFAULT_TRANSACTION_VERSION
-    return {"metadata.version": METADATA_VERSION, "transaction.version": level}
+    image = _image(ctx)
+    levels = dict(image.finalized_features) if image is not None else {}
+    return {"metadata.version": METADATA_VERSION,
+            "transaction.version": levels.get("transaction.version",
+                                              DEFAULT_TRANSACTION_VERSION)}
 
 
 def finalized_epoch(ctx) -> int:
-    txn = _coordinator(ctx)
-    return txn.features_epoch if txn is not None else 1
+    image = _image(ctx)
+    return image.features_epoch if image is not None else 1
 
 
 def supported_features(response_cls, api_version: int) -> list:
@@ -105,14 +109,20 @@ def handle_update_features(ctx, request):
                      error_message="The update failed for all features since the following "
                                    f"feature had an error: {message}", results=[])
     if not (ctx.api_version >= 1 and request.validate_only):
-        for update in request.feature_updates:
-            if update.feature == "transaction.version" and _coordinator(ctx) is not None:
-                if ctx.txn.transaction_version != update.max_version_level:
-                    log.info("transaction.version finalized at %d (was %d), asked by %s",
-                             update.max_version_level, ctx.txn.transaction_version,
-                             ctx.client_id)
-                ctx.txn.transaction_version = update.max_version_level
-                ctx.txn.features_epoch += 1
+        before = finalized_levels(ctx)
+        # metadata.version has one level: only transaction.version can change.
+        levels = {u.feature: u.max_version_level for u in request.feature_updates
+                  if u.feature == "transaction.version"}
+        try:
+            ctx.controller.update_features(levels)
+        except StaleMetadataError as exc:
+            log.info("UpdateFeatures from %s failed: %s", ctx.client_id, exc)
+            return R(throttle_time_ms=0, error_code=Errors.FEATURE_UPDATE_FAILED.code,
+                     error_message=str(exc), results=[])
+        for name, level in levels.items():
+            if before[name] != level:
+                log.info("%s finalized at %d (was %d), asked by %s", name, level, before[name],
+                         ctx.client_id)
     results = [] if ctx.api_version >= 2 else [
         R.UpdatableFeatureResult(feature=u.feature, error_code=0, error_message="NONE")
         for u in request.feature_updates]

@@ -221,6 +221,21 @@ class Controller:
         self._persist(lambda: self._store.set_acls(acls))
         _run_now(self._publish(self._image.with_acls(acls)))
 
+    # --- feature levels (UpdateFeatures) ------------------------------------------------------
+
+    def update_features(self, levels: Mapping[str, int]) -> None:
+        """Finalize these feature levels (validated by the handler), kept across restarts."""
+        merged = {**self._image.finalized_features, **levels}
+        if merged == dict(self._image.finalized_features):
+            return
+        epoch = None
+
+        def write():
+            nonlocal epoch
+            epoch = self._store.set_finalized_features(merged)
+        self._persist(write)
+        _run_now(self._publish(self._image.with_finalized_features(merged, epoch)))
+
     # --- client quotas -------------------------------------------------------------------------
 
     def alter_client_quotas(self, changes: Mapping[tuple, Mapping[str, float | None]]) -> None:

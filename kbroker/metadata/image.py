@@ -135,11 +135,17 @@ class MetadataImage:
     # (entity type, name) pairs sorted by type, name None for the <default> entity, e.g.
     # (("client-id", None), ("user", "alice")); types are "user", "client-id" and "ip".
     client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=lambda: _EMPTY)
+    # Finalized feature levels set through UpdateFeatures (KIP-584), feature -> level; a feature
+    # never set has its default (kbroker.handlers.features). The epoch grows with every change,
+    # so a client can tell a newer answer; 1 before any change.
+    finalized_features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    features_epoch: int = 1
 
     @classmethod
     def build(cls, cluster_id: str, topics=(), broker_configs: Mapping | None = None,
               scram_credentials: Mapping | None = None, acls=(),
-              client_quotas: Mapping | None = None):
+              client_quotas: Mapping | None = None, finalized_features: Mapping | None = None,
+              features_epoch: int = 1):
         by_name = {t.name: t for t in topics}
         return cls(cluster_id, MappingProxyType(by_name),
                    MappingProxyType({t.topic_id: t for t in by_name.values()}),
@@ -148,7 +154,9 @@ class MetadataImage:
                    MappingProxyType({user: frozen_mapping(mechanisms) for user, mechanisms
                                      in (scram_credentials or {}).items() if mechanisms}),
                    tuple(tuple(a) for a in acls),
-                   client_quotas=_frozen_quotas(client_quotas or {}))
+                   client_quotas=_frozen_quotas(client_quotas or {}),
+                   finalized_features=frozen_mapping(finalized_features),
+                   features_epoch=features_epoch)
 
     # --- reads (the names handlers have always used) -------------------------------------------
 
@@ -205,6 +213,9 @@ class MetadataImage:
                        controller_id=controller_id)
     def with_client_quotas(self, quotas: Mapping[tuple, Mapping[str, float]]) -> "MetadataImage":
         return replace(self, client_quotas=_frozen_quotas(quotas))
+
+    def with_finalized_features(self, levels: Mapping[str, int], epoch: int) -> "MetadataImage":
+        return replace(self, finalized_features=frozen_mapping(levels), features_epoch=epoch)
 
     def with_broker_configs(self, configs: Mapping, *, cluster_default: bool) -> "MetadataImage":
         scopes = dict(self.dynamic_broker_configs)

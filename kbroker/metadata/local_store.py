@@ -8,6 +8,7 @@ File ``<log.dir>/kbroker-metadata.json``::
      "acls": [[resource_type, name, pattern_type, principal, host, operation, permission], ...],
      "client_quotas": [{"entity": {"user": "alice", "client-id": null},
                         "quotas": {"producer_byte_rate": 1024.0}}, ...],
+     "finalized_features": {"epoch": N, "levels": {"transaction.version": 1}},
      "topics": {"<name>": {"topic_id": "<uuid>", "partitions": N,
                            "replicas": [[node, ...], ...], "configs": {...}}}}
 
@@ -83,6 +84,7 @@ class LocalMetadataStore:
         self._save({**self._state, "topics": topics})
 
     def load(self) -> MetadataImage:
+        features = self._state.get("finalized_features") or {}
         topics = []
         for name, t in self._state["topics"].items():
             replicas = t.get("replicas") or [[self._node_id]] * t["partitions"]
@@ -92,7 +94,8 @@ class LocalMetadataStore:
                                    self._state.get("scram_credentials"),
                                    self._state.get("acls", ()),
                                    {tuple(e["entity"].items()): e["quotas"]
-                                    for e in self._state.get("client_quotas", ())})
+                                    for e in self._state.get("client_quotas", ())},
+                                   features.get("levels"), features.get("epoch", 1))
 
     # --- changes (called by the controller only) -----------------------------------------------
 
@@ -134,6 +137,12 @@ class LocalMetadataStore:
         self._save({**self._state, "client_quotas": [
             {"entity": dict(entity), "quotas": dict(values)}
             for entity, values in quotas.items() if values]})
+
+    def set_finalized_features(self, levels) -> int:
+        epoch = (self._state.get("finalized_features") or {}).get("epoch", 1) + 1
+        self._save({**self._state, "finalized_features": {"epoch": epoch,
+                                                          "levels": dict(levels)}})
+        return epoch
 
     def allocate_producer_id_block(self, size: int) -> int:
         """Like Kafka's controller-allocated producer id blocks: reserved durably first."""

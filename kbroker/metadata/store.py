@@ -58,6 +58,9 @@ class MetadataStore(Protocol):
         """Every entity's quotas (entity as in MetadataImage.client_quotas); ``changed`` names
         the entities this change touched."""
 
+    def set_finalized_features(self, levels: Mapping[str, int]) -> int:
+        """Every finalized feature level set through UpdateFeatures; returns the new epoch."""
+
     def allocate_producer_id_block(self, size: int) -> int:
         """Reserve ``size`` producer ids and return the first; never handed out twice."""
 
@@ -65,7 +68,7 @@ class MetadataStore(Protocol):
 # The writing methods, for the import rule test (only the controller calls them).
 WRITES = ("create_topic", "set_assignments", "set_reassignment", "set_topic_configs",
           "delete_topic", "set_broker_configs", "allocate_producer_id_block",
-          "set_scram_credentials", "set_acls", "set_client_quotas")
+          "set_scram_credentials", "set_acls", "set_client_quotas", "set_finalized_features")
 
 
 class StaleMetadataError(Exception):

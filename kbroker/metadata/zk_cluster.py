@@ -10,7 +10,7 @@
    ``/brokers/ids/N`` (again after every lost session), competes for ``/controller``, and starts
    the **sync loop**: every watch that fires (``/brokers/ids``, ``/brokers/topics``,
    ``/isr_change_notification``, ``/config/changes``, ``/admin/delete_topics``,
-   ``/controller``) only *nudges* it; it then re-reads the whole tree and publishes the image.
+   ``/controller``, ``/feature``) only *nudges* it; it then re-reads the whole tree and publishes the image.
    It also re-reads every ``RESYNC_INTERVAL_S`` without a nudge, so a notification lost while
    the session was reconnecting, or one that arrived out of order, cannot leave the broker
    behind for long. While this broker is the controller, each round ends with the controller
@@ -32,7 +32,7 @@ import asyncio
 import logging
 
 from kazoo.exceptions import KazooException, NoNodeError
-from kazoo.recipe.watchers import ChildrenWatch
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from kbroker.metadata import zk_client
 from kbroker.metadata import zk_znodes as zn
@@ -102,6 +102,7 @@ class ZkCluster:
         await asyncio.to_thread(self.election.start)
         for path in _WATCHED:
             ChildrenWatch(self.client, path, self._on_children, send_event=False)
+        DataWatch(self.client, zn.FEATURE, lambda _data, _stat: self._on_children(None))
         self._task = asyncio.create_task(self._sync_loop(), name="zk-sync")
         await self.controller.refresh()
 

@@ -459,4 +459,5 @@ def _share_unchanged(old: MetadataImage, new: MetadataImage) -> MetadataImage:
     image = MetadataImage.build(new.cluster_id, shared,
                                 {k: dict(v) for k, v in new.dynamic_broker_configs.items()},
                                 old.scram_credentials, old.acls)
-    return image.with_brokers(new.brokers.values(), new.controller_id)
+    return image.with_brokers(new.brokers.values(), new.controller_id).with_finalized_features(
+        new.finalized_features, new.features_epoch)

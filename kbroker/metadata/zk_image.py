@@ -71,6 +71,7 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
     deleting = set(_children(zk, zn.DELETE_TOPICS))
     pending = {zn.broker_path(int(b)): zk.get_async(zn.broker_path(int(b))) for b in broker_ids}
     pending[zn.CONTROLLER] = zk.get_async(zn.CONTROLLER)
+    pending[zn.FEATURE] = zk.get_async(zn.FEATURE)
     for scope in (None, node_id):
         pending[zn.broker_config_path(scope)] = zk.get_async(zn.broker_config_path(scope))
     partition_lists = {n: zk.get_children_async(f"{zn.TOPICS}/{n}/partitions") for n in names}
@@ -134,8 +135,11 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
         "cluster": zn.decode_config(found.get(zn.broker_config_path(None), (None,))[0]),
         "broker": zn.decode_config(found.get(zn.broker_config_path(node_id), (None,))[0]),
     }
+    feature = found.get(zn.FEATURE)
     image = MetadataImage.build(cluster_id, topics, broker_configs).with_brokers(
-        sorted(brokers, key=lambda b: b.node_id), controller_id)
+        sorted(brokers, key=lambda b: b.node_id), controller_id).with_finalized_features(
+        zn.decode_features(feature[0] if feature else None),
+        zn.features_epoch(feature[1] if feature else None))
     versions = {path: version for path, (_, version) in found.items()
                 if path.startswith((zn.TOPICS, zn.TOPIC_CONFIGS, zn.BROKER_CONFIGS))}
     return ZkSnapshot(image, versions, reassignments)

@@ -399,6 +399,22 @@ class ZkMetadataStore:
         raise KafkaError(Errors.SECURITY_DISABLED,
                          "ACLs are not stored in ZooKeeper (/kafka-acl) by kbroker yet.")
 
+    def set_finalized_features(self, levels) -> int:
+        """Kafka's /feature znode, written conditionally on the version this broker read (two
+        brokers finalizing at once: the second gets StaleMetadataError and the client retries).
+        Returns the new epoch (from the znode version, as Kafka's)."""
+        data = zn.encode_features(levels)
+        current = self._zk.exists(zn.FEATURE)
+        try:
+            if current is None:
+                self._zk.create(zn.FEATURE, data)
+                return zn.features_epoch(0)
+            stat = self._zk.set(zn.FEATURE, data, current.version)
+        except (BadVersionError, NodeExistsError):
+            raise StaleMetadataError("the finalized features changed meanwhile; "
+                                     "try again") from None
+        return zn.features_epoch(stat.version)
+
     def allocate_producer_id_block(self, size: int) -> int:
         """Kafka's ZooKeeper-era scheme: read the latest block, claim the next one with a write
         conditional on the version read, retry if another broker claimed it first. The counter

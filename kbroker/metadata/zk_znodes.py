@@ -52,6 +52,7 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ISR_CHANGE = "/isr_change_notification"
 ISR_CHANGE_PREFIX = ISR_CHANGE + "/isr_change_"
 DEFAULT_ENTITY = "<default>"
+FEATURE = "/feature"
 
 # The persistent paths a Kafka broker creates at start-up (KafkaZkClient.createTopLevelPaths).
 PERSISTENT_PATHS = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
@@ -166,6 +167,27 @@ def decode_config(data: bytes | None) -> dict[str, str]:
     if not data:
         return {}
     return {k: str(v) for k, v in (_parse(data).get("config") or {}).items()}
+
+
+def encode_features(levels: Mapping[str, int]) -> bytes:
+    """Kafka's FeatureZNode (version 2, status enabled): each finalized feature with its level
+    as both min and max, as a controller finalizes one level."""
+    return _json({"version": 2, "status": 1, "features": {
+        name: {"min_version_level": level, "max_version_level": level}
+        for name, level in sorted(levels.items())}})
+
+
+def decode_features(data: bytes | None) -> dict[str, int]:
+    if not data:
+        return {}
+    features = _parse(data).get("features") or {}
+    return {name: int(v["max_version_level"]) for name, v in features.items()}
+
+
+def features_epoch(version: int | None) -> int:
+    """The finalized-features epoch of a /feature znode at ``version`` (Kafka uses the znode
+    version): 1 with no znode, as before any change, and above it from the first write on."""
+    return 1 if version is None else version + 2
 
 
 def encode_config_change(entity_path: str) -> bytes:

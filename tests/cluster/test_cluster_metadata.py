@@ -446,3 +446,35 @@ def test_an_expired_session_re_registers_and_the_controller_moves(cluster, zooke
     _wait_for(lambda: (v := _same_everywhere(brokers.values(), "steady"))
               and v[1] not in (controller, -1) and v[0] == [1, 2, 3],
               "another controller, and the expired broker registered again")
+
+
+def test_a_finalized_feature_level_is_the_same_on_every_broker(cluster, connect_string):
+    """UpdateFeatures through one broker writes Kafka's /feature znode; every broker answers
+    ApiVersions with that level and the same epoch."""
+    import json
+
+    from kazoo.client import KazooClient
+    from tests.integration.test_features import finalized, update
+
+    brokers, _ = cluster
+    assert update(brokers[2]._inner.bootstrap_servers, 2, "transaction.version", 1,
+                  upgrade_type=2).error_code == 0
+    views = _wait_for(lambda: (v := [finalized(b._inner.bootstrap_servers)
+                                     for b in brokers.values()])
+                      and all(x == v[0] and x[1]["transaction.version"] == (1, 1) for x in v)
+                      and v, "every broker to finalize transaction.version 1")
+    zk = KazooClient(connect_string)
+    zk.start()
+    try:
+        data, _ = zk.get("/feature")
+    finally:
+        zk.stop()
+        zk.close()
+    assert json.loads(data) == {"version": 2, "status": 1, "features": {
+        "transaction.version": {"min_version_level": 1, "max_version_level": 1}}}
+    # Back up: the epoch grows on every broker.
+    assert update(brokers[3]._inner.bootstrap_servers, 2, "transaction.version", 2) \
+        .error_code == 0
+    _wait_for(lambda: all((f := finalized(b._inner.bootstrap_servers))[1]["transaction.version"]
+                          == (2, 2) and f[0] > views[0][0] for b in brokers.values()),
+              "every broker to finalize transaction.version 2")

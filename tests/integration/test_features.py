@@ -139,3 +139,19 @@ def test_kafka_features_upgrade(broker):
     done = feature_tool(broker.bootstrap, "upgrade", "--feature", "transaction.version=3")
     assert done.returncode == 1
     assert "Local controller 1 only supports versions 0-2" in done.stdout
+
+
+def test_a_finalized_level_survives_a_restart(tmp_path):
+    """UpdateFeatures is kept by the controller in the metadata store, as Kafka's controller
+    keeps it in its log: a restart does not finalize the default again."""
+    data = tmp_path / "data"
+    with running_broker(data) as first:
+        epoch, _ = finalized(first.bootstrap)
+        assert update(first.bootstrap, 2, "transaction.version", 1, upgrade_type=2) \
+            .error_code == 0
+        changed, levels = finalized(first.bootstrap)
+        assert levels["transaction.version"] == (1, 1) and changed > epoch
+    with running_broker(data) as again:
+        restarted, levels = finalized(again.bootstrap)
+        assert levels["transaction.version"] == (1, 1)
+        assert restarted == changed  # the same finalized state, so the same epoch

@@ -9,9 +9,8 @@ with a retriable error every 100 ms while the shard is hosted, drops a partition
 exists, then writes CompleteCommit/CompleteAbort. A shard that loads resumes the markers of every
 transaction it finds prepared (a crash between Prepare and Complete).
 
-Transactions v2 (KIP-890 part 2): ``transaction_version`` is this broker's finalized
-``transaction.version`` (2 as on a new Kafka 4.x cluster; UpdateFeatures may set 0-2). Clients
-choose v2 from it; the broker serves both. A v2 producer's Produce and TxnOffsetCommit add their
+Transactions v2 (KIP-890 part 2): clients choose v2 from the finalized ``transaction.version``
+(kept in the metadata image, see kbroker.handlers.features); the broker serves both. A v2 producer's Produce and TxnOffsetCommit add their
 partition to the transaction through :meth:`add_partitions_now`; produces of one transactional id
 that wait for such an add are kept in order through ``produce_order``.
 
@@ -59,8 +58,6 @@ class TransactionCoordinator:
             topic_configs, lambda runtime, index: TxnShard(runtime, index, self),
             config.get("transaction.state.log.replication.factor"))
         self._markers: set[asyncio.Task] = set()
-        self.transaction_version = 2
-        self.features_epoch = 1
         # transactional id -> the last produce still waiting for an implicit AddPartitions.
         self.produce_order: dict[str, asyncio.Future] = {}
         # transactional id -> partitions of its prepared transaction still without a marker
