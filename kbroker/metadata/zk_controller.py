@@ -458,6 +458,7 @@ def _share_unchanged(old: MetadataImage, new: MetadataImage) -> MetadataImage:
             shared.append(topic)
     image = MetadataImage.build(new.cluster_id, shared,
                                 {k: dict(v) for k, v in new.dynamic_broker_configs.items()},
-                                old.scram_credentials, old.acls)
+                                old.scram_credentials, old.acls,
+                                client_quotas=new.client_quotas)
     return image.with_brokers(new.brokers.values(), new.controller_id).with_finalized_features(
         new.finalized_features, new.features_epoch)

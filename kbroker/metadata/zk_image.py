@@ -65,6 +65,36 @@ def _children(zk: KazooClient, path: str) -> list[str]:
         return []
 
 
+def read_client_quotas(zk: KazooClient) -> dict:
+    """Every entity's client quotas from Kafka's ZooKeeper-mode znodes (/config/users/U,
+    /config/users/U/clients/C, /config/clients/C, /config/ips/IP), as the image keeps them.
+    Other keys in the same znodes (a user's SCRAM credentials) are not quotas and are skipped."""
+    pending = {}
+    for kind, root in zn.QUOTA_ROOTS.items():
+        children = {c: zk.get_children_async(f"/config/{root}/{c}/clients")
+                    for c in _children(zk, f"/config/{root}")} if kind == "user" else \
+            {c: None for c in _children(zk, f"/config/{root}")}
+        for child, clients in children.items():
+            entity = ((kind, zn.desanitize(child)),)
+            pending[entity] = zk.get_async(f"/config/{root}/{child}")
+            if clients is None:
+                continue
+            try:
+                names = clients.get(timeout=READ_TIMEOUT_S)
+            except NoNodeError:
+                continue
+            for client in names:
+                pair = tuple(sorted(entity + (("client-id", zn.desanitize(client)),)))
+                pending[pair] = zk.get_async(f"/config/{root}/{child}/clients/{client}")
+    quotas = {}
+    for entity, (data, _version) in _collect(pending).items():
+        values = {k: float(v) for k, v in zn.decode_config(data).items()
+                  if k in zn.QUOTA_KEYS}
+        if values:
+            quotas[entity] = values
+    return quotas
+
+
 def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
     broker_ids = [c for c in _children(zk, zn.BROKER_IDS) if c.isdigit()]
     names = [n for n in _children(zk, zn.TOPICS)]
@@ -136,7 +166,8 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
         "broker": zn.decode_config(found.get(zn.broker_config_path(node_id), (None,))[0]),
     }
     feature = found.get(zn.FEATURE)
-    image = MetadataImage.build(cluster_id, topics, broker_configs).with_brokers(
+    image = MetadataImage.build(cluster_id, topics, broker_configs,
+                                client_quotas=read_client_quotas(zk)).with_brokers(
         sorted(brokers, key=lambda b: b.node_id), controller_id).with_finalized_features(
         zn.decode_features(feature[0] if feature else None),
         zn.features_epoch(feature[1] if feature else None))

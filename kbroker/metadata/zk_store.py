@@ -39,12 +39,11 @@ from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.image import MetadataImage, TopicMetadata
 from kbroker.metadata.local_store import new_cluster_id
 from kbroker.metadata.store import StaleMetadataError
+from kbroker.metadata.zk_image import read_client_quotas
 
 log = logging.getLogger("kbroker.metadata.zk")
 
 _PRODUCER_ID_RETRIES = 20
-QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage",
-                        "controller_mutation_rate", "connection_creation_rate"})
 
 
 class ZkMetadataStore:
@@ -132,26 +131,7 @@ class ZkMetadataStore:
             "broker": zn.decode_config(self._get(zn.broker_config_path(self._node_id))),
         }
         return MetadataImage.build(self.cluster_id, topics, broker_configs,
-                                   client_quotas=self._load_client_quotas())
-
-    def _load_client_quotas(self) -> dict:
-        quotas = {}
-
-        def read(path, entity):
-            values = {k: float(v) for k, v in zn.decode_config(self._get(path)).items()
-                      if k in QUOTA_KEYS}
-            if values:
-                quotas[tuple(sorted(entity))] = values
-
-        for kind, root in zn.QUOTA_ROOTS.items():
-            for child in self._zk.get_children(f"/config/{root}"):
-                read(f"/config/{root}/{child}", [(kind, zn.desanitize(child))])
-                if kind == "user" and self._zk.exists(f"/config/users/{child}/clients"):
-                    for client in self._zk.get_children(f"/config/users/{child}/clients"):
-                        read(f"/config/users/{child}/clients/{client}",
-                             [("user", zn.desanitize(child)),
-                              ("client-id", zn.desanitize(client))])
-        return quotas
+                                   client_quotas=read_client_quotas(self._zk))
 
     def partition_state(self, topic: str, partition: int) -> zn.PartitionState | None:
         try:
@@ -361,16 +341,19 @@ class ZkMetadataStore:
         same znode (SCRAM credentials in /config/users/U) are kept; an entity with no quota
         left keeps its znode with an empty config, as Kafka's ZooKeeper mode leaves it."""
         txn = self._transaction()
-        for entity in changed:
-            entity_path = zn.quota_entity_path(entity)
+        written = set()  # paths this transaction creates or sets: each only once
+        # Parents first: users/U is written before users/U/clients/C needs it to exist.
+        for entity_path, entity in sorted((zn.quota_entity_path(e), e) for e in changed):
             path = f"/config/{entity_path}"
             parts = entity_path.split("/")
             if len(parts) == 4:  # users/U/clients/C: the parents may not exist yet
                 for parent in (f"/config/users/{parts[1]}", f"/config/users/{parts[1]}/clients"):
-                    if self._get(parent) is None:
+                    if parent not in written and self._get(parent) is None:
                         txn.create(parent, b"")
+                        written.add(parent)
+            written.add(path)
             current = zn.decode_config(self._get(path))
-            config = {k: v for k, v in current.items() if k not in QUOTA_KEYS}
+            config = {k: v for k, v in current.items() if k not in zn.QUOTA_KEYS}
             config.update({k: zn.encode_quota_value(k, v)
                            for k, v in quotas.get(entity, {}).items()})
             self._set_or_create(txn, path, zn.encode_config(config))

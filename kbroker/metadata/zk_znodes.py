@@ -282,6 +282,8 @@ def decode_broker_registration(data: bytes) -> tuple[list[Endpoint], str | None]
 # --- client quotas ------------------------------------------------------------------------------
 
 QUOTA_ROOTS = {"user": "users", "client-id": "clients", "ip": "ips"}
+QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                        "controller_mutation_rate", "connection_creation_rate"})
 
 
 def sanitize(name: str | None) -> str:

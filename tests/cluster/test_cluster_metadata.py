@@ -478,3 +478,31 @@ def test_a_finalized_feature_level_is_the_same_on_every_broker(cluster, connect_
     _wait_for(lambda: all((f := finalized(b._inner.bootstrap_servers))[1]["transaction.version"]
                           == (2, 2) and f[0] > views[0][0] for b in brokers.values()),
               "every broker to finalize transaction.version 2")
+
+
+def test_client_quotas_set_through_one_broker_hold_on_every_broker(cluster):
+    """AlterClientQuotas writes Kafka's /config/users, /config/clients znodes; every broker
+    reads them back (and keeps them across its periodic re-reads of ZooKeeper)."""
+    from tests.security.test_quotas_api import alter, describe
+
+    brokers, _ = cluster
+    user, pair = {"user": "alice"}, {"user": "alice", "client-id": "app"}
+    assert [code for _, code, _ in alter(brokers[1]._inner.bootstrap_servers, [
+        (user, {"producer_byte_rate": 1024.0}),
+        (pair, {"consumer_byte_rate": 2048.0})])] == [0, 0]
+    wanted = {frozenset(user.items()): {"producer_byte_rate": 1024.0},
+              frozenset(pair.items()): {"consumer_byte_rate": 2048.0}}
+    everything = [("user", 2, None)]  # every entity with a user part
+
+    def everywhere():
+        return all(describe(b._inner.bootstrap_servers, everything) == wanted
+                   for b in brokers.values())
+
+    _wait_for(everywhere, "every broker to hold alice's quotas")
+    time.sleep(2.5)  # past a periodic re-read of the whole tree (RESYNC_INTERVAL_S)
+    assert everywhere()
+    assert [code for _, code, _ in alter(brokers[3]._inner.bootstrap_servers, [
+        (user, {"producer_byte_rate": None})])] == [0]
+    _wait_for(lambda: all(describe(b._inner.bootstrap_servers, everything)
+                          == {frozenset(pair.items()): {"consumer_byte_rate": 2048.0}}
+                          for b in brokers.values()), "every broker to drop alice's own quota")
