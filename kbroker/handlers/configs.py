@@ -329,6 +329,37 @@ def restore_dynamic_configs(config, store) -> None:
         _apply_dynamic(config, {}, stored, cluster_default)
 
 
+class DynamicConfigFollower:
+    """Dynamic broker configs that reach the image from elsewhere (in cluster mode, another
+    broker's AlterConfigs of the cluster default, or of this broker's own /config/brokers/N)
+    become this broker's settings, as Kafka's brokers follow /config/changes. Subscribed before
+    the replica manager, which re-derives topic settings from them. A change made here was
+    applied before it was stored, so its own image is no change at all."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def apply(self, old, new):
+        if old.dynamic_broker_configs != new.dynamic_broker_configs:
+            for cluster_default in (True, False):
+                current = self.config.dynamic_configs(cluster_default=cluster_default)
+                wanted = new.broker_configs(cluster_default=cluster_default)
+                if current == wanted:
+                    continue
+                try:
+                    _apply_dynamic(self.config, current, wanted, cluster_default)
+                except ConfigError as exc:
+                    _apply_dynamic(self.config,
+                                   self.config.dynamic_configs(cluster_default=cluster_default),
+                                   current, cluster_default)
+                    log.warning("dynamic %s broker configs from the metadata not applied: %s",
+                                "cluster-default" if cluster_default else "per-broker", exc)
+                    continue
+                log.info("dynamic %s broker configs are now %s (from the metadata)",
+                         "cluster-default" if cluster_default else "per-broker", wanted)
+        return iter(())
+
+
 # --- loggers (BROKER_LOGGER) -------------------------------------------------------------------
 
 # Kafka (log4j) level names and the Python levels they map to.

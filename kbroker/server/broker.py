@@ -51,7 +51,7 @@ class Broker:
     # --- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        from kbroker.handlers.configs import restore_dynamic_configs
+        from kbroker.handlers.configs import DynamicConfigFollower, restore_dynamic_configs
         from kbroker.metadata.local_store import LocalMetadataStore
         from kbroker.replica.replica_manager import ReplicaManager
         from kbroker.metadata.controller import Controller
@@ -70,6 +70,7 @@ class Broker:
         # Recovers the logs and repairs a crash between a persisted change and its application;
         # then follows the controller's changes.
         self.replicas = ReplicaManager.open(self.config, image, self.node_id)
+        self.controller.subscribe(DynamicConfigFollower(self.config))
         self.controller.subscribe(self.replicas)
         self.producer_ids = ProducerIdManager(self.controller)
         from kbroker.coordinator.group.coordinator import GroupCoordinator

@@ -506,3 +506,33 @@ def test_client_quotas_set_through_one_broker_hold_on_every_broker(cluster):
     _wait_for(lambda: all(describe(b._inner.bootstrap_servers, everything)
                           == {frozenset(pair.items()): {"consumer_byte_rate": 2048.0}}
                           for b in brokers.values()), "every broker to drop alice's own quota")
+
+
+def test_a_cluster_default_broker_config_reaches_every_broker(cluster):
+    """AlterConfigs of the cluster default (resource name "") through one broker is stored in
+    /config/brokers/<default>; every broker then runs with it, as Kafka's brokers follow
+    /config/changes."""
+    from confluent_kafka.admin import ConfigResource
+
+    from kbroker.protocol import messages
+
+    brokers, _ = cluster
+    R = messages.request_class(44)  # IncrementalAlterConfigs; confluent-kafka refuses name ""
+    request = R(validate_only=False, resources=[R.AlterConfigsResource(
+        resource_type=4, resource_name="", configs=[R.AlterableConfig(
+            name="log.retention.ms", config_operation=0, value="7200000")])])
+    with _wire(brokers[1]) as wire:
+        (result,) = wire.call(44, 1, request).responses
+    assert result.error_code == 0, result.error_message
+
+    def retention(broker_id):
+        admin = _admin(brokers[broker_id])  # kept: a collected client cancels its requests
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResource.Type.BROKER, str(broker_id))])
+        (configs,) = [f.result(TIMEOUT) for f in described.values()]
+        return configs["log.retention.ms"].value
+
+    _wait_for(lambda: all(retention(b) == "7200000" for b in brokers),
+              "every broker to run with the new cluster default")
+    assert all(b._inner.broker.config.get("log.retention.ms") == 7200000
+               for b in brokers.values())
