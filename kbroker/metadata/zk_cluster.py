@@ -45,6 +45,8 @@ log = logging.getLogger("kbroker.cluster")
 
 # Re-read ZooKeeper this often even without a notification (seconds).
 RESYNC_INTERVAL_S = 2.0
+# ... but at most once per this many times the last read's duration (large clusters).
+RESYNC_BUDGET = 20
 # Notifications kept under /isr_change_notification; the controller deletes older ones.
 KEEP_NOTIFICATIONS = 100
 # The most a stop waits for the ZooKeeper client to close (seconds).
@@ -118,15 +120,21 @@ class ZkCluster:
     async def _sync_loop(self) -> None:
         # Not asyncio.wait_for: on 3.11 it swallows a cancel that arrives as the nudge is set,
         # and this loop would then outlive stop(). The flag ends it even so.
+        interval = RESYNC_INTERVAL_S
         while not self._stopping:
             try:
-                async with asyncio.timeout(RESYNC_INTERVAL_S):
+                async with asyncio.timeout(interval):
                     await self._nudge.wait()
             except TimeoutError:
                 pass
             self._nudge.clear()
             try:
+                started = self._loop.time()
                 await self.controller.refresh()
+                # A full read costs O(partitions) (about 0.2 ms each): the unprompted re-read
+                # is spaced so it never takes more than 1/RESYNC_BUDGET of the time.
+                interval = max(RESYNC_INTERVAL_S,
+                               (self._loop.time() - started) * RESYNC_BUDGET)
                 if self.election.is_controller:
                     epoch = self.election.epoch
                     if await self.controller.run_duties(epoch):

@@ -35,6 +35,7 @@ import uuid
 from typing import Mapping
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
 from kbroker.metadata import leader_election
 from kbroker.metadata import zk_znodes as zn
@@ -49,6 +50,10 @@ from kbroker.protocol.errors import Errors, KafkaError
 log = logging.getLogger("kbroker.controller")
 
 
+# How long a partition may stay without a state znode before the controller writes it.
+MISSING_STATE_GRACE_S = 30
+
+
 class ClusterController(Controller):
     def __init__(self, store, node_id: int, client: KazooClient, config):
         self._zk = client
@@ -59,6 +64,8 @@ class ClusterController(Controller):
             "leader.imbalance.check.interval.seconds")
         # (topic, partition) -> (adding, removing): reassignments in progress, from ZooKeeper.
         self.reassignments: dict = {}
+        # (topic, partition) -> when this controller first saw it without a state znode.
+        self._missing_since: dict[tuple[str, int], float] = {}
         super().__init__(store, node_id)
         snapshot = read_snapshot(client, store.cluster_id, node_id)
         store.remember_versions(snapshot.versions)
@@ -173,6 +180,13 @@ class ClusterController(Controller):
                 self._store.remember_versions(snapshot.versions)
             except OSError as exc:
                 raise KafkaError(Errors.KAFKA_STORAGE_ERROR, str(exc)) from None
+            except KazooException as exc:
+                # The connection dropped mid-request: whether the write happened is unknown
+                # until the next read; the client retries (REQUEST_TIMED_OUT is retriable).
+                log.warning("metadata write not confirmed: ZooKeeper %s", type(exc).__name__)
+                raise KafkaError(Errors.REQUEST_TIMED_OUT,
+                                 f"ZooKeeper did not confirm the change "
+                                 f"({type(exc).__name__}); it may or may not be made") from None
 
     def _persist(self, write) -> None:  # configs: the base class's synchronous path
         self._write(write)
@@ -215,12 +229,32 @@ class ClusterController(Controller):
         if wanted:
             changes += [c for c in leader_election.preferred(image, live, controller_epoch, wanted)
                         if (c[0], c[1]) not in changed]
-        done = 0
+        done = await self._create_missing_states(image)
         if changes:
             done += len(await asyncio.to_thread(self._write_states, changes))
         elif self.reassignments:  # on a settled image only: one step at a time
             done += await asyncio.to_thread(self._complete_reassignments, controller_epoch)
         return done
+
+    async def _create_missing_states(self, image: MetadataImage) -> int:
+        """Partitions without a state znode for MISSING_STATE_GRACE_S (a broker died while
+        creating them, see ZkMetadataStore.create_topic) get their initial state, as Kafka's
+        controller initializes new partitions. The grace leaves a live creator time to finish."""
+        now = time.monotonic()
+        missing = {(t.name, i) for t in image.topics().values() if t.states
+                   for i, s in enumerate(t.states) if s.leader_epoch < 0}
+        self._missing_since = {k: self._missing_since.get(k, now) for k in missing}
+        due: dict[str, list[int]] = {}
+        for (name, index), since in self._missing_since.items():
+            if now - since >= MISSING_STATE_GRACE_S:
+                due.setdefault(name, []).append(index)
+        for name, indexes in due.items():
+            log.warning("%s: %d partition(s) without a state for %d s; writing their initial "
+                        "state", name, len(indexes), MISSING_STATE_GRACE_S)
+            assignments = image.topic(name).assignments
+            await asyncio.to_thread(self._write, lambda: self._store.create_missing_states(
+                name, sorted(indexes), assignments))
+        return sum(len(v) for v in due.values())
 
     # --- reassignment (KIP-455, as Kafka's ZooKeeper controller) -----------------------------
 

@@ -44,6 +44,9 @@ from kbroker.metadata.zk_image import read_client_quotas
 log = logging.getLogger("kbroker.metadata.zk")
 
 _PRODUCER_ID_RETRIES = 20
+# Partition states written per ZooKeeper transaction: two creates of ~150 bytes each, far below
+# ZooKeeper's 1 MiB request limit (jute.maxbuffer).
+STATES_PER_TRANSACTION = 500
 
 
 class ZkMetadataStore:
@@ -189,8 +192,9 @@ class ZkMetadataStore:
             elif kind == "Delete":
                 self._versions.pop(path, None)
 
-    def _partition_state_ops(self, txn, topic: str, first: int, assignments) -> None:
-        for p in range(first, len(assignments)):
+    def _partition_state_ops(self, txn, topic: str, first: int, assignments,
+                             last: int | None = None) -> None:
+        for p in range(first, len(assignments) if last is None else last):
             replicas = tuple(assignments[p])
             txn.create(f"{zn.TOPICS}/{topic}/partitions/{p}")
             state = zn.PartitionState(replicas[0] if replicas else -1, 0, replicas,
@@ -198,15 +202,49 @@ class ZkMetadataStore:
             txn.create(zn.partition_state_path(topic, p), state.encode())
 
     def create_topic(self, topic: TopicMetadata) -> None:
+        """The topic's znodes and its first partitions' states in one transaction, the other
+        states in further ones of STATES_PER_TRANSACTION: ZooKeeper refuses a request above
+        its ``jute.maxbuffer`` (1 MiB) by dropping the connection, which a few thousand
+        partitions in one transaction would exceed. Until its state is written a partition has
+        no leader (Metadata says LEADER_NOT_AVAILABLE), as on Kafka while its controller
+        initializes new partitions; a controller finds states left missing by a creator that
+        died half-way and writes them (``ClusterController.run_duties``)."""
         txn = self._transaction()
         config_path = zn.topic_config_path(topic.name)
         txn.create(config_path, zn.encode_config(topic.configs))
         txn.create(zn.topic_path(topic.name), zn.encode_topic(topic.topic_id, topic.assignments))
         txn.create(f"{zn.TOPICS}/{topic.name}/partitions")
-        self._partition_state_ops(txn, topic.name, 0, topic.assignments)
+        first = min(topic.num_partitions, STATES_PER_TRANSACTION)
+        self._partition_state_ops(txn, topic.name, 0, topic.assignments, first)
         self._remember(txn, self._commit(txn, f"creating topic {topic.name}"))
         self._partition_counts[topic.name] = topic.num_partitions
         self._topic_ids[topic.name] = topic.topic_id
+        self.create_missing_states(topic.name, range(first, topic.num_partitions),
+                                   topic.assignments)
+
+    def create_missing_states(self, name: str, partitions, assignments) -> None:
+        """Write the initial state of ``partitions`` (leader: the first replica), in
+        transactions of at most STATES_PER_TRANSACTION; one already written by someone else is
+        left as it is."""
+        partitions = list(partitions)
+        for start in range(0, len(partitions), STATES_PER_TRANSACTION):
+            chunk = partitions[start:start + STATES_PER_TRANSACTION]
+            txn = self._transaction()
+            for p in chunk:
+                self._partition_state_ops(txn, name, p, assignments, p + 1)
+            try:
+                self._commit(txn, f"creating the partitions of {name}")
+            except StaleMetadataError as exc:
+                if "already exists" not in str(exc):
+                    raise
+                for p in chunk:  # some exist: one at a time, keeping what is there
+                    txn = self._transaction()
+                    self._partition_state_ops(txn, name, p, assignments, p + 1)
+                    try:
+                        self._commit(txn, f"creating partition {name}-{p}")
+                    except StaleMetadataError as one:
+                        if "already exists" not in str(one):
+                            raise
 
     def set_assignments(self, name: str, assignments: Sequence[Sequence[int]]) -> None:
         path = zn.topic_path(name)

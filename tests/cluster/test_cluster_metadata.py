@@ -536,3 +536,47 @@ def test_a_cluster_default_broker_config_reaches_every_broker(cluster):
               "every broker to run with the new cluster default")
     assert all(b._inner.broker.config.get("log.retention.ms") == 7200000
                for b in brokers.values())
+
+
+def test_a_topic_with_many_partitions_is_created_in_several_zookeeper_transactions(cluster):
+    """ZooKeeper drops a connection whose request exceeds 1 MiB: partition states are written
+    500 per transaction, and every partition gets its leader."""
+    brokers, _ = cluster
+    _create(brokers[1], "wide", 1201, 1)
+    _, _, partitions = _wait_for(
+        lambda: (v := _same_everywhere(brokers.values(), "wide")) and len(v[2]) == 1201
+        and all(leader in (1, 2, 3) for leader, _, _ in v[2].values()) and v,
+        "every broker to see 1201 led partitions", timeout=120)
+    assert all(leader == replicas[0] and isr == replicas
+               for leader, replicas, isr in partitions.values())
+
+
+def test_partitions_left_without_a_state_get_one_from_the_controller(cluster, connect_string,
+                                                                     monkeypatch):
+    """A broker that dies while creating a topic leaves partitions without a state znode; the
+    controller writes their initial state once they stayed missing for a grace period."""
+    import uuid
+
+    from kazoo.client import KazooClient
+
+    from kbroker.metadata import zk_controller, zk_znodes as zn
+
+    monkeypatch.setattr(zk_controller, "MISSING_STATE_GRACE_S", 0.5)
+    brokers, _ = cluster
+    zk = KazooClient(connect_string)
+    zk.start()
+    try:  # what a creator that died after its first transaction leaves behind
+        assignments = ((1, 2), (2, 3), (3, 1))
+        zk.create(zn.topic_config_path("half"), zn.encode_config({}))
+        zk.create(zn.topic_path("half"), zn.encode_topic(uuid.uuid4(), assignments))
+        zk.create(f"{zn.TOPICS}/half/partitions/0/state",
+                  zn.PartitionState(1, 0, (1, 2), 1).encode(), makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+    _, _, partitions = _wait_for(
+        lambda: (v := _same_everywhere(brokers.values(), "half")) and len(v[2]) == 3
+        and all(leader != -1 for leader, _, _ in v[2].values()) and v,
+        "the controller to initialize the missing partitions")
+    assert {p: (leader, isr) for p, (leader, _, isr) in partitions.items()} == {
+        0: (1, (1, 2)), 1: (2, (2, 3)), 2: (3, (3, 1))}
