@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 
 from kazoo.client import KazooClient
+from kazoo.retry import KazooRetry
 
 # Kafka's defaults: zookeeper.session.timeout.ms=18000; the connection timeout defaults to it.
 DEFAULT_SESSION_TIMEOUT_MS = 18000
@@ -39,10 +40,20 @@ def connect(connect_string: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEO
         finally:
             bootstrap.stop()
             bootstrap.close()
-    client = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000)
+    client = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000,
+                         connection_retry=_reconnect_retry(session_timeout_ms))
     client.start(timeout=connection_timeout)
     _never_block_exit(client)
     return client
+
+
+def _reconnect_retry(session_timeout_ms: int) -> KazooRetry:
+    """Reconnect attempts at most a third of the session timeout apart (and at most 1 s), as
+    ZooKeeper's Java client retries. kazoo's default backoff doubles up to a minute: after a
+    ZooKeeper restart a broker could come back only after its session had expired, losing its
+    registration and its leaderships for nothing."""
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_jitter=0.1,
+                      max_delay=min(1.0, session_timeout_ms / 3000))
 
 
 def _never_block_exit(client: KazooClient) -> None:
