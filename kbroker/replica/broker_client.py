@@ -8,12 +8,19 @@ uses the highest version both sides support (Kafka's NetworkClient does the same
 (connection lost, timeout, a frame that does not decode) raises :class:`BrokerClientError` and
 the connection is closed; the caller backs off and reconnects.
 
-Imports only the protocol layer and asyncio.
+Security (``security``, a :class:`~kbroker.security.inter_broker.InterBrokerSecurity`): TLS
+wraps the socket before the first byte; SASL follows ApiVersions as in Kafka's clients
+(SaslHandshake v1, then SaslAuthenticate rounds until the mechanism is complete). A refused
+authentication raises :class:`BrokerAuthenticationError` (a BrokerClientError: the caller backs
+off the same way) with the other broker's message.
+
+Imports only the protocol layer, the security helpers and asyncio.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 
 from kbroker.protocol.messages import (API_BY_KEY, API_KEY_BY_NAME, request_class,
@@ -31,11 +38,17 @@ class BrokerClientError(Exception):
     """The request did not get an answer: connection refused or lost, timeout, bad frame."""
 
 
+class BrokerAuthenticationError(BrokerClientError):
+    """The other broker refused our TLS handshake or SASL credentials."""
+
+
 class BrokerClient:
     def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float,
-                 max_response_bytes: int):
+                 max_response_bytes: int, security=None):
+        """``security``: an InterBrokerSecurity; None is PLAINTEXT."""
         self.host = host
         self.port = port
+        self.security = security
         self.client_id = client_id
         self.timeout_s = timeout_s
         # A response larger than this is not a Kafka answer to what we asked: refuse it
@@ -51,9 +64,16 @@ class BrokerClient:
         return self._writer is not None
 
     async def connect(self) -> None:
+        context = self.security.ssl_context if self.security is not None else None
         try:
             async with asyncio.timeout(self.timeout_s):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=context,
+                    server_hostname=self.host if context is not None else None)
+        except ssl.SSLError as exc:
+            raise BrokerAuthenticationError(
+                f"TLS handshake with {self.host}:{self.port} (listener "
+                f"{self.security.listener}) failed: {exc.reason or exc}") from None
         except (OSError, asyncio.TimeoutError) as exc:
             raise BrokerClientError(f"cannot connect to {self.host}:{self.port}: "
                                     f"{exc or type(exc).__name__}") from None
@@ -65,6 +85,39 @@ class BrokerClient:
             raise BrokerClientError(f"{self.host}:{self.port} refused ApiVersions "
                                     f"(error {response.error_code})")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        sasl = self.security.sasl_client() if self.security is not None else None
+        if sasl is not None:
+            try:
+                await self._authenticate(sasl)
+            except BrokerClientError:
+                self.close()
+                raise
+
+    async def _authenticate(self, sasl) -> None:
+        from kbroker.security.sasl.client import ClientAuthenticationFailed
+
+        who = (f"SASL {sasl.mechanism} authentication as {self.security.username} to "
+               f"{self.host}:{self.port} (listener {self.security.listener})")
+        handshake = await self.request("SaslHandshake", request_class(
+            API_KEY_BY_NAME["SaslHandshake"])(mechanism=sasl.mechanism))
+        if handshake.error_code:
+            raise BrokerAuthenticationError(f"{who} failed: the broker offers "
+                                            f"{', '.join(handshake.mechanisms) or 'no mechanism'} "
+                                            f"(error {handshake.error_code})")
+        authenticate = request_class(API_KEY_BY_NAME["SaslAuthenticate"])
+        token = sasl.first()
+        try:
+            while token is not None:
+                response = await self.request("SaslAuthenticate", authenticate(auth_bytes=token))
+                if response.error_code:
+                    raise BrokerAuthenticationError(
+                        f"{who} failed: {response.error_message or 'refused'} "
+                        f"(error {response.error_code})")
+                token = sasl.evaluate(response.auth_bytes)
+        except ClientAuthenticationFailed as exc:
+            raise BrokerAuthenticationError(f"{who} failed: {exc}") from None
+        if not sasl.complete:
+            raise BrokerAuthenticationError(f"{who} failed: the exchange did not complete")
 
     def version_for(self, api_name: str) -> int:
         """The highest version of ``api_name`` both sides speak; BrokerClientError if none."""
