@@ -144,3 +144,22 @@ def test_broker_client_refuses_a_broker_its_trust_store_does_not_vouch_for(secur
                                                         "\\(listener SSL\\) failed: "
                                                         "CERTIFICATE_VERIFY_FAILED"):
         asyncio.run(_metadata(secured, "SSL", security))
+
+
+def test_start_up_names_the_key_of_unusable_inter_broker_settings(tmp_path):
+    from kbroker.server import listener_security
+    from kbroker.startup import StartupError
+
+    config = _cluster_config(tmp_path, **{"listener.name.internal.plain.sasl.jaas.config":
+                                          f'{PLAIN_MODULE} required user_broker="s3cret";'})
+    with pytest.raises(StartupError) as info:
+        listener_security.inter_broker(config)
+    assert "inter-broker client" in str(info.value)
+    assert "listener.name.internal.plain.sasl.jaas.config" in str(info.value)
+    ssl_config = BrokerConfig({"zookeeper.connect": "127.0.0.1:2181", "log.dirs": str(tmp_path),
+                               "listeners": "INTERNAL://127.0.0.1:9093",
+                               "listener.security.protocol.map": "INTERNAL:SSL",
+                               "ssl.keystore.type": "PEM",
+                               "ssl.keystore.location": str(tmp_path / "missing.pem")})
+    with pytest.raises(StartupError, match="ssl.keystore.location"):
+        listener_security.inter_broker(ssl_config)
