@@ -138,7 +138,7 @@ def test_a_wrong_inter_broker_password_stops_replication_with_one_clear_line(
     _produce(brokers[leader], "guarded", partition, [b"x"] * 20, acks="1")
     _wait_for(lambda: _log_end(brokers[other], "guarded", partition) == 20,
               "the follower with the right password to replicate")
-    refusal = f"SASL PLAIN authentication as broker to 127.0.0.1:"
+    refusal = "SASL PLAIN authentication as broker to 127.0.0.1:"
 
     def refusals():
         return [r for r in caplog.records if r.name == "kbroker.replicas.fetcher"
