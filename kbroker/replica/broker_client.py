@@ -10,7 +10,9 @@ the connection is closed; the caller backs off and reconnects.
 
 Security (``security``, a :class:`~kbroker.security.inter_broker.InterBrokerSecurity`): TLS
 wraps the socket before the first byte; SASL follows ApiVersions as in Kafka's clients
-(SaslHandshake v1, then SaslAuthenticate rounds until the mechanism is complete). A refused
+(SaslHandshake v1, then SaslAuthenticate rounds until the mechanism is complete); past 85% of
+the session lifetime the other broker grants (KIP-368) the client reports itself disconnected,
+so its caller reconnects and authenticates afresh instead of being cut off. A refused
 authentication raises :class:`BrokerAuthenticationError` (a BrokerClientError: the caller backs
 off the same way) with the other broker's message.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import struct
+import time
 
 from kbroker.protocol.messages import (API_BY_KEY, API_KEY_BY_NAME, request_class,
                                        request_header_version, response_class,
@@ -58,9 +61,14 @@ class BrokerClient:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
+        self._session_ends: float | None = None
 
     @property
     def connected(self) -> bool:
+        """Open, and (KIP-368) not past the SASL session lifetime the other broker gave: its
+        callers then reconnect, which authenticates afresh."""
+        if self._session_ends is not None and time.monotonic() >= self._session_ends:
+            self.close()
         return self._writer is not None
 
     async def connect(self) -> None:
@@ -106,6 +114,7 @@ class BrokerClient:
                                             f"(error {handshake.error_code})")
         authenticate = request_class(API_KEY_BY_NAME["SaslAuthenticate"])
         token = sasl.first()
+        lifetime_ms = 0
         try:
             while token is not None:
                 response = await self.request("SaslAuthenticate", authenticate(auth_bytes=token))
@@ -114,10 +123,15 @@ class BrokerClient:
                         f"{who} failed: {response.error_message or 'refused'} "
                         f"(error {response.error_code})")
                 token = sasl.evaluate(response.auth_bytes)
+                lifetime_ms = response.session_lifetime_ms
         except ClientAuthenticationFailed as exc:
             raise BrokerAuthenticationError(f"{who} failed: {exc}") from None
         if not sasl.complete:
             raise BrokerAuthenticationError(f"{who} failed: the exchange did not complete")
+        if lifetime_ms > 0:
+            # Reconnect at 85% of the session, as Kafka's clients re-authenticate between 85%
+            # and 95% of it; the other broker closes a connection used past its lifetime.
+            self._session_ends = time.monotonic() + lifetime_ms * 0.85 / 1000
 
     def version_for(self, api_name: str) -> int:
         """The highest version of ``api_name`` both sides speak; BrokerClientError if none."""
@@ -177,6 +191,7 @@ class BrokerClient:
         return memoryview(await reader.readexactly(size))
 
     def close(self) -> None:
+        self._session_ends = None
         if self._writer is not None:
             self._writer.close()
             self._writer = None

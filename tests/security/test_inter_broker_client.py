@@ -163,3 +163,24 @@ def test_start_up_names_the_key_of_unusable_inter_broker_settings(tmp_path):
                                "ssl.keystore.location": str(tmp_path / "missing.pem")})
     with pytest.raises(StartupError, match="ssl.keystore.location"):
         listener_security.inter_broker(ssl_config)
+
+
+def test_broker_client_reconnects_within_the_session_lifetime_kip_368():
+    with KafkaBroker({"connections.max.reauth.ms": 400},
+                     security={"listeners": ["SASL_SSL"], "mechanisms": ["PLAIN"]}) as kafka:
+        security = _security(kafka, "SASL_SSL", "SASL_SSL", "PLAIN", "alice", "alice-secret")
+        host, port = kafka.security.bootstrap_servers["SASL_SSL"].split(":")
+
+        async def session():
+            client = BrokerClient(host, int(port), client_id="broker-9", timeout_s=10,
+                                  max_response_bytes=1 << 20, security=security)
+            await client.connect()
+            assert client.connected
+            while client.connected:  # the session runs out at 85% of 400 ms
+                await asyncio.sleep(0.02)
+            await client.connect()  # authenticates afresh
+            metadata = request_class(API_KEY_BY_NAME["Metadata"])(topics=[])
+            assert (await client.request("Metadata", metadata)).brokers
+            client.close()
+
+        asyncio.run(asyncio.wait_for(session(), 20))
