@@ -121,7 +121,9 @@ class BrokerClient:
                 if response.error_code:
                     raise BrokerAuthenticationError(
                         f"{who} failed: {response.error_message or 'refused'} "
-                        f"(error {response.error_code})")
+                        f"(error {response.error_code}); this broker's username and password are "
+                        f"in listener.name.{self.security.listener.lower()}."
+                        f"{sasl.mechanism.lower()}.sasl.jaas.config")
                 token = sasl.evaluate(response.auth_bytes)
                 lifetime_ms = response.session_lifetime_ms
         except ClientAuthenticationFailed as exc:

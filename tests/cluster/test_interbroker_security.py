@@ -110,7 +110,7 @@ def _log_end(broker, topic: str, partition: int) -> int:
     return broker._inner.broker.replicas.get(topic, partition).log_end_offset
 
 
-@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_PLAINTEXT", "SASL_SSL"])
 def test_acks_all_writes_replicate_over_a_secured_inter_broker_listener(start_cluster,
                                                                         certificates, protocol):
     brokers = start_cluster(_internal(protocol, certificates))
@@ -148,5 +148,6 @@ def test_a_wrong_inter_broker_password_stops_replication_with_one_clear_line(
     (line,) = refusals()
     assert line.levelno == logging.WARNING and "Invalid username or password" in line.getMessage()
     assert "listener INTERNAL" in line.getMessage()
+    assert "listener.name.internal.plain.sasl.jaas.config" in line.getMessage()
     assert not [r for r in caplog.records if r.name.startswith("kbroker") and r.exc_info], \
         "a refused authentication is one line, never a traceback"
