@@ -37,7 +37,8 @@ def _internal(protocol: str, certs, password_of=lambda broker_id: "broker-secret
     def settings(broker_id: int) -> dict:
         out = {"listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
                "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,INTERNAL:{protocol}",
-               "inter.broker.listener.name": "INTERNAL",
+               # Lower case, as many configs write it: listener names are case-insensitive.
+               "inter.broker.listener.name": "internal",
                "listener.name.internal.ssl.keystore.type": "PEM",
                "listener.name.internal.ssl.keystore.location": str(certs.server_keystore),
                "listener.name.internal.ssl.truststore.type": "PEM",
