@@ -592,26 +592,39 @@ def test_keys_without_effect_say_so_in_their_documentation():
     assert "only replica" in entry.documentation
 
 
-def test_cluster_mode_refuses_a_secured_inter_broker_listener_and_the_authorizer(tmp_path):
+def test_cluster_mode_takes_secured_inter_broker_listeners_and_refuses_the_authorizer(tmp_path):
     cluster = {"zookeeper.connect": "127.0.0.1:2181", "log.dirs": str(tmp_path)}
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="broker" password="broker-secret" user_broker="broker-secret";')
     secured = {**cluster, "listeners": "SASL_SSL://127.0.0.1:9093",
                "listener.security.protocol.map": "SASL_SSL:SASL_SSL",
                "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN",
-               "listener.name.sasl_ssl.plain.sasl.jaas.config":
-                   'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                   'user_alice="alice-secret";',
+               "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
                "listener.name.sasl_ssl.ssl.keystore.location": str(tmp_path / "missing.pem")}
-    with pytest.raises(ConfigError) as info:
+    # GSSAPI, Kafka's default inter-broker mechanism, is refused by name.
+    with pytest.raises(ConfigError, match="SASL mechanism GSSAPI .*by default.*PLAIN, "
+                                          "SCRAM-SHA-256, SCRAM-SHA-512") as info:
         BrokerConfig(secured)
-    assert "inter-broker listener SASL_SSL (SASL_SSL)" in str(info.value)
-    plaintext_first = {**cluster, "listeners": "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093",
-                       "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
-                       "inter.broker.listener.name": "EXTERNAL"}
-    with pytest.raises(ConfigError, match="inter-broker listener EXTERNAL \\(SSL\\)"):
-        BrokerConfig(plaintext_first)
+    assert info.value.key == "sasl.mechanism.inter.broker.protocol"
+    config = BrokerConfig({**secured, "sasl.mechanism.inter.broker.protocol": "PLAIN"})
+    assert config.inter_broker_listener_name == "SASL_SSL"
+    # Kafka's rule: the inter-broker mechanism is one the listener enables.
+    with pytest.raises(ConfigError, match="must be included in sasl.enabled.mechanisms"):
+        BrokerConfig({**secured, "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"})
+    with pytest.raises(ConfigError, match="OAUTHBEARER is not implemented"):
+        BrokerConfig({**secured, "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"})
+    ssl_internal = {**cluster, "listeners": "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093",
+                    "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+                    "ssl.keystore.location": str(tmp_path / "missing.pem"),
+                    "inter.broker.listener.name": "EXTERNAL"}
+    assert BrokerConfig(ssl_internal).inter_broker_listener_name == "EXTERNAL"
     assert BrokerConfig({**cluster, "listeners": "INTERNAL://127.0.0.1:9092",
                          "listener.security.protocol.map": "INTERNAL:PLAINTEXT"}
                         ).inter_broker_listener_name == "INTERNAL"
+    with pytest.raises(ConfigError, match="ssl.endpoint.identification.algorithm"):
+        BrokerConfig({**ssl_internal, "ssl.endpoint.identification.algorithm": "ldaps"})
+    assert BrokerConfig({**ssl_internal, "ssl.endpoint.identification.algorithm": ""}) \
+        .get("ssl.endpoint.identification.algorithm") == ""
     with pytest.raises(ConfigError, match="authorizer.class.name"):
         BrokerConfig({**cluster, "authorizer.class.name":
                       "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})

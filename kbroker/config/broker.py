@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Mapping
 
-from kbroker.config.broker_table import BROKER_CONFIGS, FAULT_PREFIX, security_feature
+from kbroker.config.broker_table import (BROKER_CONFIGS, FAULT_PREFIX, INTER_BROKER_MECHANISMS,
+                                         security_feature)
 from kbroker.config.listeners import (REAUTH_KEY, SASL_MECHANISMS, SECURITY_PROTOCOLS, Endpoint,
                                       jaas_mechanism, parse_listeners, reauth_mechanism,
                                       split_listener_key, uses_sasl, uses_tls)
@@ -354,16 +355,27 @@ class BrokerConfig:
 
 
     def _check_cluster_security(self) -> None:
-        """What a cluster cannot do yet is refused by name, never half done: brokers reach each
-        other (replica fetches, transaction markers) over plaintext only, and ACLs are not kept in
-        ZooKeeper, so an authorizer would deny the brokers' own anonymous fetches."""
+        """What a cluster cannot do yet is refused by name, never half done. Brokers reach each
+        other over the inter-broker listener's protocol (kbroker.security.inter_broker): on SASL
+        with ``sasl.mechanism.inter.broker.protocol``, which must be one the client speaks and
+        the listener enables (Kafka's own rule). ACLs are not kept in ZooKeeper, so an authorizer
+        would deny the other brokers' fetches."""
         name = self.inter_broker_listener_name
         protocol = self.listener_security_protocols.get(name or "", "PLAINTEXT")
-        if protocol != "PLAINTEXT":
-            raise ConfigError(f"refused inter-broker listener {name} ({protocol}) in cluster mode: "
-                              "brokers talk to each other over PLAINTEXT only so far; add a "
-                              "PLAINTEXT listener and name it in 'inter.broker.listener.name'",
-                              "inter.broker.listener.name")
+        if uses_sasl(protocol):
+            mechanism = self.get("sasl.mechanism.inter.broker.protocol").upper()
+            key = "sasl.mechanism.inter.broker.protocol"
+            if mechanism not in INTER_BROKER_MECHANISMS:
+                raise ConfigError(f"refused inter-broker listener {name} ({protocol}) with SASL "
+                                  f"mechanism {mechanism} (the value of {key}"
+                                  f"{', by default' if not self.is_set(key) else ''}): brokers "
+                                  "authenticate to each other with "
+                                  f"{', '.join(INTER_BROKER_MECHANISMS)} only; set {key}", key)
+            enabled = [m.upper() for m in self.listener_get(name, "sasl.enabled.mechanisms")]
+            if mechanism not in enabled:
+                raise ConfigError(f"{key}={mechanism} must be included in sasl.enabled.mechanisms "
+                                  f"of the inter-broker listener {name} (it enables "
+                                  f"{', '.join(enabled)})", key)
         if self.get("authorizer.class.name"):
             raise ConfigError("refused 'authorizer.class.name' in cluster mode (zookeeper.connect): "
                               "ACLs are not stored in ZooKeeper (/kafka-acl) yet; run the "

@@ -78,6 +78,17 @@ def _sasl_mechanisms(value: Any) -> str | None:
             "implemented by kbroker yet")
 
 
+# What a broker's inter-broker client speaks (kbroker.security.inter_broker).
+INTER_BROKER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _inter_broker_mechanism(value: Any) -> str | None:
+    if str(value).upper() in INTER_BROKER_MECHANISMS:
+        return None
+    return (f"the inter-broker SASL mechanism {value} is not implemented by kbroker yet (brokers "
+            f"authenticate to each other with {', '.join(INTER_BROKER_MECHANISMS)})")
+
+
 _SECURITY_AT_RUN_TIME = ("changing a listener's security settings at run time is not implemented yet; "
                         "restart the broker with the new settings")
 KRAFT = "kbroker has no KRaft controller; it is always a broker"
@@ -397,8 +408,10 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "OAUTHBEARER (with Kafka's unsecured JWS validator; GSSAPI, Kafka's default, is not "
        "implemented).", MEDIUM, update_mode=PB,
        unsupported=_sasl_mechanisms, update_refused=_SECURITY_AT_RUN_TIME),
-    _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism between brokers.", MEDIUM,
-       update_mode=PB, unsupported=SASL),
+    _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism brokers authenticate "
+       "to each other with on a SASL inter-broker listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, "
+       "with the username and password of that listener's JAAS entry for the mechanism.", MEDIUM,
+       update_mode=PB, unsupported=_inter_broker_mechanism, update_refused=_SECURITY_AT_RUN_TIME),
     _d("sasl.jaas.config", P, None, "JAAS login context; a broker reads it only with a listener "
        "and mechanism prefix (listener.name.<l>.<mechanism>.sasl.jaas.config).", MEDIUM,
        update_mode=PB, unsupported=not_implemented_if_set(
@@ -437,6 +450,10 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        ListOf("TLSv1.2", "TLSv1.3"), update_mode=PB, update_refused=_SECURITY_AT_RUN_TIME),
     _d("ssl.cipher.suites", LS, [], "TLS 1.2 cipher suites offered (OpenSSL or IANA names); empty "
        "means the defaults. TLS 1.3 suites are always OpenSSL's.", LOW, update_mode=PB,
+       update_refused=_SECURITY_AT_RUN_TIME),
+    _d("ssl.endpoint.identification.algorithm", S, "https",
+       "Host name check of the broker a broker connects to over TLS (inter-broker); empty turns "
+       "it off.", LOW, OneOf("https", "", case_sensitive=False), update_mode=PB,
        update_refused=_SECURITY_AT_RUN_TIME),
     _d("ssl.principal.mapping.rules", S, "DEFAULT",
        "Rules mapping a client certificate's distinguished name to a principal name.", LOW),

@@ -122,7 +122,8 @@ def _plan(ctx, request):
 def _replica_listener(ctx) -> bool:
     """Whether replica fetches may come in on this request's listener."""
     inter_broker = ctx.config.get("inter.broker.listener.name")
-    return not (inter_broker and ctx.metadata.brokers) or ctx.listener == inter_broker
+    # Listener names are case-insensitive (Kafka's ListenerName.normalised); ours are upper case.
+    return not (inter_broker and ctx.metadata.brokers) or ctx.listener == inter_broker.upper()
 
 
 def _follower_fetched(partition, replica_id: int, wanted, now_ms: int):

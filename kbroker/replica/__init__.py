@@ -8,7 +8,8 @@ injected ISR writer, rack-aware preferred read replica), ``replica_manager`` (al
 this broker; creates and deletes their logs and sets their roles as metadata images change;
 leadership listeners; the background retention, flush and checkpoint jobs), ``fetcher`` (replica
 fetcher tasks per leader broker: truncation by OffsetForLeaderEpoch / diverging epoch, Fetch,
-follower append), ``broker_client`` (the inter-broker connection; protocol imports only).
+follower append), ``broker_client`` (the inter-broker connection, with the inter-broker
+listener's TLS and SASL; protocol and security imports only).
 
 Single node: this broker leads every partition, the ISR is just itself, and the high watermark
 follows the log end offset as soon as an append lands, so every commit future is done when

@@ -8,13 +8,23 @@ uses the highest version both sides support (Kafka's NetworkClient does the same
 (connection lost, timeout, a frame that does not decode) raises :class:`BrokerClientError` and
 the connection is closed; the caller backs off and reconnects.
 
-Imports only the protocol layer and asyncio.
+Security (``security``, a :class:`~kbroker.security.inter_broker.InterBrokerSecurity`): TLS
+wraps the socket before the first byte; SASL follows ApiVersions as in Kafka's clients
+(SaslHandshake v1, then SaslAuthenticate rounds until the mechanism is complete); past 85% of
+the session lifetime the other broker grants (KIP-368) the client reports itself disconnected,
+so its caller reconnects and authenticates afresh instead of being cut off. A refused
+authentication raises :class:`BrokerAuthenticationError` (a BrokerClientError: the caller backs
+off the same way) with the other broker's message.
+
+Imports only the protocol layer, the security helpers and asyncio.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
+import time
 
 from kbroker.protocol.messages import (API_BY_KEY, API_KEY_BY_NAME, request_class,
                                        request_header_version, response_class,
@@ -31,11 +41,17 @@ class BrokerClientError(Exception):
     """The request did not get an answer: connection refused or lost, timeout, bad frame."""
 
 
+class BrokerAuthenticationError(BrokerClientError):
+    """The other broker refused our TLS handshake or SASL credentials."""
+
+
 class BrokerClient:
     def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float,
-                 max_response_bytes: int):
+                 max_response_bytes: int, security=None):
+        """``security``: an InterBrokerSecurity; None is PLAINTEXT."""
         self.host = host
         self.port = port
+        self.security = security
         self.client_id = client_id
         self.timeout_s = timeout_s
         # A response larger than this is not a Kafka answer to what we asked: refuse it
@@ -45,15 +61,27 @@ class BrokerClient:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
+        self._session_ends: float | None = None
 
     @property
     def connected(self) -> bool:
+        """Open, and (KIP-368) not past the SASL session lifetime the other broker gave: its
+        callers then reconnect, which authenticates afresh."""
+        if self._session_ends is not None and time.monotonic() >= self._session_ends:
+            self.close()
         return self._writer is not None
 
     async def connect(self) -> None:
+        context = self.security.ssl_context if self.security is not None else None
         try:
             async with asyncio.timeout(self.timeout_s):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=context,
+                    server_hostname=self.host if context is not None else None)
+        except ssl.SSLError as exc:
+            raise BrokerAuthenticationError(
+                f"TLS handshake with {self.host}:{self.port} (listener "
+                f"{self.security.listener}) failed: {exc.reason or exc}") from None
         except (OSError, asyncio.TimeoutError) as exc:
             raise BrokerClientError(f"cannot connect to {self.host}:{self.port}: "
                                     f"{exc or type(exc).__name__}") from None
@@ -65,6 +93,47 @@ class BrokerClient:
             raise BrokerClientError(f"{self.host}:{self.port} refused ApiVersions "
                                     f"(error {response.error_code})")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        sasl = self.security.sasl_client() if self.security is not None else None
+        if sasl is not None:
+            try:
+                await self._authenticate(sasl)
+            except BrokerClientError:
+                self.close()
+                raise
+
+    async def _authenticate(self, sasl) -> None:
+        from kbroker.security.sasl.client import ClientAuthenticationFailed
+
+        who = (f"SASL {sasl.mechanism} authentication as {self.security.username} to "
+               f"{self.host}:{self.port} (listener {self.security.listener})")
+        handshake = await self.request("SaslHandshake", request_class(
+            API_KEY_BY_NAME["SaslHandshake"])(mechanism=sasl.mechanism))
+        if handshake.error_code:
+            raise BrokerAuthenticationError(f"{who} failed: the broker offers "
+                                            f"{', '.join(handshake.mechanisms) or 'no mechanism'} "
+                                            f"(error {handshake.error_code})")
+        authenticate = request_class(API_KEY_BY_NAME["SaslAuthenticate"])
+        token = sasl.first()
+        lifetime_ms = 0
+        try:
+            while token is not None:
+                response = await self.request("SaslAuthenticate", authenticate(auth_bytes=token))
+                if response.error_code:
+                    raise BrokerAuthenticationError(
+                        f"{who} failed: {response.error_message or 'refused'} "
+                        f"(error {response.error_code}); this broker's username and password are "
+                        f"in listener.name.{self.security.listener.lower()}."
+                        f"{sasl.mechanism.lower()}.sasl.jaas.config")
+                token = sasl.evaluate(response.auth_bytes)
+                lifetime_ms = response.session_lifetime_ms
+        except ClientAuthenticationFailed as exc:
+            raise BrokerAuthenticationError(f"{who} failed: {exc}") from None
+        if not sasl.complete:
+            raise BrokerAuthenticationError(f"{who} failed: the exchange did not complete")
+        if lifetime_ms > 0:
+            # Reconnect at 85% of the session, as Kafka's clients re-authenticate between 85%
+            # and 95% of it; the other broker closes a connection used past its lifetime.
+            self._session_ends = time.monotonic() + lifetime_ms * 0.85 / 1000
 
     def version_for(self, api_name: str) -> int:
         """The highest version of ``api_name`` both sides speak; BrokerClientError if none."""
@@ -124,6 +193,7 @@ class BrokerClient:
         return memoryview(await reader.readexactly(size))
 
     def close(self) -> None:
+        self._session_ends = None
         if self._writer is not None:
             self._writer.close()
             self._writer = None

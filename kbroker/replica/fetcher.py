@@ -102,13 +102,15 @@ class _PartitionFetch:
 
 class ReplicaFetcherManager:
     """All fetchers of this broker. ``endpoint_for(leader_id)`` gives the leader's (host, port)
-    on the inter-broker listener, or None while the leader is not a live broker."""
+    on the inter-broker listener, or None while the leader is not a live broker; ``security``
+    (an InterBrokerSecurity, None for PLAINTEXT) is how fetchers connect to it."""
 
     def __init__(self, node_id: int, settings: FetcherSettings,
-                 endpoint_for: Callable[[int], tuple[str, int] | None]):
+                 endpoint_for: Callable[[int], tuple[str, int] | None], security=None):
         self.node_id = node_id
         self.settings = settings
         self.endpoint_for = endpoint_for
+        self.security = security
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._where: dict[tuple[str, int], tuple[int, int]] = {}
 
@@ -235,7 +237,8 @@ class ReplicaFetcher:
                                   # KIP-74: one batch may exceed the limits (up to the
                                   # topic's max.message.bytes); Kafka's own frame cap is 100 MB.
                                   max_response_bytes=max(settings.response_max_bytes,
-                                                         settings.fetch_max_bytes) + (100 << 20))
+                                                         settings.fetch_max_bytes) + (100 << 20),
+                                  security=self.manager.security)
             await client.connect()
             self._client, self._endpoint = client, endpoint
             if client.version_for("Fetch") < 12:  # no diverging_epoch: ask first, every time

@@ -51,6 +51,9 @@ class ReplicaManager:
         self._isr_writer = None
         self._fetchers: ReplicaFetcherManager | None = None
         self._inter_broker_listener: str | None = None
+        # How this broker connects to others (InterBrokerSecurity; None: PLAINTEXT). Set by
+        # start_replication; whoever else opens a BrokerClient (transaction markers) uses it too.
+        self.inter_broker_security = None
         self._isr_job: asyncio.Task | None = None
         self._leadership_listeners: list[Callable] = []
 
@@ -121,11 +124,12 @@ class ReplicaManager:
 
     def start_replication(self, isr_writer, *, settings: FetcherSettings | None = None,
                           inter_broker_listener: str | None = None,
-                          lag_time_max_ms: int | None = None) -> None:
+                          lag_time_max_ms: int | None = None, security=None) -> None:
         """Cluster mode: ISR changes go through ``isr_writer(topic, index, proposed
         PartitionState) -> PartitionState`` (async; any exception: lost, the next image
-        decides); followers fetch from their leaders on ``inter_broker_listener``; leaders drop
-        followers lagging more than ``replica.lag.time.max.ms``. Needs a running event loop."""
+        decides); followers fetch from their leaders on ``inter_broker_listener``, connecting
+        with ``security`` (an InterBrokerSecurity, None for PLAINTEXT); leaders drop followers
+        lagging more than ``replica.lag.time.max.ms``. Needs a running event loop."""
         config = self.broker_config
         if settings is None:
             settings = FetcherSettings.from_config(config)
@@ -135,7 +139,9 @@ class ReplicaManager:
             lag_time_max_ms = config.get("replica.lag.time.max.ms") if config else 30000
         self._isr_writer = isr_writer
         self._inter_broker_listener = inter_broker_listener
-        self._fetchers = ReplicaFetcherManager(self.node_id, settings, self._leader_endpoint)
+        self.inter_broker_security = security
+        self._fetchers = ReplicaFetcherManager(self.node_id, settings, self._leader_endpoint,
+                                               security)
         for partition in self._partitions.values():
             partition.isr_writer = isr_writer
             if partition.role == FOLLOWER:

@@ -12,6 +12,12 @@ Key store (the broker's key and certificate chain):
 Trust store (the CAs client certificates must chain to): ``ssl.truststore.location`` (PEM or
 PKCS12) or inline ``ssl.truststore.certificates``; without one, the system's CAs (Java: the JDK's).
 
+Client side (:func:`client_context`, a broker reaching another broker on the inter-broker
+listener, as Kafka's brokers do with the same listener's keys): the key store is the client
+certificate (sent when the server asks, i.e. mTLS), the trust store verifies the server, and
+``ssl.endpoint.identification.algorithm`` (Kafka's default ``https``) checks the server's host name;
+empty turns the check off.
+
 ``ssl.client.auth``: ``required`` (handshake fails without a trusted client certificate),
 ``requested`` (verified if sent), ``none``. ``ssl.enabled.protocols`` bounds the TLS versions;
 ``ssl.cipher.suites`` restricts TLS 1.2 suites (IANA names as Java uses, or OpenSSL names); TLS 1.3
@@ -58,6 +64,23 @@ def server_context(setting: Callable[[str], Any], listener: str) -> ssl.SSLConte
     context.verify_mode = _VERIFY[client_auth]
     if client_auth != "none":
         _load_trust_store(context, setting, listener)
+    _set_protocols(context, setting("ssl.enabled.protocols"), listener)
+    suites = setting("ssl.cipher.suites")
+    if suites:
+        _set_ciphers(context, suites, listener)
+    return context
+
+
+def client_context(setting: Callable[[str], Any], listener: str) -> ssl.SSLContext:
+    """The client-side context for connections to ``listener`` on other brokers."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.options |= ssl.OP_NO_COMPRESSION
+    if setting("ssl.keystore.location") is not None \
+            or setting("ssl.keystore.certificate.chain") is not None:
+        _load_key_store(context, setting, listener)
+    _load_trust_store(context, setting, listener, ssl.Purpose.SERVER_AUTH)
+    context.check_hostname = setting("ssl.endpoint.identification.algorithm").lower() == "https"
+    context.verify_mode = ssl.CERT_REQUIRED
     _set_protocols(context, setting("ssl.enabled.protocols"), listener)
     suites = setting("ssl.cipher.suites")
     if suites:
@@ -156,14 +179,14 @@ def _read(location: str | None, key: str, listener: str) -> bytes:
 
 # --- trust store ---------------------------------------------------------------------------------
 
-def _load_trust_store(context, setting, listener) -> None:
+def _load_trust_store(context, setting, listener, purpose=ssl.Purpose.CLIENT_AUTH) -> None:
     inline = _secret(setting("ssl.truststore.certificates"))
     location = setting("ssl.truststore.location")
     if inline is not None:
         _load_cas(context, inline, listener, "ssl.truststore.certificates")
         return
     if location is None:
-        context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+        context.load_default_certs(purpose)
         return
     data = _read(location, "ssl.truststore.location", listener)
     store_type = setting("ssl.truststore.type")

@@ -90,6 +90,8 @@ class Broker:
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         self.connection_limits.image = lambda: self.controller.image  # ip quotas (KIP-612)
         failures = FailureLog()
+        inter_broker = (listener_security.inter_broker(self.config) if self.cluster is not None
+                        else None)
         for endpoint in self.config.listeners:
             name = endpoint.name
             security = listener_security.build(self.config, name, self._scram_credential,
@@ -114,7 +116,7 @@ class Broker:
             await self._join_cluster()
             # Followers fetch from their leaders; leaders change ISRs through the controller
             # (conditional on the state znode's version).
-            self.replicas.start_replication(self.controller.write_isr)
+            self.replicas.start_replication(self.controller.write_isr, security=inter_broker)
         from kbroker.server.http import start_http_server
         self.http = await start_http_server(self)  # None unless http.port is set or in dev mode
         self._tasks = [

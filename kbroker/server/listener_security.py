@@ -1,4 +1,5 @@
-"""Start-up: each listener's security, built from the config (files read, JAAS entries parsed).
+"""Start-up: each listener's security, built from the config (files read, JAAS entries parsed),
+and the client side of the inter-broker listener (:func:`inter_broker`).
 
 A problem becomes a :class:`~kbroker.startup.StartupError` naming the listener and the key, so a
 broker never starts a listener it cannot secure as configured.
@@ -60,3 +61,17 @@ def build(config, listener: str, scram_lookup, failures: FailureLog) -> Listener
             except ValueError as exc:
                 raise StartupError(f"invalid {key}: {exc}", f"fix {key}", EXIT_LISTENER) from None
     return security
+
+
+def inter_broker(config):
+    """How this broker connects to the others (cluster mode): an InterBrokerSecurity."""
+    from kbroker.security.inter_broker import InterBrokerSecurityError, from_config
+    from kbroker.security.tls import TlsConfigError
+
+    try:
+        return from_config(config)
+    except (InterBrokerSecurityError, TlsConfigError) as exc:
+        listener = config.inter_broker_listener_name or ""
+        hint = exc.key if exc.key.startswith("listener.name.") else \
+            f"{exc.key} (or listener.name.{listener.lower()}.{exc.key})"
+        raise StartupError(f"inter-broker client: {exc}", f"fix {hint}", EXIT_LISTENER) from None

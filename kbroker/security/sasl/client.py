@@ -1,0 +1,107 @@
+"""SASL client side, for a broker authenticating to another broker: PLAIN and SCRAM-SHA-256/512.
+
+Sans-I/O, like the servers: ``first()`` is the client's opening token, ``evaluate(challenge)``
+the answer to each server token (None once there is nothing more to send); ``complete`` is set
+when the exchange succeeded from the client's side. SCRAM checks the server's signature, so a
+broker that does not hold our credential cannot pose as the leader (RFC 5802 section 3).
+Failures raise :class:`ClientAuthenticationFailed` with a message that names no secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+
+from kbroker.security.sasl.scram import HASHES
+
+
+class ClientAuthenticationFailed(Exception):
+    """The server's answer does not complete the exchange (bad message, wrong signature)."""
+
+
+class PlainClient:
+    mechanism = "PLAIN"
+
+    def __init__(self, username: str, password: str):
+        self._username, self._password = username, password
+        self.complete = False
+
+    def first(self) -> bytes:
+        return f"\0{self._username}\0{self._password}".encode()
+
+    def evaluate(self, challenge: bytes) -> bytes | None:
+        # PLAIN has one message; the server's (empty) answer ends it.
+        self.complete = True
+        return None
+
+
+def _saslname(username: str) -> str:
+    return username.replace("=", "=3D").replace(",", "=2C")
+
+
+class ScramClient:
+    def __init__(self, mechanism: str, username: str, password: str):
+        self.mechanism = mechanism
+        self._digest = HASHES[mechanism]
+        self._password = password
+        self._nonce = secrets.token_urlsafe(24)
+        self._first_bare = f"n={_saslname(username)},r={self._nonce}"
+        self._state = "server-first"
+        self.complete = False
+
+    def first(self) -> bytes:
+        return ("n,," + self._first_bare).encode()
+
+    def evaluate(self, challenge: bytes) -> bytes | None:
+        try:
+            message = bytes(challenge).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ClientAuthenticationFailed("SCRAM: the server's message is not UTF-8") from None
+        if self._state == "server-first":
+            return self._client_final(message).encode()
+        if self._state == "server-final":
+            self._verify_server(message)
+            return None
+        raise ClientAuthenticationFailed("SCRAM: unexpected message after the exchange")
+
+    def _client_final(self, server_first: str) -> str:
+        self._state = "failed"
+        fields = dict(part.split("=", 1) for part in server_first.split(",") if "=" in part)
+        nonce, salt, iterations = fields.get("r", ""), fields.get("s"), fields.get("i", "")
+        if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce) \
+                or salt is None or not iterations.isdigit():
+            raise ClientAuthenticationFailed(f"SCRAM: invalid server first message "
+                                             f"(error: {fields.get('e', 'none')})")
+        salted = hashlib.pbkdf2_hmac(self._digest().name, self._password.encode(),
+                                     base64.b64decode(salt), int(iterations))
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._first_bare},{server_first},{without_proof}".encode()
+        client_key = hmac.digest(salted, b"Client Key", self._digest)
+        signature = hmac.digest(self._digest(client_key).digest(), auth_message, self._digest)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        server_key = hmac.digest(salted, b"Server Key", self._digest)
+        self._server_signature = hmac.digest(server_key, auth_message, self._digest)
+        self._state = "server-final"
+        return f"{without_proof},p={base64.b64encode(proof).decode()}"
+
+    def _verify_server(self, server_final: str) -> None:
+        self._state = "failed"
+        if not server_final.startswith("v="):
+            raise ClientAuthenticationFailed(f"SCRAM: the server refused the proof ({server_final})")
+        try:
+            signature = base64.b64decode(server_final[2:], validate=True)
+        except ValueError:
+            raise ClientAuthenticationFailed("SCRAM: invalid server final message") from None
+        if not hmac.compare_digest(signature, self._server_signature):
+            raise ClientAuthenticationFailed("SCRAM: the server's signature is wrong (it does not "
+                                             "hold this user's credential)")
+        self._state = "done"
+        self.complete = True
+
+
+def new_client(mechanism: str, username: str, password: str):
+    if mechanism == "PLAIN":
+        return PlainClient(username, password)
+    return ScramClient(mechanism, username, password)
