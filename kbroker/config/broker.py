@@ -355,8 +355,9 @@ class BrokerConfig:
 
     def _check_cluster_security(self) -> None:
         """What a cluster cannot do yet is refused by name, never half done: brokers reach each
-        other (replica fetches, transaction markers) over plaintext only, and ACLs are not kept in
-        ZooKeeper, so an authorizer would deny the brokers' own anonymous fetches."""
+        other (replica fetches, transaction markers) over plaintext only. (An authorizer works:
+        ACLs live in ZooKeeper; the brokers' PLAINTEXT principal, User:ANONYMOUS, needs
+        CLUSTER_ACTION or a place in super.users, as in Kafka.)"""
         name = self.inter_broker_listener_name
         protocol = self.listener_security_protocols.get(name or "", "PLAINTEXT")
         if protocol != "PLAINTEXT":
@@ -364,10 +365,6 @@ class BrokerConfig:
                               "brokers talk to each other over PLAINTEXT only so far; add a "
                               "PLAINTEXT listener and name it in 'inter.broker.listener.name'",
                               "inter.broker.listener.name")
-        if self.get("authorizer.class.name"):
-            raise ConfigError("refused 'authorizer.class.name' in cluster mode (zookeeper.connect): "
-                              "ACLs are not stored in ZooKeeper (/kafka-acl) yet; run the "
-                              "authorizer on a single node", "authorizer.class.name")
 
     def _check_listener_security(self, endpoint: Endpoint, protocol: str) -> None:
         """The settings a listener's protocol needs are there (files are read at start-up)."""

@@ -9,7 +9,9 @@ read is the truth):
 - topics: ``/brokers/topics/T`` (id and assignment), ``/config/topics/T`` (overrides) and each
   partition's ``.../partitions/P/state`` (leader, leader epoch, ISR, controller epoch, and the
   znode version a conditional write must name);
-- dynamic broker configs: ``/config/brokers/<default>`` and ``/config/brokers/<this id>``.
+- dynamic broker configs: ``/config/brokers/<default>`` and ``/config/brokers/<this id>``;
+- SCRAM credentials, ACLs and client quotas (``/config/users``, ``/config/clients``,
+  ``/config/ips``, ``/kafka-acl``, ``/kafka-acl-extended``), read by :mod:`zk_security`.
 
 All reads go out at once (kazoo's ``get_async``) and are collected after, so reading a thousand
 partitions costs a few round trips' time, not a thousand. The reader blocks: callers run it in a
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from kbroker.metadata import zk_security
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.image import BrokerInfo, MetadataImage, PartitionState, TopicMetadata
 
@@ -134,7 +137,9 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
         "cluster": zn.decode_config(found.get(zn.broker_config_path(None), (None,))[0]),
         "broker": zn.decode_config(found.get(zn.broker_config_path(node_id), (None,))[0]),
     }
-    image = MetadataImage.build(cluster_id, topics, broker_configs).with_brokers(
+    credentials, acls, quotas = zk_security.read(zk)
+    image = MetadataImage.build(cluster_id, topics, broker_configs, credentials, acls,
+                                client_quotas=quotas).with_brokers(
         sorted(brokers, key=lambda b: b.node_id), controller_id)
     versions = {path: version for path, (_, version) in found.items()
                 if path.startswith((zn.TOPICS, zn.TOPIC_CONFIGS, zn.BROKER_CONFIGS))}
