@@ -133,7 +133,8 @@ class ZkMetadataStore:
             "cluster": zn.decode_config(self._get(zn.broker_config_path(None))),
             "broker": zn.decode_config(self._get(zn.broker_config_path(self._node_id))),
         }
-        return MetadataImage.build(self.cluster_id, topics, broker_configs,
+        credentials, acls, _ = zk_security.read(self._zk)
+        return MetadataImage.build(self.cluster_id, topics, broker_configs, credentials, acls,
                                    client_quotas=self._load_client_quotas())
 
     def _load_client_quotas(self) -> dict:

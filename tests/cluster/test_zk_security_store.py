@@ -1,0 +1,244 @@
+"""SCRAM credentials and ACLs in ZooKeeper, followed live by every broker of a cluster.
+
+Three in-process brokers over a real ZooKeeper, each with a PLAINTEXT listener (inter-broker
+traffic and the admin: its principal, User:ANONYMOUS, is a super user, as a Kafka cluster with
+plaintext inter-broker traffic needs) and a SASL_PLAINTEXT listener with SCRAM-SHA-256 for the
+users under test, and Kafka's authorizer on. A credential written through one broker works on
+another, and stops working there once deleted; an ACL written through one broker is enforced on
+another; the znodes hold exactly what Kafka 3.x's ZooKeeper mode writes (read with kazoo)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                   AdminClient, NewTopic, ResourcePatternType, ResourceType,
+                                   ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialDeletion, UserScramCredentialUpsertion)
+
+from kbroker.metadata import zk_znodes as zn
+from kbroker.metadata.zk_store import ZkMetadataStore
+from kbroker.testing import KafkaBroker
+
+from tests.cluster.conftest import SESSION_TIMEOUT_MS
+
+TIMEOUT = 30
+AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"  # the ZooKeeper-mode name: an alias
+CREDENTIAL = re.compile(r"salt=[A-Za-z0-9+/=]+,stored_key=[A-Za-z0-9+/=]+,"
+                        r"server_key=[A-Za-z0-9+/=]+,iterations=4096")
+
+
+def _wait_for(condition, what, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def cluster(connect_string):
+    brokers = {}
+    for broker_id in (1, 2, 3):
+        brokers[broker_id] = KafkaBroker({
+            "zookeeper.connect": connect_string, "broker.id": broker_id,
+            "zookeeper.session.timeout.ms": 3 * SESSION_TIMEOUT_MS,
+            "controlled.shutdown.enable": "false", "auto.leader.rebalance.enable": "false",
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            "authorizer.class.name": AUTHORIZER, "super.users": "User:ANONYMOUS"}).start()
+    _wait_for(lambda: all(len(b._inner.broker.metadata.brokers) == 3 for b in brokers.values()),
+              "every broker to see three live brokers")
+    yield brokers
+    for broker in brokers.values():
+        broker.stop()
+
+
+def _address(broker, listener):
+    host, port = broker.listeners[listener]
+    return f"{host}:{port}"
+
+
+def _admin(broker):
+    return AdminClient({"bootstrap.servers": _address(broker, "PLAINTEXT")})
+
+
+def _user_conf(broker, user, password):
+    return {"bootstrap.servers": _address(broker, "SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": user, "sasl.password": password}
+
+
+def _set_password(broker, user, password):
+    admin = _admin(broker)
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+    futures = admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(user, info, password.encode())])
+    futures[user].result(TIMEOUT)
+
+
+def _delete_password(broker, user):
+    admin = _admin(broker)
+    futures = admin.alter_user_scram_credentials(
+        [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256)])
+    futures[user].result(TIMEOUT)
+
+
+def _logs_in(broker, user, password) -> bool:
+    """Whether a SCRAM login on ``broker``'s SASL listener succeeds (one Metadata round trip)."""
+    admin = AdminClient(_user_conf(broker, user, password))
+    try:
+        admin.list_topics(timeout=5)
+        return True
+    except KafkaException as exc:
+        error = exc.args[0]
+        # A refused login is _AUTHENTICATION (librdkafka's local code for the broker's
+        # SASL_AUTHENTICATION_FAILED); anything else is not what this test is about.
+        assert error.code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT,
+                                KafkaError._TIMED_OUT), error
+        return False
+
+
+def _json(zk, path):
+    data, _ = zk.get(path)
+    return json.loads(data)
+
+
+def _notifications(zk, parent):
+    return [zk.get(f"{parent}/{child}")[0] for child in sorted(zk.get_children(parent))]
+
+
+def test_a_scram_user_made_on_one_broker_logs_in_on_another_until_deleted(cluster, clients):
+    zk = clients()
+    _set_password(cluster[1], "carol", "carol-secret")
+    # ScramCredentialUtils' string in the user's ConfigEntityZNode, and a version 2 change
+    # notification naming the entity, as Kafka's ZooKeeper mode writes them.
+    stored = _json(zk, "/config/users/carol")
+    assert stored["version"] == 1 and list(stored["config"]) == ["SCRAM-SHA-256"]
+    assert CREDENTIAL.fullmatch(stored["config"]["SCRAM-SHA-256"])
+    assert {"version": 2, "entity_path": "users/carol"} in [
+        json.loads(n) for n in _notifications(zk, zn.CONFIG_CHANGES)]
+
+    _wait_for(lambda: _logs_in(cluster[3], "carol", "carol-secret"), "carol's login on broker 3")
+    assert not _logs_in(cluster[3], "carol", "wrong-secret")
+
+    _delete_password(cluster[1], "carol")
+    assert _json(zk, "/config/users/carol") == {"version": 1, "config": {}}
+    _wait_for(lambda: not _logs_in(cluster[3], "carol", "carol-secret"),
+              "broker 3 to refuse carol once deleted")
+
+
+def _produce_error(broker, user, password, topic):
+    """None if one record is delivered through ``broker``'s SASL listener, else the error code."""
+    errors = []
+    producer = Producer({**_user_conf(broker, user, password), "message.timeout.ms": 10000,
+                         "retries": 0})
+    producer.produce(topic, b"v", callback=lambda err, msg: errors.append(err))
+    producer.flush(20)
+    assert errors, "no delivery report"
+    return None if errors[0] is None else errors[0].code()
+
+
+def test_an_acl_made_on_one_broker_is_enforced_on_another(cluster, clients):
+    zk = clients()
+    admin = _admin(cluster[2])
+    # Broker 1 leads the only partition: alice's produce is decided there.
+    admin.create_topics([NewTopic("orders", 1, replica_assignment=[[1, 2, 3]])])["orders"].result(
+        TIMEOUT)
+    _set_password(cluster[2], "alice", "alice-secret")
+    _wait_for(lambda: _logs_in(cluster[1], "alice", "alice-secret"), "alice's login on broker 1")
+    assert _produce_error(cluster[1], "alice", "alice-secret", "orders") \
+        == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    write = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice",
+                       "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+    describe = AclBinding(ResourceType.TOPIC, "ord", ResourcePatternType.PREFIXED, "User:alice",
+                          "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    for future in admin.create_acls([write, describe]).values():
+        future.result(TIMEOUT)
+    # Kafka's ZkAclStore: literal and prefixed patterns in their own trees, resource types and
+    # operations in Pascal case; change notifications as AclAuthorizer writes them.
+    assert _json(zk, "/kafka-acl/Topic/orders") == {"version": 1, "acls": [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Write",
+         "host": "*"}]}
+    assert _json(zk, "/kafka-acl-extended/prefixed/Topic/ord") == {"version": 1, "acls": [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Describe",
+         "host": "*"}]}
+    assert _notifications(zk, zn.ACL_CHANGES) == [b"TOPIC:orders"]
+    assert [json.loads(n) for n in _notifications(zk, zn.EXTENDED_ACL_CHANGES)] == [
+        {"version": 1, "resourceType": "TOPIC", "name": "ord", "patternType": "PREFIXED"}]
+
+    _wait_for(lambda: _produce_error(cluster[1], "alice", "alice-secret", "orders") is None,
+              "broker 1 to allow alice's write")
+    # Every broker describes the same ACLs.
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    third = _admin(cluster[3])  # kept referenced: its futures die with it
+    _wait_for(lambda: len(third.describe_acls(everything).result(TIMEOUT)) == 2,
+              "broker 3 to describe both ACLs")
+
+    # Deleting through a third broker removes the znode (Kafka deletes a resource's znode when
+    # its last ACL goes) and broker 1 denies again.
+    filters = [AclBindingFilter(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, None,
+                                None, AclOperation.ANY, AclPermissionType.ANY)]
+    for future in third.delete_acls(filters).values():
+        assert len(future.result(TIMEOUT)) == 1
+    assert zk.exists("/kafka-acl/Topic/orders") is None
+    assert _notifications(zk, zn.ACL_CHANGES) == [b"TOPIC:orders", b"TOPIC:orders"]
+    _wait_for(lambda: _produce_error(cluster[1], "alice", "alice-secret", "orders")
+              == KafkaError.TOPIC_AUTHORIZATION_FAILED, "broker 1 to deny alice's write again")
+
+
+# --- the store alone ------------------------------------------------------------------------------
+
+ALICE_READ = (2, "orders", 3, "User:alice", "*", 3, 3)     # topic, literal, read, allow
+BOB_DENY = (2, "orders", 3, "User:bob", "10.0.0.1", 4, 2)  # topic, literal, write, deny
+GROUP_PREFIX = (3, "app-", 4, "User:alice", "*", 2, 3)     # group, prefixed, all, allow
+
+
+def test_acl_writes_are_deltas_on_what_zookeeper_holds(clients):
+    one = ZkMetadataStore(clients(), node_id=1)
+    two = ZkMetadataStore(clients(), node_id=2)
+    one.update_acls([ALICE_READ, GROUP_PREFIX], ())
+    # Broker 2 never saw broker 1's write: its change adds to it, never replaces it.
+    two.update_acls([BOB_DENY], ())
+    assert sorted(list(ZkMetadataStore(clients(), node_id=3).load().acls)) == sorted(
+        [ALICE_READ, BOB_DENY, GROUP_PREFIX])
+    zk = clients()
+    assert _json(zk, "/kafka-acl/Topic/orders")["acls"] == [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"},
+        {"principal": "User:bob", "permissionType": "Deny", "operation": "Write",
+         "host": "10.0.0.1"}]
+    assert _json(zk, "/kafka-acl-extended/prefixed/Group/app-")["acls"] == [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "All", "host": "*"}]
+    one.update_acls((), [ALICE_READ, GROUP_PREFIX])
+    assert list(ZkMetadataStore(clients(), node_id=3).load().acls) == [BOB_DENY]
+    assert zk.exists("/kafka-acl-extended/prefixed/Group/app-") is None
+    # A name ZooKeeper cannot hold as one znode is refused, naming it.
+    with pytest.raises(Exception, match="a/b"):
+        one.update_acls([(3, "a/b", 3, "User:alice", "*", 3, 3)], ())
+
+
+def test_scram_writes_keep_quota_keys_and_sanitize_the_user(clients):
+    store = ZkMetadataStore(clients(), node_id=1)
+    user = (("user", "dave@example.com"),)
+    store.set_client_quotas({user: {"producer_byte_rate": 1024.0}}, [user])
+    store.update_scram_credentials({("dave@example.com", "SCRAM-SHA-512"): "salt=a"}, set())
+    zk = clients()
+    assert _json(zk, "/config/users/dave%40example.com")["config"] == {
+        "producer_byte_rate": "1024", "SCRAM-SHA-512": "salt=a"}
+    image = ZkMetadataStore(clients(), node_id=2).load()
+    assert image.scram_credential("dave@example.com", "SCRAM-SHA-512") == "salt=a"
+    store.update_scram_credentials({}, {("dave@example.com", "SCRAM-SHA-512")})
+    assert _json(zk, "/config/users/dave%40example.com")["config"] == {
+        "producer_byte_rate": "1024"}
+    changes = [json.loads(n)["entity_path"] for n in _notifications(zk, zn.CONFIG_CHANGES)]
+    assert changes == ["users/dave%40example.com"] * 3
