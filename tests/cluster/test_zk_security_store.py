@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -195,6 +198,46 @@ def test_an_acl_made_on_one_broker_is_enforced_on_another(cluster, clients):
     assert _notifications(zk, zn.ACL_CHANGES) == [b"TOPIC:orders", b"TOPIC:orders"]
     _wait_for(lambda: _produce_error(cluster[1], "alice", "alice-secret", "orders")
               == KafkaError.TOPIC_AUTHORIZATION_FAILED, "broker 1 to deny alice's write again")
+
+
+# --- Kafka 3.9's own tools, writing and reading the same znodes directly ---------------------------
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "kafka_ref"))
+import zk_cluster  # noqa: E402  (Kafka 3.9's jars, installed by scripts/install-test-deps.sh)
+
+
+def _kafka_tool(main_class, *args) -> str:
+    done = subprocess.run(["java", "-Xmx256M", "-cp", zk_cluster.classpath(), main_class, *args],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_kafkas_zookeeper_tools_and_kbroker_share_users_and_acls(cluster, connect_string):
+    """Kafka 3.9's ``kafka-configs.sh --zookeeper`` and ``kafka-acls.sh --authorizer-properties
+    zookeeper.connect=...`` write ZooKeeper directly: kbroker's brokers follow their writes, and
+    the tools read kbroker's."""
+    admin = _admin(cluster[1])
+    admin.create_topics([NewTopic("orders", 1, replica_assignment=[[1, 2, 3]])])["orders"].result(
+        TIMEOUT)
+    _kafka_tool("kafka.admin.ConfigCommand", "--zookeeper", connect_string, "--alter",
+                "--add-config", "SCRAM-SHA-256=[password=bob-secret]", "--entity-type", "users",
+                "--entity-name", "bob")
+    _wait_for(lambda: _logs_in(cluster[2], "bob", "bob-secret"), "bob's login on broker 2")
+    _kafka_tool("kafka.admin.AclCommand", "--authorizer-properties",
+                f"zookeeper.connect={connect_string}", "--add", "--allow-principal", "User:bob",
+                "--operation", "Write", "--topic", "orders")
+    _wait_for(lambda: _produce_error(cluster[1], "bob", "bob-secret", "orders") is None,
+              "broker 1 to allow bob's write")
+    group = AclBinding(ResourceType.GROUP, "app-", ResourcePatternType.PREFIXED, "User:bob",
+                       "*", AclOperation.READ, AclPermissionType.ALLOW)
+    for future in admin.create_acls([group]).values():
+        future.result(TIMEOUT)
+    listed = _kafka_tool("kafka.admin.AclCommand", "--authorizer-properties",
+                         f"zookeeper.connect={connect_string}", "--list")
+    assert "name=app-, patternType=PREFIXED" in listed
+    assert "(principal=User:bob, host=*, operation=READ, permissionType=ALLOW)" in listed
+    assert "(principal=User:bob, host=*, operation=WRITE, permissionType=ALLOW)" in listed
 
 
 # --- the store alone ------------------------------------------------------------------------------
