@@ -45,8 +45,7 @@ from kbroker.metadata.store import StaleMetadataError
 log = logging.getLogger("kbroker.metadata.zk")
 
 _PRODUCER_ID_RETRIES = 20
-QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage",
-                        "controller_mutation_rate", "connection_creation_rate"})
+QUOTA_KEYS = zk_security.QUOTA_KEYS
 
 
 class ZkMetadataStore:
@@ -133,28 +132,9 @@ class ZkMetadataStore:
             "cluster": zn.decode_config(self._get(zn.broker_config_path(None))),
             "broker": zn.decode_config(self._get(zn.broker_config_path(self._node_id))),
         }
-        credentials, acls, _ = zk_security.read(self._zk)
+        credentials, acls, quotas = zk_security.read(self._zk)
         return MetadataImage.build(self.cluster_id, topics, broker_configs, credentials, acls,
-                                   client_quotas=self._load_client_quotas())
-
-    def _load_client_quotas(self) -> dict:
-        quotas = {}
-
-        def read(path, entity):
-            values = {k: float(v) for k, v in zn.decode_config(self._get(path)).items()
-                      if k in QUOTA_KEYS}
-            if values:
-                quotas[tuple(sorted(entity))] = values
-
-        for kind, root in zn.QUOTA_ROOTS.items():
-            for child in self._zk.get_children(f"/config/{root}"):
-                read(f"/config/{root}/{child}", [(kind, zn.desanitize(child))])
-                if kind == "user" and self._zk.exists(f"/config/users/{child}/clients"):
-                    for client in self._zk.get_children(f"/config/users/{child}/clients"):
-                        read(f"/config/users/{child}/clients/{client}",
-                             [("user", zn.desanitize(child)),
-                              ("client-id", zn.desanitize(client))])
-        return quotas
+                                   client_quotas=quotas)
 
     def partition_state(self, topic: str, partition: int) -> zn.PartitionState | None:
         try:

@@ -285,3 +285,30 @@ def test_scram_writes_keep_quota_keys_and_sanitize_the_user(clients):
         "producer_byte_rate": "1024"}
     changes = [json.loads(n)["entity_path"] for n in _notifications(zk, zn.CONFIG_CHANGES)]
     assert changes == ["users/dave%40example.com"] * 3
+
+
+def test_a_write_that_loses_the_race_reads_again_and_keeps_the_winners_acl(clients):
+    store = ZkMetadataStore(clients(), node_id=1)
+    rival = ZkMetadataStore(clients(), node_id=2)
+    store.update_acls([ALICE_READ], ())
+    zk = store._zk
+    reads = []
+    original_get = zk.get
+
+    def get_then_rival_writes(path, *args, **kwargs):
+        # The first read of the resource znode is followed at once by another broker's write to
+        # it, so this store's conditional write names a version that is gone.
+        result = original_get(path, *args, **kwargs)
+        if path == "/kafka-acl/Topic/orders" and not reads:
+            reads.append(path)
+            rival.update_acls([BOB_DENY], ())
+        return result
+
+    zk.get = get_then_rival_writes
+    try:
+        store.update_acls([(2, "orders", 3, "User:carol", "*", 3, 3)], ())
+    finally:
+        zk.get = original_get
+    assert reads
+    principals = [a["principal"] for a in _json(clients(), "/kafka-acl/Topic/orders")["acls"]]
+    assert sorted(principals) == ["User:alice", "User:bob", "User:carol"]
