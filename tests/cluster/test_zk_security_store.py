@@ -28,6 +28,8 @@ from kbroker.metadata.zk_store import ZkMetadataStore
 from kbroker.testing import KafkaBroker
 
 from tests.cluster.conftest import SESSION_TIMEOUT_MS
+from tests.security.test_quotas_api import alter as alter_quotas
+from tests.security.test_quotas_api import describe as describe_quotas
 
 TIMEOUT = 30
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"  # the ZooKeeper-mode name: an alias
@@ -133,8 +135,21 @@ def test_a_scram_user_made_on_one_broker_logs_in_on_another_until_deleted(cluste
     _wait_for(lambda: _logs_in(cluster[3], "carol", "carol-secret"), "carol's login on broker 3")
     assert not _logs_in(cluster[3], "carol", "wrong-secret")
 
+    # A quota set through broker 2 joins the credential in the same znode (neither loses the
+    # other), and broker 3 follows it too.
+    assert alter_quotas(_address(cluster[2], "PLAINTEXT"),
+                        [({"user": "carol"}, {"producer_byte_rate": 1024.0})]) == [
+        ({"user": "carol"}, 0, None)]
+    assert set(_json(zk, "/config/users/carol")["config"]) == {"SCRAM-SHA-256",
+                                                                "producer_byte_rate"}
+    _wait_for(lambda: describe_quotas(_address(cluster[3], "PLAINTEXT"),
+                                      [("user", 0, "carol")]) == {
+        frozenset({("user", "carol")}): {"producer_byte_rate": 1024.0}},
+        "broker 3 to describe carol's quota")
+
     _delete_password(cluster[1], "carol")
-    assert _json(zk, "/config/users/carol") == {"version": 1, "config": {}}
+    assert _json(zk, "/config/users/carol") == {"version": 1,
+                                                "config": {"producer_byte_rate": "1024"}}
     _wait_for(lambda: not _logs_in(cluster[3], "carol", "carol-secret"),
               "broker 3 to refuse carol once deleted")
 
