@@ -45,6 +45,17 @@ QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_per
 
 # --- reading --------------------------------------------------------------------------------------
 
+# Unreadable znodes already reported, so a bad one is logged once, not on every 2 s re-read.
+_reported: set[tuple[str, bytes]] = set()
+
+
+def _report_once(path: str, data: bytes, what: str, exc: Exception) -> None:
+    if (path, data) not in _reported:
+        if len(_reported) > 1000:
+            _reported.clear()
+        _reported.add((path, data))
+        log.warning("ignoring %s: unreadable %s (%s)", path, what, exc)
+
 def _children(zk: KazooClient, path: str) -> list[str]:
     try:
         return zk.get_children_async(path).get(timeout=READ_TIMEOUT_S)
@@ -105,8 +116,8 @@ def read(zk: KazooClient) -> tuple[dict, list, dict]:
             continue
         try:
             config = zn.decode_config(found[path])
-        except ValueError as exc:
-            log.warning("ignoring %s: unreadable config (%s)", path, exc)
+        except (ValueError, AttributeError) as exc:
+            _report_once(path, found[path], "config", exc)
             continue
         values = {k: float(v) for k, v in config.items() if k in QUOTA_KEYS}
         if values:
@@ -121,8 +132,8 @@ def read(zk: KazooClient) -> tuple[dict, list, dict]:
             continue
         try:
             entries = zn.decode_acls(found[path])
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring the ACLs of %s: unreadable (%s)", path, exc)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            _report_once(path, found[path], "ACLs", exc)
             continue
         acls.update((code, name, pattern, principal, host, operation, permission)
                     for principal, host, operation, permission in entries)
@@ -193,9 +204,10 @@ def update_scram_credentials(store, upserts, deletions) -> None:
 def resource_problem(resource_type: int, name: str) -> str | None:
     """Why a resource name cannot be a znode name under /kafka-acl (Kafka writes the name into
     the path as it is, so ZooKeeper refuses these), or None."""
-    if not name or "/" in name or name in (".", "..") or "\0" in name:
+    if (not name or "/" in name or name in (".", "..")
+            or any(ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in name)):
         return (f"Resource name {name!r} cannot be stored in ZooKeeper (/kafka-acl): "
-                "it must not be empty, '.' or '..', nor contain '/'")
+                "it must not be empty, '.' or '..', nor contain '/' or control characters")
     return None
 
 

@@ -327,3 +327,16 @@ def test_a_write_that_loses_the_race_reads_again_and_keeps_the_winners_acl(clien
     assert reads
     principals = [a["principal"] for a in _json(clients(), "/kafka-acl/Topic/orders")["acls"]]
     assert sorted(principals) == ["User:alice", "User:bob", "User:carol"]
+
+
+def test_an_unreadable_acl_znode_is_skipped_and_reported_once(clients, caplog):
+    store = ZkMetadataStore(clients(), node_id=1)
+    store.update_acls([ALICE_READ], ())
+    zk = clients()
+    zk.ensure_path("/kafka-acl/Group")
+    zk.create("/kafka-acl/Group/broken", b"{not json")
+    with caplog.at_level("WARNING", logger="kbroker.metadata.zk"):
+        for _ in range(3):
+            assert list(store.load().acls) == [ALICE_READ]
+    reports = [r for r in caplog.records if "/kafka-acl/Group/broken" in r.getMessage()]
+    assert len(reports) == 1 and "unreadable ACLs" in reports[0].getMessage()
