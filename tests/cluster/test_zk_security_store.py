@@ -215,7 +215,7 @@ def test_an_acl_made_on_one_broker_is_enforced_on_another(cluster, clients):
               == KafkaError.TOPIC_AUTHORIZATION_FAILED, "broker 1 to deny alice's write again")
 
 
-# --- Kafka 3.9's own tools, writing and reading the same znodes directly ---------------------------
+# --- Kafka 3.9's own tools, writing and reading the same znodes directly -------------------------
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "kafka_ref"))
 import zk_cluster  # noqa: E402  (Kafka 3.9's jars, installed by scripts/install-test-deps.sh)
