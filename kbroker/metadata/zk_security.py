@@ -20,12 +20,17 @@ transaction whose writes name the versions read (a create fails if the znode app
 conflict re-reads and tries again. An ACL znode left with no entry is deleted, as Kafka does; a
 user znode keeps an empty config, as Kafka's ZooKeeper mode leaves it.
 
-**Reads** (:func:`read`) go out at once (kazoo's async calls), like the rest of ``zk_image``.
+**Reads** (:func:`read`) go out at once (kazoo's async calls), like the rest of ``zk_image``,
+and only when a change notification was added since the last one (or it is
+``FULL_READ_INTERVAL_S`` old): a broker's 2 s re-read of the tree then costs three small
+requests here, not one per user and ACL resource.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -56,59 +61,79 @@ def _report_once(path: str, data: bytes, what: str, exc: Exception) -> None:
         _reported.add((path, data))
         log.warning("ignoring %s: unreadable %s (%s)", path, what, exc)
 
-def _children(zk: KazooClient, path: str) -> list[str]:
-    try:
-        return zk.get_children_async(path).get(timeout=READ_TIMEOUT_S)
-    except NoNodeError:
-        return []
-
-
-def _gather(zk: KazooClient, paths) -> dict[str, bytes]:
+def _gather(zk: KazooClient, paths) -> dict[str, tuple]:
+    """path -> (data, stat) of every znode in ``paths`` that exists, all asked at once."""
     pending = {path: zk.get_async(path) for path in paths}
     found = {}
     for path, result in pending.items():
         try:
-            found[path] = result.get(timeout=READ_TIMEOUT_S)[0]
+            found[path] = result.get(timeout=READ_TIMEOUT_S)
         except NoNodeError:
             continue  # deleted since the listing: the next read agrees
     return found
 
 
+def _listed(results: dict) -> dict:
+    listed = {}
+    for key, result in results.items():
+        try:
+            listed[key] = result.get(timeout=READ_TIMEOUT_S)
+        except NoNodeError:
+            listed[key] = []
+    return listed
+
+
+# The security znodes are re-read only when a change notification was added since the last read
+# (the children version of /config/changes or an ACL change path moved, as Kafka's
+# ZkNodeChangeNotificationListener follows them), or when the last full read is this old: a
+# znode edited by hand without a notification is still picked up. Reading 1,000 users and 1,000
+# ACL resources takes about a second of kazoo's time, too much for every 2 s re-read.
+FULL_READ_INTERVAL_S = 30.0
+_CHANGE_PATHS = (zn.CONFIG_CHANGES, zn.ACL_CHANGES, zn.EXTENDED_ACL_CHANGES)
+_last_read: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def read(zk: KazooClient) -> tuple[dict, list, dict]:
     """(SCRAM credentials user -> mechanism -> credential, ACL tuples sorted, client quotas) as
-    ZooKeeper holds them now; an unreadable znode is logged and left out."""
-    listings = {root: zk.get_children_async(f"/config/{root}")
-                for root in zn.QUOTA_ROOTS.values()}
+    ZooKeeper holds them; an unreadable znode is logged and left out. The result is shared
+    between calls: callers copy it (``MetadataImage.build`` does)."""
+    pending = [zk.exists_async(path) for path in _CHANGE_PATHS]
+    marker = tuple(getattr(p.get(timeout=READ_TIMEOUT_S), "cversion", None) for p in pending)
+    now = time.monotonic()
+    last = _last_read.get(zk)
+    if last is not None and last[0] == marker and now - last[1] < FULL_READ_INTERVAL_S:
+        return last[2]
+    result = _read_all(zk)  # after the marker: a change landing meanwhile is read next time
+    _last_read[zk] = (marker, now, result)
+    return result
+
+
+def _read_all(zk: KazooClient) -> tuple[dict, list, dict]:
     acl_types = [(pattern, code) for pattern in (zn.LITERAL, zn.PREFIXED)
                  for code in zn.RESOURCE_TYPES]
-    acl_listings = {key: zk.get_children_async(zn.acl_type_path(*key)) for key in acl_types}
+    listings = _listed({**{root: zk.get_children_async(f"/config/{root}")
+                           for root in zn.QUOTA_ROOTS.values()},
+                        **{key: zk.get_children_async(zn.acl_type_path(*key))
+                           for key in acl_types}})
     entities: dict[str, tuple] = {}  # znode path -> quota entity
     for kind, root in zn.QUOTA_ROOTS.items():
-        try:
-            children = listings[root].get(timeout=READ_TIMEOUT_S)
-        except NoNodeError:
-            children = []
-        for child in children:
+        for child in listings[root]:
             entities[f"/config/{root}/{child}"] = ((kind, zn.desanitize(child)),)
-    user_clients = {path: zk.get_children_async(f"{path}/clients")
-                    for path, entity in entities.items() if entity[0][0] == "user"}
-    for path, result in user_clients.items():
-        try:
-            clients = result.get(timeout=READ_TIMEOUT_S)
-        except NoNodeError:
-            continue
-        for client in clients:
-            entities[f"{path}/clients/{client}"] = (("client-id", zn.desanitize(client)),
-                                                   entities[path][0])
-    acl_paths = {}
-    for (pattern, code), result in acl_listings.items():
-        try:
-            names = result.get(timeout=READ_TIMEOUT_S)
-        except NoNodeError:
-            continue
-        for name in names:
-            acl_paths[zn.acl_path(code, pattern, name)] = (code, name, pattern)
+    acl_paths = {zn.acl_path(code, pattern, name): (code, name, pattern)
+                 for (pattern, code) in acl_types for name in listings[(pattern, code)]}
     found = _gather(zk, list(entities) + list(acl_paths))
+    # users/U/clients/C only where a user znode has children (most have none).
+    with_clients = [path for path, entity in entities.items()
+                    if entity[0][0] == "user" and path in found and found[path][1].numChildren]
+    user_clients = {}
+    for path, clients in _listed({path: zk.get_children_async(f"{path}/clients")
+                                  for path in with_clients}).items():
+        for client in clients:
+            user_clients[f"{path}/clients/{client}"] = (("client-id", zn.desanitize(client)),
+                                                       entities[path][0])
+    found.update(_gather(zk, user_clients))
+    entities.update(user_clients)
+    found = {path: data for path, (data, _) in found.items()}
 
     credentials, quotas = {}, {}
     for path, entity in entities.items():

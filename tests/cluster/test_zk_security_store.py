@@ -340,3 +340,18 @@ def test_an_unreadable_acl_znode_is_skipped_and_reported_once(clients, caplog):
             assert list(store.load().acls) == [ALICE_READ]
     reports = [r for r in caplog.records if "/kafka-acl/Group/broken" in r.getMessage()]
     assert len(reports) == 1 and "unreadable ACLs" in reports[0].getMessage()
+
+
+def test_security_znodes_are_reread_on_a_notification_or_when_the_last_read_is_old(
+        clients, monkeypatch):
+    from kbroker.metadata import zk_security
+
+    reader, writer = clients(), ZkMetadataStore(clients(), node_id=1)
+    assert zk_security.read(reader)[1] == []
+    writer.update_acls([ALICE_READ], ())  # with its /kafka-acl-changes notification
+    assert zk_security.read(reader)[1] == [ALICE_READ]
+    # A hand edit without a notification waits for the next full read...
+    writer._zk.delete("/kafka-acl/Topic/orders")
+    assert zk_security.read(reader)[1] == [ALICE_READ]
+    monkeypatch.setattr(zk_security, "FULL_READ_INTERVAL_S", 0.0)
+    assert zk_security.read(reader)[1] == []
