@@ -141,10 +141,10 @@ def _read_all(zk: KazooClient) -> tuple[dict, list, dict]:
             continue
         try:
             config = zn.decode_config(found[path])
+            values = {k: float(v) for k, v in config.items() if k in QUOTA_KEYS}
         except (ValueError, AttributeError) as exc:
             _report_once(path, found[path], "config", exc)
             continue
-        values = {k: float(v) for k, v in config.items() if k in QUOTA_KEYS}
         if values:
             quotas[tuple(sorted(entity))] = values
         if len(entity) == 1 and entity[0][0] == "user" and entity[0][1] is not None:
