@@ -358,8 +358,9 @@ class BrokerConfig:
         """What a cluster cannot do yet is refused by name, never half done. Brokers reach each
         other over the inter-broker listener's protocol (kbroker.security.inter_broker): on SASL
         with ``sasl.mechanism.inter.broker.protocol``, which must be one the client speaks and
-        the listener enables (Kafka's own rule). ACLs are not kept in ZooKeeper, so an authorizer
-        would deny the other brokers' fetches."""
+        the listener enables (Kafka's own rule). (An authorizer works: ACLs live in ZooKeeper;
+        the brokers' own principal needs CLUSTER_ACTION or a place in super.users, as in
+        Kafka.)"""
         name = self.inter_broker_listener_name
         protocol = self.listener_security_protocols.get(name or "", "PLAINTEXT")
         if uses_sasl(protocol):
@@ -376,10 +377,6 @@ class BrokerConfig:
                 raise ConfigError(f"{key}={mechanism} must be included in sasl.enabled.mechanisms "
                                   f"of the inter-broker listener {name} (it enables "
                                   f"{', '.join(enabled)})", key)
-        if self.get("authorizer.class.name"):
-            raise ConfigError("refused 'authorizer.class.name' in cluster mode (zookeeper.connect): "
-                              "ACLs are not stored in ZooKeeper (/kafka-acl) yet; run the "
-                              "authorizer on a single node", "authorizer.class.name")
 
     def _check_listener_security(self, endpoint: Endpoint, protocol: str) -> None:
         """The settings a listener's protocol needs are there (files are read at start-up)."""

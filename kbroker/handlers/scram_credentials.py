@@ -15,11 +15,15 @@ With an authorizer: describing needs DESCRIBE on the cluster, altering ALTER on 
 
 from __future__ import annotations
 
+import logging
+
 from kbroker.handlers import handles
-from kbroker.protocol.errors import Errors
+from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, ResourceType, allowed
 from kbroker.security.sasl.scram import (MAX_ITERATIONS, MECHANISM_BY_TYPE, MIN_ITERATIONS,
                                          TYPE_BY_MECHANISM, ScramCredential)
+
+log = logging.getLogger("kbroker.scram")
 
 
 @handles("DescribeUserScramCredentials")
@@ -117,7 +121,13 @@ def alter_user_scram_credentials(ctx, request):
     deletions = {(d.name, MECHANISM_BY_TYPE[d.mechanism]) for d in request.deletions
                  if d.name not in errors}
     if upserts or deletions:
-        ctx.controller.alter_scram_credentials(upserts, deletions)
+        try:
+            ctx.controller.alter_scram_credentials(upserts, deletions)
+        except KafkaError as exc:  # not stored (a cluster's ZooKeeper write lost): say so
+            log.warning("AlterUserScramCredentials from %s not stored: %s", ctx.principal,
+                        exc.message)
+            for user in {user for user, _ in [*upserts, *deletions]}:
+                refuse(user, exc.error, exc.message)
     results = []
     for user in users:
         error, message = errors.get(user, (Errors.NONE, None))

@@ -11,8 +11,9 @@ register, elect, follow ZooKeeper, controlled shutdown), ``zk_controller`` (the 
 writing to ZooKeeper and publishing images read from it; the elected broker's duties),
 ``zk_image`` (ZooKeeper -> image), ``leader_election`` (the election rules, pure),
 ``placement`` (rack-aware replica placement), ``zk_store`` / ``zk_znodes`` (Kafka's znode layout,
-conditional writes fenced by the controller epoch), ``zk_election``, ``zk_registration``,
-``zk_client``.
+conditional writes fenced by the controller epoch), ``zk_security`` (SCRAM credentials, ACLs
+and client quotas in ZooKeeper: read, and written as conditional deltas), ``zk_election``,
+``zk_registration``, ``zk_client``.
 
 Concurrency rule: owned by the event loop. Images are replaced, never changed, so a reader that
 keeps one sees a consistent view; a change is durable before its image is published.

@@ -13,8 +13,11 @@ operations are shaped after those znodes so the ZooKeeper store maps one call to
 ``delete_topic(name)``          both of the topic's znodes
 ``set_broker_configs(c, ...)``  ``/config/brokers/<default>`` or ``/config/brokers/<id>``
 ``allocate_producer_id_block``  ``/latest_producer_id_block``
-``set_scram_credentials(c)``    ``/config/users/<user>`` (the SCRAM-SHA-* entries)
-``set_acls(acls)``              ``/kafka-acl/<type>/<name>`` (local store only so far)
+``set_scram_credentials(c)``    every user's credentials (the local store)
+``update_scram_credentials``    ``/config/users/<user>`` (the SCRAM-SHA-* keys; ZooKeeper, deltas)
+``set_acls(acls)``              every ACL (the local store)
+``update_acls(added, removed)`` ``/kafka-acl/<Type>/<name>``, ``/kafka-acl-extended/prefixed/...``
+                                (ZooKeeper, deltas: a broker's image may lag another's write)
 ``set_client_quotas(q, ...)``   ``/config/users/<u>[/clients/<c>]``, ``/config/clients/<c>``,
                                 ``/config/ips/<ip>`` (``<default>`` for default entities)
 =============================  ==========================================================
@@ -68,7 +71,8 @@ class MetadataStore(Protocol):
 # The writing methods, for the import rule test (only the controller calls them).
 WRITES = ("create_topic", "set_assignments", "set_reassignment", "set_topic_configs",
           "delete_topic", "set_broker_configs", "allocate_producer_id_block",
-          "set_scram_credentials", "set_acls", "set_client_quotas", "set_finalized_features")
+          "set_scram_credentials", "set_acls", "set_client_quotas", "set_finalized_features",
+          "update_scram_credentials", "update_acls")
 
 
 class StaleMetadataError(Exception):

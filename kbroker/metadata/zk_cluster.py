@@ -10,7 +10,8 @@
    ``/brokers/ids/N`` (again after every lost session), competes for ``/controller``, and starts
    the **sync loop**: every watch that fires (``/brokers/ids``, ``/brokers/topics``,
    ``/isr_change_notification``, ``/config/changes``, ``/admin/delete_topics``,
-   ``/controller``, ``/feature``) only *nudges* it; it then re-reads the whole tree and publishes the image.
+   ``/kafka-acl-changes``, ``/kafka-acl-extended-changes``, ``/controller``, ``/feature``)
+   only *nudges* it; it then re-reads the whole tree and publishes the image.
    It also re-reads every ``RESYNC_INTERVAL_S`` without a nudge, so a notification lost while
    the session was reconnecting, or one that arrived out of order, cannot leave the broker
    behind for long. While this broker is the controller, each round ends with the controller
@@ -51,7 +52,11 @@ RESYNC_BUDGET = 20
 KEEP_NOTIFICATIONS = 100
 # The most a stop waits for the ZooKeeper client to close (seconds).
 CLOSE_TIMEOUT_S = 5
-_WATCHED = (zn.BROKER_IDS, zn.TOPICS, zn.ISR_CHANGE, zn.CONFIG_CHANGES, zn.DELETE_TOPICS)
+_WATCHED = (zn.BROKER_IDS, zn.TOPICS, zn.ISR_CHANGE, zn.CONFIG_CHANGES, zn.DELETE_TOPICS,
+            zn.ACL_CHANGES, zn.EXTENDED_ACL_CHANGES)
+# Sequential notifications trimmed to the newest KEEP_NOTIFICATIONS (Kafka's brokers delete
+# theirs after 15 minutes; the content is never needed: every broker re-reads the tree).
+_TRIMMED = (zn.ISR_CHANGE, zn.ACL_CHANGES, zn.EXTENDED_ACL_CHANGES)
 
 
 class ZkUnavailable(RuntimeError):
@@ -148,13 +153,14 @@ class ZkCluster:
                 log.exception("cluster metadata sync failed; retrying")
 
     def _trim_notifications(self) -> None:
-        children = sorted(self.client.get_children(zn.ISR_CHANGE))
-        for child in children[:-KEEP_NOTIFICATIONS] if len(children) > KEEP_NOTIFICATIONS \
-                else ():
-            try:
-                self.client.delete(f"{zn.ISR_CHANGE}/{child}")
-            except NoNodeError:
-                pass
+        for parent in _TRIMMED:
+            children = sorted(self.client.get_children(parent))
+            for child in children[:-KEEP_NOTIFICATIONS] if len(children) > KEEP_NOTIFICATIONS \
+                    else ():
+                try:
+                    self.client.delete(f"{parent}/{child}")
+                except NoNodeError:
+                    pass
 
     # --- stop --------------------------------------------------------------------------------
 

@@ -191,6 +191,33 @@ class ClusterController(Controller):
     def _persist(self, write) -> None:  # configs: the base class's synchronous path
         self._write(write)
 
+    # --- SCRAM credentials and ACLs ----------------------------------------------------------
+    # Written to ZooKeeper as deltas (another broker may have changed the same user or resource
+    # since this broker's image), then published here at once; other brokers follow through
+    # their watches on /config/changes and /kafka-acl[-extended]-changes.
+
+    def alter_scram_credentials(self, upserts, deletions) -> None:
+        self._write(lambda: self._store.update_scram_credentials(upserts, deletions))
+        credentials = {user: dict(m) for user, m in self._image.scram_credentials.items()}
+        for user, mechanism in deletions:
+            credentials.get(user, {}).pop(mechanism, None)
+        for (user, mechanism), credential in upserts.items():
+            credentials.setdefault(user, {})[mechanism] = credential
+        _run_now(self._publish(self._image.with_scram_credentials(credentials)))
+
+    def create_acls(self, acls) -> None:
+        added = list(dict.fromkeys(tuple(a) for a in acls))
+        self._write(lambda: self._store.update_acls(added, ()))
+        present = set(self._image.acls)
+        _run_now(self._publish(self._image.with_acls(
+            list(self._image.acls) + [a for a in added if a not in present])))
+
+    def delete_acls(self, acls) -> None:
+        gone = {tuple(a) for a in acls}
+        self._write(lambda: self._store.update_acls((), gone))
+        _run_now(self._publish(self._image.with_acls(
+            [a for a in self._image.acls if a not in gone])))
+
     # --- partition state ---------------------------------------------------------------------
 
     async def write_isr(self, topic: str, index: int, proposed: PartitionState) -> PartitionState:
@@ -492,7 +519,8 @@ def _share_unchanged(old: MetadataImage, new: MetadataImage) -> MetadataImage:
             shared.append(topic)
     image = MetadataImage.build(new.cluster_id, shared,
                                 {k: dict(v) for k, v in new.dynamic_broker_configs.items()},
-                                old.scram_credentials, old.acls,
-                                client_quotas=new.client_quotas)
-    return image.with_brokers(new.brokers.values(), new.controller_id).with_finalized_features(
-        new.finalized_features, new.features_epoch)
+                                new.scram_credentials, client_quotas=new.client_quotas)
+    # The same ACL set keeps its tuple: the authorizer caches its index and decisions by it.
+    acls = old.acls if set(old.acls) == set(new.acls) else new.acls
+    return image.with_acls(acls).with_brokers(new.brokers.values(), new.controller_id) \
+        .with_finalized_features(new.finalized_features, new.features_epoch)

@@ -9,7 +9,9 @@ read is the truth):
 - topics: ``/brokers/topics/T`` (id and assignment), ``/config/topics/T`` (overrides) and each
   partition's ``.../partitions/P/state`` (leader, leader epoch, ISR, controller epoch, and the
   znode version a conditional write must name);
-- dynamic broker configs: ``/config/brokers/<default>`` and ``/config/brokers/<this id>``.
+- dynamic broker configs: ``/config/brokers/<default>`` and ``/config/brokers/<this id>``;
+- SCRAM credentials, ACLs and client quotas (``/config/users``, ``/config/clients``,
+  ``/config/ips``, ``/kafka-acl``, ``/kafka-acl-extended``), read by :mod:`zk_security`.
 
 All reads go out at once (kazoo's ``get_async``) and are collected after, so reading a thousand
 partitions costs a few round trips' time, not a thousand. The reader blocks: callers run it in a
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from kbroker.metadata import zk_security
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.image import BrokerInfo, MetadataImage, PartitionState, TopicMetadata
 
@@ -63,36 +66,6 @@ def _children(zk: KazooClient, path: str) -> list[str]:
         return zk.get_children_async(path).get(timeout=READ_TIMEOUT_S)
     except NoNodeError:
         return []
-
-
-def read_client_quotas(zk: KazooClient) -> dict:
-    """Every entity's client quotas from Kafka's ZooKeeper-mode znodes (/config/users/U,
-    /config/users/U/clients/C, /config/clients/C, /config/ips/IP), as the image keeps them.
-    Other keys in the same znodes (a user's SCRAM credentials) are not quotas and are skipped."""
-    pending = {}
-    for kind, root in zn.QUOTA_ROOTS.items():
-        children = {c: zk.get_children_async(f"/config/{root}/{c}/clients")
-                    for c in _children(zk, f"/config/{root}")} if kind == "user" else \
-            {c: None for c in _children(zk, f"/config/{root}")}
-        for child, clients in children.items():
-            entity = ((kind, zn.desanitize(child)),)
-            pending[entity] = zk.get_async(f"/config/{root}/{child}")
-            if clients is None:
-                continue
-            try:
-                names = clients.get(timeout=READ_TIMEOUT_S)
-            except NoNodeError:
-                continue
-            for client in names:
-                pair = tuple(sorted(entity + (("client-id", zn.desanitize(client)),)))
-                pending[pair] = zk.get_async(f"/config/{root}/{child}/clients/{client}")
-    quotas = {}
-    for entity, (data, _version) in _collect(pending).items():
-        values = {k: float(v) for k, v in zn.decode_config(data).items()
-                  if k in zn.QUOTA_KEYS}
-        if values:
-            quotas[entity] = values
-    return quotas
 
 
 def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
@@ -165,9 +138,10 @@ def read_snapshot(zk: KazooClient, cluster_id: str, node_id: int) -> ZkSnapshot:
         "cluster": zn.decode_config(found.get(zn.broker_config_path(None), (None,))[0]),
         "broker": zn.decode_config(found.get(zn.broker_config_path(node_id), (None,))[0]),
     }
+    credentials, acls, quotas = zk_security.read(zk)
     feature = found.get(zn.FEATURE)
-    image = MetadataImage.build(cluster_id, topics, broker_configs,
-                                client_quotas=read_client_quotas(zk)).with_brokers(
+    image = MetadataImage.build(cluster_id, topics, broker_configs, credentials, acls,
+                                client_quotas=quotas).with_brokers(
         sorted(brokers, key=lambda b: b.node_id), controller_id).with_finalized_features(
         zn.decode_features(feature[0] if feature else None),
         zn.features_epoch(feature[1] if feature else None))

@@ -21,7 +21,8 @@ the topic's znodes and the marker in one transaction; ``load`` finishes a deleti
 interrupted.
 
 Config changes create a sequential ``/config/changes/config_change_`` notification in the same
-transaction, which is how a Kafka broker learns of them.
+transaction, which is how a Kafka broker learns of them. SCRAM credentials and ACLs are written
+as deltas by :mod:`zk_security` (``update_scram_credentials``, ``update_acls``).
 
 Concurrency: kazoo calls block the caller for one ZooKeeper round trip (about a millisecond on
 a local server); the controller is the one caller.
@@ -35,11 +36,11 @@ from typing import Mapping, Sequence
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
+from kbroker.metadata import zk_security
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.image import MetadataImage, TopicMetadata
 from kbroker.metadata.local_store import new_cluster_id
 from kbroker.metadata.store import StaleMetadataError
-from kbroker.metadata.zk_image import read_client_quotas
 
 log = logging.getLogger("kbroker.metadata.zk")
 
@@ -133,8 +134,9 @@ class ZkMetadataStore:
             "cluster": zn.decode_config(self._get(zn.broker_config_path(None))),
             "broker": zn.decode_config(self._get(zn.broker_config_path(self._node_id))),
         }
-        return MetadataImage.build(self.cluster_id, topics, broker_configs,
-                                   client_quotas=read_client_quotas(self._zk))
+        credentials, acls, quotas = zk_security.read(self._zk)
+        return MetadataImage.build(self.cluster_id, topics, broker_configs, credentials, acls,
+                                   client_quotas=quotas)
 
     def partition_state(self, topic: str, partition: int) -> zn.PartitionState | None:
         try:
@@ -391,7 +393,7 @@ class ZkMetadataStore:
                         written.add(parent)
             written.add(path)
             current = zn.decode_config(self._get(path))
-            config = {k: v for k, v in current.items() if k not in zn.QUOTA_KEYS}
+            config = {k: v for k, v in current.items() if k not in zk_security.QUOTA_KEYS}
             config.update({k: zn.encode_quota_value(k, v)
                            for k, v in quotas.get(entity, {}).items()})
             self._set_or_create(txn, path, zn.encode_config(config))
@@ -405,20 +407,16 @@ class ZkMetadataStore:
         a topic's config or assignment since this store last wrote it)."""
         self._versions.update(versions)
 
-    def set_scram_credentials(self, credentials) -> None:
-        """Not yet: Kafka keeps them in /config/users/<user>; refused rather than kept in this
-        broker's memory only."""
-        from kbroker.protocol.errors import Errors, KafkaError
-        raise KafkaError(Errors.UNSUPPORTED_VERSION,
-                         "SCRAM credentials are not stored in ZooKeeper (/config/users) by "
-                         "kbroker yet.")
+    def update_scram_credentials(self, upserts, deletions) -> None:
+        """Cluster mode writes deltas, never a whole set from a possibly stale image: each
+        user's /config/users/<user> read, changed and written back conditionally
+        (``zk_security``)."""
+        zk_security.update_scram_credentials(self, upserts, deletions)
 
-    def set_acls(self, acls) -> None:
-        """Not yet: Kafka keeps ACLs under /kafka-acl/<type>/<name>; until they are written there
-        a change is refused (the handler answers it), never kept only in this broker's memory."""
-        from kbroker.protocol.errors import Errors, KafkaError
-        raise KafkaError(Errors.SECURITY_DISABLED,
-                         "ACLs are not stored in ZooKeeper (/kafka-acl) by kbroker yet.")
+    def update_acls(self, added, removed) -> None:
+        """The same for ACLs: each touched /kafka-acl[-extended/prefixed]/<Type>/<name> znode
+        read, changed and written back conditionally, with Kafka's change notifications."""
+        zk_security.update_acls(self, added, removed)
 
     def set_finalized_features(self, levels) -> int:
         """Kafka's /feature znode, written conditionally on the version this broker read (two

@@ -23,6 +23,14 @@ reading a kbroker-written tree) read what we write::
     /isr_change_notification/isr_change_NNNNNNNNNN  {"version":1,"partitions":[{"topic":"T",
                                           "partition":0}]}  sequential
     /latest_producer_id_block            {"version":1,"broker":N,"block_start":"0","block_end":"999"}
+    /kafka-acl/<Type>/<name>             {"version":1,"acls":[{"principal":"User:alice",
+                                          "permissionType":"Allow","operation":"Read","host":"*"}]}
+                                         (LITERAL patterns; <Type> as Kafka names it: Topic,
+                                          Group, Cluster, TransactionalId, DelegationToken, User)
+    /kafka-acl-extended/prefixed/<Type>/<name>   the same, for PREFIXED patterns
+    /kafka-acl-changes/acl_changes_NNNNNNNNNN    "TOPIC:<name>"  (a literal resource changed)
+    /kafka-acl-extended-changes/acl_changes_NNNNNNNNNN   {"version":1,"resourceType":"TOPIC",
+                                          "name":"<name>","patternType":"PREFIXED"}
 
 Kafka quirks kept on purpose: ``/cluster/id``'s version is the *string* "1"; timestamps and
 producer-id bounds are strings; a topic id is Kafka's ``Uuid.toString()`` (URL-safe base64 of
@@ -55,10 +63,18 @@ DEFAULT_ENTITY = "<default>"
 FEATURE = "/feature"
 
 # The persistent paths a Kafka broker creates at start-up (KafkaZkClient.createTopLevelPaths).
+# ACLs (Kafka's ZkAclStore / ZkAclChangeStore): literal patterns under /kafka-acl, prefixed ones
+# under /kafka-acl-extended/prefixed, each change announced under its store's change path.
+ACLS = "/kafka-acl"
+EXTENDED_ACLS = "/kafka-acl-extended"
+ACL_CHANGES = "/kafka-acl-changes"
+EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_SEQUENCE = "acl_changes_"
 PERSISTENT_PATHS = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
                     "/brokers/seqid", ISR_CHANGE, PRODUCER_ID_BLOCK,
                     "/log_dir_event_notification", TOPIC_CONFIGS, "/config/clients",
-                    "/config/users", BROKER_CONFIGS, "/config/ips")
+                    "/config/users", BROKER_CONFIGS, "/config/ips",
+                    ACLS, EXTENDED_ACLS + "/prefixed", ACL_CHANGES, EXTENDED_ACL_CHANGES)
 
 
 def _json(value) -> bytes:
@@ -282,8 +298,6 @@ def decode_broker_registration(data: bytes) -> tuple[list[Endpoint], str | None]
 # --- client quotas ------------------------------------------------------------------------------
 
 QUOTA_ROOTS = {"user": "users", "client-id": "clients", "ip": "ips"}
-QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage",
-                        "controller_mutation_rate", "connection_creation_rate"})
 
 
 def sanitize(name: str | None) -> str:
@@ -320,3 +334,85 @@ def encode_quota_value(key: str, value: float) -> str:
     if key in ("producer_byte_rate", "consumer_byte_rate", "connection_creation_rate"):
         return str(int(value))
     return repr(float(value))
+
+
+# --- ACLs (kafka.zk.ZkAclStore, kafka.security.authorizer.AclEntry) -----------------------------
+# Kafka's wire codes (org.apache.kafka.common.resource.ResourceType, acl.AclOperation,
+# acl.AclPermissionType, resource.PatternType) and their enum names; the znodes use the names in
+# Pascal case (SecurityUtils.resourceTypeName / operationName / permissionTypeName).
+
+RESOURCE_TYPES = {2: "TOPIC", 3: "GROUP", 4: "CLUSTER", 5: "TRANSACTIONAL_ID",
+                  6: "DELEGATION_TOKEN", 7: "USER"}
+OPERATIONS = {2: "ALL", 3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER",
+              8: "DESCRIBE", 9: "CLUSTER_ACTION", 10: "DESCRIBE_CONFIGS", 11: "ALTER_CONFIGS",
+              12: "IDEMPOTENT_WRITE", 13: "CREATE_TOKENS", 14: "DESCRIBE_TOKENS"}
+PERMISSIONS = {2: "DENY", 3: "ALLOW"}
+LITERAL, PREFIXED = 3, 4
+
+
+def pascal_case(name: str) -> str:
+    """Kafka's SecurityUtils.toPascalCase: TRANSACTIONAL_ID -> TransactionalId."""
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _code(names: Mapping[int, str], text: str) -> int:
+    """Kafka's SecurityUtils lookup: the Pascal-case name, or the upper-case enum name."""
+    wanted = text.replace("_", "").upper()
+    for code, name in names.items():
+        if name.replace("_", "") == wanted:
+            return code
+    raise ValueError(f"unknown name {text!r}")
+
+
+def acl_store_path(pattern_type: int) -> str:
+    return ACLS if pattern_type == LITERAL else f"{EXTENDED_ACLS}/prefixed"
+
+
+def acl_type_path(pattern_type: int, resource_type: int) -> str:
+    return f"{acl_store_path(pattern_type)}/{pascal_case(RESOURCE_TYPES[resource_type])}"
+
+
+def acl_path(resource_type: int, pattern_type: int, name: str) -> str:
+    """``/kafka-acl/Topic/orders`` or ``/kafka-acl-extended/prefixed/Topic/orders-``. Kafka puts
+    the resource name in the path as it is (no sanitizing)."""
+    return f"{acl_type_path(pattern_type, resource_type)}/{name}"
+
+
+def resource_type_from_path(type_name: str) -> int:
+    return _code(RESOURCE_TYPES, type_name)
+
+
+def encode_acls(entries) -> bytes:
+    """``entries``: (principal, host, operation code, permission code) of one resource."""
+    return _json({"version": 1, "acls": [
+        {"principal": principal, "permissionType": pascal_case(PERMISSIONS[permission]),
+         "operation": pascal_case(OPERATIONS[operation]), "host": host}
+        for principal, host, operation, permission in entries]})
+
+
+def decode_acls(data: bytes | None) -> list[tuple[str, str, int, int]]:
+    """(principal, host, operation code, permission code) of a resource znode (empty if none)."""
+    if not data:
+        return []
+    value = _parse(data)
+    if value.get("version") != 1:
+        raise ValueError(f"ACL znode version {value.get('version')!r} (Kafka writes 1)")
+    return [(a["principal"], a["host"], _code(OPERATIONS, a["operation"]),
+             _code(PERMISSIONS, a["permissionType"])) for a in value.get("acls") or ()]
+
+
+def acl_change(resource_type: int, pattern_type: int, name: str) -> tuple[str, bytes]:
+    """The sequential notification Kafka's AclAuthorizer writes after changing a resource's
+    ACLs: (path prefix, data). Literal: the legacy ``TOPIC:<name>`` string
+    (``ResourceType.toString``); prefixed: ExtendedAclChangeEvent's JSON."""
+    type_name = RESOURCE_TYPES[resource_type]
+    if pattern_type == LITERAL:
+        return f"{ACL_CHANGES}/{ACL_CHANGE_SEQUENCE}", f"{type_name}:{name}".encode()
+    return (f"{EXTENDED_ACL_CHANGES}/{ACL_CHANGE_SEQUENCE}",
+            _json({"version": 1, "resourceType": type_name, "name": name,
+                   "patternType": "PREFIXED"}))
+
+
+# --- SCRAM credentials (ScramCredentialUtils, in /config/users/<sanitized user>) ----------------
+
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
