@@ -134,6 +134,14 @@ class AsyncKafkaBroker:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
+async def _cancel_remaining_tasks() -> None:
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=2)
+
+
 class KafkaBroker:
     """A broker for synchronous code: ``with KafkaBroker(settings) as kafka``. Its event loop runs
     in a daemon thread, so the caller's thread stays free for blocking clients."""
@@ -197,6 +205,12 @@ class KafkaBroker:
 
     def _stop_loop(self) -> None:
         loop, self._loop = self._loop, None
+        # Connections closed by the stop may still have a parked request task (a long poll)
+        # winding down: end them here, so none is destroyed pending when the loop closes.
+        try:
+            asyncio.run_coroutine_threadsafe(_cancel_remaining_tasks(), loop).result(5)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            pass
         loop.call_soon_threadsafe(loop.stop)
         self._thread.join()
         loop.close()
