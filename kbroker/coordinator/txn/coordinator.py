@@ -30,10 +30,12 @@ import logging
 from kbroker.coordinator.runtime import CoordinatorRuntime, now_ms
 from kbroker.coordinator.txn import describe as reads
 from kbroker.coordinator.txn import operations as ops
+from kbroker.coordinator.txn.marker_channel import MarkerChannel
 from kbroker.coordinator.txn.records import partition_for
 from kbroker.coordinator.txn.shard import TxnShard
 from kbroker.coordinator.txn.state import PREPARING, TxnMetadata
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.replica.broker_client import BrokerClientError
 
 log = logging.getLogger("kbroker.coordinator.txn")
 
@@ -67,6 +69,9 @@ class TransactionCoordinator:
         # (DescribeTransactions lists those, as Kafka does).
         self.unmarked: dict[str, set] = {}
         self._completions: dict[str, asyncio.Future] = {}
+        # Markers for partitions other brokers lead (WriteTxnMarkers, one connection each).
+        self.marker_channel = MarkerChannel(
+            partitions.node_id, config.get("request.timeout.ms") / 1000)
         self._timeouts: asyncio.Task | None = None
         self._expiry: asyncio.Task | None = None
 
@@ -88,6 +93,7 @@ class TransactionCoordinator:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+        self.marker_channel.close()
         await self.runtime.stop()
 
     def shard_loaded(self, shard: TxnShard) -> None:
@@ -155,6 +161,56 @@ class TransactionCoordinator:
                           partitions) -> dict:
         return ops.verify_partitions(self.shard_for(transactional_id), transactional_id,
                                      producer_id, producer_epoch, partitions)
+
+    def remote_coordinator(self, transactional_id: str):
+        """(broker id, endpoint) of the broker leading ``transactional_id``'s shard when that
+        is another broker (its endpoint None while it is offline); None when it is this one,
+        or when the topic does not exist yet (this broker creates it)."""
+        topic = self.runtime.controller.image.topic(TOPIC)
+        if topic is None:
+            return None
+        leader = topic.state(self.partition_for(transactional_id)).leader
+        if leader == self.partitions.node_id:
+            return None
+        return leader, self._endpoint(self.runtime.controller.image, leader)
+
+    async def add_partitions_remote(self, coordinator, transactional_id: str, producer_id: int,
+                                    producer_epoch: int, partitions, verify_only: bool) -> dict:
+        """A partition leader asks the remote coordinator ``coordinator`` (from
+        :meth:`remote_coordinator`) to verify (transactions v1) or add (v2) ``partitions``:
+        AddPartitionsToTxn v4+, one transaction, as Kafka's AddPartitionsToTxnManager.
+        {(topic, index): Errors}; a broker that cannot be reached is COORDINATOR_NOT_AVAILABLE
+        (retriable for the producer)."""
+        from kbroker.protocol.messages.add_partitions_to_txn import \
+            AddPartitionsToTxnRequest as Req
+        broker_id, endpoint = coordinator
+        if endpoint is None:
+            return {tp: Errors.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        request = Req(transactions=[Req.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, verify_only=verify_only,
+            topics=[Req.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                    for t, ps in by_topic.items()])])
+        try:
+            response = await self.marker_channel.request(broker_id, endpoint,
+                                                         "AddPartitionsToTxn", request)
+        except BrokerClientError as exc:
+            log.info("AddPartitionsToTxn for %s to broker %d: %s", transactional_id, broker_id,
+                     exc)
+            return {tp: Errors.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        top = Errors.for_code(response.error_code)
+        results = {tp: top if top is not Errors.NONE else Errors.UNKNOWN_SERVER_ERROR
+                   for tp in partitions}
+        for txn in response.results_by_transaction:
+            for topic in txn.topic_results:
+                for r in topic.results_by_partition:
+                    if (topic.name, r.partition_index) in results:
+                        results[(topic.name, r.partition_index)] = Errors.for_code(
+                            r.partition_error_code)
+        return results
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> Errors:
@@ -225,23 +281,20 @@ class TransactionCoordinator:
         while remaining:
             if self.runtime.shards.get(index) is not shard:
                 return  # unloaded: the next host resumes the markers
+            results = await self._write_markers_once(prepared, coordinator_epoch, remaining)
             retry = []
-            for topic, p in remaining:
-                try:
-                    await self.write_marker(topic, p, prepared.producer_id,
-                                            prepared.producer_epoch, coordinator_epoch,
-                                            prepared.commit)
+            for (topic, p), error in results.items():
+                if error is Errors.NONE:
                     unmarked.discard((topic, p))
-                except KafkaError as exc:
-                    if exc.error in _DROP_PARTITION:
-                        unmarked.discard((topic, p))
-                        log.warning("marker of %s for %s-%d not written: %s", 
-                                    prepared.transactional_id, topic, p, exc)
-                    else:
-                        retry.append((topic, p))
-                        log.info("marker of %s for %s-%d failed (%s); retrying",
-                                 prepared.transactional_id, topic, p, exc)
-            remaining = retry
+                elif error in _DROP_PARTITION:
+                    unmarked.discard((topic, p))
+                    log.warning("marker of %s for %s-%d not written: %s",
+                                prepared.transactional_id, topic, p, error.name)
+                else:
+                    retry.append((topic, p))
+                    log.info("marker of %s for %s-%d failed (%s); retrying",
+                             prepared.transactional_id, topic, p, error.name)
+            remaining = sorted(retry)
             if remaining:
                 await asyncio.sleep(_RETRY_S)
         while self.runtime.shards.get(index) is shard:
@@ -252,6 +305,55 @@ class TransactionCoordinator:
                 log.warning("completing the transaction of %s failed: %s; retrying",
                             prepared.transactional_id, exc)
                 await asyncio.sleep(_RETRY_S)
+
+    async def _write_markers_once(self, prepared: TxnMetadata, coordinator_epoch: int,
+                                  partitions: list) -> dict:
+        """One attempt at every marker, each partition routed to its leader in the current
+        image: written here, or in one WriteTxnMarkers per other broker (concurrently).
+        {(topic, index): Errors}."""
+        image = self.runtime.controller.image
+        results, remote = {}, {}
+        for topic, p in partitions:
+            meta = image.topic(topic)
+            if meta is None or p >= meta.num_partitions:
+                results[(topic, p)] = Errors.UNKNOWN_TOPIC_OR_PARTITION  # gone: no marker
+                continue
+            leader = meta.state(p).leader
+            if leader == self.partitions.node_id:
+                try:
+                    await self.write_marker(topic, p, prepared.producer_id,
+                                            prepared.producer_epoch, coordinator_epoch,
+                                            prepared.commit)
+                    results[(topic, p)] = Errors.NONE
+                except KafkaError as exc:
+                    results[(topic, p)] = exc.error
+            else:
+                remote.setdefault(leader, []).append((topic, p))
+        sends, groups = [], []
+        for leader, group in remote.items():
+            endpoint = self._endpoint(image, leader)
+            if endpoint is None:  # no leader, or it is offline: wait for the next image
+                results.update((tp, Errors.LEADER_NOT_AVAILABLE) for tp in group)
+                continue
+            groups.append(group)
+            sends.append(self.marker_channel.send(
+                leader, endpoint, prepared.producer_id, prepared.producer_epoch,
+                coordinator_epoch, prepared.commit, group))
+        for group, answer in zip(groups, await asyncio.gather(*sends, return_exceptions=True)):
+            if isinstance(answer, BaseException):
+                if isinstance(answer, asyncio.CancelledError):
+                    raise answer
+                log.error("markers of %s: %r", prepared.transactional_id, answer)
+                answer = {tp: Errors.UNKNOWN_SERVER_ERROR for tp in group}
+            results.update(answer)
+        return results
+
+    def _endpoint(self, image, broker_id: int):
+        broker = image.brokers.get(broker_id)
+        if broker is None or not broker.endpoints:
+            return None
+        endpoint = broker.endpoints.get(self.config.inter_broker_listener_name)
+        return endpoint if endpoint is not None else next(iter(broker.endpoints.values()))
 
     # --- timeouts ------------------------------------------------------------------------------
 
