@@ -16,6 +16,11 @@ from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, ResourceType, allowed
 
 
+def _exists(ctx, topic: str, index: int) -> bool:
+    meta = ctx.metadata.topic(topic)
+    return meta is not None and 0 <= index < meta.num_partitions
+
+
 async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verify_only):
     """{(topic, partition): error} for one transaction."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
@@ -25,7 +30,8 @@ async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verif
     if denied:  # checked before existence, as Kafka does
         return {tp: Errors.TOPIC_AUTHORIZATION_FAILED if tp in denied
                 else Errors.OPERATION_NOT_ATTEMPTED for tp in wanted}
-    unknown = {tp for tp in wanted if ctx.partitions.get(*tp) is None}
+    # From the metadata image: the coordinator need not host the partitions (a cluster).
+    unknown = {tp for tp in wanted if not _exists(ctx, *tp)}
     if unknown:
         return {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                 else Errors.OPERATION_NOT_ATTEMPTED for tp in wanted}
@@ -33,8 +39,9 @@ async def _add(ctx, transactional_id, producer_id, producer_epoch, topics, verif
         if verify_only:
             return ctx.txn.verify_partitions(transactional_id, producer_id, producer_epoch,
                                              wanted)
+        # v5's adds come from a partition leader for a transactions v2 producer (KIP-890).
         error = await ctx.txn.add_partitions(transactional_id, producer_id, producer_epoch,
-                                             wanted)
+                                             wanted, 2 if ctx.api_version >= 5 else 0)
     except KafkaError as exc:
         error = exc.error
     if error is Errors.PRODUCER_FENCED and ctx.api_version < 2:

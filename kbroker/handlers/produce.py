@@ -53,10 +53,13 @@ def _add_to_transaction(ctx, request):
     """Produce v12+ (transactions v2): the transactional batches' partitions not yet in the
     producer's transaction are added by the broker. {(topic, index): client error} for those
     refused, or an awaitable of it."""
-    if (request.transactional_id is None or ctx.api_version < txn_check.FIRST_ADD_PRODUCE_VERSION
-            or ctx.txn is None or request.acks not in (0, 1, -1)
+    if (request.transactional_id is None or ctx.txn is None or request.acks not in (0, 1, -1)
             or not allowed(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)):
         return None  # refused below, partition by partition
+    verify_only = ctx.api_version < txn_check.FIRST_ADD_PRODUCE_VERSION
+    remote = ctx.txn.remote_coordinator(request.transactional_id)
+    if verify_only and remote is None:
+        return None  # verified below against the local coordinator
     by_producer: dict[tuple[int, int], list] = {}
     for topic_data in request.topic_data:
         name, _ = resolve_topic(ctx.metadata, ctx.api_version >= 13, topic_data.name,
@@ -76,6 +79,9 @@ def _add_to_transaction(ctx, request):
     # One producer id and epoch per request in practice; the batches of any other are only
     # verified (transactions v1 rules) below.
     (producer_id, epoch), wanted = next(iter(by_producer.items()))
+    if remote is not None:
+        return ctx.txn.add_partitions_remote(remote, request.transactional_id, producer_id,
+                                             epoch, wanted, verify_only)
     return txn_check.add_partitions(ctx, request.transactional_id, producer_id, epoch, wanted)
 
 
@@ -123,7 +129,7 @@ def _produce(ctx, request, added: dict | None):
                                                           partition, name, data.index,
                                                           data.records)
                 elif error is not Errors.NONE:
-                    raise KafkaError(txn_check.client_error(error, True),
+                    raise KafkaError(txn_check.client_error(error, ctx.api_version >= 11),
                                      f"partition {name}-{data.index} could not join the "
                                      f"transaction of {request.transactional_id!r}: "
                                      f"{error.name}")

@@ -39,7 +39,14 @@ def _in_transaction(ctx, request):
     if ctx.txn is None:
         return Errors.NONE
     offsets_partition = ctx.txn.offsets_partition(request.group_id)
-    if ctx.api_version >= txn_check.FIRST_ADD_TXN_OFFSET_COMMIT_VERSION:
+    verify_only = ctx.api_version < txn_check.FIRST_ADD_TXN_OFFSET_COMMIT_VERSION
+    remote = ctx.txn.remote_coordinator(request.transactional_id)
+    if remote is not None and (not verify_only or ctx.config.get(
+            "transaction.partition.verification.enable")):
+        return ctx.txn.add_partitions_remote(remote, request.transactional_id,
+                                             request.producer_id, request.producer_epoch,
+                                             [offsets_partition], verify_only)
+    if not verify_only:
         ctx.groups.runtime.ensure_topic()
         return txn_check.add_partitions(ctx, request.transactional_id, request.producer_id,
                                         request.producer_epoch, [offsets_partition])

@@ -23,27 +23,43 @@ from kbroker.security.authorizer import Op, ResourceType, allowed
 async def handle_write_txn_markers(ctx, request):
     from kbroker.protocol.messages.write_txn_markers import WriteTxnMarkersResponse as R
 
-    markers = []
     # Only brokers send markers: CLUSTER_ACTION on the cluster, else every partition is denied.
     denied = not allowed(ctx, Op.CLUSTER_ACTION, ResourceType.CLUSTER)
+    # Every marker is appended first, then all commits are awaited together: one partition
+    # waiting for its followers does not hold back the others.
+    waits = []
     for marker in request.markers:
-        topics = []
         for topic in marker.topics:
-            results = []
             for index in topic.partition_indexes:
-                try:
-                    if denied:
-                        raise KafkaError(Errors.CLUSTER_AUTHORIZATION_FAILED)
-                    committed = ctx.txn.write_marker(topic.name, index, marker.producer_id,
-                                                     marker.producer_epoch,
-                                                     marker.coordinator_epoch,
-                                                     marker.transaction_result)
-                    await asyncio.shield(committed)
-                    error = Errors.NONE
-                except KafkaError as exc:
-                    error = exc.error
-                results.append(R.WritableTxnMarkerPartitionResult(partition_index=index,
-                                                                  error_code=error.code))
-            topics.append(R.WritableTxnMarkerTopicResult(name=topic.name, partitions=results))
-        markers.append(R.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics))
-    return R(markers=markers)
+                waits.append(_write(ctx, denied, marker, topic.name, index))
+    errors = iter(await asyncio.gather(*waits))
+    return R(markers=[R.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+        R.WritableTxnMarkerTopicResult(name=topic.name, partitions=[
+            R.WritableTxnMarkerPartitionResult(partition_index=index, error_code=next(errors).code)
+            for index in topic.partition_indexes])
+        for topic in marker.topics]) for marker in request.markers])
+
+
+def _write(ctx, denied: bool, marker, topic: str, index: int):
+    """Appends the marker now; an awaitable of its error once committed."""
+    try:
+        if denied:
+            raise KafkaError(Errors.CLUSTER_AUTHORIZATION_FAILED)
+        committed = ctx.txn.write_marker(topic, index, marker.producer_id, marker.producer_epoch,
+                                         marker.coordinator_epoch, marker.transaction_result)
+    except KafkaError as exc:
+        return _done(exc.error)
+    return _committed(committed)
+
+
+async def _done(error: Errors) -> Errors:
+    return error
+
+
+async def _committed(committed: asyncio.Future) -> Errors:
+    try:
+        # Shielded: a closed connection must not cancel the partition's commit future.
+        await asyncio.shield(committed)
+        return Errors.NONE
+    except KafkaError as exc:
+        return exc.error

@@ -29,19 +29,26 @@ import logging
 from kbroker.coordinator.runtime import CoordinatorRuntime, now_ms
 from kbroker.coordinator.txn import describe as reads
 from kbroker.coordinator.txn import operations as ops
+from kbroker.coordinator.txn.marker_channel import MarkerChannel
 from kbroker.coordinator.txn.records import partition_for
 from kbroker.coordinator.txn.shard import TxnShard
 from kbroker.coordinator.txn.state import PREPARING, TxnMetadata
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.replica.broker_client import BrokerClientError
 
 log = logging.getLogger("kbroker.coordinator.txn")
 
 TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
+# Marker retries back off from 100 ms (Kafka's retry.backoff.ms) to 1 s (its
+# reconnect.backoff.max.ms) while no partition gets its marker: a leader that is gone is not
+# hammered, and a new one is found within a second of the image naming it.
 _RETRY_S = 0.1
+_MAX_RETRY_S = 1.0
 # Errors after which a marker is not retried (Kafka's TransactionMarkerRequestCompletionHandler).
-_DROP_PARTITION = (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.INVALID_PRODUCER_EPOCH,
-                   Errors.TRANSACTION_COORDINATOR_FENCED)
+# UNKNOWN_TOPIC_OR_PARTITION from a leader is retried, as Kafka does (its image may be behind
+# ours); a partition is dropped for it only when our own image no longer has the topic.
+_DROP_PARTITION = (Errors.INVALID_PRODUCER_EPOCH, Errors.TRANSACTION_COORDINATOR_FENCED)
 
 
 class TransactionCoordinator:
@@ -64,6 +71,12 @@ class TransactionCoordinator:
         # (DescribeTransactions lists those, as Kafka does).
         self.unmarked: dict[str, set] = {}
         self._completions: dict[str, asyncio.Future] = {}
+        # Markers for partitions other brokers lead (WriteTxnMarkers), and a partition leader's
+        # AddPartitionsToTxn to another broker's coordinator: one channel each, as Kafka has.
+        timeout_s = config.get("request.timeout.ms") / 1000
+        self.marker_channel = MarkerChannel(partitions.node_id, timeout_s, "txn-markers")
+        self.verify_channel = MarkerChannel(partitions.node_id, timeout_s, "txn-verify")
+        self._stopping = False
         self._timeouts: asyncio.Task | None = None
         self._expiry: asyncio.Task | None = None
 
@@ -77,6 +90,13 @@ class TransactionCoordinator:
                                                               name="transactional id expiry")
 
     async def stop(self) -> None:
+        """Ends every task this coordinator started, promptly: the flag stops the marker loops
+        between attempts, closing the channels cancels requests to other brokers (even one
+        connecting to a broker that is gone), the cancel ends any wait. Markers not written are
+        resumed by the next host of the shard."""
+        self._stopping = True
+        self.marker_channel.close()
+        self.verify_channel.close()
         tasks = [t for t in (self._timeouts, self._expiry, *self._markers) if t is not None]
         for task in tasks:
             task.cancel()
@@ -153,6 +173,56 @@ class TransactionCoordinator:
         return ops.verify_partitions(self.shard_for(transactional_id), transactional_id,
                                      producer_id, producer_epoch, partitions)
 
+    def remote_coordinator(self, transactional_id: str):
+        """(broker id, endpoint) of the broker leading ``transactional_id``'s shard when that
+        is another broker (its endpoint None while it is offline); None when it is this one,
+        or when the topic does not exist yet (this broker creates it)."""
+        topic = self.runtime.controller.image.topic(TOPIC)
+        if topic is None:
+            return None
+        leader = topic.state(self.partition_for(transactional_id)).leader
+        if leader == self.partitions.node_id:
+            return None
+        return leader, self._endpoint(self.runtime.controller.image, leader)
+
+    async def add_partitions_remote(self, coordinator, transactional_id: str, producer_id: int,
+                                    producer_epoch: int, partitions, verify_only: bool) -> dict:
+        """A partition leader asks the remote coordinator ``coordinator`` (from
+        :meth:`remote_coordinator`) to verify (transactions v1) or add (v2) ``partitions``:
+        AddPartitionsToTxn v4+, one transaction, as Kafka's AddPartitionsToTxnManager.
+        {(topic, index): Errors}; a broker that cannot be reached is COORDINATOR_NOT_AVAILABLE
+        (retriable for the producer)."""
+        from kbroker.protocol.messages.add_partitions_to_txn import \
+            AddPartitionsToTxnRequest as Req
+        broker_id, endpoint = coordinator
+        if endpoint is None:
+            return {tp: Errors.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        request = Req(transactions=[Req.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, verify_only=verify_only,
+            topics=[Req.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                    for t, ps in by_topic.items()])])
+        try:
+            response = await self.verify_channel.request(broker_id, endpoint,
+                                                         "AddPartitionsToTxn", request)
+        except BrokerClientError as exc:
+            log.info("AddPartitionsToTxn for %s to broker %d: %s", transactional_id, broker_id,
+                     exc)
+            return {tp: Errors.COORDINATOR_NOT_AVAILABLE for tp in partitions}
+        top = Errors.for_code(response.error_code)
+        results = {tp: top if top is not Errors.NONE else Errors.UNKNOWN_SERVER_ERROR
+                   for tp in partitions}
+        for txn in response.results_by_transaction:
+            for topic in txn.topic_results:
+                for r in topic.results_by_partition:
+                    if (topic.name, r.partition_index) in results:
+                        results[(topic.name, r.partition_index)] = Errors.for_code(
+                            r.partition_error_code)
+        return results
+
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> Errors:
         return await self.add_partitions(transactional_id, producer_id, producer_epoch,
@@ -181,6 +251,8 @@ class TransactionCoordinator:
     # --- markers -------------------------------------------------------------------------------
 
     def send_markers(self, shard: TxnShard, prepared: TxnMetadata) -> None:
+        if self._stopping:
+            return  # the next host of the shard resumes them
         unmarked = self.unmarked[prepared.transactional_id] = set(prepared.partitions)
         task = asyncio.get_running_loop().create_task(
             self._write_markers(shard, prepared, unmarked),
@@ -219,36 +291,98 @@ class TransactionCoordinator:
         index = shard.partition_index
         coordinator_epoch = shard.coordinator_epoch
         remaining = sorted(prepared.partitions)
+        backoff, last_errors = _RETRY_S, {}
         while remaining:
-            if self.runtime.shards.get(index) is not shard:
-                return  # unloaded: the next host resumes the markers
-            retry = []
-            for topic, p in remaining:
-                try:
-                    await self.write_marker(topic, p, prepared.producer_id,
-                                            prepared.producer_epoch, coordinator_epoch,
-                                            prepared.commit)
+            if self._stopping or self.runtime.shards.get(index) is not shard:
+                return  # stopping or unloaded: the next host resumes the markers
+            results = await self._write_markers_once(prepared, coordinator_epoch, remaining)
+            retry, errors = [], {}
+            for (topic, p), error in results.items():
+                if error is Errors.NONE:
                     unmarked.discard((topic, p))
-                except KafkaError as exc:
-                    if exc.error in _DROP_PARTITION:
-                        unmarked.discard((topic, p))
-                        log.warning("marker of %s for %s-%d not written: %s", 
-                                    prepared.transactional_id, topic, p, exc)
-                    else:
-                        retry.append((topic, p))
-                        log.info("marker of %s for %s-%d failed (%s); retrying",
-                                 prepared.transactional_id, topic, p, exc)
-            remaining = retry
+                elif error in _DROP_PARTITION:
+                    unmarked.discard((topic, p))
+                    log.warning("marker of %s for %s-%d not written: %s",
+                                prepared.transactional_id, topic, p, error.name)
+                else:
+                    retry.append((topic, p))
+                    errors[(topic, p)] = error
+            if errors and errors != last_errors:  # one line per change, not per attempt
+                log.info("markers of %s to retry: %s", prepared.transactional_id,
+                         ", ".join(f"{t}-{p} {e.name}" for (t, p), e in sorted(errors.items())))
+            last_errors = errors
+            backoff = _RETRY_S if len(retry) < len(remaining) else min(2 * backoff, _MAX_RETRY_S)
+            remaining = sorted(retry)
             if remaining:
-                await asyncio.sleep(_RETRY_S)
-        while self.runtime.shards.get(index) is shard:
+                await asyncio.sleep(backoff)
+        backoff = _RETRY_S
+        while not self._stopping and self.runtime.shards.get(index) is shard:
             try:
                 await self.runtime.write(index, lambda s: ops.complete(s, prepared))
                 return
             except KafkaError as exc:
                 log.warning("completing the transaction of %s failed: %s; retrying",
                             prepared.transactional_id, exc)
-                await asyncio.sleep(_RETRY_S)
+                await asyncio.sleep(backoff)
+                backoff = min(2 * backoff, _MAX_RETRY_S)
+
+    async def _write_markers_once(self, prepared: TxnMetadata, coordinator_epoch: int,
+                                  partitions: list) -> dict:
+        """One attempt at every marker, each partition routed to its leader in the current
+        image: written here, or in one WriteTxnMarkers per other broker, all concurrently (a
+        local marker waiting for its followers does not hold back the others).
+        {(topic, index): Errors}."""
+        image = self.runtime.controller.image
+        results, remote = {}, {}
+        sends, groups = [], []
+        for topic, p in partitions:
+            meta = image.topic(topic)
+            if meta is None or p >= meta.num_partitions:
+                results[(topic, p)] = Errors.UNKNOWN_TOPIC_OR_PARTITION  # gone: no marker
+                log.warning("marker of %s for %s-%d dropped: the topic is gone",
+                            prepared.transactional_id, topic, p)
+                continue
+            leader = meta.state(p).leader
+            if leader == self.partitions.node_id:
+                groups.append([(topic, p)])
+                sends.append(self._write_local_marker(prepared, coordinator_epoch, topic, p))
+            else:
+                remote.setdefault(leader, []).append((topic, p))
+        for leader, group in remote.items():
+            endpoint = self._endpoint(image, leader)
+            if endpoint is None:  # no leader, or it is offline: wait for the next image
+                results.update((tp, Errors.LEADER_NOT_AVAILABLE) for tp in group)
+                continue
+            groups.append(group)
+            sends.append(self.marker_channel.send(
+                leader, endpoint, prepared.producer_id, prepared.producer_epoch,
+                coordinator_epoch, prepared.commit, group))
+        for group, answer in zip(groups, await asyncio.gather(*sends, return_exceptions=True)):
+            if isinstance(answer, BaseException):
+                if isinstance(answer, asyncio.CancelledError):
+                    raise answer
+                log.error("markers of %s: %r", prepared.transactional_id, answer)
+                answer = {tp: Errors.UNKNOWN_SERVER_ERROR for tp in group}
+            results.update(answer)
+        return results
+
+    async def _write_local_marker(self, prepared: TxnMetadata, coordinator_epoch: int,
+                                  topic: str, index: int) -> dict:
+        try:
+            # Shielded: our cancel (a stop) must not cancel the partition's commit future.
+            await asyncio.shield(self.write_marker(topic, index, prepared.producer_id,
+                                                   prepared.producer_epoch, coordinator_epoch,
+                                                   prepared.commit))
+            return {(topic, index): Errors.NONE}
+        except KafkaError as exc:
+            return {(topic, index): exc.error}
+
+    def _endpoint(self, image, broker_id: int):
+        broker = image.brokers.get(broker_id)
+        if broker is None or not broker.endpoints:
+            return None
+        endpoint = broker.endpoints.get(self.config.inter_broker_listener_name)
+        return endpoint if endpoint is not None else next(iter(broker.endpoints.values()))
 
     # --- timeouts ------------------------------------------------------------------------------
 
