@@ -74,8 +74,11 @@ class TransactionCoordinator:
         # Markers for partitions other brokers lead (WriteTxnMarkers), and a partition leader's
         # AddPartitionsToTxn to another broker's coordinator: one channel each, as Kafka has.
         timeout_s = config.get("request.timeout.ms") / 1000
-        self.marker_channel = MarkerChannel(partitions.node_id, timeout_s, "txn-markers")
-        self.verify_channel = MarkerChannel(partitions.node_id, timeout_s, "txn-verify")
+        security = lambda: getattr(partitions, "inter_broker_security", None)  # noqa: E731
+        self.marker_channel = MarkerChannel(partitions.node_id, timeout_s, "txn-markers",
+                                            security)
+        self.verify_channel = MarkerChannel(partitions.node_id, timeout_s, "txn-verify",
+                                            security)
         self._stopping = False
         self._timeouts: asyncio.Task | None = None
         self._expiry: asyncio.Task | None = None

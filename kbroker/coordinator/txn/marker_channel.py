@@ -30,10 +30,15 @@ _MAX_RESPONSE_BYTES = 16 << 20
 
 
 class MarkerChannel:
-    def __init__(self, node_id: int, timeout_s: float, purpose: str = "txn"):
+    def __init__(self, node_id: int, timeout_s: float, purpose: str = "txn",
+                 security=lambda: None):
+        """``security``: returns the inter-broker TLS/SASL settings (an InterBrokerSecurity,
+        None for PLAINTEXT) when a connection opens; the replica manager learns them only when
+        replication starts."""
         self.node_id = node_id
         self.timeout_s = timeout_s
         self.purpose = purpose
+        self._security = security
         self._clients: dict[int, tuple[BrokerClient, asyncio.Lock]] = {}
         self._in_flight: set[asyncio.Task] = set()
         self._closed = False
@@ -92,7 +97,8 @@ class MarkerChannel:
             entry = self._clients[broker_id] = (
                 BrokerClient(endpoint[0], endpoint[1],
                              client_id=f"broker-{self.node_id}-{self.purpose}",
-                             timeout_s=self.timeout_s, max_response_bytes=_MAX_RESPONSE_BYTES),
+                             timeout_s=self.timeout_s, max_response_bytes=_MAX_RESPONSE_BYTES,
+                             security=self._security()),
                 asyncio.Lock())
         client, lock = entry
         async with lock:
