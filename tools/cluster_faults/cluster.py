@@ -272,7 +272,7 @@ def launch(kind: str, workdir: str | os.PathLike, brokers: int = 3, proxied: boo
     cluster up``) in the foreground of a launcher process and wait for its JSON.
 
     ``proxied``: every broker's client listener, inter-broker listener and ZooKeeper connection go
-    through proxies owned here (needs a launcher that takes the port plan; Kafka's does).
+    through proxies owned here (both launchers take the port plan).
     """
     from .proxy import ProxyLoop
 
@@ -291,10 +291,7 @@ def launch(kind: str, workdir: str | os.PathLike, brokers: int = 3, proxied: boo
     command += ["--brokers", str(brokers), "--json", str(info_file),
                 "--data-dir", str(workdir / f"{kind}-data"),
                 "--session-timeout-ms", str(session_timeout_ms)]
-    if proxied:
-        if kind != "kafka":
-            raise ValueError("network faults need a launcher that takes a proxy port plan "
-                             "(--ports/--advertised-ports/...); `kbroker cluster up` has none yet")
+    if proxied:  # both launchers take the same port plan
         (zk_port, *ports) = _free_ports(1 + 6 * brokers)
         listen, advertised = ports[:brokers], ports[brokers:2 * brokers]
         internal, internal_adv = ports[2 * brokers:3 * brokers], ports[3 * brokers:4 * brokers]
