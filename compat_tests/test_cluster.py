@@ -17,24 +17,44 @@ import pytest
 from compat_tests import harness, reference
 from compat_tests.harness import Spec
 from compat_tests.test_produce_consume import explicit_timestamps
-from tests.integration.clients import Wire, wait_until
+from kbroker.protocol import messages
+from tests.integration.clients import FIND_COORDINATOR, Wire, wait_until
 
 REPLICAS = 3
 MIN_ISR = 2
 
 
-def create_topic(cluster, topic: str, partitions: int) -> None:
+def create_topic(cluster, topic: str, partitions: int, leader: int | None = None) -> None:
     """RF 3, min.insync.replicas 2, through confluent's AdminClient (the reference side); waits
     until every partition has a leader and a full ISR, so the cell judges the client, not a
-    replica still catching up."""
+    replica still catching up. ``leader``: one partition whose leader is this broker (its
+    preferred replica)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    futures = admin.create_topics([NewTopic(topic, partitions, REPLICAS, config={
-        "min.insync.replicas": str(MIN_ISR)})], operation_timeout=20, request_timeout=30)
+    config = {"min.insync.replicas": str(MIN_ISR)}
+    if leader is None:
+        new = NewTopic(topic, partitions, REPLICAS, config=config)
+    else:
+        others = [b["id"] for b in cluster.brokers if b["id"] != leader]
+        new = NewTopic(topic, 1, -1, replica_assignment=[[leader, *others]],
+                       config=config)
+    futures = admin.create_topics([new], operation_timeout=20, request_timeout=30)
     futures[topic].result(timeout=40)
     leaders = replicated(cluster, topic, partitions)
     assert len(set(leaders)) > 1 or partitions == 1, f"{topic}: every leader on {leaders}"
+    assert leader is None or leaders == [leader], f"{topic}: leader {leaders}, wanted {leader}"
+
+
+def transaction_coordinator(cluster, transactional_id: str) -> int:
+    """The broker coordinating ``transactional_id`` (FindCoordinator; creating
+    __transaction_state on the first ask, COORDINATOR_NOT_AVAILABLE until it is there)."""
+    cls = messages.request_class(FIND_COORDINATOR)
+    with Wire(cluster.address(cluster.brokers[0]["id"])) as wire:
+        def found():
+            r = wire.call(FIND_COORDINATOR, 3, cls(key=transactional_id, key_type=1))
+            return r.node_id if r.error_code == 0 else None
+        return wait_until(found, 30, 0.2, f"the transaction coordinator of {transactional_id}")
 
 
 def replicated(cluster, topic: str, partitions: int) -> list[int]:
@@ -95,13 +115,17 @@ def test_cluster_commit_and_resume(cluster, driver, cell):
 def test_cluster_transactions(cluster, driver, cell):
     cell.need(driver, "transactions")
     topic = harness.unique("cl-txn", driver.name)
-    create_topic(cluster, topic, partitions=1)
-    bootstrap = cluster.bootstrap_servers
     transactional_id = harness.unique("txn-id", driver.name)
+    # The cluster case: the partition's leader is not the transaction coordinator, so the
+    # transaction spans brokers (AddPartitionsToTxn, the leader's verification, the markers).
+    coordinator = transaction_coordinator(cluster, transactional_id)
+    leader = next(b["id"] for b in cluster.brokers if b["id"] != coordinator)
+    create_topic(cluster, topic, partitions=1, leader=leader)
+    bootstrap = cluster.bootstrap_servers
     aborted = Spec(count=3, value_prefix="aborted-", headers=False, null_key_every=0)
     committed = Spec(count=3, value_prefix="committed-", headers=False, null_key_every=0)
     for spec, result in ((aborted, "abort"), (committed, "commit")):
-        run = harness.produce(driver, bootstrap, topic, spec, timeout=40,
+        run = harness.produce(driver, bootstrap, topic, spec, timeout=20,
                               transactional_id=transactional_id, transaction=result).ok()
         assert {"event": "transaction", "result": result} in run.events, run.describe()
     want_committed = [f"committed-{i}" for i in range(3)]
@@ -110,3 +134,4 @@ def test_cluster_transactions(cluster, driver, cell):
     got = harness.consume(driver, bootstrap, topic, 6, isolation="read_uncommitted").ok()
     assert [r["value"] for r in got.records] == [f"aborted-{i}" for i in range(3)] + \
         want_committed
+    cell.note(f"transaction coordinator broker {coordinator}, partition leader broker {leader}")
