@@ -1,7 +1,8 @@
 """The compatibility matrix as a pytest plugin.
 
 - Brokers: one real ``kbroker serve`` for the whole session (every cell uses its own topics);
-  scenarios that need other broker settings start their own per module.
+  scenarios that need other broker settings start their own per module; the cluster column
+  (``test_cluster.py``) shares one three-broker ``kbroker cluster up`` per session.
 - Parametrization: a test that takes ``driver`` runs once per registered driver; one that takes
   ``producer`` and ``consumer`` runs for every pair; ``codec`` runs for every compression codec.
   ``COMPAT_CLIENTS=confluent,java`` and ``COMPAT_CODECS=none,zstd`` narrow a local run.
@@ -132,6 +133,21 @@ def secure_broker(tmp_path_factory):
     yield process
     reference.forget(process.plaintext)
     process.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """The cluster column's three brokers (``kbroker cluster up``: a real ZooKeeper, one process
+    per broker), with the fault matrix's durability settings. Started only when a cluster cell
+    runs; without ZooKeeper's jars every cluster cell fails with the launcher's hint."""
+    from kbroker.testing.cluster import KafkaCluster
+
+    cluster = KafkaCluster(3, data_dir=tmp_path_factory.mktemp("compat-cluster"), settings={
+        "default.replication.factor": "3", "min.insync.replicas": "2",
+        "transaction.state.log.min.isr": "2", "group.initial.rebalance.delay.ms": "0"}).start()
+    yield cluster
+    reference.forget(cluster.bootstrap_servers)
+    cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -95,3 +95,25 @@ def test_report_puts_security_cells_in_their_own_table():
     assert "| client | SSL | SASL_SSL SCRAM-SHA-512 | mTLS |" in security
     assert "| kcat | ✅ | ➖ |   |" in security and "| spark |   |   | ✅ |" in security
     assert "| security: SASL_SSL SCRAM-SHA-512 | kcat | ➖ n/a | old librdkafka |" in text
+
+
+def test_report_puts_cluster_cells_in_their_own_table():
+    cell = {"reason": "", "notes": []}
+    results = {"generated": "now", "commit": "abc", "minutes": 1, "complete": True,
+               "clients": {"kcat": {"client": "kcat", "version": "1"},
+                           "java": {"client": "java", "version": "4"}},
+               "drivers": ["kcat", "java"], "registered": ["kcat", "java"], "codecs": ["none"],
+               "cells": [
+                   {**cell, "scenario": "produce-consume", "client": "kcat", "status": "pass"},
+                   {**cell, "scenario": "cluster: transactions", "client": "java",
+                    "status": "pass"},
+                   {**cell, "scenario": "cluster: produce acks=all idempotent, consume",
+                    "client": "kcat", "status": "pass"},
+                   {"scenario": "cluster: transactions", "client": "kcat", "status": "n/a",
+                    "reason": "no transactions", "notes": []}]}
+    text = compat_report.render(results)
+    grid, cluster = text.split("## Cluster", 1)
+    assert "cluster:" not in grid.split("## Scenarios per client", 1)[1]
+    assert "| client | produce acks=all idempotent, consume | transactions |" in cluster
+    assert "| kcat | ✅ | ➖ |" in cluster and "| java |   | ✅ |" in cluster
+    assert "| cluster: transactions | kcat | ➖ n/a | no transactions |" in text

@@ -68,6 +68,21 @@ SECURITY_MODES = {
             "ACL allows only the principal its subject maps to",
 }
 
+CLUSTER = "cluster: "
+# The cluster columns, in order (compat_tests/test_cluster.py).
+CLUSTER_SCENARIOS = {
+    "produce acks=all idempotent, consume": "12 records from an idempotent acks=all producer to "
+                                            "a 3-partition topic whose leaders are spread over "
+                                            "the brokers, consumed back and checked exactly as "
+                                            "in produce-consume",
+    "groups: commit and resume": "as groups: commit and resume, the group coordinator being "
+                                 "whichever broker leads the group's __consumer_offsets "
+                                 "partition",
+    "transactions": "as transactions (abort then commit; read_committed and read_uncommitted), "
+                    "the transaction coordinator on the leader of the id's __transaction_state "
+                    "partition",
+}
+
 CODEC_ORDER = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -126,9 +141,10 @@ def render(results: dict) -> str:
     # Scenarios every driver runs go in the grid; a client's own ones (Spark's) in a list.
     registered = set(results.get("registered", drivers))
     secured = {s for s in clients_of if s.startswith(SECURITY)}
+    clustered = {s for s in clients_of if s.startswith(CLUSTER)}
     own = {s for s, who in clients_of.items() if len(who) == 1 and not who <= registered
-           and s not in secured}
-    shared = sorted((s for s in clients_of if s not in own and s not in secured),
+           and s not in secured | clustered}
+    shared = sorted((s for s in clients_of if s not in own | secured | clustered),
                     key=scenario_order)
     columns = [d for d in drivers if any(d in clients_of[s] for s in shared)] or drivers
     out += ["", "## Scenarios per client", "",
@@ -156,6 +172,21 @@ def render(results: dict) -> str:
         for d in who:
             out.append(f"| {d} | " + " | ".join(cell_text(by_key.get((SECURITY + m, d)))
                                                 for m in modes) + " |")
+
+    if clustered:
+        names = [n for n in CLUSTER_SCENARIOS if CLUSTER + n in clustered] + sorted(
+            s.removeprefix(CLUSTER) for s in clustered
+            if s.removeprefix(CLUSTER) not in CLUSTER_SCENARIOS)
+        who = [d for d in drivers if any((CLUSTER + n, d) in by_key for n in names)]
+        out += ["", "## Cluster: client (row) × scenario (column)", "",
+                "Three kbroker brokers (`kbroker cluster up`: a real ZooKeeper, one process per "
+                "broker), topics at replication factor 3 with min.insync.replicas 2, internal "
+                "topics at RF 3. The client is given all three addresses and finds leaders and "
+                "coordinators from Metadata.", "",
+                "| client | " + " | ".join(names) + " |", "| --- |" + " :-: |" * len(names)]
+        for d in who:
+            out.append(f"| {d} | " + " | ".join(cell_text(by_key.get((CLUSTER + n, d)))
+                                                for n in names) + " |")
 
     cross = [c for c in cells if " → " in c["client"]]
     if cross:
@@ -193,6 +224,8 @@ def render(results: dict) -> str:
         out.append(f"- **{name}**: {text}.")
     for name, text in SECURITY_MODES.items():
         out.append(f"- **{SECURITY}{name}**: produce and consume over {text}.")
+    for name, text in CLUSTER_SCENARIOS.items():
+        out.append(f"- **{CLUSTER}{name}**: on the three-broker cluster, {text}.")
     out += ["", "Scenario code: `compat_tests/test_*.py`; drivers and what each client lacks: "
             "`compat_tests/drivers/registry.py`; the driver contract: `compat_tests/README.md`.",
             ""]

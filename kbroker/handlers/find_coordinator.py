@@ -51,7 +51,10 @@ def _ensure(ctx, coordinator, ensure_topic, key: str):
     try:
         ensure_topic()
     except KafkaError as exc:
-        if cluster and exc.error in (Errors.INVALID_REPLICATION_FACTOR, Errors.NOT_CONTROLLER):
+        # TOPIC_ALREADY_EXISTS: another broker created it first and this one has not seen it
+        # yet; the client retries, as on Kafka (COORDINATOR_NOT_AVAILABLE until it is known).
+        if cluster and exc.error in (Errors.INVALID_REPLICATION_FACTOR, Errors.NOT_CONTROLLER,
+                                     Errors.TOPIC_ALREADY_EXISTS):
             log.info("cannot create %s yet: %s", coordinator.runtime.topic, exc.message)
             return Errors.COORDINATOR_NOT_AVAILABLE, exc.message
         return exc.error, exc.message

@@ -1,10 +1,10 @@
 """A local multi-broker cluster for tests: ``kbroker cluster up --brokers N --json F`` as a child.
 
-EXPERIMENTAL, as ``kbroker cluster up`` is (:mod:`kbroker.cli.cluster_up`): ZooKeeper plus N
-broker processes that register and elect a controller; replication and shared topic metadata are
-not there yet. What this gives a test today is the processes: ``bootstrap_servers``, each
-broker's address and PID, ``kill(broker_id, signal)``, ``restart(broker_id)`` (with the exact
-command the launcher wrote), ``registered(broker_id)`` (its ZooKeeper registration) and ``stop()``.
+ZooKeeper plus N broker processes forming one cluster (:mod:`kbroker.cli.cluster_up`). What this
+gives a test is the processes: ``bootstrap_servers``, each broker's address and PID,
+``kill(broker_id, signal)``, ``restart(broker_id)`` (with the exact command the launcher wrote),
+``registered(broker_id)`` (its ZooKeeper registration) and ``stop()``. ``settings`` go to every
+broker (the launcher's ``--set``), e.g. ``{"min.insync.replicas": "2"}``.
 
 Needs Apache ZooKeeper's jars (``scripts/install-test-deps.sh``, or ``KBROKER_ZOOKEEPER_JARS``);
 without them start-up fails with the launcher's one-line explanation.
@@ -25,8 +25,9 @@ from pathlib import Path
 
 class KafkaCluster:
     def __init__(self, brokers: int = 3, *, data_dir: str | Path | None = None,
-                 start_timeout: float = 120.0) -> None:
+                 start_timeout: float = 120.0, settings: dict[str, str] | None = None) -> None:
         self.size = brokers
+        self.settings = dict(settings or {})
         self._given_data_dir = data_dir
         self.start_timeout = start_timeout
         self.data_dir: Path | None = None
@@ -41,10 +42,13 @@ class KafkaCluster:
         info_file = self.data_dir / "cluster.json"
         info_file.unlink(missing_ok=True)
         log = self.data_dir / "launcher.log"
+        command = [sys.executable, "-m", "kbroker", "cluster", "up", "--brokers", str(self.size),
+                   "--json", str(info_file), "--data-dir", str(self.data_dir / "nodes")]
+        for key, value in self.settings.items():
+            command += ["--set", f"{key}={value}"]
         with open(log, "ab") as out:
             self.launcher = subprocess.Popen(
-                [sys.executable, "-m", "kbroker", "cluster", "up", "--brokers", str(self.size),
-                 "--json", str(info_file), "--data-dir", str(self.data_dir / "nodes")],
+                command,
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
         deadline = time.monotonic() + self.start_timeout

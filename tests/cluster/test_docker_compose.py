@@ -74,3 +74,19 @@ def test_the_launchers_own_broker_command_is_a_plain_serve():
     assert (settings["broker.id"], settings["zookeeper.session.timeout.ms"]) == ("2", "6000")
     assert settings["listeners"] == "PLAINTEXT://127.0.0.1:9999"
     BrokerConfig(settings)
+
+
+def test_the_launchers_port_plan_for_network_faults():
+    """``kbroker cluster up --ports/--advertised-ports/--internal-ports/...`` (the fault tools'
+    proxies): clients are told the proxy ports, brokers reach each other on an INTERNAL listener
+    through theirs, and the result is a valid configuration."""
+    command = cluster_up.broker_command("127.0.0.1:7001/kbroker", 2, 9999, "/tmp/d", 6000,
+                                        extra={"min.insync.replicas": "2"}, advertised=8888,
+                                        internal=9998, internal_advertised=8887)
+    settings = _settings(command)
+    assert settings["listeners"] == "PLAINTEXT://127.0.0.1:9999,INTERNAL://127.0.0.1:9998"
+    assert settings["advertised.listeners"] == \
+        "PLAINTEXT://127.0.0.1:8888,INTERNAL://127.0.0.1:8887"
+    assert settings["inter.broker.listener.name"] == "INTERNAL"
+    assert settings["min.insync.replicas"] == "2"
+    BrokerConfig(settings)

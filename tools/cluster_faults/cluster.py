@@ -120,23 +120,34 @@ class Cluster:
 
     def healthy(self, topic: str | None = None) -> bool:
         """Every broker alive and registered, a controller, every replica of the topic in ISR."""
-        if not all(alive(pid) for pid in self.pids.values()) or not alive(self.zk_pid):
-            return False
-        if self.registered() != sorted(self.broker_ids) or self.controller() is None:
-            return False
+        return not self.unhealthy(topic)
+
+    def unhealthy(self, topic: str | None = None) -> str:
+        """What keeps the cluster from being healthy (empty when it is), for the error a stuck
+        schedule reports."""
+        dead = [b for b, pid in self.pids.items() if not alive(pid)]
+        if dead or not alive(self.zk_pid):
+            return f"dead: brokers {dead}" + ("" if alive(self.zk_pid) else ", ZooKeeper")
+        if self.registered() != sorted(self.broker_ids):
+            return f"registered {self.registered()} of {sorted(self.broker_ids)}"
+        if self.controller() is None:
+            return "no controller"
         if topic:
             assignment = self.assignment(topic)
             if not assignment:
-                return False
-            for partition, replicas in assignment.items():
+                return f"{topic} has no assignment"
+            for partition, replicas in sorted(assignment.items()):
                 state = self.state(topic, partition)
                 if not state or sorted(state["isr"]) != sorted(replicas) or state["leader"] < 0:
-                    return False
-        return True
+                    return f"{topic}-{partition}: replicas {replicas}, state {state}"
+        return ""
 
     def wait_healthy(self, topic: str | None = None, timeout: float = 120) -> None:
-        wait_for(lambda: self.healthy(topic), f"{self.name} healthy ({topic or 'brokers'})",
-                 timeout, 0.5)
+        try:
+            wait_for(lambda: self.healthy(topic), f"{self.name} healthy ({topic or 'brokers'})",
+                     timeout, 0.5)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}: {self.unhealthy(topic) or 'healthy just now'}") from None
 
     # ---------------------------------------------------------------- broker processes
     def signal(self, broker_id: int, sig: int) -> None:
@@ -272,7 +283,7 @@ def launch(kind: str, workdir: str | os.PathLike, brokers: int = 3, proxied: boo
     cluster up``) in the foreground of a launcher process and wait for its JSON.
 
     ``proxied``: every broker's client listener, inter-broker listener and ZooKeeper connection go
-    through proxies owned here (needs a launcher that takes the port plan; Kafka's does).
+    through proxies owned here (both launchers take the port plan).
     """
     from .proxy import ProxyLoop
 
@@ -291,10 +302,7 @@ def launch(kind: str, workdir: str | os.PathLike, brokers: int = 3, proxied: boo
     command += ["--brokers", str(brokers), "--json", str(info_file),
                 "--data-dir", str(workdir / f"{kind}-data"),
                 "--session-timeout-ms", str(session_timeout_ms)]
-    if proxied:
-        if kind != "kafka":
-            raise ValueError("network faults need a launcher that takes a proxy port plan "
-                             "(--ports/--advertised-ports/...); `kbroker cluster up` has none yet")
+    if proxied:  # both launchers take the same port plan
         (zk_port, *ports) = _free_ports(1 + 6 * brokers)
         listen, advertised = ports[:brokers], ports[brokers:2 * brokers]
         internal, internal_adv = ports[2 * brokers:3 * brokers], ports[3 * brokers:4 * brokers]
