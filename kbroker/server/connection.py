@@ -43,6 +43,7 @@ import collections
 import logging
 import os
 import struct
+import threading
 
 log = logging.getLogger("kbroker.connection")
 
@@ -53,11 +54,21 @@ _DEDICATED_FRAME = 64 * 1024
 # Per-connection bounds on requests read but not answered. Clients pipeline a handful (Java's
 # max.in.flight.requests.per.connection is 5); librdkafka's default is unbounded.
 _MAX_IN_FLIGHT = 32
-# Every read lands in this one buffer: frames are handled (or copied out) before the read callback
-# returns, so no other connection can read in between. Only a partial frame left at the end moves
-# to a buffer of the connection's own, sized to what it holds and grown as more arrives.
-_LANDING = bytearray(_RECV_SIZE)
-_LANDING_VIEW = memoryview(_LANDING)
+# Every read lands in one buffer per thread: frames are handled (or copied out) before the read
+# callback returns, so no other connection of the same event loop can read in between. Only a
+# partial frame left at the end moves to a buffer of the connection's own, sized to what it holds
+# and grown as more arrives. Per thread, not per process: brokers run in-process side by side,
+# each on its own loop and thread (a 3-broker test cluster), and a buffer shared between them
+# was overwritten by one broker's read while another parsed it (lost and garbled requests).
+
+
+class _Landing(threading.local):
+    def __init__(self):
+        self.buf = bytearray(_RECV_SIZE)
+        self.view = memoryview(self.buf)
+
+
+_landing = _Landing()
 _OWN_MIN = 1024
 # A TLS connection writes file regions through memory in pieces of this size. Measured (tools/
 # bench_security.py, broker CPU per GB fetched over SSL): 1 MiB pieces cost ~2.1 CPU-s/GB,
@@ -200,7 +211,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._grow_frame()
             return self._frame_view[self._frame_filled:]
         if self._buf is None:
-            self._buf, self._view = _LANDING, _LANDING_VIEW
+            self._buf, self._view = _landing.buf, _landing.view
             self._start = self._end = 0
         elif self._end == len(self._buf):
             self._compact()
@@ -221,7 +232,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._parse_frames()
 
     def eof_received(self):
-        if self._buf is _LANDING:
+        if self._buf is _landing.buf:
             self._buf = self._view = None
         return False
 
@@ -285,7 +296,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if self._start == self._end:
             self._release_buffer()
-        elif self._buf is _LANDING:  # a partial frame stays: move it to a buffer of our own
+        elif self._buf is _landing.buf:  # a partial frame stays: move it to a buffer of our own
             self._own_buffer(max(_OWN_MIN, 2 * (self._end - self._start)))
 
     # --- backpressure --------------------------------------------------------------------------
