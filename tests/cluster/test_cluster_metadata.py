@@ -13,20 +13,13 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kbroker.protocol.errors import Errors
 from kbroker.testing import KafkaBroker
 
-from tests.cluster.conftest import SESSION_TIMEOUT_MS
+from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
 
 TIMEOUT = 30
 
 
 def _wait_for(condition, what, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    return wait_for(condition, what, timeout)
 
 
 # Brokers here die by closing their session (immediate), never by expiry: a session longer

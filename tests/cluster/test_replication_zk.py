@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbroker.testing import KafkaBroker
-from tests.cluster.conftest import SESSION_TIMEOUT_MS
+from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
 
 TIMEOUT = 30
 
@@ -36,14 +36,7 @@ def cluster(connect_string, request):
 
 
 def _wait_for(condition, what, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    return wait_for(condition, what, timeout)
 
 
 def _view(broker, topic):

@@ -19,21 +19,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbroker.testing import KafkaBroker
 
-from tests.cluster.conftest import SESSION_TIMEOUT_MS
+from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
 
 TIMEOUT = 60
 TOPIC = "txn-spread"
 
 
 def _wait_for(condition, what, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    return wait_for(condition, what, timeout)
 
 
 def _start_brokers(connect_string, **settings):

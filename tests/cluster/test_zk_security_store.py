@@ -13,7 +13,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.zk_store import ZkMetadataStore
 from kbroker.testing import KafkaBroker
 
-from tests.cluster.conftest import SESSION_TIMEOUT_MS
+from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
 from tests.security.test_quotas_api import alter as alter_quotas
 from tests.security.test_quotas_api import describe as describe_quotas
 
@@ -38,14 +37,7 @@ CREDENTIAL = re.compile(r"salt=[A-Za-z0-9+/=]+,stored_key=[A-Za-z0-9+/=]+,"
 
 
 def _wait_for(condition, what, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
+    return wait_for(condition, what, timeout)
 
 
 @pytest.fixture
