@@ -1,7 +1,10 @@
 """The JSON the web console reads (``/api/...`` on the HTTP port): read-only views of the broker.
 
-- ``cluster``: cluster id, this broker, listeners, dev mode;
-- ``topics``; ``topics/<name>``: partitions with offsets and sizes, configs with their sources;
+- ``cluster``: cluster id, the controller and every live broker (in cluster mode as ZooKeeper
+  says; a single node is its own controller), this broker's listeners, dev mode;
+- ``topics``; ``topics/<name>``: partitions with their leader, leader epoch, replicas and ISR (as
+  this broker's metadata says) and, for a replica this broker holds, its role, offsets and size
+  (a leader's ISR change in flight as ``pending_isr``); configs with their sources;
 - ``topics/<name>/messages?partition=P&limit=N``: the latest N records (key, value, headers as
   text when they are UTF-8, else hex), newest last;
 - ``groups``; ``groups/<id>``: state, members, committed offsets with lag, and the group's total
@@ -14,6 +17,7 @@ import asyncio
 import collections
 import time
 
+from kbroker.handlers.metadata import broker_endpoint
 from kbroker.protocol import compression
 from kbroker.protocol.records import iter_batches, read_varint, read_varlong
 from kbroker.server.metrics import group_offsets
@@ -58,10 +62,20 @@ class ConsoleApi:
 
     def cluster(self) -> dict:
         broker = self.broker
-        host, port = broker.advertised_endpoint(None)
-        return {"cluster_id": broker.controller.cluster_id, "controller_id": broker.node_id,
-                "brokers": [{"node_id": broker.node_id, "host": host, "port": port,
-                             "rack": broker.config.get("broker.rack")}],
+        image = broker.controller.image
+        if image.brokers:  # a cluster: every live broker and the elected controller (or none)
+            brokers = [{"node_id": b.node_id, "host": endpoint[0], "port": endpoint[1],
+                        "rack": b.rack}
+                       for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+                       if (endpoint := broker_endpoint(b, None)) is not None]
+            controller_id = -1 if image.controller_id is None else image.controller_id
+        else:
+            host, port = broker.advertised_endpoint(None)
+            brokers = [{"node_id": broker.node_id, "host": host, "port": port,
+                        "rack": broker.config.get("broker.rack")}]
+            controller_id = broker.node_id
+        return {"cluster_id": broker.controller.cluster_id, "controller_id": controller_id,
+                "node_id": broker.node_id, "brokers": brokers,
                 "listeners": {name: f"{h}:{p}" for name, (h, p) in broker.bound.items()},
                 "dev_mode": broker.config.get("dev.mode"),
                 "connections": len(broker.connections),
@@ -70,7 +84,7 @@ class ConsoleApi:
     def topics(self) -> list:
         out = []
         for name, topic in sorted(self.broker.controller.image.topics().items()):
-            parts = self._partitions(name, topic.num_partitions)
+            parts = self._partitions(topic)
             out.append({"name": name, "internal": topic.is_internal,
                         "partitions": topic.num_partitions,
                         "messages": sum(p["log_end_offset"] - p["log_start_offset"] for p in parts),
@@ -85,23 +99,29 @@ class ConsoleApi:
             return None
         configs = TopicConfig(topic.configs, self.broker.config).describe(None)
         return {"name": name, "topic_id": str(topic.topic_id), "internal": topic.is_internal,
-                "partitions": self._partitions(name, topic.num_partitions),
+                "partitions": self._partitions(topic),
                 "configs": [{"name": e.name, "value": e.value, "source": e.source.name}
                             for e in sorted(configs, key=lambda e: e.name)]}
 
-    def _partitions(self, name: str, count: int) -> list:
+    def _partitions(self, topic) -> list:
         out = []
-        for index in range(count):
-            partition = self.broker.replicas.get(name, index)
+        for index in range(topic.num_partitions):
+            state = topic.state(index)  # a single node's: itself, alone in the ISR, at epoch 0
+            entry = {"partition": index, "leader": state.leader, "leader_epoch": state.leader_epoch,
+                     "replicas": list(topic.assignments[index]), "isr": list(state.isr),
+                     "log_start_offset": 0, "log_end_offset": 0, "high_watermark": 0, "size": 0}
+            partition = self.broker.replicas.get(topic.name, index)
             if partition is None:
-                out.append({"partition": index, "leader": -1, "log_start_offset": 0,
-                            "log_end_offset": 0, "high_watermark": 0, "size": 0})
+                out.append(entry)
                 continue
-            out.append({"partition": index, "leader": self.broker.node_id,
-                        "log_start_offset": partition.log_start_offset,
-                        "log_end_offset": partition.log_end_offset,
-                        "high_watermark": partition.high_watermark,
-                        "size": partition.size_in_bytes})
+            entry.update(role=partition.role,
+                         log_start_offset=partition.log_start_offset,
+                         log_end_offset=partition.log_end_offset,
+                         high_watermark=partition.high_watermark,
+                         size=partition.size_in_bytes)
+            if partition.pending_isr is not None:
+                entry["pending_isr"] = sorted(partition.pending_isr)
+            out.append(entry)
         return out
 
     def messages(self, name: str, query: dict) -> dict | None:

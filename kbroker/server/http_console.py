@@ -52,8 +52,9 @@ async function topics() {
 async function topic(name, limit) {
   const [t, m] = await Promise.all([api("topics/" + enc(name)), api(`topics/${enc(name)}/messages?limit=${limit}`)]);
   view.innerHTML = `<h2>Topic <span class="mono">${esc(t.name)}</span></h2><p class="muted mono">${esc(t.topic_id)}</p>` +
-    "<h3>Partitions</h3>" + table("partitions", ["Partition", "Leader", "Log start", "Log end", "High watermark", "Bytes"],
-      t.partitions.map(p => [p.partition, p.leader, p.log_start_offset, p.log_end_offset, p.high_watermark, p.size])) +
+    "<h3>Partitions</h3>" + table("partitions", ["Partition", "Leader", "Epoch", "Replicas", "ISR", "Here", "Log start", "Log end", "High watermark", "Bytes"],
+      t.partitions.map(p => [p.partition, p.leader, p.leader_epoch, p.replicas.join(", "), p.isr.join(", "),
+                             esc(p.role ?? "-"), p.log_start_offset, p.log_end_offset, p.high_watermark, p.size])) +
     `<h3>Latest messages</h3><label>Show <select id="limit">${[10, 20, 50, 100, 500].map(n =>
       `<option ${n == limit ? "selected" : ""}>${n}</option>`).join("")}</select></label>` +
     table("messages", ["Partition", "Offset", "Timestamp", "Key", "Value", "Headers"],

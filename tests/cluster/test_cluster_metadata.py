@@ -573,3 +573,33 @@ def test_partitions_left_without_a_state_get_one_from_the_controller(cluster, co
         "the controller to initialize the missing partitions")
     assert {p: (leader, isr) for p, (leader, _, isr) in partitions.items()} == {
         0: (1, (1, 2)), 1: (2, (2, 3)), 2: (3, (3, 1))}
+
+
+@pytest.mark.parametrize("cluster", [{"http.port": 0}], indirect=True)
+def test_the_console_api_shows_the_cluster_not_just_this_broker(cluster):
+    """/api/cluster lists every live broker and the elected controller; /api/topics/<name>
+    shows each partition's leader, epoch, replicas and ISR, and this broker's role in it."""
+    import json
+    import urllib.request
+
+    brokers, _ = cluster
+    _create(brokers[1], "console", 3, 3)
+    _, controller, partitions = _wait_for(lambda: _same_everywhere(brokers.values(), "console"),
+                                          "agreement on console")
+
+    def api(broker, path):
+        url = broker._inner.broker.http.url.rstrip("/") + path
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as response:
+            return json.load(response)
+
+    for node_id, broker in brokers.items():
+        described = api(broker, "/api/cluster")
+        assert described["node_id"] == node_id and described["controller_id"] == controller
+        assert [b["node_id"] for b in described["brokers"]] == [1, 2, 3]
+        shown = _wait_for(lambda: api(broker, "/api/topics/console")["partitions"],
+                          f"broker {node_id}'s console")
+        for p in shown:
+            leader, replicas, isr = partitions[p["partition"]]
+            assert (p["leader"], tuple(p["replicas"]), sorted(p["isr"])) == \
+                (leader, replicas, sorted(isr))
+            assert p["role"] == ("leader" if leader == node_id else "follower")

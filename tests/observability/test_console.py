@@ -54,7 +54,8 @@ def test_console_shows_cluster_topics_messages_configs_and_group_lag(dev_broker,
         page.click("#topics a:text('web')")
         page.wait_for_selector("#messages", timeout=TIMEOUT * 1000)
         partitions = page.locator("#partitions tbody tr td").all_inner_texts()
-        assert partitions[:5] == ["0", "1", "0", "8", "8"]  # partition, leader, start, end, hw
+        # partition, leader, epoch, replicas, ISR, this broker's role, start, end, hw
+        assert partitions[:9] == ["0", "1", "0", "1", "1", "leader", "0", "8", "8"]
         messages = page.locator("#messages tbody tr")
         assert messages.count() == 8
         last = messages.nth(7).locator("td").all_inner_texts()
