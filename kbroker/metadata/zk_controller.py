@@ -223,11 +223,15 @@ class ClusterController(Controller):
     async def write_isr(self, topic: str, index: int, proposed: PartitionState) -> PartitionState:
         """The leader's ISR change, written if the state znode is still at ``proposed.version``;
         returns the state as written (with its new version). Raises StaleMetadataError when the
-        state moved on (the leader waits for the next image)."""
-        written = await asyncio.to_thread(
-            self._store.set_partition_state, topic, index,
-            zn.PartitionState(proposed.leader, proposed.leader_epoch, tuple(proposed.isr),
-                              proposed.controller_epoch, proposed.version), False)
+        state moved on (the leader waits for the next image), TimeoutError when ZooKeeper has
+        not answered within the session timeout: the write may still land, and the next image
+        says whether it did; until then the leader would otherwise hold its change pending for
+        ever and never propose another."""
+        async with asyncio.timeout(self._config.get("zookeeper.session.timeout.ms") / 1000):
+            written = await asyncio.to_thread(
+                self._store.set_partition_state, topic, index,
+                zn.PartitionState(proposed.leader, proposed.leader_epoch, tuple(proposed.isr),
+                                  proposed.controller_epoch, proposed.version), False)
         return PartitionState(written.leader, written.leader_epoch, written.isr,
                               written.zk_version, written.controller_epoch)
 

@@ -114,6 +114,9 @@ class LeaderFollowers:
                 or end_offset < self.high_watermark or self.leader_epoch_start_offset is None
                 or end_offset < self.leader_epoch_start_offset):
             return
+        log.info("%s-%d: expanding the ISR from %s to %s: replica %d caught up to %d",
+                 self.topic, self.index, sorted(self.isr), sorted(self.isr | {replica_id}),
+                 replica_id, end_offset)
         self._propose_isr(self.isr | {replica_id})
 
     def maybe_shrink_isr(self, now_ms: int, lag_time_max_ms: int) -> bool:

@@ -103,6 +103,30 @@ def test_a_follower_that_catches_up_joins_the_isr(tmp_path):
     run(scenario())
 
 
+def test_an_isr_write_that_fails_is_proposed_again(tmp_path):
+    """A failed or timed-out ISR write (ZooKeeper cut off, say) must not leave the change pending
+    for ever: the next fetch of the caught-up follower proposes it again."""
+    async def scenario():
+        async with InProcessCluster(tmp_path) as cluster:
+            from kbroker.metadata.image import PartitionState
+            cluster.create_topic("t", [(0, 1, 2)], [PartitionState(0, 4, (0, 1), 7)])
+            cluster.refuse_isr_writes = True
+            client = await cluster.client(0)
+            try:
+                _, answer = await produce(client, "t", 0, batch(5))
+                assert answer.error_code == 0
+                leader = cluster.partition(0, "t")
+                assert await until(lambda: leader.follower_end_offset(2) == 5)
+                await asyncio.sleep(0.3)  # proposals meanwhile fail
+                assert cluster.state("t", 0).isr == (0, 1) and leader.pending_isr is None
+                cluster.refuse_isr_writes = False
+                assert await until(lambda: cluster.state("t", 0).isr == (0, 1, 2)), \
+                    cluster.state("t", 0)
+            finally:
+                client.close()
+    run(scenario())
+
+
 def test_a_stuck_follower_leaves_the_isr_after_the_lag_time(tmp_path):
     async def scenario():
         async with InProcessCluster(tmp_path, lag_time_max_ms=400) as cluster:
