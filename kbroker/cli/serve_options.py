@@ -17,7 +17,6 @@ import argparse
 import json
 import logging
 import os
-import sys
 import time
 
 from kbroker.cli.version import VERSION

@@ -13,10 +13,16 @@ from __future__ import annotations
 import atexit
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
 # Kafka's defaults: zookeeper.session.timeout.ms=18000; the connection timeout defaults to it.
 DEFAULT_SESSION_TIMEOUT_MS = 18000
+
+# What a ZooKeeper call raises when the server is unreachable or the session is gone: kazoo's
+# own errors, and its handler's timeout (not a KazooException) from a read bounded with get().
+ZK_ERRORS = (KazooException, KazooTimeoutError)
 
 
 def split_chroot(connect: str) -> tuple[str, str]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from kbroker.metadata import zk_client
@@ -147,7 +147,7 @@ class ZkCluster:
                     await asyncio.to_thread(self._trim_notifications)
             except asyncio.CancelledError:
                 raise
-            except KazooException as exc:  # connection loss: the next round tries again
+            except zk_client.ZK_ERRORS as exc:  # connection loss: the next round tries again
                 log.warning("reading ZooKeeper failed (%s); retrying", type(exc).__name__)
             except Exception:
                 log.exception("cluster metadata sync failed; retrying")

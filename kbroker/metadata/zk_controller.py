@@ -35,9 +35,8 @@ import uuid
 from typing import Mapping
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
 
-from kbroker.metadata import leader_election
+from kbroker.metadata import leader_election, zk_client
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.controller import Controller, _run, _run_now
 from kbroker.metadata.image import MetadataImage, PartitionState, TopicMetadata
@@ -180,7 +179,7 @@ class ClusterController(Controller):
                 self._store.remember_versions(snapshot.versions)
             except OSError as exc:
                 raise KafkaError(Errors.KAFKA_STORAGE_ERROR, str(exc)) from None
-            except KazooException as exc:
+            except zk_client.ZK_ERRORS as exc:
                 # The connection dropped mid-request: whether the write happened is unknown
                 # until the next read; the client retries (REQUEST_TIMED_OUT is retriable).
                 log.warning("metadata write not confirmed: ZooKeeper %s", type(exc).__name__)
