@@ -12,6 +12,8 @@ time is a handful of driver runs per client.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from compat_tests import harness, reference
@@ -135,3 +137,45 @@ def test_cluster_transactions(cluster, driver, cell):
     assert [r["value"] for r in got.records] == [f"aborted-{i}" for i in range(3)] + \
         want_committed
     cell.note(f"transaction coordinator broker {coordinator}, partition leader broker {leader}")
+
+
+@pytest.mark.skipif("java" not in (os.environ.get("COMPAT_CLIENTS") or "java").split(","),
+                    reason="COMPAT_CLIENTS leaves out java, whose driver runs Kafka Streams")
+@pytest.mark.compat("cluster: transactions", client="kafka-streams")
+def test_cluster_kafka_streams_exactly_once_v2(cluster, cell):
+    """The Kafka Streams row: the exactly_once_v2 count of test_transactions.py on the cluster.
+    Its input, output and the app's own changelog are at RF 3 with min.insync.replicas 2 (the
+    changelog through the brokers' default.replication.factor); the app's transactions span
+    the brokers that lead those partitions, its consumer group lives on another."""
+    from compat_tests.drivers.registry import BY_NAME
+    from compat_tests.test_transactions import read_committed_to_end
+
+    java = BY_NAME["java"]
+    unavailable = java.unavailable()
+    assert unavailable is None, unavailable
+    source, sink = harness.unique("cl-streams-in"), harness.unique("cl-streams-out")
+    create_topic(cluster, source, partitions=2)
+    create_topic(cluster, sink, partitions=2)
+    counts = {"alpha": 7, "beta": 12, "gamma": 3, "delta": 9, "epsilon": 1}
+    keys = [k for k, n in counts.items() for _ in range(n)]
+    bootstrap = cluster.bootstrap_servers
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, key in enumerate(keys):
+        producer.produce(source, key=key.encode(), value=f"v{i}".encode())
+    assert producer.flush(30) == 0
+
+    run = harness.run(java, "streams-count", bootstrap, timeout=150, input=source, output=sink,
+                      application_id=harness.unique("cl-streams-app"), expect=len(keys),
+                      timeout_ms=120_000)
+    assert run.rc == 0, f"{run.error_text()}\n{run.describe()}"
+    out = read_committed_to_end(bootstrap, sink, 2)
+    by_key: dict[str, list[str]] = {}
+    for key, value in out:
+        by_key.setdefault(key, []).append(value)
+    assert by_key == {k: [str(i) for i in range(1, n + 1)] for k, n in counts.items()}
+    assert len(out) == len(keys)
+    leaders = replicated(cluster, sink, 2) + replicated(cluster, source, 2)
+    cell.note(f"{len(keys)} records counted exactly once; input and output led by brokers "
+              f"{sorted(set(leaders))}")

@@ -35,6 +35,7 @@ import json
 import os
 import re
 import time
+import types
 import uuid
 from pathlib import Path
 
@@ -470,16 +471,25 @@ def test_batch_read_committed_hides_aborted_transactions(spark, broker):
     """``kafka.isolation.level=read_committed``: rows of a committed transaction are read, rows of
     an aborted one are not (read_uncommitted still sees both); the control markers between them
     are skipped."""
+    topic = new_topic(broker, "spark-txn", 2)
+    write_then_read_transactions(spark, broker, topic, f"spark-{topic}")
+
+
+def write_then_read_transactions(spark, broker, topic: str, transactional_id: str,
+                                 partitions: int = 2) -> None:
+    """confluent-kafka commits, aborts and commits a transaction of 6 records over
+    ``partitions``; Spark reads exactly the committed ones read_committed, all 18
+    read_uncommitted."""
     from confluent_kafka import Producer
 
-    topic = new_topic(broker, "spark-txn", 2)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"spark-{topic}",
-                         "log_level": 0})
+    producer = Producer({"bootstrap.servers": broker.bootstrap,
+                         "transactional.id": transactional_id, "log_level": 0})
     producer.init_transactions(30)
     for round_, outcome in enumerate(("commit", "abort", "commit")):
         producer.begin_transaction()
         for i in range(6):
-            producer.produce(topic, value=f"{outcome}-{round_}-{i}".encode(), partition=i % 2)
+            producer.produce(topic, value=f"{outcome}-{round_}-{i}".encode(),
+                             partition=i % partitions)
         if outcome == "commit":
             producer.commit_transaction(30)
         else:
@@ -523,3 +533,76 @@ def test_secured_write_then_read(spark, secure_broker, mode):
     # Two write tasks share the producer, so the rows' order in the log is not the data's.
     assert sorted((r.k, r.v) for r in rows) == data
     assert sorted(r.offset for r in rows) == list(range(len(data)))
+
+
+# --- the cluster column ---------------------------------------------------------------------------
+# Spark against the three-broker cluster of compat_tests/test_cluster.py (RF 3, min.insync.replicas
+# 2): the connector finds every partition's leader from Metadata and reads from it.
+
+@pytest.fixture
+def on_cluster(cluster):
+    """The cluster where this module's helpers take a broker (they use ``.bootstrap``)."""
+    return types.SimpleNamespace(bootstrap=cluster.bootstrap_servers)
+
+
+@pytest.mark.compat("cluster: produce acks=all idempotent, consume", client="spark")
+def test_cluster_batch_write_then_read(spark, cluster, on_cluster, cell):
+    """A batch write (the sink's KafkaProducer: acks=all, idempotent by kafka-clients' defaults)
+    of 12 keyed rows to a 3-partition topic whose leaders are spread over the brokers, then a
+    batch read of it, earliest to latest."""
+    from compat_tests.test_cluster import create_topic
+
+    topic = f"cl-spark-pc-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster, topic, partitions=3)
+    data = [(f"k{i}", f"v{i}") for i in range(12)]
+    (spark.createDataFrame(data, "key string, value string").write.format("kafka")
+     .options(**kafka_options(on_cluster)).option("topic", topic).save())
+    rows = (read_batch(spark, on_cluster, topic, startingOffsets="earliest",
+                       endingOffsets="latest")
+            .selectExpr("CAST(key AS STRING) AS k", "CAST(value AS STRING) AS v", "partition")
+            .collect())
+    assert sorted((r.k, r.v) for r in rows) == sorted(data)
+    spread = {r.partition for r in rows}
+    assert len(spread) > 1, f"12 keyed rows all landed in partitions {spread} of 3"
+
+
+@pytest.mark.compat("cluster: groups: commit and resume", client="spark")
+def test_cluster_streaming_count_resumes_from_checkpoint(spark, cluster, on_cluster, cell,
+                                                        tmp_path):
+    """Spark's way to resume: its offsets live in the query's checkpoint, not in a consumer group
+    (the connector assigns partitions and never commits). The streaming count of this module,
+    run on the cluster, then restarted from its checkpoint with more input."""
+    from compat_tests.test_cluster import create_topic
+
+    source, sink = (f"cl-spark-{name}-{uuid.uuid4().hex[:8]}" for name in ("in", "out"))
+    create_topic(cluster, source, partitions=2)
+    create_topic(cluster, sink, partitions=1)
+    checkpoint = tmp_path / "checkpoint"
+    first = {"alpha": 17, "beta": 9, "gamma": 30}
+    produce_keyed(on_cluster, source, first, 0)
+    assert run_counting_query(spark, on_cluster, source, sink, checkpoint) == sum(first.values())
+    second = {"alpha": 4, "delta": 12}
+    produce_keyed(on_cluster, source, second, 1000)
+    assert run_counting_query(spark, on_cluster, source, sink, checkpoint) == \
+        sum(second.values())
+    assert latest_per_key(on_cluster, sink) == dict(collections.Counter(first)
+                                                    + collections.Counter(second))
+    cell.note(f"Spark keeps offsets in its checkpoint, not a group: {sum(first.values())} rows, "
+              f"then {sum(second.values())} more after the restart, each counted once")
+
+
+@pytest.mark.compat("cluster: transactions", client="spark")
+def test_cluster_read_committed_across_brokers(spark, cluster, on_cluster, cell):
+    """Spark has no transactional writer; this is the reading side. confluent-kafka's
+    transactions go to a partition led by a broker that is not their coordinator (so the markers
+    cross brokers), and Spark reads them read_committed and read_uncommitted."""
+    from compat_tests.test_cluster import create_topic, transaction_coordinator
+
+    topic = f"cl-spark-txn-{uuid.uuid4().hex[:8]}"
+    transactional_id = f"spark-{topic}"
+    coordinator = transaction_coordinator(cluster, transactional_id)
+    leader = next(b["id"] for b in cluster.brokers if b["id"] != coordinator)
+    create_topic(cluster, topic, partitions=1, leader=leader)
+    write_then_read_transactions(spark, on_cluster, topic, transactional_id, partitions=1)
+    cell.note(f"read side only (Spark writes no transactions): coordinator broker {coordinator}, "
+              f"partition leader broker {leader}")
