@@ -44,6 +44,7 @@ from kbroker.metadata.image import MetadataImage, PartitionState, TopicMetadata
 from kbroker.metadata.placement import (assign_replicas, check_replication_factor,
                                         reassignment_problem)
 from kbroker.metadata.store import StaleMetadataError
+from kbroker.metadata.zk_errors import NodeAlreadyExistsError
 from kbroker.metadata.zk_image import ZkSnapshot, read_snapshot
 from kbroker.protocol.errors import Errors, KafkaError
 
@@ -167,7 +168,7 @@ class ClusterController(Controller):
                 write()
                 return
             except StaleMetadataError as exc:
-                if topic_exists and "already exists" in str(exc):
+                if topic_exists and isinstance(exc, NodeAlreadyExistsError):
                     raise KafkaError(Errors.TOPIC_ALREADY_EXISTS,
                                      f"Topic '{topic_exists}' already exists.") from None
                 if attempt == 2 or self._store.is_fenced_controller:

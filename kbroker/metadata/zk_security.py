@@ -37,6 +37,7 @@ from kazoo.exceptions import NoNodeError
 
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.store import StaleMetadataError
+from kbroker.metadata.zk_errors import ControllerEpochMovedError
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.metadata.zk")
@@ -192,9 +193,9 @@ def _attempts(store, what: str, attempt) -> None:
         try:
             store._commit(txn, what)
             return
+        except ControllerEpochMovedError:
+            raise  # no retry makes this broker the controller again
         except StaleMetadataError as exc:
-            if store.is_fenced_controller and "controller epoch" in str(exc):
-                raise
             log.info("%s: %s; reading again", what, exc)
     raise StaleMetadataError(f"{what} refused: other writers changed the same znodes "
                              f"{WRITE_ATTEMPTS} times in a row")
