@@ -424,10 +424,11 @@ class ZkMetadataStore:
         (``zk_security``)."""
         zk_security.update_scram_credentials(self, upserts, deletions)
 
-    def update_acls(self, added, removed) -> None:
+    def update_acls(self, added, removed) -> dict:
         """The same for ACLs: each touched /kafka-acl[-extended/prefixed]/<Type>/<name> znode
-        read, changed and written back conditionally, with Kafka's change notifications."""
-        zk_security.update_acls(self, added, removed)
+        read, changed and written back conditionally, with Kafka's change notifications, one
+        resource at a time; returns ACL -> why for each one a resource's failure left undone."""
+        return zk_security.update_acls(self, added, removed)
 
     def set_finalized_features(self, levels) -> int:
         """Kafka's /feature znode, written conditionally on the version this broker read (two
