@@ -214,7 +214,7 @@ def test_one_acl_that_cannot_be_stored_fails_alone(cluster, clients):
     with their own errors; the others in the same request are stored and described."""
     zk = clients()
     zk.ensure_path("/kafka-acl/Group")
-    zk.create("/kafka-acl/Group/broken", b"{not json")  # written by hand, badly
+    zk.create("/kafka-acl/Group/garbled", b"[garbled")  # written by hand, badly
     admin = _admin(cluster[2])
 
     def allow(resource_type, name, pattern=ResourcePatternType.LITERAL):
@@ -222,7 +222,7 @@ def test_one_acl_that_cannot_be_stored_fails_alone(cluster, clients):
                           AclPermissionType.ALLOW)
 
     orders, slash = allow(ResourceType.TOPIC, "orders"), allow(ResourceType.TOPIC, "a/b")
-    broken = allow(ResourceType.GROUP, "broken")
+    broken = allow(ResourceType.GROUP, "garbled")
     prefix = allow(ResourceType.GROUP, "app-", ResourcePatternType.PREFIXED)
     futures = admin.create_acls([orders, slash, broken, prefix])
     futures[orders].result(TIMEOUT)
@@ -234,8 +234,8 @@ def test_one_acl_that_cannot_be_stored_fails_alone(cluster, clients):
     with pytest.raises(KafkaException) as failed:
         futures[broken].result(TIMEOUT)
     assert failed.value.args[0].code() == KafkaError.UNKNOWN  # UNKNOWN_SERVER_ERROR
-    assert "/kafka-acl/Group/broken" in failed.value.args[0].str()
-    assert zk.get("/kafka-acl/Group/broken")[0] == b"{not json"  # left as it was
+    assert "/kafka-acl/Group/garbled" in failed.value.args[0].str()
+    assert zk.get("/kafka-acl/Group/garbled")[0] == b"[garbled"  # left as it was
 
     everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
                                   AclOperation.ANY, AclPermissionType.ANY)

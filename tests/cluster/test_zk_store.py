@@ -8,11 +8,14 @@ import uuid
 
 import pytest
 
+from kbroker.config.broker import BrokerConfig
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.image import TopicMetadata
 from kbroker.metadata.store import StaleMetadataError
 from kbroker.metadata.zk_errors import ControllerEpochMovedError, NodeAlreadyExistsError
+from kbroker.metadata.zk_controller import ClusterController
 from kbroker.metadata.zk_store import ZkMetadataStore
+from kbroker.protocol.errors import Errors, KafkaError
 
 
 def _json(client, path):
@@ -142,6 +145,17 @@ def test_creating_an_existing_topic_is_refused(clients):
     a.create_topic(_topic())
     with pytest.raises(NodeAlreadyExistsError, match="already exists"):
         ZkMetadataStore(clients(), node_id=2).create_topic(_topic())
+
+
+def test_a_topic_another_broker_created_meanwhile_is_topic_already_exists(clients):
+    zk = clients()
+    controller = ClusterController(ZkMetadataStore(zk, node_id=1), 1, zk,
+                                   BrokerConfig({"broker.id": 1}))
+    ZkMetadataStore(clients(), node_id=2).create_topic(_topic())  # not in 1's image yet
+    with pytest.raises(KafkaError) as refused:
+        controller.create_topic("orders", 2, {}, assignments=((1, 2, 3), (2, 3, 1)))
+    assert refused.value.code == Errors.TOPIC_ALREADY_EXISTS.code
+    assert refused.value.message == "Topic 'orders' already exists."
 
 
 def test_missing_partition_states_are_written_and_existing_ones_kept(clients):
