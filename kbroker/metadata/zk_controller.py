@@ -44,7 +44,7 @@ from kbroker.metadata.image import MetadataImage, PartitionState, TopicMetadata
 from kbroker.metadata.placement import (assign_replicas, check_replication_factor,
                                         reassignment_problem)
 from kbroker.metadata.store import StaleMetadataError
-from kbroker.metadata.zk_errors import NodeAlreadyExistsError
+from kbroker.metadata.zk_errors import ControllerEpochMovedError, NodeAlreadyExistsError
 from kbroker.metadata.zk_image import ZkSnapshot, read_snapshot
 from kbroker.protocol.errors import Errors, KafkaError
 
@@ -192,7 +192,9 @@ class ClusterController(Controller):
             return exc
         # A fenced (stale) controller is NOT_CONTROLLER, retriable: the client asks again and
         # reaches a broker with a current view.
-        return KafkaError(Errors.NOT_CONTROLLER if self._store.is_fenced_controller
+        stale_controller = (isinstance(exc, ControllerEpochMovedError)
+                            or self._store.is_fenced_controller)
+        return KafkaError(Errors.NOT_CONTROLLER if stale_controller
                           else Errors.UNKNOWN_SERVER_ERROR, str(exc))
 
     def _persist(self, write) -> None:  # configs: the base class's synchronous path

@@ -19,8 +19,9 @@ its image. Each attempt reads the touched znodes fresh, applies the change, and 
 transaction whose writes name the versions read (a create fails if the znode appeared); a
 conflict re-reads and tries again. ACLs go one transaction per resource pattern, as Kafka's
 AclAuthorizer writes them: a resource that cannot be written (a name ZooKeeper cannot hold, an
-unreadable znode, a conflict that keeps losing) fails only its own ACLs. An ACL znode left with no entry is deleted, as Kafka does; a
-user znode keeps an empty config, as Kafka's ZooKeeper mode leaves it.
+unreadable znode, a conflict that keeps losing) fails only its own ACLs. An ACL znode left with
+no entry is deleted, as Kafka does; a user znode keeps an empty config, as Kafka's ZooKeeper
+mode leaves it.
 
 **Reads** (:func:`read`) go out at once (kazoo's async calls), like the rest of ``zk_image``,
 and only when a change notification was added since the last one (or it is
