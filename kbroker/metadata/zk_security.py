@@ -31,7 +31,6 @@ requests here, not one per user and ACL resource.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import weakref
@@ -264,21 +263,55 @@ def update_acls(store, added, removed) -> dict[tuple, Exception]:
     for resource_type, pattern in {(t, p) for t, p, _ in by_resource}:
         zk.ensure_path(zn.acl_type_path(pattern, resource_type))
 
-    for (resource_type, pattern, name), (adds, removes) in sorted(by_resource.items()):
-        path = zn.acl_path(resource_type, pattern, name)
+    def fail(key, exc):
+        (resource_type, pattern, name), (adds, removes) = key, by_resource[key]
+        for entry in adds | removes:
+            failures[(resource_type, name, pattern) + entry] = exc
+
+    # Every resource's read and transaction in flight at once (a thousand resources cost about
+    # what one transaction of them all did); one whose conditional write lost to another writer
+    # goes again on its own, reading fresh each time.
+    keys = sorted(by_resource)
+    reads = {key: zk.get_async(zn.acl_path(*key)) for key in keys}
+    commits, again = [], []
+    for key in keys:
         try:
-            _attempts(store, f"changing the ACLs of {path}",
-                      functools.partial(_change_resource_acls, zk, path, resource_type, pattern,
-                                        name, adds, removes))
+            txn = store._transaction()
+            if _change_resource_acls(key, *by_resource[key], _read_result(reads[key]), txn):
+                commits.append((key, txn, txn.commit_async()))
+        except KafkaError as exc:
+            fail(key, exc)
+    for key, txn, pending in commits:
+        try:
+            store._check_commit(txn, pending.get(timeout=READ_TIMEOUT_S),
+                                f"changing the ACLs of {zn.acl_path(*key)}")
+        except ControllerEpochMovedError as exc:
+            fail(key, exc)  # no retry makes this broker the controller again
+        except StaleMetadataError:
+            again.append(key)
+    for key in again:
+        try:
+            _attempts(store, f"changing the ACLs of {zn.acl_path(*key)}",
+                      lambda txn, key=key: _change_resource_acls(
+                          key, *by_resource[key], _read_for_write(zk, zn.acl_path(*key)), txn))
         except (StaleMetadataError, KafkaError) as exc:  # the caller reports it
-            for entry in adds | removes:
-                failures[(resource_type, name, pattern) + entry] = exc
+            fail(key, exc)
     return failures
 
 
-def _change_resource_acls(zk, path, resource_type, pattern, name, adds, removes, txn) -> bool:
-    """Add to ``txn`` the new ACL entries of one resource pattern; False if none change."""
-    data, version = _read_for_write(zk, path)
+def _read_result(pending) -> tuple[bytes | None, int | None]:
+    try:
+        data, stat = pending.get(timeout=READ_TIMEOUT_S)
+    except NoNodeError:
+        return None, None
+    return data, stat.version
+
+
+def _change_resource_acls(key, adds, removes, read, txn) -> bool:
+    """Add to ``txn`` the new ACL entries of resource pattern ``key`` (type, pattern type,
+    name), whose znode held ``read`` (data, version); False if none change."""
+    path = zn.acl_path(*key)
+    data, version = read
     try:
         current = zn.decode_acls(data)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -293,6 +326,6 @@ def _change_resource_acls(zk, path, resource_type, pattern, name, adds, removes,
         _write_or_create(txn, path, zn.encode_acls(entries), version)
     else:
         txn.delete(path, version)
-    prefix, note = zn.acl_change(resource_type, pattern, name)
+    prefix, note = zn.acl_change(*key)
     txn.create(prefix, note, sequence=True)
     return True

@@ -159,7 +159,11 @@ class ZkMetadataStore:
     def _commit(self, txn, what: str) -> list:
         """Commit; on any failed operation raise StaleMetadataError (or the subclass naming
         the cause's kind) with the cause in its message."""
-        results = txn.commit()
+        return self._check_commit(txn, txn.commit(), what)
+
+    def _check_commit(self, txn, results: list, what: str) -> list:
+        """``results`` of ``txn`` (committed, possibly asynchronously), or the error of
+        :meth:`_commit` when an operation failed."""
         failures = [r for r in results if isinstance(r, Exception)
                     and not isinstance(r, RolledBackError)]
         if failures:

@@ -132,3 +132,15 @@ def test_a_cluster_broker_purges_the_notification_its_config_change_wrote(connec
         assert configs["retention.ms"].value == "60000"
     finally:
         broker.stop()
+
+
+def test_a_burst_is_purged_a_batch_per_round(clients):
+    zk = clients()
+    ZkMetadataStore(zk, node_id=1)
+    _notify(zk, zn.CONFIG_CHANGE_PREFIX, 5)
+    far_future = int(time.time() * 1000) + 10 * CHANGE_EXPIRATION_MS
+    purger = NotificationPurger(zk, paths=[zn.CONFIG_CHANGES], clock_ms=lambda: far_future,
+                                batch=2)
+    # Each round reads and deletes at most two; the path stays due until a round sees it all.
+    assert [purger.purge() for _ in range(5)] == [2, 2, 1, 0, 0]
+    assert zk.get_children(zn.CONFIG_CHANGES) == []

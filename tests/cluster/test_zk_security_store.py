@@ -344,22 +344,23 @@ def test_a_write_that_loses_the_race_reads_again_and_keeps_the_winners_acl(clien
     store.update_acls([ALICE_READ], ())
     zk = store._zk
     reads = []
-    original_get = zk.get
+    original_get = zk.get_async
 
     def get_then_rival_writes(path, *args, **kwargs):
         # The first read of the resource znode is followed at once by another broker's write to
         # it, so this store's conditional write names a version that is gone.
         result = original_get(path, *args, **kwargs)
         if path == "/kafka-acl/Topic/orders" and not reads:
+            result.get()
             reads.append(path)
             rival.update_acls([BOB_DENY], ())
         return result
 
-    zk.get = get_then_rival_writes
+    zk.get_async = get_then_rival_writes
     try:
-        store.update_acls([(2, "orders", 3, "User:carol", "*", 3, 3)], ())
+        assert store.update_acls([(2, "orders", 3, "User:carol", "*", 3, 3)], ()) == {}
     finally:
-        zk.get = original_get
+        zk.get_async = original_get
     assert reads
     principals = [a["principal"] for a in _json(clients(), "/kafka-acl/Topic/orders")["acls"]]
     assert sorted(principals) == ["User:alice", "User:bob", "User:carol"]
