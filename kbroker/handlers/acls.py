@@ -59,9 +59,8 @@ def handle_create_acls(ctx, request):
     failures = _store(ctx.controller.create_acls, valid) if valid else {}
     for acl, result in zip(creations, results):
         if result.error_code == 0 and (error := failures.get(tuple(acl))):
-            log.warning("CreateAcls from %s: %s not stored: %s", ctx.principal, _show(acl),
-                        error.message)
             result.error_code, result.error_message = error.code, error.message
+    _report(f"CreateAcls from {ctx.principal}", "not stored", failures)
     return R(throttle_time_ms=0, results=results)
 
 
@@ -72,6 +71,16 @@ def _store(write, acls) -> dict:
         return write(acls)
     except KafkaError as exc:
         return {tuple(acl): exc for acl in acls}
+
+
+def _report(request: str, outcome: str, failures: dict) -> None:
+    """One warning per distinct cause (a batch that failed as a whole is one line)."""
+    by_cause: dict[str, list] = {}
+    for acl, error in failures.items():
+        by_cause.setdefault(error.message, []).append(Acl(*acl))
+    for cause, acls in by_cause.items():
+        more = f" and {len(acls) - 1} more" if len(acls) > 1 else ""
+        log.warning("%s: %s%s %s: %s", request, _show(acls[0]), more, outcome, cause)
 
 
 def _show(acl: Acl) -> str:
@@ -140,9 +149,8 @@ def handle_delete_acls(ctx, request):
             for result in results:
                 result.error_code, result.error_message = exc.code, exc.message
                 result.matching_acls = []
-    for acl, error in failures.items():  # these resources failed, the others' ACLs are gone
-        log.warning("DeleteAcls from %s: %s not removed: %s", ctx.principal, _show(Acl(*acl)),
-                    error.message)
+    # These resources failed, the others' ACLs are gone.
+    _report(f"DeleteAcls from {ctx.principal}", "not removed", failures)
     for result in results:
         for matching in result.matching_acls:
             error = failures.get((matching.resource_type, matching.resource_name,
