@@ -205,17 +205,22 @@ class Controller:
 
     # --- ACLs ---------------------------------------------------------------------------------
 
-    def create_acls(self, acls) -> None:
-        """Add ACL bindings (validated by the handler); one already present is not duplicated."""
+    def create_acls(self, acls) -> dict:
+        """Add ACL bindings (validated by the handler); one already present is not duplicated.
+        Returns ACL -> KafkaError for each one not stored: none here, the local store writes
+        every ACL in one file (a failed write raises KafkaError for all); the ZooKeeper
+        controller writes one resource at a time and can fail some."""
         current = list(self._image.acls)
         present = set(current)
         current += [a for a in dict.fromkeys(tuple(a) for a in acls) if a not in present]
         self._set_acls(current)
+        return {}
 
-    def delete_acls(self, acls) -> None:
-        """Remove exactly these ACL bindings."""
+    def delete_acls(self, acls) -> dict:
+        """Remove exactly these ACL bindings; returns those not removed, as create_acls."""
         gone = {tuple(a) for a in acls}
         self._set_acls([a for a in self._image.acls if a not in gone])
+        return {}
 
     def _set_acls(self, acls) -> None:
         self._persist(lambda: self._store.set_acls(acls))

@@ -16,6 +16,8 @@
    the session was reconnecting, or one that arrived out of order, cannot leave the broker
    behind for long. While this broker is the controller, each round ends with the controller
    duties (leader election on broker loss or return, preferred leaders) on the fresh image.
+   Every broker then purges config and ACL change notifications older than 15 minutes, as
+   Kafka's brokers do (:mod:`zk_notifications`).
 3. :meth:`stop` is a **controlled shutdown** (``controlled.shutdown.enable``): the broker
    removes its ``/brokers/ids/N`` first, so the controller (itself, or another broker) moves the
    leadership of its partitions to other in-sync replicas while this broker still serves; it
@@ -39,6 +41,7 @@ from kbroker.metadata import zk_client
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.zk_controller import ClusterController
 from kbroker.metadata.zk_election import ControllerElection
+from kbroker.metadata.zk_notifications import NotificationPurger
 from kbroker.metadata.zk_registration import BrokerRegistration
 from kbroker.metadata.zk_store import ZkMetadataStore
 
@@ -54,9 +57,10 @@ KEEP_NOTIFICATIONS = 100
 CLOSE_TIMEOUT_S = 5
 _WATCHED = (zn.BROKER_IDS, zn.TOPICS, zn.ISR_CHANGE, zn.CONFIG_CHANGES, zn.DELETE_TOPICS,
             zn.ACL_CHANGES, zn.EXTENDED_ACL_CHANGES)
-# Sequential notifications trimmed to the newest KEEP_NOTIFICATIONS (Kafka's brokers delete
-# theirs after 15 minutes; the content is never needed: every broker re-reads the tree).
-_TRIMMED = (zn.ISR_CHANGE, zn.ACL_CHANGES, zn.EXTENDED_ACL_CHANGES)
+# ISR change notifications are trimmed by the controller to the newest KEEP_NOTIFICATIONS
+# (Kafka's controller deletes them once processed; the content is never needed: every broker
+# re-reads the tree). Config and ACL change notifications age out (zk_notifications).
+_TRIMMED = (zn.ISR_CHANGE,)
 
 
 class ZkUnavailable(RuntimeError):
@@ -77,6 +81,7 @@ class ZkCluster:
         self._nudge: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
+        self._purger = NotificationPurger(client)
 
     @classmethod
     def open(cls, config, node_id: int) -> "ZkCluster":
@@ -145,6 +150,7 @@ class ZkCluster:
                     if await self.controller.run_duties(epoch):
                         self._nudge.set()  # read back what was written
                     await asyncio.to_thread(self._trim_notifications)
+                await asyncio.to_thread(self._purger.purge)
             except asyncio.CancelledError:
                 raise
             except zk_client.ZK_ERRORS as exc:  # connection loss: the next round tries again

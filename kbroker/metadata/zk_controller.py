@@ -43,6 +43,7 @@ from kbroker.metadata.image import MetadataImage, PartitionState, TopicMetadata
 from kbroker.metadata.placement import (assign_replicas, check_replication_factor,
                                         reassignment_problem)
 from kbroker.metadata.store import StaleMetadataError
+from kbroker.metadata.zk_errors import ControllerEpochMovedError, NodeAlreadyExistsError
 from kbroker.metadata.zk_image import ZkSnapshot, read_snapshot
 from kbroker.protocol.errors import Errors, KafkaError
 
@@ -166,15 +167,12 @@ class ClusterController(Controller):
                 write()
                 return
             except StaleMetadataError as exc:
-                if topic_exists and "already exists" in str(exc):
+                if topic_exists and isinstance(exc, NodeAlreadyExistsError):
                     raise KafkaError(Errors.TOPIC_ALREADY_EXISTS,
                                      f"Topic '{topic_exists}' already exists.") from None
                 if attempt == 2 or self._store.is_fenced_controller:
                     log.warning("metadata write refused: %s", exc)
-                    # A fenced (stale) controller is NOT_CONTROLLER, retriable: the client
-                    # asks again and reaches a broker with a current view.
-                    raise KafkaError(Errors.NOT_CONTROLLER if self._store.is_fenced_controller
-                                     else Errors.UNKNOWN_SERVER_ERROR, str(exc)) from None
+                    raise self._refused(exc) from None
                 snapshot = read_snapshot(self._zk, self._store.cluster_id, self._node_id)
                 self._store.remember_versions(snapshot.versions)
             except OSError as exc:
@@ -186,6 +184,17 @@ class ClusterController(Controller):
                 raise KafkaError(Errors.REQUEST_TIMED_OUT,
                                  f"ZooKeeper did not confirm the change "
                                  f"({type(exc).__name__}); it may or may not be made") from None
+
+    def _refused(self, exc: Exception) -> KafkaError:
+        """The client's error for a write the store refused."""
+        if isinstance(exc, KafkaError):
+            return exc
+        # A fenced (stale) controller is NOT_CONTROLLER, retriable: the client asks again and
+        # reaches a broker with a current view.
+        stale_controller = (isinstance(exc, ControllerEpochMovedError)
+                            or self._store.is_fenced_controller)
+        return KafkaError(Errors.NOT_CONTROLLER if stale_controller
+                          else Errors.UNKNOWN_SERVER_ERROR, str(exc))
 
     def _persist(self, write) -> None:  # configs: the base class's synchronous path
         self._write(write)
@@ -204,18 +213,29 @@ class ClusterController(Controller):
             credentials.setdefault(user, {})[mechanism] = credential
         _run_now(self._publish(self._image.with_scram_credentials(credentials)))
 
-    def create_acls(self, acls) -> None:
+    # ACLs go one resource pattern at a time (as Kafka's AclAuthorizer): a resource that cannot
+    # be written fails its own ACLs (returned, ACL -> KafkaError), the others are stored.
+
+    def create_acls(self, acls) -> dict:
         added = list(dict.fromkeys(tuple(a) for a in acls))
-        self._write(lambda: self._store.update_acls(added, ()))
+        failures = self._write_acls(added, ())
         present = set(self._image.acls)
         _run_now(self._publish(self._image.with_acls(
-            list(self._image.acls) + [a for a in added if a not in present])))
+            list(self._image.acls) + [a for a in added
+                                      if a not in present and a not in failures])))
+        return failures
 
-    def delete_acls(self, acls) -> None:
+    def delete_acls(self, acls) -> dict:
         gone = {tuple(a) for a in acls}
-        self._write(lambda: self._store.update_acls((), gone))
+        failures = self._write_acls((), gone)
         _run_now(self._publish(self._image.with_acls(
-            [a for a in self._image.acls if a not in gone])))
+            [a for a in self._image.acls if a not in gone or a in failures])))
+        return failures
+
+    def _write_acls(self, added, removed) -> dict:
+        failures = {}
+        self._write(lambda: failures.update(self._store.update_acls(added, removed)))
+        return {acl: self._refused(exc) for acl, exc in failures.items()}
 
     # --- partition state ---------------------------------------------------------------------
 

@@ -17,8 +17,11 @@ AclAuthorizer.updateResourceAcls): a broker whose image is a moment old must not
 user that another broker added meanwhile, so the store never writes a whole set computed from
 its image. Each attempt reads the touched znodes fresh, applies the change, and commits one
 transaction whose writes name the versions read (a create fails if the znode appeared); a
-conflict re-reads and tries again. An ACL znode left with no entry is deleted, as Kafka does; a
-user znode keeps an empty config, as Kafka's ZooKeeper mode leaves it.
+conflict re-reads and tries again. ACLs go one transaction per resource pattern, as Kafka's
+AclAuthorizer writes them: a resource that cannot be written (a name ZooKeeper cannot hold, an
+unreadable znode, a conflict that keeps losing) fails only its own ACLs. An ACL znode left with
+no entry is deleted, as Kafka does; a user znode keeps an empty config, as Kafka's ZooKeeper
+mode leaves it.
 
 **Reads** (:func:`read`) go out at once (kazoo's async calls), like the rest of ``zk_image``,
 and only when a change notification was added since the last one (or it is
@@ -37,6 +40,7 @@ from kazoo.exceptions import NoNodeError
 
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.store import StaleMetadataError
+from kbroker.metadata.zk_errors import ControllerEpochMovedError
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.metadata.zk")
@@ -192,9 +196,9 @@ def _attempts(store, what: str, attempt) -> None:
         try:
             store._commit(txn, what)
             return
+        except ControllerEpochMovedError:
+            raise  # no retry makes this broker the controller again
         except StaleMetadataError as exc:
-            if store.is_fenced_controller and "controller epoch" in str(exc):
-                raise
             log.info("%s: %s; reading again", what, exc)
     raise StaleMetadataError(f"{what} refused: other writers changed the same znodes "
                              f"{WRITE_ATTEMPTS} times in a row")
@@ -236,39 +240,92 @@ def resource_problem(resource_type: int, name: str) -> str | None:
     return None
 
 
-def update_acls(store, added, removed) -> None:
+def update_acls(store, added, removed) -> dict[tuple, Exception]:
     """Add and remove ACL tuples (resource_type, name, pattern_type, principal, host,
-    operation, permission), read-modify-write per resource pattern znode, one change
-    notification per resource that changed; all in one transaction."""
+    operation, permission): one read-modify-write transaction per resource pattern znode, with
+    a change notification when it changed. As Kafka's AclAuthorizer (``updateResourceAcls`` per
+    resource), a resource that cannot be written fails only its own ACLs: returns ACL tuple ->
+    why, for each one not added or removed (empty: all done). A lost ZooKeeper connection
+    raises (KazooException): which resources were written is unknown until the next read."""
     zk = store._zk
+    failures: dict[tuple, Exception] = {}
     by_resource: dict[tuple, tuple[set, set]] = {}
     for acls, index in ((added, 0), (removed, 1)):
         for acl in acls:
+            acl = tuple(acl)
             resource_type, name, pattern = acl[0], acl[1], acl[2]
-            if (why := resource_problem(resource_type, name)) and index == 0:
-                raise KafkaError(Errors.INVALID_REQUEST, why)
+            if why := resource_problem(resource_type, name):
+                if index == 0:
+                    failures[acl] = KafkaError(Errors.INVALID_REQUEST, why)
+                continue  # a removal: no such znode can exist
             by_resource.setdefault((resource_type, pattern, name), (set(), set()))[index].add(
-                tuple(acl[3:]))
-    for resource_type, pattern, _ in by_resource:
+                acl[3:])
+    for resource_type, pattern in {(t, p) for t, p, _ in by_resource}:
         zk.ensure_path(zn.acl_type_path(pattern, resource_type))
 
-    def attempt(txn):
-        changed = False
-        for (resource_type, pattern, name), (adds, removes) in sorted(by_resource.items()):
-            path = zn.acl_path(resource_type, pattern, name)
-            data, version = _read_for_write(zk, path)
-            current = zn.decode_acls(data)
-            entries = [e for e in current if e not in removes]
-            entries += sorted(e for e in adds if e not in entries)
-            if entries == current:
-                continue
-            changed = True
-            if entries:
-                _write_or_create(txn, path, zn.encode_acls(entries), version)
-            else:
-                txn.delete(path, version)
-            prefix, note = zn.acl_change(resource_type, pattern, name)
-            txn.create(prefix, note, sequence=True)
-        return changed
+    def fail(key, exc):
+        (resource_type, pattern, name), (adds, removes) = key, by_resource[key]
+        for entry in adds | removes:
+            failures[(resource_type, name, pattern) + entry] = exc
 
-    _attempts(store, "changing ACLs", attempt)
+    # Every resource's read and transaction in flight at once (a thousand resources cost about
+    # what one transaction of them all did); one whose conditional write lost to another writer
+    # goes again on its own, reading fresh each time.
+    keys = sorted(by_resource)
+    reads = {key: zk.get_async(zn.acl_path(*key)) for key in keys}
+    commits, again = [], []
+    for key in keys:
+        try:
+            txn = store._transaction()
+            if _change_resource_acls(key, *by_resource[key], _read_result(reads[key]), txn):
+                commits.append((key, txn, txn.commit_async()))
+        except KafkaError as exc:
+            fail(key, exc)
+    for key, txn, pending in commits:
+        try:
+            store._check_commit(txn, pending.get(timeout=READ_TIMEOUT_S),
+                                f"changing the ACLs of {zn.acl_path(*key)}")
+        except ControllerEpochMovedError as exc:
+            fail(key, exc)  # no retry makes this broker the controller again
+        except StaleMetadataError:
+            again.append(key)
+    for key in again:
+        try:
+            _attempts(store, f"changing the ACLs of {zn.acl_path(*key)}",
+                      lambda txn, key=key: _change_resource_acls(
+                          key, *by_resource[key], _read_for_write(zk, zn.acl_path(*key)), txn))
+        except (StaleMetadataError, KafkaError) as exc:  # the caller reports it
+            fail(key, exc)
+    return failures
+
+
+def _read_result(pending) -> tuple[bytes | None, int | None]:
+    try:
+        data, stat = pending.get(timeout=READ_TIMEOUT_S)
+    except NoNodeError:
+        return None, None
+    return data, stat.version
+
+
+def _change_resource_acls(key, adds, removes, read, txn) -> bool:
+    """Add to ``txn`` the new ACL entries of resource pattern ``key`` (type, pattern type,
+    name), whose znode held ``read`` (data, version); False if none change."""
+    path = zn.acl_path(*key)
+    data, version = read
+    try:
+        current = zn.decode_acls(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise KafkaError(Errors.UNKNOWN_SERVER_ERROR,
+                         f"{path} holds ACLs that cannot be read ({exc}); it is left as it is "
+                         "until it is fixed or deleted by hand") from None
+    entries = [e for e in current if e not in removes]
+    entries += sorted(e for e in adds if e not in entries)
+    if entries == current:
+        return False
+    if entries:
+        _write_or_create(txn, path, zn.encode_acls(entries), version)
+    else:
+        txn.delete(path, version)
+    prefix, note = zn.acl_change(*key)
+    txn.create(prefix, note, sequence=True)
+    return True

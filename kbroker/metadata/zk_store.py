@@ -11,7 +11,9 @@ transaction also checks ``/controller_epoch`` at the version this broker's elect
 Kafka's controller does (``KafkaZkClient.retryRequestsUntilConnected`` with
 ``zkControllerEpochZkVersion``): a controller that was paused while another won cannot
 overwrite anything. A write that loses either check raises :class:`StaleMetadataError` and
-changes nothing.
+changes nothing: :class:`ControllerEpochMovedError` when the epoch check lost,
+:class:`NodeAlreadyExistsError` when a znode it creates is there already (callers that find
+"someone else made it" a success catch that type, never the message).
 
 Topics: ``create_topic`` writes the topic's config, assignment and one state znode per partition
 (leader = the first replica, ISR = all replicas, leader epoch 0) in one transaction. ZooKeeper
@@ -41,6 +43,7 @@ from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.image import MetadataImage, TopicMetadata
 from kbroker.metadata.local_store import new_cluster_id
 from kbroker.metadata.store import StaleMetadataError
+from kbroker.metadata.zk_errors import ControllerEpochMovedError, NodeAlreadyExistsError
 
 log = logging.getLogger("kbroker.metadata.zk")
 
@@ -154,27 +157,43 @@ class ZkMetadataStore:
         return txn
 
     def _commit(self, txn, what: str) -> list:
-        """Commit; on any failed operation raise StaleMetadataError naming the cause."""
-        results = txn.commit()
+        """Commit; on any failed operation raise StaleMetadataError (or the subclass naming
+        the cause's kind) with the cause in its message."""
+        return self._check_commit(txn, txn.commit(), what)
+
+    def _check_commit(self, txn, results: list, what: str) -> list:
+        """``results`` of ``txn`` (committed, possibly asynchronously), or the error of
+        :meth:`_commit` when an operation failed."""
         failures = [r for r in results if isinstance(r, Exception)
                     and not isinstance(r, RolledBackError)]
         if failures:
             failure = failures[0]
             ops = txn.operations
             path = self._zk.unchroot(ops[results.index(failure)].path)
+            error = StaleMetadataError
             if self._epoch_zk_version is not None and results[0] is failure:
+                error = ControllerEpochMovedError
                 reason = (f"the controller epoch moved on (this broker's epoch {self._epoch} "
                           "is stale: another broker is controller)")
             elif isinstance(failure, BadVersionError):
                 reason = f"{path} changed since it was read"
             elif isinstance(failure, NodeExistsError):
+                error = NodeAlreadyExistsError
                 reason = f"{path} already exists"
             elif isinstance(failure, NoNodeError):
                 reason = f"{path} does not exist"
             else:
                 reason = f"{path}: {type(failure).__name__}"
-            raise StaleMetadataError(f"{what} refused: {reason}")
+            raise error(f"{what} refused: {reason}")
         return results
+
+    def _commit_unless_exists(self, txn, what: str) -> bool:
+        """Commit; False (nothing written) when a znode it creates already exists."""
+        try:
+            self._commit(txn, what)
+        except NodeAlreadyExistsError:
+            return False
+        return True
 
     def _set_or_create(self, txn, path: str, data: bytes) -> None:
         version = self._versions.get(path)
@@ -231,22 +250,18 @@ class ZkMetadataStore:
         partitions = list(partitions)
         for start in range(0, len(partitions), STATES_PER_TRANSACTION):
             chunk = partitions[start:start + STATES_PER_TRANSACTION]
-            txn = self._transaction()
-            for p in chunk:
-                self._partition_state_ops(txn, name, p, assignments, p + 1)
-            try:
-                self._commit(txn, f"creating the partitions of {name}")
-            except StaleMetadataError as exc:
-                if "already exists" not in str(exc):
-                    raise
-                for p in chunk:  # some exist: one at a time, keeping what is there
-                    txn = self._transaction()
-                    self._partition_state_ops(txn, name, p, assignments, p + 1)
-                    try:
-                        self._commit(txn, f"creating partition {name}-{p}")
-                    except StaleMetadataError as one:
-                        if "already exists" not in str(one):
-                            raise
+            if self._commit_unless_exists(self._states_transaction(name, chunk, assignments),
+                                          f"creating the partitions of {name}"):
+                continue
+            for p in chunk:  # some exist: one at a time, keeping what is there
+                self._commit_unless_exists(self._states_transaction(name, [p], assignments),
+                                           f"creating partition {name}-{p}")
+
+    def _states_transaction(self, name: str, partitions, assignments):
+        txn = self._transaction()
+        for p in partitions:
+            self._partition_state_ops(txn, name, p, assignments, p + 1)
+        return txn
 
     def set_assignments(self, name: str, assignments: Sequence[Sequence[int]]) -> None:
         path = zn.topic_path(name)
@@ -413,10 +428,11 @@ class ZkMetadataStore:
         (``zk_security``)."""
         zk_security.update_scram_credentials(self, upserts, deletions)
 
-    def update_acls(self, added, removed) -> None:
+    def update_acls(self, added, removed) -> dict:
         """The same for ACLs: each touched /kafka-acl[-extended/prefixed]/<Type>/<name> znode
-        read, changed and written back conditionally, with Kafka's change notifications."""
-        zk_security.update_acls(self, added, removed)
+        read, changed and written back conditionally, with Kafka's change notifications, one
+        resource at a time; returns ACL -> why for each one a resource's failure left undone."""
+        return zk_security.update_acls(self, added, removed)
 
     def set_finalized_features(self, levels) -> int:
         """Kafka's /feature znode, written conditionally on the version this broker read (two

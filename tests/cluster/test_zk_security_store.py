@@ -24,6 +24,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.zk_store import ZkMetadataStore
+from kbroker.protocol.errors import Errors
 from kbroker.testing import KafkaBroker
 
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
@@ -207,6 +208,45 @@ def test_an_acl_made_on_one_broker_is_enforced_on_another(cluster, clients):
               == KafkaError.TOPIC_AUTHORIZATION_FAILED, "broker 1 to deny alice's write again")
 
 
+def test_one_acl_that_cannot_be_stored_fails_alone(cluster, clients):
+    """CreateAcls answers per creation, as Kafka's AclAuthorizer (one ZooKeeper update per
+    resource): a name ZooKeeper cannot hold and a resource whose znode cannot be updated fail,
+    with their own errors; the others in the same request are stored and described."""
+    zk = clients()
+    zk.ensure_path("/kafka-acl/Group")
+    zk.create("/kafka-acl/Group/garbled", b"[garbled")  # written by hand, badly
+    admin = _admin(cluster[2])
+
+    def allow(resource_type, name, pattern=ResourcePatternType.LITERAL):
+        return AclBinding(resource_type, name, pattern, "User:alice", "*", AclOperation.READ,
+                          AclPermissionType.ALLOW)
+
+    orders, slash = allow(ResourceType.TOPIC, "orders"), allow(ResourceType.TOPIC, "a/b")
+    broken = allow(ResourceType.GROUP, "garbled")
+    prefix = allow(ResourceType.GROUP, "app-", ResourcePatternType.PREFIXED)
+    futures = admin.create_acls([orders, slash, broken, prefix])
+    futures[orders].result(TIMEOUT)
+    futures[prefix].result(TIMEOUT)
+    with pytest.raises(KafkaException) as refused:
+        futures[slash].result(TIMEOUT)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert "a/b" in refused.value.args[0].str()
+    with pytest.raises(KafkaException) as failed:
+        futures[broken].result(TIMEOUT)
+    assert failed.value.args[0].code() == KafkaError.UNKNOWN  # UNKNOWN_SERVER_ERROR
+    assert "/kafka-acl/Group/garbled" in failed.value.args[0].str()
+    assert zk.get("/kafka-acl/Group/garbled")[0] == b"[garbled"  # left as it was
+
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    for broker_id in (2, 3):
+        other = _admin(cluster[broker_id])  # kept referenced: its futures die with it
+        _wait_for(lambda: {(b.restype, b.name) for b in other.describe_acls(
+            everything).result(TIMEOUT)} == {(ResourceType.TOPIC, "orders"),
+                                             (ResourceType.GROUP, "app-")},
+            f"broker {broker_id} to describe exactly the two stored ACLs")
+
+
 # --- Kafka 3.9's own tools, writing and reading the same znodes directly -------------------------
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "kafka_ref"))
@@ -272,9 +312,13 @@ def test_acl_writes_are_deltas_on_what_zookeeper_holds(clients):
     one.update_acls((), [ALICE_READ, GROUP_PREFIX])
     assert list(ZkMetadataStore(clients(), node_id=3).load().acls) == [BOB_DENY]
     assert zk.exists("/kafka-acl-extended/prefixed/Group/app-") is None
-    # A name ZooKeeper cannot hold as one znode is refused, naming it.
-    with pytest.raises(Exception, match="a/b"):
-        one.update_acls([(3, "a/b", 3, "User:alice", "*", 3, 3)], ())
+    # A name ZooKeeper cannot hold as one znode is refused, naming it; the other resource in
+    # the same change is written (Kafka's AclAuthorizer writes one resource at a time).
+    bad = (3, "a/b", 3, "User:alice", "*", 3, 3)
+    failures = one.update_acls([bad, GROUP_PREFIX], ())
+    assert list(failures) == [bad]
+    assert failures[bad].code == Errors.INVALID_REQUEST.code and "a/b" in failures[bad].message
+    assert sorted(ZkMetadataStore(clients(), node_id=3).load().acls) == [BOB_DENY, GROUP_PREFIX]
 
 
 def test_scram_writes_keep_quota_keys_and_sanitize_the_user(clients):
@@ -300,22 +344,23 @@ def test_a_write_that_loses_the_race_reads_again_and_keeps_the_winners_acl(clien
     store.update_acls([ALICE_READ], ())
     zk = store._zk
     reads = []
-    original_get = zk.get
+    original_get = zk.get_async
 
     def get_then_rival_writes(path, *args, **kwargs):
         # The first read of the resource znode is followed at once by another broker's write to
         # it, so this store's conditional write names a version that is gone.
         result = original_get(path, *args, **kwargs)
         if path == "/kafka-acl/Topic/orders" and not reads:
+            result.get()
             reads.append(path)
             rival.update_acls([BOB_DENY], ())
         return result
 
-    zk.get = get_then_rival_writes
+    zk.get_async = get_then_rival_writes
     try:
-        store.update_acls([(2, "orders", 3, "User:carol", "*", 3, 3)], ())
+        assert store.update_acls([(2, "orders", 3, "User:carol", "*", 3, 3)], ()) == {}
     finally:
-        zk.get = original_get
+        zk.get_async = original_get
     assert reads
     principals = [a["principal"] for a in _json(clients(), "/kafka-acl/Topic/orders")["acls"]]
     assert sorted(principals) == ["User:alice", "User:bob", "User:carol"]

@@ -8,10 +8,14 @@ import uuid
 
 import pytest
 
+from kbroker.config.broker import BrokerConfig
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.image import TopicMetadata
 from kbroker.metadata.store import StaleMetadataError
+from kbroker.metadata.zk_errors import ControllerEpochMovedError, NodeAlreadyExistsError
+from kbroker.metadata.zk_controller import ClusterController
 from kbroker.metadata.zk_store import ZkMetadataStore
+from kbroker.protocol.errors import Errors, KafkaError
 
 
 def _json(client, path):
@@ -139,8 +143,37 @@ def test_stale_writer_is_fenced_by_znode_version(clients):
 def test_creating_an_existing_topic_is_refused(clients):
     a = ZkMetadataStore(clients(), node_id=1)
     a.create_topic(_topic())
-    with pytest.raises(StaleMetadataError, match="already exists"):
+    with pytest.raises(NodeAlreadyExistsError, match="already exists"):
         ZkMetadataStore(clients(), node_id=2).create_topic(_topic())
+
+
+def test_a_topic_another_broker_created_meanwhile_is_topic_already_exists(clients):
+    zk = clients()
+    controller = ClusterController(ZkMetadataStore(zk, node_id=1), 1, zk,
+                                   BrokerConfig({"broker.id": 1}))
+    ZkMetadataStore(clients(), node_id=2).create_topic(_topic())  # not in 1's image yet
+    with pytest.raises(KafkaError) as refused:
+        controller.create_topic("orders", 2, {}, assignments=((1, 2, 3), (2, 3, 1)))
+    assert refused.value.code == Errors.TOPIC_ALREADY_EXISTS.code
+    assert refused.value.message == "Topic 'orders' already exists."
+
+
+def test_missing_partition_states_are_written_and_existing_ones_kept(clients):
+    store = ZkMetadataStore(clients(), node_id=1)
+    topic = _topic(replicas=((1, 2), (2, 1), (1, 2)))
+    store.create_topic(topic)
+    zk = clients()
+    # Partition 1's state moved on (a leader change); partition 2's creator died before
+    # writing it.
+    store.set_partition_state("orders", 1, zn.PartitionState(1, 3, (1,), 0, 0), fenced=False)
+    zk.delete("/brokers/topics/orders/partitions/2/state")
+    zk.delete("/brokers/topics/orders/partitions/2")
+    store.create_missing_states("orders", range(3), topic.assignments)
+    assert _json(zk, "/brokers/topics/orders/partitions/1/state")["leader_epoch"] == 3
+    assert _json(zk, "/brokers/topics/orders/partitions/2/state")["isr"] == [1, 2]
+    # Once all exist, writing them again is a no-op, not an error.
+    store.create_missing_states("orders", range(3), topic.assignments)
+    assert _json(zk, "/brokers/topics/orders/partitions/2/state")["leader_epoch"] == 0
 
 
 def test_partition_state_update_is_conditional(clients):
@@ -177,9 +210,9 @@ def test_controller_epoch_fences_an_old_controller(clients):
     old.create_topic(_topic("t1"))
     assert _json(zk, "/brokers/topics/t1/partitions/0/state")["controller_epoch"] == 1
     zk.set("/controller_epoch", b"2", version=0)  # another broker won the next election
-    with pytest.raises(StaleMetadataError, match="controller epoch"):
+    with pytest.raises(ControllerEpochMovedError, match="controller epoch"):
         old.create_topic(_topic("t2"))
-    with pytest.raises(StaleMetadataError, match="controller epoch"):
+    with pytest.raises(ControllerEpochMovedError, match="controller epoch"):
         old.set_topic_configs("t1", {"x": "y"})
     assert zk.exists("/brokers/topics/t2") is None
     assert _json(zk, "/config/topics/t1")["config"] == {"retention.ms": "1000"}

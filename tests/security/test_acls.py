@@ -170,6 +170,28 @@ def test_acl_apis(acl_broker):
     assert [b.restype for b in remaining] == [ResourceType.GROUP]
 
 
+def test_one_invalid_acl_fails_alone_and_the_others_are_stored(acl_broker):
+    """CreateAcls answers per creation (AclCreationResult): confluent-kafka's future for the
+    binding Kafka refuses fails, the others succeed and DescribeAcls lists them."""
+    topic = f"per-acl-{uuid.uuid4().hex[:6]}"
+    read = binding(ResourceType.TOPIC, topic, "User:alice", AclOperation.READ)
+    no_type = binding(ResourceType.TOPIC, topic, "alice", AclOperation.WRITE)  # no "User:"
+    group = binding(ResourceType.GROUP, topic, "User:bob", AclOperation.READ,
+                    pattern=ResourcePatternType.PREFIXED)
+    client = admin(acl_broker)
+    futures = client.create_acls([read, no_type, group])
+    futures[read].result(20)
+    futures[group].result(20)
+    with pytest.raises(KafkaException) as refused:
+        futures[no_type].result(20)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert "Could not parse principal" in refused.value.args[0].str()
+    described = client.describe_acls(AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+        AclPermissionType.ANY)).result(20)
+    assert {b for b in described if b.name == topic} == {read, group}
+
+
 def test_allow_everyone_if_no_acl_found(tmp_path):
     broker, started = _start(tmp_path, **{"allow.everyone.if.no.acl.found": "true"})
     try:
