@@ -68,7 +68,12 @@ def start_cluster(connect_string):
         for broker_id in (1, 2, 3):
             started.append(KafkaBroker({**common, **settings_of(broker_id),
                                         "broker.id": broker_id}).start())
-        return dict(zip((1, 2, 3), started))
+        brokers = dict(zip((1, 2, 3), started))
+        # A topic created before every broker sees the other two registered would be refused
+        # (INVALID_REPLICATION_FACTOR: "only 2 broker(s) are registered").
+        _wait_for(lambda: all(len(b._inner.broker.metadata.brokers) == 3
+                              for b in brokers.values()), "every broker to see three brokers")
+        return brokers
 
     yield start
     for broker in started:

@@ -1,6 +1,8 @@
 """A stalled-loop probe: while one client creates thousands of partitions, another keeps getting
-answers. The bound here is generous (the issue's 100 ms target is measured by
-tools/bench_create_partitions.py); creating them in one go holds the loop for seconds."""
+answers. No absolute bound here (the issue's 100 ms target is measured by
+tools/bench_create_partitions.py, and a loaded machine stretches every round trip): creating
+them in one go would hold the loop for the whole creation, so the probe checks that no round
+trip took more than a fraction of it."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ def test_other_clients_are_served_while_partitions_are_created(broker):
     round_trips = []
     with Wire(broker.bootstrap, timeout=60) as probe:
         probe.api_versions()
+        began = time.monotonic()
         creator.start()
         while creator.is_alive():
             started = time.monotonic()
@@ -33,8 +36,10 @@ def test_other_clients_are_served_while_partitions_are_created(broker):
             probe.metadata(["absent-topic"])
             round_trips.append(time.monotonic() - started)
     creator.join()
+    creation = time.monotonic() - began
     assert result["created"].error_code == 0, result["created"]
     assert len(round_trips) >= 5, "the creation ended before the probe could measure it"
-    assert max(round_trips) < 1.0, f"slowest round trip {max(round_trips):.3f} s"
+    assert max(round_trips) < creation / 4, \
+        f"slowest round trip {max(round_trips):.3f} s of a {creation:.1f} s creation"
     with Wire(broker.bootstrap) as wire:
         assert len(wire.metadata(["wide"]).topics[0].partitions) == PARTITIONS
