@@ -363,7 +363,11 @@ class CoordinatorRuntime:
     async def write(self, index: int, op: Callable[[Shard], CoordinatorResult]):
         """Run ``op`` on shard ``index``; its response once its records are committed. A caller
         that goes away (its connection closed) does not stop the write's follow-up work."""
-        return await asyncio.shield(self.run(index, op))
+        done = self.run(index, op)
+        # With the caller gone nobody awaits it: its error (NOT_COORDINATOR when the shard
+        # unloads, say) is the caller's, not worth asyncio's "never retrieved" ERROR line.
+        done.add_done_callback(_retrieve)
+        return await asyncio.shield(done)
 
     def run(self, index: int, op: Callable[[Shard], CoordinatorResult]) -> asyncio.Future:
         """Run ``op`` now; a future of its response. Raises KafkaError when the shard is not
@@ -559,6 +563,11 @@ def _chain(source: asyncio.Future, target: asyncio.Future) -> None:
             target.set_result(f.result())
 
     source.add_done_callback(copy)
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _after(first: asyncio.Future, target: asyncio.Future, then: Callable[[], None]) -> None:
