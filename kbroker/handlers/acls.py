@@ -39,7 +39,7 @@ def _filter(f) -> Acl:
 
 
 @handles("CreateAcls")
-def handle_create_acls(ctx, request):
+async def handle_create_acls(ctx, request):
     from kbroker.protocol.messages.create_acls import CreateAclsResponse as R
 
     refusal = _refusal(ctx, Op.ALTER)
@@ -56,7 +56,7 @@ def handle_create_acls(ctx, request):
         else:
             valid.append(acl)
             results.append(R.AclCreationResult(error_code=0, error_message=None))
-    failures = _store(ctx.controller.create_acls, valid) if valid else {}
+    failures = await _store(ctx.controller.create_acls, valid) if valid else {}
     for acl, result in zip(creations, results):
         if result.error_code == 0 and (error := failures.get(tuple(acl))):
             result.error_code, result.error_message = error.code, error.message
@@ -64,11 +64,11 @@ def handle_create_acls(ctx, request):
     return R(throttle_time_ms=0, results=results)
 
 
-def _store(write, acls) -> dict:
+async def _store(write, acls) -> dict:
     """ACL tuple -> KafkaError for each of ``acls`` the controller did not store: those it
     names, or all of them when the whole change failed."""
     try:
-        return write(acls)
+        return await write(acls)
     except KafkaError as exc:
         return {tuple(acl): exc for acl in acls}
 
@@ -118,7 +118,7 @@ def handle_describe_acls(ctx, request):
 
 
 @handles("DeleteAcls")
-def handle_delete_acls(ctx, request):
+async def handle_delete_acls(ctx, request):
     from kbroker.protocol.messages.delete_acls import DeleteAclsResponse as R
 
     refusal = _refusal(ctx, Op.ALTER)
@@ -143,7 +143,7 @@ def handle_delete_acls(ctx, request):
     failures = {}
     if gone:
         try:
-            failures = ctx.controller.delete_acls(gone)
+            failures = await ctx.controller.delete_acls(gone)
         except KafkaError as exc:  # nothing was deleted: say so for every filter
             log.warning("DeleteAcls from %s not stored: %s", ctx.principal, exc.message)
             for result in results:

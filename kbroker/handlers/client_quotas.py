@@ -120,13 +120,13 @@ def _matches(entity: dict, exact: dict, specified: set, strict: bool) -> bool:
 
 
 @handles("AlterClientQuotas")
-def alter_client_quotas(ctx, request):
+async def alter_client_quotas(ctx, request):
     hosts = {e.entity_name for entry in request.entries for e in entry.entity
              if e.entity_type == IP and e.entity_name and not _is_address(e.entity_name)}
     if hosts and allowed(ctx, Op.ALTER_CONFIGS, ResourceType.CLUSTER):
         # ip entities naming hosts: resolve them without holding the event loop
-        return _resolve_then_alter(ctx, request, hosts)
-    return _alter(ctx, request, set())
+        return await _resolve_then_alter(ctx, request, hosts)
+    return await _alter(ctx, request, set())
 
 
 async def _resolve_then_alter(ctx, request, hosts: set[str]):
@@ -142,10 +142,10 @@ async def _resolve_then_alter(ctx, request, hosts: set[str]):
 
     hosts = sorted(hosts)
     ok = await asyncio.gather(*(resolves(h) for h in hosts))
-    return _alter(ctx, request, {h for h, good in zip(hosts, ok) if good})
+    return await _alter(ctx, request, {h for h, good in zip(hosts, ok) if good})
 
 
-def _alter(ctx, request, resolvable: set[str]):
+async def _alter(ctx, request, resolvable: set[str]):
     from kbroker.protocol.messages.alter_client_quotas import AlterClientQuotasResponse as R
 
     may_alter = allowed(ctx, Op.ALTER_CONFIGS, ResourceType.CLUSTER)
@@ -176,7 +176,7 @@ def _alter(ctx, request, resolvable: set[str]):
                          describe_entity(key), exc.message)
     if changes and not request.validate_only:
         try:
-            ctx.controller.alter_client_quotas(changes)
+            await ctx.controller.alter_client_quotas(changes)
         except KafkaError as exc:  # not persisted: every entity that was valid fails with it
             log.warning("AlterClientQuotas from %s not stored: %s", ctx.client_host, exc.message)
             for key in changes:

@@ -158,7 +158,7 @@ def _check_node_id(broker, name: str, allow_empty: bool) -> None:
 # --- AlterConfigs and IncrementalAlterConfigs --------------------------------------------------
 
 @handles("AlterConfigs")
-def handle_alter_configs(ctx, request):
+async def handle_alter_configs(ctx, request):
     from kbroker.protocol.messages.alter_configs import AlterConfigsResponse as R
 
     def changes_of(resource):
@@ -173,12 +173,12 @@ def handle_alter_configs(ctx, request):
             configs[c.name] = c.value
         return configs, True  # the whole set: keys not named go back to their defaults
 
-    return R(throttle_time_ms=0, responses=_alter(ctx, request, R.AlterConfigsResourceResponse,
-                                                  changes_of))
+    return R(throttle_time_ms=0,
+             responses=await _alter(ctx, request, R.AlterConfigsResourceResponse, changes_of))
 
 
 @handles("IncrementalAlterConfigs")
-def handle_incremental_alter_configs(ctx, request):
+async def handle_incremental_alter_configs(ctx, request):
     from kbroker.protocol.messages.incremental_alter_configs import \
         IncrementalAlterConfigsResponse as R
 
@@ -195,11 +195,11 @@ def handle_incremental_alter_configs(ctx, request):
             ops[c.name] = (c.config_operation, c.value)
         return ops, False
 
-    return R(throttle_time_ms=0, responses=_alter(ctx, request, R.AlterConfigsResourceResponse,
-                                                  changes_of))
+    return R(throttle_time_ms=0,
+             responses=await _alter(ctx, request, R.AlterConfigsResourceResponse, changes_of))
 
 
-def _alter(ctx, request, Result, changes_of) -> list:
+async def _alter(ctx, request, Result, changes_of) -> list:
     broker = ctx
     keys = [(r.resource_type, r.resource_name) for r in request.resources]
     responses, reported = [], set()
@@ -215,7 +215,7 @@ def _alter(ctx, request, Result, changes_of) -> list:
                 raise KafkaError(Errors.INVALID_REQUEST, "Duplicate resource.")
             check_configs(ctx, Op.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
             changes, replace_all = changes_of(resource)
-            _apply(broker, resource, changes, replace_all, request.validate_only)
+            await _apply(broker, resource, changes, replace_all, request.validate_only)
         except KafkaError as exc:
             log.info("altering configs of resource %d/%r for %s failed: %s",
                      resource.resource_type, resource.resource_name, ctx.client_id, exc)
@@ -223,7 +223,7 @@ def _alter(ctx, request, Result, changes_of) -> list:
     return responses
 
 
-def _apply(broker, resource, changes: dict, replace_all: bool, validate_only: bool) -> None:
+async def _apply(broker, resource, changes: dict, replace_all: bool, validate_only: bool) -> None:
     kind, name = resource.resource_type, resource.resource_name
     if kind == TOPIC:
         topic = _existing_topic(broker, name)
@@ -234,12 +234,12 @@ def _apply(broker, resource, changes: dict, replace_all: bool, validate_only: bo
         new = validate_overrides(broker.config, new)
         if validate_only or new == topic.configs:
             return
-        broker.controller.alter_topic_configs(name, new)
+        await broker.controller.alter_topic_configs(name, new)
         log.info("configs of topic %s are now %s", name, new)
     elif kind == BROKER:
         if name != "":
             _check_node_id(broker, name, allow_empty=True)
-        _alter_broker(broker, name == "", changes, replace_all, validate_only)
+        await _alter_broker(broker, name == "", changes, replace_all, validate_only)
     elif kind == BROKER_LOGGER:
         _check_node_id(broker, name, allow_empty=False)
         _alter_loggers(changes, validate_only)
@@ -270,7 +270,7 @@ def _incremental(effective: TopicConfig, overrides: dict, ops: dict) -> dict:
     return new
 
 
-def _alter_broker(broker, cluster_default: bool, changes: dict, replace_all: bool,
+async def _alter_broker(broker, cluster_default: bool, changes: dict, replace_all: bool,
                   validate_only: bool) -> None:
     config = broker.config
     current = config.dynamic_configs(cluster_default=cluster_default)
@@ -310,7 +310,12 @@ def _alter_broker(broker, cluster_default: bool, changes: dict, replace_all: boo
                        cluster_default)
         raise KafkaError(Errors.INVALID_CONFIG, str(exc)) from None
     # Kept in the metadata store, like Kafka's dynamic configs, so a restart keeps them.
-    broker.controller.alter_broker_configs(new, cluster_default=cluster_default)
+    try:
+        await broker.controller.alter_broker_configs(new, cluster_default=cluster_default)
+    except KafkaError:  # not stored: the change is refused, so this broker does not keep it
+        _apply_dynamic(config, config.dynamic_configs(cluster_default=cluster_default), current,
+                       cluster_default)
+        raise
     log.info("dynamic %s broker configs are now %s",
              "cluster-default" if cluster_default else "per-broker", new)
 

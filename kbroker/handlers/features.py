@@ -92,7 +92,7 @@ def _check(ctx, update, downgrade_allowed: bool) -> str | None:
 
 
 @handles("UpdateFeatures")
-def handle_update_features(ctx, request):
+async def handle_update_features(ctx, request):
     from kbroker.protocol.messages.update_features import UpdateFeaturesResponse as R
     from kbroker.security.authorizer import Op, ResourceType, allowed
 
@@ -114,7 +114,7 @@ def handle_update_features(ctx, request):
         levels = {u.feature: u.max_version_level for u in request.feature_updates
                   if u.feature == "transaction.version"}
         try:
-            ctx.controller.update_features(levels)
+            await ctx.controller.update_features(levels)
         except StaleMetadataError as exc:
             log.info("UpdateFeatures from %s failed: %s", ctx.client_id, exc)
             return R(throttle_time_ms=0, error_code=Errors.FEATURE_UPDATE_FAILED.code,

@@ -71,7 +71,7 @@ def describe_user_scram_credentials(ctx, request):
 
 
 @handles("AlterUserScramCredentials")
-def alter_user_scram_credentials(ctx, request):
+async def alter_user_scram_credentials(ctx, request):
     from kbroker.protocol.messages.alter_user_scram_credentials import \
         AlterUserScramCredentialsResponse as R
 
@@ -122,7 +122,7 @@ def alter_user_scram_credentials(ctx, request):
                  if d.name not in errors}
     if upserts or deletions:
         try:
-            ctx.controller.alter_scram_credentials(upserts, deletions)
+            await ctx.controller.alter_scram_credentials(upserts, deletions)
         except KafkaError as exc:  # not stored (a cluster's ZooKeeper write lost): say so
             log.warning("AlterUserScramCredentials from %s not stored: %s", ctx.principal,
                         exc.message)

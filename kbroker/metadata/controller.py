@@ -149,12 +149,13 @@ class Controller:
     async def delete_topic(self, name: str) -> None:
         await _run(self._delete_topic(name))
 
-    def alter_topic_configs(self, name: str, configs: Mapping) -> TopicMetadata:
+    async def alter_topic_configs(self, name: str, configs: Mapping) -> TopicMetadata:
         topic = self._existing(name)
         if topic.is_internal:
             _check_internal_configs(topic, configs)
-        self._persist(lambda: self._store.set_topic_configs(name, configs))
-        changed = topic.with_configs(configs)
+        await self._persist_async(lambda: self._store.set_topic_configs(name, configs))
+        # The image may have moved on during the write (new partition states): change that one.
+        changed = self._existing(name).with_configs(configs)
         _run_now(self._publish(self._image.with_topic(changed)))
         return changed
 
@@ -178,9 +179,9 @@ class Controller:
 
     # --- broker configs and producer ids -------------------------------------------------------
 
-    def alter_broker_configs(self, configs: Mapping, *, cluster_default: bool) -> None:
-        self._persist(lambda: self._store.set_broker_configs(configs,
-                                                             cluster_default=cluster_default))
+    async def alter_broker_configs(self, configs: Mapping, *, cluster_default: bool) -> None:
+        await self._persist_async(lambda: self._store.set_broker_configs(
+            configs, cluster_default=cluster_default))
         # Topic settings derive from broker configs: listeners re-derive every topic's.
         _run_now(self._publish(self._image.with_broker_configs(
             configs, cluster_default=cluster_default)))
@@ -190,7 +191,7 @@ class Controller:
 
     # --- SCRAM credentials ---------------------------------------------------------------------
 
-    def alter_scram_credentials(self, upserts: Mapping[tuple[str, str], str],
+    async def alter_scram_credentials(self, upserts: Mapping[tuple[str, str], str],
                                 deletions: set[tuple[str, str]]) -> None:
         """Set ``(user, mechanism) -> credential string`` and remove ``(user, mechanism)`` pairs,
         in one persisted change (the handler validated them)."""
@@ -200,12 +201,12 @@ class Controller:
         for (user, mechanism), credential in upserts.items():
             credentials.setdefault(user, {})[mechanism] = credential
         credentials = {user: m for user, m in credentials.items() if m}
-        self._persist(lambda: self._store.set_scram_credentials(credentials))
+        await self._persist_async(lambda: self._store.set_scram_credentials(credentials))
         _run_now(self._publish(self._image.with_scram_credentials(credentials)))
 
     # --- ACLs ---------------------------------------------------------------------------------
 
-    def create_acls(self, acls) -> dict:
+    async def create_acls(self, acls) -> dict:
         """Add ACL bindings (validated by the handler); one already present is not duplicated.
         Returns ACL -> KafkaError for each one not stored: none here, the local store writes
         every ACL in one file (a failed write raises KafkaError for all); the ZooKeeper
@@ -213,22 +214,22 @@ class Controller:
         current = list(self._image.acls)
         present = set(current)
         current += [a for a in dict.fromkeys(tuple(a) for a in acls) if a not in present]
-        self._set_acls(current)
+        await self._set_acls(current)
         return {}
 
-    def delete_acls(self, acls) -> dict:
+    async def delete_acls(self, acls) -> dict:
         """Remove exactly these ACL bindings; returns those not removed, as create_acls."""
         gone = {tuple(a) for a in acls}
-        self._set_acls([a for a in self._image.acls if a not in gone])
+        await self._set_acls([a for a in self._image.acls if a not in gone])
         return {}
 
-    def _set_acls(self, acls) -> None:
-        self._persist(lambda: self._store.set_acls(acls))
+    async def _set_acls(self, acls) -> None:
+        await self._persist_async(lambda: self._store.set_acls(acls))
         _run_now(self._publish(self._image.with_acls(acls)))
 
     # --- feature levels (UpdateFeatures) ------------------------------------------------------
 
-    def update_features(self, levels: Mapping[str, int]) -> None:
+    async def update_features(self, levels: Mapping[str, int]) -> None:
         """Finalize these feature levels (validated by the handler), kept across restarts."""
         merged = {**self._image.finalized_features, **levels}
         if merged == dict(self._image.finalized_features):
@@ -238,12 +239,13 @@ class Controller:
         def write():
             nonlocal epoch
             epoch = self._store.set_finalized_features(merged)
-        self._persist(write)
+        await self._persist_async(write)
         _run_now(self._publish(self._image.with_finalized_features(merged, epoch)))
 
     # --- client quotas -------------------------------------------------------------------------
 
-    def alter_client_quotas(self, changes: Mapping[tuple, Mapping[str, float | None]]) -> None:
+    async def alter_client_quotas(self, changes: Mapping[tuple, Mapping[str, float | None]]
+                                  ) -> None:
         """Apply ``entity -> {key: value, or None to remove}`` (validated by the handler) in one
         persisted change; an entity left with no quota disappears, as in Kafka."""
         quotas = {entity: dict(values) for entity, values in self._image.client_quotas.items()}
@@ -262,7 +264,7 @@ class Controller:
         if not changed:
             return
         quotas = {entity: values for entity, values in quotas.items() if values}
-        self._persist(lambda: self._store.set_client_quotas(quotas, changed))
+        await self._persist_async(lambda: self._store.set_client_quotas(quotas, changed))
         _run_now(self._publish(self._image.with_client_quotas(quotas)))
 
     # --- the steps -----------------------------------------------------------------------------
@@ -350,6 +352,12 @@ class Controller:
             raise KafkaError(Errors.KAFKA_STORAGE_ERROR,
                              f"Could not {what}: {exc.strerror or exc} ({exc.filename or ''}); "
                              f"nothing was created.") from None
+
+    async def _persist_async(self, write) -> None:
+        """A change an admin request makes (configs, credentials, ACLs, quotas, features). The
+        local store writes one small file at once; the ZooKeeper controller's round trips run in
+        a thread, so the broker keeps serving while they take."""
+        self._persist(write)
 
     def _persist(self, write) -> None:
         try:

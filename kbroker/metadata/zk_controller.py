@@ -196,16 +196,20 @@ class ClusterController(Controller):
         return KafkaError(Errors.NOT_CONTROLLER if stale_controller
                           else Errors.UNKNOWN_SERVER_ERROR, str(exc))
 
-    def _persist(self, write) -> None:  # configs: the base class's synchronous path
+    def _persist(self, write) -> None:  # the base class's synchronous steps
         self._write(write)
+
+    async def _persist_async(self, write) -> None:
+        await asyncio.to_thread(self._write, write)
 
     # --- SCRAM credentials and ACLs ----------------------------------------------------------
     # Written to ZooKeeper as deltas (another broker may have changed the same user or resource
     # since this broker's image), then published here at once; other brokers follow through
     # their watches on /config/changes and /kafka-acl[-extended]-changes.
 
-    def alter_scram_credentials(self, upserts, deletions) -> None:
-        self._write(lambda: self._store.update_scram_credentials(upserts, deletions))
+    async def alter_scram_credentials(self, upserts, deletions) -> None:
+        await asyncio.to_thread(self._write,
+                                lambda: self._store.update_scram_credentials(upserts, deletions))
         credentials = {user: dict(m) for user, m in self._image.scram_credentials.items()}
         for user, mechanism in deletions:
             credentials.get(user, {}).pop(mechanism, None)
@@ -216,18 +220,18 @@ class ClusterController(Controller):
     # ACLs go one resource pattern at a time (as Kafka's AclAuthorizer): a resource that cannot
     # be written fails its own ACLs (returned, ACL -> KafkaError), the others are stored.
 
-    def create_acls(self, acls) -> dict:
+    async def create_acls(self, acls) -> dict:
         added = list(dict.fromkeys(tuple(a) for a in acls))
-        failures = self._write_acls(added, ())
+        failures = await asyncio.to_thread(self._write_acls, added, ())
         present = set(self._image.acls)
         _run_now(self._publish(self._image.with_acls(
             list(self._image.acls) + [a for a in added
                                       if a not in present and a not in failures])))
         return failures
 
-    def delete_acls(self, acls) -> dict:
+    async def delete_acls(self, acls) -> dict:
         gone = {tuple(a) for a in acls}
-        failures = self._write_acls((), gone)
+        failures = await asyncio.to_thread(self._write_acls, (), gone)
         _run_now(self._publish(self._image.with_acls(
             [a for a in self._image.acls if a not in gone or a in failures])))
         return failures

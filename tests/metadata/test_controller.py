@@ -24,14 +24,15 @@ def test_create_alter_delete_are_persisted(tmp_path):
     assert reopen(tmp_path).image.topic("orders").topic_id == topic.topic_id
     assert reopen(tmp_path).image.topic("orders").assignments == ((NODE,),) * 3
 
-    controller.alter_topic_configs("orders", {"retention.ms": "2000"})
+    asyncio.run(controller.alter_topic_configs("orders", {"retention.ms": "2000"}))
     assert dict(reopen(tmp_path).image.topic("orders").configs) == {"retention.ms": "2000"}
 
     asyncio.run(controller.create_partitions("orders", 5))
     again = reopen(tmp_path).image.topic("orders")
     assert again.num_partitions == 5 and dict(again.configs) == {"retention.ms": "2000"}
 
-    controller.alter_broker_configs({"log.retention.ms": "5000"}, cluster_default=True)
+    asyncio.run(controller.alter_broker_configs({"log.retention.ms": "5000"},
+                                            cluster_default=True))
     assert reopen(tmp_path).image.broker_configs(cluster_default=True) == {
         "log.retention.ms": "5000"}
 
@@ -44,7 +45,7 @@ def test_a_readers_image_does_not_change(tmp_path):
     controller.create_topic("a", 1, {})
     kept = controller.image
     controller.create_topic("b", 2, {})
-    controller.alter_topic_configs("a", {"cleanup.policy": "compact"})
+    asyncio.run(controller.alter_topic_configs("a", {"cleanup.policy": "compact"}))
     asyncio.run(controller.delete_topic("a"))
     assert set(kept.topics()) == {"a"}
     assert dict(kept.topic("a").configs) == {}
@@ -79,7 +80,8 @@ def test_internal_topics_cannot_be_deleted_or_grown(tmp_path):
         asyncio.run(controller.create_partitions("__consumer_offsets", 6))
     assert grown.value.error == Errors.POLICY_VIOLATION
     with pytest.raises(KafkaError) as altered:
-        controller.alter_topic_configs("__consumer_offsets", {"cleanup.policy": "delete"})
+        asyncio.run(controller.alter_topic_configs("__consumer_offsets",
+                                                   {"cleanup.policy": "delete"}))
     assert altered.value.error == Errors.INVALID_CONFIG
     assert reopen(tmp_path).image.topic("__consumer_offsets").num_partitions == 3
 
