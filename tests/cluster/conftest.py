@@ -8,31 +8,18 @@ other's znodes.
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
 
 import pytest
 
 from kbroker.cluster.zookeeper import ZooKeeperNotInstalled, start_zookeeper
 from kbroker.metadata import zk_client
+from kbroker.testing.waiting import wait_for  # noqa: F401  (the cluster tests import it from here)
 
 # The shortest session ZooKeeper grants at its default 2 s tick (2 ticks): session-loss tests
 # wait about this long.
 SESSION_TIMEOUT_MS = 4000
 _chroots = itertools.count()
-
-
-def wait_for(condition, what: str, timeout: float):
-    """``condition()``'s first truthy value, polled until ``timeout`` seconds; fails the test
-    naming ``what`` past it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="session")

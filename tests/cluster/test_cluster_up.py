@@ -9,11 +9,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+
+from kbroker.testing.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,11 +32,7 @@ def _alive(pid: int) -> bool:
 
 
 def _wait_for(condition, what, timeout=90.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
+    wait_for(condition, what, timeout, 0.1)
 
 
 @pytest.fixture
