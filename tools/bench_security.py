@@ -61,6 +61,7 @@ import brokers  # noqa: E402
 from brokers import run_kafka  # noqa: E402
 
 from compat_tests.security import make_ca  # noqa: E402
+from kbroker.testing.procfs import cpu_seconds  # noqa: E402
 
 PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
@@ -188,14 +189,6 @@ def consume_perf(broker, mode: str, config: Path, topic: str, records: int,
     if int(fields[4]) < records:
         raise RuntimeError(f"ConsumerPerformance read {fields[4]} of {records}")
     return float(fields[9]) * 1024 / 1e6  # fetch.nMsg.sec: after the group is joined
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of the broker process so far (on a shared machine a steadier
-    measure than wall-clock throughput)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # ---------------------------------------------------------------- SCRAM authentications

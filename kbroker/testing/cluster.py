@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kbroker.testing import procfs
+
 
 class KafkaCluster:
     def __init__(self, brokers: int = 3, *, data_dir: str | Path | None = None,
@@ -85,12 +87,8 @@ class KafkaCluster:
         restarted = self._restarted.get(broker_id)
         if restarted is not None:
             return restarted.poll() is None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
         # the launcher's child stays a zombie until the launcher reaps it (every 0.2 s)
-        return not _is_zombie(pid)
+        return procfs.alive(pid)
 
     def kill(self, broker_id: int, sig: int = signal.SIGKILL, timeout: float = 30.0) -> None:
         """Send ``sig`` (SIGKILL: a crash; SIGTERM: a clean shutdown) and wait until it exited."""
@@ -169,10 +167,3 @@ def _terminate(process: subprocess.Popen, timeout: float) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False

@@ -9,6 +9,7 @@ import time
 
 from kbroker.protocol import messages
 from kbroker.protocol.messages.headers import RequestHeader, ResponseHeader
+from kbroker.testing.procfs import memory_kib
 
 MiB = 1 << 20
 
@@ -54,11 +55,7 @@ def _connect(broker, timeout=30.0):  # generous: a loaded CI machine, not a spee
 
 
 def _rss(pid) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+    return memory_kib(pid, "VmRSS") * 1024
 
 
 def _log(broker) -> str:

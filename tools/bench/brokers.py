@@ -21,7 +21,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "tools" / "kafka_ref"))
+sys.path.insert(0, str(REPO))
 import run_kafka  # noqa: E402  (stdlib-only helper next door)
+
+from kbroker.testing.procfs import memory_mb  # noqa: E402
 
 
 def api_versions_ok(port: int) -> bool:
@@ -40,17 +43,6 @@ def api_versions_ok(port: int) -> bool:
         return False
 
 
-def _status_kb(pid: int, key: str) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key):
-                    return int(line.split()[1]) / 1024
-    except FileNotFoundError:
-        pass
-    return 0.0
-
-
 class Broker:
     name = "?"
     proc: subprocess.Popen
@@ -66,10 +58,10 @@ class Broker:
         return self.proc.pid
 
     def rss_mb(self) -> float:
-        return _status_kb(self.pid, "VmRSS:")
+        return memory_mb(self.pid, "VmRSS")
 
     def peak_rss_mb(self) -> float:
-        return _status_kb(self.pid, "VmHWM:")
+        return memory_mb(self.pid, "VmHWM")
 
     def _wait_ready(self, started: float, timeout: float = 120.0) -> None:
         deadline = started + timeout

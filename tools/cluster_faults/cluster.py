@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from kbroker.testing.procfs import alive
 from kbroker.testing.waiting import wait_for
 
 # kazoo narrates every reconnect at WARNING; ZooKeeper going away is what these tools do on purpose
@@ -24,17 +25,6 @@ logging.getLogger("kazoo").setLevel(logging.ERROR)
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie (exited, not reaped yet) is gone
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
 
 
 class Cluster:
