@@ -25,13 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from kbroker.cluster.processes import free_port  # noqa: E402
 from kbroker.testing.procfs import memory_mb  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def api_versions_ok(port: int) -> bool:

@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kbroker.cluster.processes import stop_process
 from kbroker.testing import procfs
 
 
@@ -144,10 +145,10 @@ class KafkaCluster:
             self._zk.close()
             self._zk = None
         for process in self._restarted.values():  # before ZooKeeper goes
-            _terminate(process, timeout)
+            stop_process(process, timeout)
         self._restarted.clear()
         if self.launcher is not None:
-            _terminate(self.launcher, timeout)  # it stops its brokers, then ZooKeeper
+            stop_process(self.launcher, timeout)  # it stops its brokers, then ZooKeeper
             self.launcher = None
         if self.data_dir is not None and self._given_data_dir is None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -157,13 +158,3 @@ class KafkaCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def _terminate(process: subprocess.Popen, timeout: float) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

@@ -24,6 +24,7 @@ sys.path.insert(0, str(REPO / "tools" / "kafka_ref"))
 sys.path.insert(0, str(REPO))
 import run_kafka  # noqa: E402  (stdlib-only helper next door)
 
+from kbroker.cluster.processes import stop_process  # noqa: E402
 from kbroker.testing.procfs import memory_mb  # noqa: E402
 
 
@@ -78,13 +79,7 @@ class Broker:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 60)
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
