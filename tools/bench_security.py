@@ -157,27 +157,8 @@ def consume_perf(broker, mode: str, config: Path, topic: str, records: int,
 
 # ---------------------------------------------------------------- SCRAM authentications
 
-def _frame(api_key: int, version: int, correlation: int, body: bytes) -> bytes:
-    header = struct.pack(">hhih", api_key, version, correlation, 5) + b"bench"
-    return struct.pack(">i", len(header) + len(body)) + header + body
-
-
 def _exchange(sock, api_key: int, version: int, correlation: int, body: bytes) -> bytes:
-    sock.sendall(_frame(api_key, version, correlation, body))
-    (size,) = struct.unpack(">i", _read(sock, 4))
-    data = _read(sock, size)
-    assert struct.unpack_from(">i", data)[0] == correlation
-    return data[4:]
-
-
-def _read(sock, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
+    return run_kafka.request(sock, api_key, version, correlation, body, client=b"bench")
 
 
 _salted: dict[tuple[bytes, int], bytes] = {}

@@ -33,14 +33,9 @@ def api_versions_ok(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
             s.settimeout(1)
-            body = struct.pack(">hhih", 18, 0, 7, 5) + b"bench"
-            s.sendall(struct.pack(">i", len(body)) + body)
-            head = run_kafka._recv(s, 4)
-            (size,) = struct.unpack(">i", head)
-            data = run_kafka._recv(s, size)
-            return struct.unpack_from(">ih", data)[0] == 7 and struct.unpack_from(
-                ">h", data, 4)[0] == 0
-    except (OSError, ConnectionError, struct.error):
+            body = run_kafka.request(s, 18, 0, 7, b"", client=b"bench")
+            return struct.unpack_from(">h", body)[0] == 0
+    except (OSError, ConnectionError, RuntimeError, struct.error):
         return False
 
 
