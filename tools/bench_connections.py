@@ -22,17 +22,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kbroker.protocol import messages  # noqa: E402
-from kbroker.protocol.messages.headers import RequestHeader  # noqa: E402
 from kbroker.testing.procfs import memory_mb  # noqa: E402
 from tests.broker_process import BrokerProcess  # noqa: E402
+from tests.frames import request_frame  # noqa: E402
 
 
 def api_versions_frame() -> bytes:
-    header = RequestHeader(request_api_key=18, request_api_version=3, correlation_id=1,
-                           client_id="bench-connections")
     body = messages.request_class(18)(client_software_name="bench", client_software_version="1")
-    data = header.to_bytes(messages.request_header_version(18, 3)) + body.to_bytes(3)
-    return struct.pack(">i", len(data)) + data
+    return request_frame(18, 3, body, 1, "bench-connections")
 
 
 def read_answer(sock: socket.socket) -> None:

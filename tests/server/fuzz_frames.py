@@ -22,7 +22,8 @@ import uuid
 
 from kbroker.protocol import messages
 from kbroker.protocol.messages import ADVERTISED, API_BY_KEY
-from kbroker.protocol.messages.headers import RequestHeader, ResponseHeader
+from kbroker.protocol.messages.headers import ResponseHeader
+from tests.frames import encode_request, request_frame
 
 _INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
@@ -94,11 +95,7 @@ class FrameMaker:
         return api_key, self.rng.randint(max(lo, API_BY_KEY[api_key].valid_versions[0]), hi)
 
     def encode(self, api_key: int, version: int, body, correlation_id: int) -> bytes:
-        header = RequestHeader(request_api_key=api_key, request_api_version=version,
-                               correlation_id=correlation_id, client_id="fuzz")
-        data = header.to_bytes(messages.request_header_version(api_key, version)) + \
-            body.to_bytes(version)
-        return data
+        return encode_request(api_key, version, body, correlation_id, "fuzz")
 
     def valid(self, correlation_id: int) -> tuple[str, bytes]:
         api_key, version = self.api()
@@ -185,11 +182,7 @@ class FrameMaker:
 
 
 def sentinel() -> bytes:
-    body = messages.request_class(18)()
-    header = RequestHeader(request_api_key=18, request_api_version=0, correlation_id=SENTINEL_ID,
-                           client_id="fuzz-sentinel")
-    data = header.to_bytes(messages.request_header_version(18, 0)) + body.to_bytes(0)
-    return struct.pack(">i", len(data)) + data
+    return request_frame(18, 0, messages.request_class(18)(), SENTINEL_ID, "fuzz-sentinel")
 
 
 class FuzzSession:
