@@ -13,8 +13,7 @@ from confluent_kafka import Consumer, Producer
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kbroker.testing import KafkaBroker
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
+from tests.cluster.conftest import SESSION_TIMEOUT_MS, start_brokers, stop_brokers, wait_for
 
 TIMEOUT = 30
 
@@ -23,16 +22,10 @@ TIMEOUT = 30
 def cluster(connect_string, request):
     """Brokers 1-3 over the test's ZooKeeper chroot; stopping one is a crash (no controlled
     shutdown), so leadership moves only by the controller's election."""
-    brokers = {}
-    settings = {"zookeeper.connect": connect_string,
-                "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-                "controlled.shutdown.enable": "false", "auto.leader.rebalance.enable": "false",
-                **getattr(request, "param", {})}
-    for broker_id in (1, 2, 3):
-        brokers[broker_id] = KafkaBroker({**settings, "broker.id": broker_id}).start()
+    brokers = start_brokers(connect_string, lambda broker_id: getattr(request, "param", {}),
+                            SESSION_TIMEOUT_MS)
     yield brokers, None
-    for broker in brokers.values():
-        broker.stop()
+    stop_brokers(brokers)
 
 
 def _wait_for(condition, what, timeout=TIMEOUT):

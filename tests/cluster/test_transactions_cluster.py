@@ -17,9 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kbroker.testing import KafkaBroker
-
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
+from tests.cluster.conftest import start_brokers, stop_brokers, wait_for
 
 TIMEOUT = 60
 TOPIC = "txn-spread"
@@ -30,32 +28,17 @@ def _wait_for(condition, what, timeout=TIMEOUT):
 
 
 def _start_brokers(connect_string, **settings):
-    started = {}
-    try:
-        for broker_id in (1, 2, 3):
-            started[broker_id] = KafkaBroker({
-                "zookeeper.connect": connect_string, "broker.id": broker_id,
-                "zookeeper.session.timeout.ms": 3 * SESSION_TIMEOUT_MS,
-                "controlled.shutdown.enable": "false", "auto.leader.rebalance.enable": "false",
-                # Three brokers: the internal topics fit (Kafka's defaults would want three too).
-                "transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3,
-                **settings,
-            }).start()
-        _wait_for(lambda: all(len(b._inner.broker.metadata.brokers) == 3
-                              for b in started.values()), "every broker to see three live brokers")
-    except BaseException:
-        for broker in started.values():
-            broker.stop()
-        raise
-    return started
+    # Three brokers: the internal topics fit (Kafka's defaults would want three too).
+    return start_brokers(connect_string, lambda broker_id: {
+        "transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3,
+        **settings})
 
 
 @pytest.fixture
 def brokers(connect_string):
     started = _start_brokers(connect_string)
     yield started
-    for broker in started.values():
-        broker.stop()  # a broker a test stopped already returns at once
+    stop_brokers(started)
 
 
 @pytest.fixture
@@ -67,8 +50,7 @@ def replicated(connect_string):
         "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 1,
         "offsets.topic.replication.factor": 3})
     yield started
-    for broker in started.values():
-        broker.stop()
+    stop_brokers(started)
 
 
 def _bootstrap(brokers):
