@@ -56,6 +56,18 @@ def start_brokers(connect_string: str, settings_of=lambda broker_id: {},
     return brokers
 
 
+def metadata_view(broker: KafkaBroker, topic: str) -> tuple:
+    """What one broker's Metadata answer says: (live broker ids, controller id,
+    {partition: (leader, replicas, isr)})."""
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": broker._inner.bootstrap_servers}).list_topics(
+        topic, timeout=10)
+    partitions = md.topics[topic].partitions if topic in md.topics else {}
+    return (sorted(md.brokers), md.controller_id,
+            {p: (v.leader, tuple(v.replicas), tuple(v.isrs)) for p, v in partitions.items()})
+
+
 def stop_brokers(brokers: dict) -> None:
     for broker in brokers.values():
         broker.stop()  # a broker a test stopped already returns at once

@@ -12,7 +12,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from kbroker.protocol.errors import Errors
 
-from tests.cluster.conftest import start_broker, start_brokers, stop_brokers, wait_for
+from tests.cluster.conftest import (metadata_view, start_broker, start_brokers, stop_brokers,
+                                    wait_for)
 
 TIMEOUT = 30
 
@@ -40,20 +41,11 @@ def _admin(broker):
     return AdminClient({"bootstrap.servers": broker._inner.bootstrap_servers})
 
 
-def _view(broker, topic):
-    """What one broker's Metadata answer says: brokers, controller, and per partition
-    (leader, replicas, isr)."""
-    md = _admin(broker).list_topics(topic, timeout=10)
-    partitions = md.topics[topic].partitions if topic in md.topics else {}
-    return (sorted(md.brokers), md.controller_id,
-            {p: (v.leader, tuple(v.replicas), tuple(v.isrs)) for p, v in partitions.items()})
-
-
 def _same_everywhere(brokers, topic):
     """Every broker's view when they all agree, else None (also when one cannot answer yet:
     a broker just restarted, whose first connections a client retries anyway)."""
     try:
-        views = [_view(b, topic) for b in brokers]
+        views = [metadata_view(b, topic) for b in brokers]
     except KafkaException:
         return None
     return views[0] if all(v == views[0] for v in views) else None

@@ -13,7 +13,8 @@ from confluent_kafka import Consumer, Producer
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, start_brokers, stop_brokers, wait_for
+from tests.cluster.conftest import (SESSION_TIMEOUT_MS, metadata_view, start_brokers,
+                                    stop_brokers, wait_for)
 
 TIMEOUT = 30
 
@@ -32,18 +33,8 @@ def _wait_for(condition, what, timeout=TIMEOUT):
     return wait_for(condition, what, timeout)
 
 
-def _view(broker, topic):
-    """One broker's Metadata answer: live brokers, controller, {partition: (leader, replicas,
-    isr)}."""
-    md = AdminClient({"bootstrap.servers": broker._inner.bootstrap_servers}).list_topics(
-        topic, timeout=10)
-    partitions = md.topics[topic].partitions if topic in md.topics else {}
-    return (sorted(md.brokers), md.controller_id,
-            {p: (v.leader, tuple(v.replicas), tuple(v.isrs)) for p, v in partitions.items()})
-
-
 def _same_everywhere(brokers, topic):
-    views = [_view(b, topic) for b in brokers]
+    views = [metadata_view(b, topic) for b in brokers]
     return views[0] if views[0][2] and all(v == views[0] for v in views) else None
 
 
