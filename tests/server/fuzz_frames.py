@@ -25,7 +25,8 @@ from kbroker.protocol.messages import ADVERTISED, API_BY_KEY
 from kbroker.protocol.messages.headers import ResponseHeader
 from tests.frames import encode_request, request_frame
 
-_INT_RANGES = {
+# The value range of each integer type of the message schemas (the Hypothesis strategies too).
+INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
     "int16": (-(2**15), 2**15 - 1),
     "uint16": (0, 2**16 - 1),
@@ -48,7 +49,7 @@ class FrameMaker:
     # --- values --------------------------------------------------------------------------------
 
     def _int(self, type_name: str, attr: str) -> int:
-        lo, hi = _INT_RANGES[type_name]
+        lo, hi = INT_RANGES[type_name]
         if any(word in attr for word in _SMALL):
             return self.rng.choice((0, 1, 2, 3, -1))
         return self.rng.choice((0, 1, -1, 2, lo, hi, self.rng.randint(lo, hi),
@@ -56,7 +57,7 @@ class FrameMaker:
 
     def _primitive(self, type_name: str, attr: str):
         rng = self.rng
-        if type_name in _INT_RANGES:
+        if type_name in INT_RANGES:
             return self._int(type_name, attr)
         if type_name == "bool":
             return rng.random() < 0.5
@@ -122,8 +123,8 @@ class FrameMaker:
                     if spec.is_array:
                         value = getattr(body, spec.attr) or []
                         setattr(body, spec.attr, value * self.rng.choice((0, 5, 50)))
-                    elif spec.type in _INT_RANGES:
-                        lo, hi = _INT_RANGES[spec.type]
+                    elif spec.type in INT_RANGES:
+                        lo, hi = INT_RANGES[spec.type]
                         if not any(word in spec.attr for word in _SMALL):
                             setattr(body, spec.attr, self.rng.choice((lo, hi, -1, 0)))
                     elif spec.type in ("string", "bytes", "records"):
