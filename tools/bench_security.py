@@ -152,7 +152,8 @@ def consume_perf(broker, mode: str, config: Path, topic: str, records: int,
         "--bootstrap-server", f"127.0.0.1:{broker.ports[mode]}", "--topic", topic,
         "--num-records", str(records), "--group", f"g-{topic}", "--timeout", "60000",
         "--command-config", str(config)], version)
-    return float(consumed_fields(out, records)[9]) * 1024 / 1e6  # fetch.nMsg.sec: after the group is joined
+    # fetch.nMsg.sec: the rate after the group is joined
+    return float(consumed_fields(out, records)[9]) * 1024 / 1e6
 
 
 # ---------------------------------------------------------------- SCRAM authentications
