@@ -8,7 +8,7 @@ created through AlterUserScramCredentials as ``kafka-configs.sh`` does) and ``MT
 for the reference side (topics, the SCRAM user, ACLs). Kafka's StandardAuthorizer is on with
 ``allow.everyone.if.no.acl.found=true``: an mTLS cell's topic carries one ACL, for the principal
 the certificate's subject maps to, so using it proves that mapping. Certificates come from a CA
-made per session (``tests/security/certs.py``), never committed.
+made per session (``kbroker/testing/certs.py``), never committed.
 
 A driver is handed a mode as ``--property k=v`` settings in its client's own vocabulary
 (``Driver.config_style``): Kafka's Java names (Java, franz-go, KafkaJS, Spark with ``kafka.``),
@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbroker.testing.certs import TestCA
 from tests.broker_process import BrokerProcess
-from tests.security.certs import TestCA
 
 # The mTLS client certificate's subject as Kafka's default principal builder names it.
 MTLS_PRINCIPAL = "User:CN=compat-client,O=kbroker-compat"

@@ -19,7 +19,6 @@ Run: ``python tools/bench_authorizer.py [--records 200000] [--rounds 2]``.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -30,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kbroker.security.authorizer import (Acl, Authorizer, Op, PatternType,  # noqa: E402
                                          Permission, ResourceType)
+from kbroker.testing.procfs import cpu_seconds  # noqa: E402
 from tests.broker_process import BrokerProcess  # noqa: E402
 
 TOPIC = "bench-authz"
@@ -71,13 +71,6 @@ def per_check() -> None:
                                  ResourceType.TOPIC, name)
         cached = (time.perf_counter() - started) / n * 1e6
         print(f"authorize, {label:14s}: {decide:5.2f} us decided, {cached:5.2f} us remembered")
-
-
-def cpu_seconds(pid: int) -> float:
-    """The broker's user + system CPU time so far: steadier than rates on a shared machine."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def end_to_end(root: Path, authorized: bool, records: int) -> tuple[float, float, float, float]:

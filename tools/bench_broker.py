@@ -23,12 +23,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from kbroker.cluster.processes import free_port  # noqa: E402
+from kbroker.testing.procfs import memory_mb  # noqa: E402
 
 
 def api_versions_ok(port: int) -> bool:
@@ -41,22 +39,6 @@ def api_versions_ok(port: int) -> bool:
             return len(head) == 4
     except OSError:
         return False
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def hwm_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def start_broker(data_dir: str, port: int):
@@ -127,13 +109,13 @@ def main(argv=None):
         try:
             startups.append(startup)
             time.sleep(1.0)
-            idle.append(rss_mb(proc.pid))
+            idle.append(memory_mb(proc.pid, "VmRSS"))
             bootstrap = f"127.0.0.1:{port}"
             topic = f"bench-{round_}"
             produce_rates.append(megabytes / produce(bootstrap, topic, args.records,
                                                      args.record_size))
             consume_rates.append(megabytes / consume(bootstrap, topic, args.records))
-            peaks.append(hwm_mb(proc.pid))
+            peaks.append(memory_mb(proc.pid, "VmHWM"))
         finally:
             proc.terminate()
             proc.wait(30)

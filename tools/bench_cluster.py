@@ -54,7 +54,7 @@ def create_topic(cluster: Cluster, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 0})
     admin.create_topics([NewTopic(topic, partitions, 3,
                                   config={"min.insync.replicas": "2"})])[topic].result(60)
-    assignment = wait_for(lambda: cluster.assignment(topic), f"{topic} in ZooKeeper", 60)
+    assignment = wait_for(lambda: cluster.assignment(topic), f"{topic} in ZooKeeper", 60, 0.2)
     if any(len(r) != 3 for r in assignment.values()):
         raise RuntimeError(f"{topic} was not created with 3 replicas: {assignment}")
     cluster.wait_healthy(topic, 60)
@@ -156,7 +156,7 @@ def failover(cluster: Cluster, repeats: int) -> dict:
         cluster.wait_healthy("bench-failover", 180)
         recorder = AckRecorder(cluster.bootstrap, "bench-failover")
         try:
-            wait_for(lambda: len(recorder.acks) > 50, "steady acks", 60)
+            wait_for(lambda: len(recorder.acks) > 50, "steady acks", 60, 0.2)
             leader = cluster.leader("bench-failover")
             pid = cluster.pids[leader]
             t0 = time.monotonic()
@@ -179,7 +179,7 @@ def controlled_shutdown(cluster: Cluster) -> dict:
     cluster.wait_healthy("bench-failover", 180)
     recorder = AckRecorder(cluster.bootstrap, "bench-failover")
     try:
-        wait_for(lambda: len(recorder.acks) > 50, "steady acks", 60)
+        wait_for(lambda: len(recorder.acks) > 50, "steady acks", 60, 0.2)
         leader = cluster.leader("bench-failover")
         t0 = time.monotonic()
         cluster.signal(leader, signal.SIGTERM)

@@ -22,24 +22,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kbroker.protocol import messages  # noqa: E402
-from kbroker.protocol.messages.headers import RequestHeader  # noqa: E402
+from kbroker.testing.procfs import memory_mb  # noqa: E402
 from tests.broker_process import BrokerProcess  # noqa: E402
+from tests.frames import request_frame  # noqa: E402
 
 
 def api_versions_frame() -> bytes:
-    header = RequestHeader(request_api_key=18, request_api_version=3, correlation_id=1,
-                           client_id="bench-connections")
     body = messages.request_class(18)(client_software_name="bench", client_software_version="1")
-    data = header.to_bytes(messages.request_header_version(18, 3)) + body.to_bytes(3)
-    return struct.pack(">i", len(data)) + data
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return request_frame(18, 3, body, 1, "bench-connections")
 
 
 def read_answer(sock: socket.socket) -> None:
@@ -60,7 +50,7 @@ def main() -> int:
         broker = BrokerProcess(Path(tmp) / "data").start()
         try:
             pid = broker.proc.pid
-            start_rss = rss_mb(pid)
+            start_rss = memory_mb(pid, "VmRSS")
             sockets = []
             began = time.monotonic()
             for i in range(args.connections):
@@ -68,14 +58,14 @@ def main() -> int:
                 sock.sendall(frame)
                 read_answer(sock)
                 sockets.append(sock)
-            idle_rss = rss_mb(pid)
+            idle_rss = memory_mb(pid, "VmRSS")
             print(f"{args.connections} idle connections: RSS {start_rss:.0f} MB -> {idle_rss:.0f} MB "
                   f"({(idle_rss - start_rss) * 1024 / args.connections:.1f} KiB each; "
                   f"opened in {time.monotonic() - began:.1f} s)")
             for sock in sockets:
                 sock.close()
             time.sleep(1)
-            before = rss_mb(pid)
+            before = memory_mb(pid, "VmRSS")
             liars = []
             for _ in range(args.liars):
                 sock = socket.create_connection(("127.0.0.1", broker.port), timeout=30)
@@ -85,7 +75,7 @@ def main() -> int:
             probe.sendall(frame)
             read_answer(probe)
             print(f"{args.liars} connections declaring 100 MiB frames: RSS {before:.0f} MB -> "
-                  f"{rss_mb(pid):.0f} MB")
+                  f"{memory_mb(pid, 'VmRSS'):.0f} MB")
             for sock in liars + [probe]:
                 sock.close()
         finally:

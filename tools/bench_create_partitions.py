@@ -15,15 +15,12 @@ import argparse
 import statistics
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.broker_process import BrokerProcess  # noqa: E402
-from tests.integration.clients import Wire  # noqa: E402
-from tests.metadata.helpers import create_topic  # noqa: E402
+from tests.metadata.helpers import create_while_probing  # noqa: E402
 
 
 def main() -> int:
@@ -33,32 +30,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         broker = BrokerProcess(Path(tmp) / "data").start()
         try:
-            result = {}
-
-            def create():
-                with Wire(broker.bootstrap, timeout=3600) as wire:
-                    started = time.monotonic()
-                    result["topic"] = create_topic(wire, "bench-wide", args.partitions,
-                                                   timeout_ms=3_600_000)
-                    result["seconds"] = time.monotonic() - started
-
-            creator = threading.Thread(target=create)
-            trips = []
-            with Wire(broker.bootstrap, timeout=600) as probe:
-                probe.api_versions()
-                creator.start()
-                while creator.is_alive():
-                    started = time.monotonic()
-                    probe.api_versions()
-                    probe.metadata(["absent-topic"])
-                    trips.append(time.monotonic() - started)
-            creator.join()
+            topic, seconds, trips = create_while_probing(
+                broker.bootstrap, "bench-wide", args.partitions, timeout_s=3600,
+                probe_timeout_s=600)
         finally:
             broker.stop()
-    topic = result["topic"]
     trips.sort()
     print(f"CreateTopics {args.partitions} partitions: error {topic.error_code} "
-          f"{topic.error_message or ''} in {result['seconds']:.1f} s")
+          f"{topic.error_message or ''} in {seconds:.1f} s")
     if trips:
         print(f"probe round trips: {len(trips)}, median {statistics.median(trips) * 1000:.1f} ms, "
               f"p99 {trips[int(len(trips) * 0.99) - 1] * 1000:.1f} ms, "

@@ -20,27 +20,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kbroker.testing import KafkaBroker, SubprocessKafkaBroker  # noqa: E402
-
-METADATA_V0_ALL_TOPICS = struct.pack(">hhih", 3, 0, 1, 5) + b"bench" + struct.pack(">i", 0)
-
+from tools.kafka_ref import run_kafka  # noqa: E402
 
 def first_metadata(bootstrap: str) -> None:
+    """Metadata v0 for all topics (an empty array) and its answer."""
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(struct.pack(">i", len(METADATA_V0_ALL_TOPICS)) + METADATA_V0_ALL_TOPICS)
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        correlation_id = struct.unpack(">i", _read(sock, size)[:4])[0]
-        assert correlation_id == 1, correlation_id
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        data += chunk
-    return data
+        run_kafka.request(sock, 3, 0, 1, struct.pack(">i", 0), client=b"bench")
 
 
 def main() -> int:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kbroker.testing.procfs import memory_mb  # noqa: E402
 from tests.broker_process import BrokerProcess  # noqa: E402
 from tests.integration.clients import Wire  # noqa: E402
 from tests.metadata.helpers import create_topic  # noqa: E402
@@ -38,14 +39,6 @@ METADATA = 3
 
 def descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def metadata_all(wire: Wire) -> tuple[float, float, int]:
@@ -74,7 +67,7 @@ def measure(broker: BrokerProcess, label: str, expected: int) -> dict:
             trips.append(answered)
     pid = broker.proc.pid
     return {"metadata_s": statistics.median(trips), "metadata_max_s": max(trips),
-            "decode_s": decoded, "rss_mb": rss_mb(pid), "fds": descriptors(pid)}
+            "decode_s": decoded, "rss_mb": memory_mb(pid, "VmRSS"), "fds": descriptors(pid)}
 
 
 class KafkaBroker:

@@ -47,7 +47,6 @@ import socket
 import ssl
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -59,11 +58,14 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tools" / "bench"))
 import brokers  # noqa: E402
 from brokers import run_kafka  # noqa: E402
+import topics  # noqa: E402
+from kafka_perf import (CONSUMER_PERF, PRODUCER_PERF, consumed_fields, java_tool,  # noqa: E402
+                        produced_per_s)
+from topics import admin, create_topic  # noqa: E402
 
 from compat_tests.security import make_ca  # noqa: E402
+from kbroker.testing.procfs import cpu_seconds  # noqa: E402
 
-PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
-CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
 USER, PASSWORD = "bench", "bench-secret"
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -107,11 +109,6 @@ def start(name: str, ca, version: str):
     return broker
 
 
-def admin(bootstrap: str):
-    from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
-
-
 def create_scram_user(bootstrap: str) -> None:
     from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
                                        UserScramCredentialUpsertion)
@@ -122,26 +119,8 @@ def create_scram_user(bootstrap: str) -> None:
         future.result(30)
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import NewTopic
-    client = admin(bootstrap)
-    client.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        meta = client.list_topics(topic, timeout=5).topics.get(topic)
-        if meta is not None and meta.error is None and meta.partitions and \
-                meta.partitions[0].leader >= 0:
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"topic {topic} has no leader")
-
-
 def delete_topic(bootstrap: str, topic: str) -> None:
-    client = admin(bootstrap)
-    try:
-        client.delete_topics([topic])[topic].result(30)
-    except Exception as exc:  # noqa: BLE001 - a leftover topic only costs disk
-        log(f"delete {topic}: {exc}")
+    topics.delete_topic(bootstrap, topic, log)
 
 
 # ---------------------------------------------------------------- Kafka's tools
@@ -160,21 +139,11 @@ def client_config(broker, mode: str, ca, directory: Path) -> Path:
     return path
 
 
-def java_tool(main: str, args: list[str], version: str, timeout: float = 900) -> str:
-    cmd = run_kafka.java_cmd(main, args, version, None, heap="512M")
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if res.returncode != 0:
-        raise RuntimeError(f"{main} failed ({res.returncode}):\n{res.stdout[-2000:]}\n"
-                           f"{res.stderr[-2000:]}")
-    return res.stdout
-
-
 def produce_perf(config: Path, topic: str, records: int, version: str) -> float:
     out = java_tool(PRODUCER_PERF, ["--topic", topic, "--num-records", str(records),
                                     "--record-size", "1024", "--throughput", "-1",
                                     "--command-config", str(config)], version)
-    line = [ln for ln in out.splitlines() if "records sent" in ln][-1]
-    return float(re.search(r"records sent, ([\d.]+) records/sec", line).group(1)) * 1024 / 1e6
+    return produced_per_s(out) * 1024 / 1e6
 
 
 def consume_perf(broker, mode: str, config: Path, topic: str, records: int,
@@ -183,44 +152,14 @@ def consume_perf(broker, mode: str, config: Path, topic: str, records: int,
         "--bootstrap-server", f"127.0.0.1:{broker.ports[mode]}", "--topic", topic,
         "--num-records", str(records), "--group", f"g-{topic}", "--timeout", "60000",
         "--command-config", str(config)], version)
-    rows = [ln for ln in out.splitlines() if ln and ln[0].isdigit()]
-    fields = [f.strip() for f in rows[-1].split(",")]
-    if int(fields[4]) < records:
-        raise RuntimeError(f"ConsumerPerformance read {fields[4]} of {records}")
-    return float(fields[9]) * 1024 / 1e6  # fetch.nMsg.sec: after the group is joined
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of the broker process so far (on a shared machine a steadier
-    measure than wall-clock throughput)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    # fetch.nMsg.sec: the rate after the group is joined
+    return float(consumed_fields(out, records)[9]) * 1024 / 1e6
 
 
 # ---------------------------------------------------------------- SCRAM authentications
 
-def _frame(api_key: int, version: int, correlation: int, body: bytes) -> bytes:
-    header = struct.pack(">hhih", api_key, version, correlation, 5) + b"bench"
-    return struct.pack(">i", len(header) + len(body)) + header + body
-
-
 def _exchange(sock, api_key: int, version: int, correlation: int, body: bytes) -> bytes:
-    sock.sendall(_frame(api_key, version, correlation, body))
-    (size,) = struct.unpack(">i", _read(sock, 4))
-    data = _read(sock, size)
-    assert struct.unpack_from(">i", data)[0] == correlation
-    return data[4:]
-
-
-def _read(sock, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
+    return run_kafka.request(sock, api_key, version, correlation, body, client=b"bench")
 
 
 _salted: dict[tuple[bytes, int], bytes] = {}

@@ -103,6 +103,21 @@ def esc(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def variant_table(prefix: str, known: dict, scenarios: set, drivers: list, by_key: dict,
+                  heading: str, blurb: str) -> list[str]:
+    """The lines of a client (row) × variant (column) table over the scenarios named
+    ``prefix + variant``: the ``known`` variants in their documented order, then any others."""
+    variants = [v for v in known if prefix + v in scenarios] + sorted(
+        s.removeprefix(prefix) for s in scenarios if s.removeprefix(prefix) not in known)
+    who = [d for d in drivers if any((prefix + v, d) in by_key for v in variants)]
+    out = ["", heading, "", blurb, "",
+           "| client | " + " | ".join(variants) + " |", "| --- |" + " :-: |" * len(variants)]
+    for d in who:
+        out.append(f"| {d} | " + " | ".join(cell_text(by_key.get((prefix + v, d)))
+                                            for v in variants) + " |")
+    return out
+
+
 def render(results: dict) -> str:
     cells = results["cells"]
     drivers = results["drivers"]
@@ -161,32 +176,20 @@ def render(results: dict) -> str:
             out.append(f"| {c['client']} | {c['scenario']} | {cell_text(c)} |")
 
     if secured:
-        modes = [m for m in SECURITY_MODES if SECURITY + m in secured] + sorted(
-            s.removeprefix(SECURITY) for s in secured
-            if s.removeprefix(SECURITY) not in SECURITY_MODES)
-        who = [d for d in drivers if any((SECURITY + m, d) in by_key for m in modes)]
-        out += ["", "## Security: client (row) × listener (column)", "",
-                "Each cell: the client produces 6 records and consumes them back (checked "
-                "exactly) on a listener that demands the mode. Certificates are made per run.", "",
-                "| client | " + " | ".join(modes) + " |", "| --- |" + " :-: |" * len(modes)]
-        for d in who:
-            out.append(f"| {d} | " + " | ".join(cell_text(by_key.get((SECURITY + m, d)))
-                                                for m in modes) + " |")
+        out += variant_table(
+            SECURITY, SECURITY_MODES, secured, drivers, by_key,
+            "## Security: client (row) × listener (column)",
+            "Each cell: the client produces 6 records and consumes them back (checked "
+            "exactly) on a listener that demands the mode. Certificates are made per run.")
 
     if clustered:
-        names = [n for n in CLUSTER_SCENARIOS if CLUSTER + n in clustered] + sorted(
-            s.removeprefix(CLUSTER) for s in clustered
-            if s.removeprefix(CLUSTER) not in CLUSTER_SCENARIOS)
-        who = [d for d in drivers if any((CLUSTER + n, d) in by_key for n in names)]
-        out += ["", "## Cluster: client (row) × scenario (column)", "",
-                "Three kbroker brokers (`kbroker cluster up`: a real ZooKeeper, one process per "
-                "broker), topics at replication factor 3 with min.insync.replicas 2, internal "
-                "topics at RF 3. The client is given all three addresses and finds leaders and "
-                "coordinators from Metadata.", "",
-                "| client | " + " | ".join(names) + " |", "| --- |" + " :-: |" * len(names)]
-        for d in who:
-            out.append(f"| {d} | " + " | ".join(cell_text(by_key.get((CLUSTER + n, d)))
-                                                for n in names) + " |")
+        out += variant_table(
+            CLUSTER, CLUSTER_SCENARIOS, clustered, drivers, by_key,
+            "## Cluster: client (row) × scenario (column)",
+            "Three kbroker brokers (`kbroker cluster up`: a real ZooKeeper, one process per "
+            "broker), topics at replication factor 3 with min.insync.replicas 2, internal "
+            "topics at RF 3. The client is given all three addresses and finds leaders and "
+            "coordinators from Metadata.")
 
     cross = [c for c in cells if " → " in c["client"]]
     if cross:

@@ -19,16 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kbroker.testing.procfs import memory_mb  # noqa: E402
 from tests.broker_process import BrokerProcess  # noqa: E402
 from tests.server.fuzz_frames import FuzzSession  # noqa: E402
-
-
-def peak_rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def tracebacks(log_text: str) -> dict[str, str]:
@@ -65,10 +58,10 @@ def main() -> int:
                         died_after = what
                         break
                     print(f"{session.frames} frames, {time.monotonic() - started:.0f} s, "
-                          f"peak RSS {peak_rss_mb(broker.proc.pid):.0f} MB", flush=True)
+                          f"peak RSS {memory_mb(broker.proc.pid, 'VmHWM'):.0f} MB", flush=True)
         except AssertionError as exc:
             died_after = str(exc)
-        peak = peak_rss_mb(broker.proc.pid) if broker.alive() else float("nan")
+        peak = memory_mb(broker.proc.pid, "VmHWM") if broker.alive() else float("nan")
         alive = broker.alive()
         broker.stop()
         found = tracebacks(broker.log_path.read_text(errors="replace"))

@@ -132,29 +132,10 @@ def _extra_settings(pairs: list[str]) -> dict[str, str]:
     return extra
 
 
-def _start_broker(command: list[str], data_dir: str) -> subprocess.Popen:
-    log = open(os.path.join(data_dir, "broker.log"), "ab")
-    try:
-        # Own session: a terminal's Ctrl-C reaches the launcher only, which stops things in order.
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-    finally:
-        log.close()
-
-
-def _stop(process: subprocess.Popen, timeout: float = 30.0) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def run(args) -> int:
     from kbroker.cli.commands.common import CommandError
-    from kbroker.cluster.zookeeper import ZooKeeperNotInstalled, free_port, start_zookeeper
+    from kbroker.cluster.processes import free_port, start_logged, stop_process, watch_brokers
+    from kbroker.cluster.zookeeper import ZooKeeperNotInstalled, start_zookeeper
 
     if args.brokers < 1:
         raise CommandError("--brokers must be at least 1", 2)
@@ -194,7 +175,7 @@ def run(args) -> int:
             command = broker_command(connect, broker_id, port, data_dir, args.session_timeout_ms,
                                      n, extra, advertised=advertised[i], internal=internal[i],
                                      internal_advertised=internal_advertised[i])
-            process = _start_broker(command, data_dir)
+            process = start_logged(command, os.path.join(data_dir, "broker.log"))
             processes.append(process)
             broker = {"id": broker_id, "host": "127.0.0.1", "port": advertised[i] or port,
                       "pid": process.pid, "data_dir": data_dir, "restart_command": command}
@@ -222,18 +203,11 @@ def run(args) -> int:
             print(f"  broker {b['id']}  127.0.0.1:{b['port']}{via}  pid {b['pid']}  "
                   f"{b['data_dir']}")
         print("  stop               Ctrl-C, or kill", os.getpid(), flush=True)
-        reported = set()
-        while not stopping:
-            for b, process in zip(brokers, processes):
-                if process.poll() is not None and b["id"] not in reported:
-                    reported.add(b["id"])  # not restarted: that is the tests' job
-                    print(f"kbroker cluster up: broker {b['id']} (pid {b['pid']}) exited with "
-                          f"{process.returncode}; not restarted", file=sys.stderr, flush=True)
-            time.sleep(0.2)
+        watch_brokers(brokers, processes, stopping, "kbroker cluster up")
         return 0
     finally:
         for process in processes:
-            _stop(process)
+            stop_process(process, 30.0)
         if zookeeper is not None:
             zookeeper.stop()
         if not args.data_dir:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from kbroker.cluster.processes import free_port, start_logged, stop_process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_JARS = REPO_ROOT / "tools" / "zookeeper" / "target" / "jars"
@@ -64,12 +65,6 @@ def classpath() -> str:
     return os.pathsep.join(str(j) for j in jars)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def is_serving(port: int, timeout: float = 1.0) -> bool:
     """ZooKeeper's `srvr` four-letter word answers once the server is up (whitelisted below)."""
     try:
@@ -99,13 +94,7 @@ class ZooKeeperServer:
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM, then SIGKILL if it lingers; removes a data dir it made itself."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout)
         if self.owns_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -134,15 +123,12 @@ def start_zookeeper(port: int | None = None, data_dir: str | os.PathLike | None 
         "4lw.commands.whitelist=srvr,ruok\n"
         "initLimit=5\nsyncLimit=2\n")
     (data / "logback.xml").write_text(_LOGBACK.format(log=data / "zookeeper.log"))
-    out = open(data / "zookeeper.out", "ab")
     command = ["java", f"-Xmx{heap}", "-XX:+UseSerialGC",
                f"-Dlogback.configurationFile={data / 'logback.xml'}",
                "-Dzookeeper.admin.enableServer=false",
                "-cp", cp, MAIN_CLASS, str(data / "zoo.cfg")]
     # Its own session, so a Ctrl-C meant for a foreground launcher reaches it only through us.
-    process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, start_new_session=True)
-    out.close()
+    process = start_logged(command, data / "zookeeper.out")
     server = ZooKeeperServer(port, data, process, owns)
     deadline = time.monotonic() + timeout
     while not is_serving(port):

@@ -13,6 +13,9 @@ Key files:
   users made at start) and the client settings for them.
 * ``cluster.py``: ``KafkaCluster``, ``kbroker cluster up`` as a child, with kill and restart.
 * ``helpers.py``: ``KafkaHelpers`` (create topics, produce, consume all, wait for lag 0).
+* ``procfs.py``: a process's liveness (zombies count as gone), memory and CPU time from /proc.
+* ``waiting.py``: ``wait_for``, the poll loop of tests and tools (a timeout is both a
+  ``TimeoutError`` and an ``AssertionError``).
 * ``plugin.py``: the pytest fixtures ``kafka_broker``, ``kafka_topic``, ``fresh_kafka_broker``,
   ``kafka_secure_broker``, ``kafka_cluster``.
 

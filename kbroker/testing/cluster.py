@@ -22,6 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from kbroker.cluster.processes import stop_process
+from kbroker.testing import procfs
+
 
 class KafkaCluster:
     def __init__(self, brokers: int = 3, *, data_dir: str | Path | None = None,
@@ -85,12 +88,8 @@ class KafkaCluster:
         restarted = self._restarted.get(broker_id)
         if restarted is not None:
             return restarted.poll() is None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
         # the launcher's child stays a zombie until the launcher reaps it (every 0.2 s)
-        return not _is_zombie(pid)
+        return procfs.alive(pid)
 
     def kill(self, broker_id: int, sig: int = signal.SIGKILL, timeout: float = 30.0) -> None:
         """Send ``sig`` (SIGKILL: a crash; SIGTERM: a clean shutdown) and wait until it exited."""
@@ -146,10 +145,10 @@ class KafkaCluster:
             self._zk.close()
             self._zk = None
         for process in self._restarted.values():  # before ZooKeeper goes
-            _terminate(process, timeout)
+            stop_process(process, timeout)
         self._restarted.clear()
         if self.launcher is not None:
-            _terminate(self.launcher, timeout)  # it stops its brokers, then ZooKeeper
+            stop_process(self.launcher, timeout)  # it stops its brokers, then ZooKeeper
             self.launcher = None
         if self.data_dir is not None and self._given_data_dir is None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -159,20 +158,3 @@ class KafkaCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def _terminate(process: subprocess.Popen, timeout: float) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False

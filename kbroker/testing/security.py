@@ -27,9 +27,11 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
-from kbroker.testing.certs import Certificates, make_certificates
+if TYPE_CHECKING:  # certs needs the optional 'cryptography': imported when certificates are made
+    from kbroker.testing.certs import Certificates
+
 
 PROTOCOLS = {"SSL": "SSL", "MTLS": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
              "SASL_SSL": "SASL_SSL"}
@@ -88,6 +90,8 @@ class BrokerSecurity:
 
     def prepare(self) -> "PreparedSecurity":
         """Make the certificates (in a temp dir removed by ``PreparedSecurity.remove``)."""
+        from kbroker.testing.certs import make_certificates
+
         directory = Path(tempfile.mkdtemp(prefix="kbroker-certs-"))
         try:
             return PreparedSecurity(self, make_certificates(directory), directory)

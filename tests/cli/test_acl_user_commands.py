@@ -3,7 +3,6 @@ Apache Kafka 4.3.1 (tools/kafka_ref); a created SCRAM user then authenticates a 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kbroker.testing import KafkaBroker
+from tests.cli.command import run_kbroker
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -18,9 +18,7 @@ AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.Sta
 
 
 def kbroker(brokers: str, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kbroker", *args, "--brokers", brokers],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return run_kbroker(*args, "--brokers", brokers)
 
 
 def rows(done: subprocess.CompletedProcess) -> list[list[str]]:

@@ -4,7 +4,6 @@ Apache Kafka 4.3.1 (tools/kafka_ref)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,14 +11,13 @@ from pathlib import Path
 import pytest
 
 from kbroker.testing import KafkaBroker
+from tests.cli.command import run_kbroker
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(brokers: str, *args, stdin: str | None = None, expect: int = 0) -> str:
-    result = subprocess.run([sys.executable, "-m", "kbroker", *args, "-X", f"brokers={brokers}"],
-                            input=stdin, capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = run_kbroker(*args, "-X", f"brokers={brokers}", stdin=stdin)
     assert result.returncode == expect, (args, result.stdout, result.stderr)
     return result.stdout if expect == 0 else result.stdout + result.stderr
 
@@ -96,15 +94,13 @@ def test_usage_errors_are_one_line_with_the_closest_name(kbroker):
         "kbroker topic: error: unknown command 'craete' (did you mean 'create'?)")
     out = cli(kbroker, "topic", "create", "x", "--partitons", "3", expect=2)
     assert out.strip() == "kbroker topic create: error: unknown flag '--partitons' (did you mean '--partitions'?)"
-    result = subprocess.run([sys.executable, "-m", "kbroker", "topic", "list", "-X", "brokerz=x"],
-                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = run_kbroker("topic", "list", "-X", "brokerz=x")
     assert (result.returncode, result.stderr.strip()) == \
         (2, "kbroker: -X: unknown option 'brokerz' (did you mean 'brokers'?)")
 
 
 def test_completion_scripts_know_the_commands():
-    result = subprocess.run([sys.executable, "-m", "kbroker", "completion", "bash"],
-                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = run_kbroker("completion", "bash")
     assert '["topic create"]=' in result.stdout and "--partitions" in result.stdout
     check = subprocess.run(["bash", "-c", result.stdout + "\nCOMP_WORDS=(kbroker topic cr); COMP_CWORD=2;"
                             " _kbroker; echo ${COMPREPLY[@]}"], capture_output=True, text=True)

@@ -5,7 +5,6 @@ one-line errors."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,14 +12,12 @@ from pathlib import Path
 import pytest
 
 from kbroker.testing import KafkaBroker
+from tests.cli.command import run_kbroker
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def kbroker(*args, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kbroker", *args], input=stdin,
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+kbroker = run_kbroker
 
 
 @pytest.fixture(scope="module")

@@ -4,24 +4,19 @@ parser's readings and one-line refusals."""
 from __future__ import annotations
 
 import datetime
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from kbroker.cli.commands.offsets import OffsetError, Position, parse, timestamp
 from kbroker.testing import KafkaBroker, KafkaHelpers
+from tests.cli.command import run_kbroker
 
-ROOT = Path(__file__).resolve().parents[2]
 BASE_MS = 1_700_000_000_000  # record i has timestamp BASE_MS + i * 60 s
 
 
 def kbroker(brokers: str, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kbroker", *args, "--brokers", brokers],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return run_kbroker(*args, "--brokers", brokers)
 
 
 @pytest.fixture(scope="module")

@@ -4,23 +4,18 @@
 from __future__ import annotations
 
 import io
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from kbroker.cli.commands.produce_format import FormatError, compile_format, records
 from kbroker.testing import KafkaBroker, KafkaHelpers
+from tests.cli.command import run_kbroker
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def kbroker(brokers: str, *args, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kbroker", *args, "--brokers", brokers],
-                          input=stdin.encode(), capture_output=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return run_kbroker(*args, "--brokers", brokers, stdin=stdin.encode(), text=False)
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from kbroker.protocol.errors import Errors
-from kbroker.testing import KafkaBroker
 
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
+from tests.cluster.conftest import (metadata_view, start_broker, start_brokers, stop_brokers,
+                                    wait_for)
 
 TIMEOUT = 30
 
@@ -22,57 +22,30 @@ def _wait_for(condition, what, timeout=TIMEOUT):
     return wait_for(condition, what, timeout)
 
 
-# Brokers here die by closing their session (immediate), never by expiry: a session longer
-# than the shortest keeps a loaded machine (2 shared cores) from expiring a live broker.
-BROKER_SESSION_TIMEOUT_MS = 3 * SESSION_TIMEOUT_MS
-
-
-def _start(connect, broker_id, **settings):
-    return KafkaBroker({"zookeeper.connect": connect, "broker.id": broker_id,
-                        "zookeeper.session.timeout.ms": BROKER_SESSION_TIMEOUT_MS,
-                        **settings}).start()
-
-
 @pytest.fixture
 def cluster(connect_string, request):
     """Brokers 1-3; stopping one is a crash (its session closes, nothing moved first) unless the
     test asks for ``controlled.shutdown.enable``."""
-    brokers = {}
-    defaults = {"controlled.shutdown.enable": "false", "auto.leader.rebalance.enable": "false",
-                **getattr(request, "param", {})}
+    defaults = getattr(request, "param", {})
+    brokers = start_brokers(connect_string, lambda broker_id: defaults)
 
     def start(broker_id, **settings):
-        brokers[broker_id] = _start(connect_string, broker_id, **{**defaults, **settings})
+        brokers[broker_id] = start_broker(connect_string, broker_id, **{**defaults, **settings})
         return brokers[broker_id]
 
-    for broker_id in (1, 2, 3):
-        start(broker_id)
-    # Every broker has seen the others register before the test starts.
-    _wait_for(lambda: all(len(b._inner.broker.metadata.brokers) == 3 for b in brokers.values()),
-              "every broker to see three live brokers")
     yield brokers, start
-    for broker in brokers.values():
-        broker.stop()
+    stop_brokers(brokers)
 
 
 def _admin(broker):
     return AdminClient({"bootstrap.servers": broker._inner.bootstrap_servers})
 
 
-def _view(broker, topic):
-    """What one broker's Metadata answer says: brokers, controller, and per partition
-    (leader, replicas, isr)."""
-    md = _admin(broker).list_topics(topic, timeout=10)
-    partitions = md.topics[topic].partitions if topic in md.topics else {}
-    return (sorted(md.brokers), md.controller_id,
-            {p: (v.leader, tuple(v.replicas), tuple(v.isrs)) for p, v in partitions.items()})
-
-
 def _same_everywhere(brokers, topic):
     """Every broker's view when they all agree, else None (also when one cannot answer yet:
     a broker just restarted, whose first connections a client retries anyway)."""
     try:
-        views = [_view(b, topic) for b in brokers]
+        views = [metadata_view(b, topic) for b in brokers]
     except KafkaException:
         return None
     return views[0] if all(v == views[0] for v in views) else None

@@ -9,33 +9,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
+from kbroker.testing.procfs import alive
+from kbroker.testing.waiting import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie (exited, not yet reaped by its parent) is gone for our purposes.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
-
-
 def _wait_for(condition, what, timeout=90.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
+    wait_for(condition, what, timeout, 0.1)
 
 
 @pytest.fixture
@@ -62,7 +48,7 @@ def test_cluster_up_starts_registers_and_stops_everything(cluster):
     assert info["session_timeout_ms"] == 6000
     assert len(info["brokers"]) == 3
     pids = [info["zookeeper"]["pid"]] + [b["pid"] for b in info["brokers"]]
-    assert all(_alive(pid) for pid in pids)
+    assert all(alive(pid) for pid in pids)
     for broker in info["brokers"]:
         # The PID is the broker itself, running the command the JSON says restarts it.
         cmdline = Path(f"/proc/{broker['pid']}/cmdline").read_bytes().split(b"\0")
@@ -120,7 +106,7 @@ def test_cluster_up_starts_registers_and_stops_everything(cluster):
     assert launcher.wait(60) == 0
     output = launcher.stdout.read().decode()
     assert "bootstrap servers  " + info["bootstrap_servers"] in output
-    assert not [pid for pid in pids if _alive(pid)]
+    assert not [pid for pid in pids if alive(pid)]
 
 
 def test_a_killed_broker_is_not_restarted_and_its_registration_expires(cluster):
@@ -133,7 +119,7 @@ def test_a_killed_broker_is_not_restarted_and_its_registration_expires(cluster):
         os.kill(victim["pid"], signal.SIGKILL)
         # Its ephemeral znode goes when ZooKeeper expires its session (6 s), not before.
         _wait_for(lambda: sorted(zk.get_children("/brokers/ids")) == ["1", "3"], "the expiry")
-        assert not _alive(victim["pid"])
+        assert not alive(victim["pid"])
         # The launcher did not restart it; the exact restart command brings it back.
         restarted = subprocess.Popen(victim["restart_command"], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL,

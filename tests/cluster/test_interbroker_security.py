@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbroker.testing import KafkaBroker
 from kbroker.testing.certs import make_certificates
-from tests.cluster.conftest import SESSION_TIMEOUT_MS
+from tests.cluster.conftest import SESSION_TIMEOUT_MS, start_brokers, stop_brokers
 from tests.cluster.test_replication_zk import _log_bytes, _wait_for
 
 TIMEOUT = 30
@@ -59,25 +59,14 @@ def _internal(protocol: str, certs, password_of=lambda broker_id: "broker-secret
 
 @pytest.fixture
 def start_cluster(connect_string):
-    started = []
+    started = {}
 
     def start(settings_of) -> dict[int, KafkaBroker]:
-        common = {"zookeeper.connect": connect_string,
-                  "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-                  "controlled.shutdown.enable": "false", "auto.leader.rebalance.enable": "false"}
-        for broker_id in (1, 2, 3):
-            started.append(KafkaBroker({**common, **settings_of(broker_id),
-                                        "broker.id": broker_id}).start())
-        brokers = dict(zip((1, 2, 3), started))
-        # A topic created before every broker sees the other two registered would be refused
-        # (INVALID_REPLICATION_FACTOR: "only 2 broker(s) are registered").
-        _wait_for(lambda: all(len(b._inner.broker.metadata.brokers) == 3
-                              for b in brokers.values()), "every broker to see three brokers")
-        return brokers
+        started.update(start_brokers(connect_string, settings_of, SESSION_TIMEOUT_MS))
+        return started
 
     yield start
-    for broker in started:
-        broker.stop()
+    stop_brokers(started)
 
 
 def _plaintext(broker) -> str:

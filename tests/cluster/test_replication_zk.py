@@ -13,8 +13,8 @@ from confluent_kafka import Consumer, Producer
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kbroker.testing import KafkaBroker
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
+from tests.cluster.conftest import (SESSION_TIMEOUT_MS, metadata_view, start_brokers,
+                                    stop_brokers, wait_for)
 
 TIMEOUT = 30
 
@@ -23,34 +23,18 @@ TIMEOUT = 30
 def cluster(connect_string, request):
     """Brokers 1-3 over the test's ZooKeeper chroot; stopping one is a crash (no controlled
     shutdown), so leadership moves only by the controller's election."""
-    brokers = {}
-    settings = {"zookeeper.connect": connect_string,
-                "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-                "controlled.shutdown.enable": "false", "auto.leader.rebalance.enable": "false",
-                **getattr(request, "param", {})}
-    for broker_id in (1, 2, 3):
-        brokers[broker_id] = KafkaBroker({**settings, "broker.id": broker_id}).start()
+    brokers = start_brokers(connect_string, lambda broker_id: getattr(request, "param", {}),
+                            SESSION_TIMEOUT_MS)
     yield brokers, None
-    for broker in brokers.values():
-        broker.stop()
+    stop_brokers(brokers)
 
 
 def _wait_for(condition, what, timeout=TIMEOUT):
     return wait_for(condition, what, timeout)
 
 
-def _view(broker, topic):
-    """One broker's Metadata answer: live brokers, controller, {partition: (leader, replicas,
-    isr)}."""
-    md = AdminClient({"bootstrap.servers": broker._inner.bootstrap_servers}).list_topics(
-        topic, timeout=10)
-    partitions = md.topics[topic].partitions if topic in md.topics else {}
-    return (sorted(md.brokers), md.controller_id,
-            {p: (v.leader, tuple(v.replicas), tuple(v.isrs)) for p, v in partitions.items()})
-
-
 def _same_everywhere(brokers, topic):
-    views = [_view(b, topic) for b in brokers]
+    views = [metadata_view(b, topic) for b in brokers]
     return views[0] if views[0][2] and all(v == views[0] for v in views) else None
 
 

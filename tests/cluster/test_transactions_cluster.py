@@ -17,9 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kbroker.testing import KafkaBroker
-
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
+from tests.cluster.conftest import start_brokers, stop_brokers, wait_for
 
 TIMEOUT = 60
 TOPIC = "txn-spread"
@@ -30,32 +28,17 @@ def _wait_for(condition, what, timeout=TIMEOUT):
 
 
 def _start_brokers(connect_string, **settings):
-    started = {}
-    try:
-        for broker_id in (1, 2, 3):
-            started[broker_id] = KafkaBroker({
-                "zookeeper.connect": connect_string, "broker.id": broker_id,
-                "zookeeper.session.timeout.ms": 3 * SESSION_TIMEOUT_MS,
-                "controlled.shutdown.enable": "false", "auto.leader.rebalance.enable": "false",
-                # Three brokers: the internal topics fit (Kafka's defaults would want three too).
-                "transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3,
-                **settings,
-            }).start()
-        _wait_for(lambda: all(len(b._inner.broker.metadata.brokers) == 3
-                              for b in started.values()), "every broker to see three live brokers")
-    except BaseException:
-        for broker in started.values():
-            broker.stop()
-        raise
-    return started
+    # Three brokers: the internal topics fit (Kafka's defaults would want three too).
+    return start_brokers(connect_string, lambda broker_id: {
+        "transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3,
+        **settings})
 
 
 @pytest.fixture
 def brokers(connect_string):
     started = _start_brokers(connect_string)
     yield started
-    for broker in started.values():
-        broker.stop()  # a broker a test stopped already returns at once
+    stop_brokers(started)
 
 
 @pytest.fixture
@@ -67,8 +50,7 @@ def replicated(connect_string):
         "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 1,
         "offsets.topic.replication.factor": 3})
     yield started
-    for broker in started.values():
-        broker.stop()
+    stop_brokers(started)
 
 
 def _bootstrap(brokers):
@@ -102,6 +84,30 @@ def _coordinator(brokers, transactional_id):
     return _wait_for(find, f"the coordinator of {transactional_id!r}")
 
 
+def _create_topic(brokers, topic, replica_assignment):
+    """Create ``topic`` (three partitions) and return its leaders once Metadata names them."""
+    admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
+    admin.create_topics([NewTopic(topic, 3, replica_assignment=replica_assignment)]
+                        )[topic].result(30)
+    return _wait_for(lambda: _leaders(brokers, topic), "leaders of every partition")
+
+
+def _transactional_producer(brokers, transactional_id):
+    producer = Producer({"bootstrap.servers": _bootstrap(brokers),
+                         "transactional.id": transactional_id, "enable.idempotence": True})
+    producer.init_transactions(TIMEOUT)
+    return producer
+
+
+def _assert_reads_committed(brokers, leaders, topic, expected, group):
+    """Every marker written, on every leader (the LSO reaches the high watermark everywhere),
+    then a read_committed consumer sees exactly ``expected``."""
+    _wait_for(lambda: _settled(brokers, leaders, topic),
+              "the last stable offset to reach the high watermark on every partition")
+    seen = _read_committed(brokers, topic, len(expected), group)
+    assert sorted(seen) == sorted(expected), seen
+
+
 def _settled(brokers, leaders, topic):
     """Every partition's last stable offset at its high watermark, on its leader."""
     parts = [_partition(brokers, leaders[p], p, topic) for p in range(3)]
@@ -131,15 +137,11 @@ def _read_committed(brokers, topic, expected_count, group):
 
 
 def test_commit_and_abort_across_leaders_on_three_brokers(brokers):
-    admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
     # One partition per broker: whichever broker coordinates, two leaders are remote.
-    admin.create_topics([NewTopic(TOPIC, 3, replica_assignment=[[1], [2], [3]])])[TOPIC].result(30)
-    leaders = _wait_for(lambda: _leaders(brokers), "leaders of every partition")
+    leaders = _create_topic(brokers, TOPIC, [[1], [2], [3]])
     assert sorted(leaders.values()) == [1, 2, 3]
 
-    producer = Producer({"bootstrap.servers": _bootstrap(brokers), "transactional.id": "spread",
-                         "enable.idempotence": True})
-    producer.init_transactions(TIMEOUT)
+    producer = _transactional_producer(brokers, "spread")
     expected = []
     for round_, commit in enumerate((True, False, True, False, True)):
         producer.begin_transaction()
@@ -154,22 +156,13 @@ def test_commit_and_abort_across_leaders_on_three_brokers(brokers):
         else:
             producer.abort_transaction(TIMEOUT)
 
-    # Every marker written, on every leader: the LSO reaches the high watermark everywhere.
-    _wait_for(lambda: _settled(brokers, leaders, TOPIC),
-              "the last stable offset to reach the high watermark on every partition")
-    seen = _read_committed(brokers, TOPIC, len(expected), "spread-reader")
-    assert sorted(seen) == sorted(expected), seen
+    _assert_reads_committed(brokers, leaders, TOPIC, expected, "spread-reader")
 
 
 def test_marker_reaches_a_leader_that_moved_mid_transaction(replicated):
     brokers, topic, tid = replicated, "txn-moved", "mover"
-    admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
-    admin.create_topics([NewTopic(topic, 3, replica_assignment=[[1, 2], [2, 3], [3, 1]])]
-                        )[topic].result(30)
-    leaders = _wait_for(lambda: _leaders(brokers, topic), "leaders of every partition")
-    producer = Producer({"bootstrap.servers": _bootstrap(brokers), "transactional.id": tid,
-                         "enable.idempotence": True})
-    producer.init_transactions(TIMEOUT)
+    leaders = _create_topic(brokers, topic, [[1, 2], [2, 3], [3, 1]])
+    producer = _transactional_producer(brokers, tid)
     coordinator = _coordinator(brokers, tid)
     # A partition led by another broker than the coordinator: its leader leaves mid-transaction.
     moved = next(p for p in range(3) if leaders[p] != coordinator)
@@ -186,20 +179,13 @@ def test_marker_reaches_a_leader_that_moved_mid_transaction(replicated):
     assert new_leaders[moved] != victim and coordinator != victim
     producer.commit_transaction(TIMEOUT)
 
-    _wait_for(lambda: _settled(brokers, new_leaders, topic),
-              "the last stable offset to reach the high watermark on every partition")
-    seen = _read_committed(brokers, topic, len(expected), "mover-reader")
-    assert sorted(seen) == sorted(expected), seen
+    _assert_reads_committed(brokers, new_leaders, topic, expected, "mover-reader")
 
 
 def test_coordinator_stops_while_markers_wait_for_a_dead_broker(brokers):
     topic, tid = "txn-stranded", "stranded"
-    admin = AdminClient({"bootstrap.servers": _bootstrap(brokers)})
-    admin.create_topics([NewTopic(topic, 3, replica_assignment=[[1], [2], [3]])])[topic].result(30)
-    leaders = _wait_for(lambda: _leaders(brokers, topic), "leaders of every partition")
-    producer = Producer({"bootstrap.servers": _bootstrap(brokers), "transactional.id": tid,
-                         "enable.idempotence": True})
-    producer.init_transactions(TIMEOUT)
+    leaders = _create_topic(brokers, topic, [[1], [2], [3]])
+    producer = _transactional_producer(brokers, tid)
     coordinator = _coordinator(brokers, tid)
     stranded = next(p for p in range(3) if leaders[p] != coordinator)
     victim = leaders[stranded]

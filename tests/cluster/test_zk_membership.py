@@ -5,7 +5,6 @@ and a deposed controller fenced from writing."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -17,6 +16,7 @@ from kbroker.metadata.store import StaleMetadataError
 from kbroker.metadata.zk_election import ControllerElection
 from kbroker.metadata.zk_registration import BrokerIdInUse, BrokerRegistration
 from kbroker.metadata.zk_store import ZkMetadataStore
+from kbroker.testing.waiting import wait_for
 
 # BrokerIdZNode.encode (Kafka 3.x, version 5) writes exactly these keys (rack when set).
 KAFKA_V5_KEYS = {"version", "host", "port", "endpoints", "jmx_port", "timestamp",
@@ -24,12 +24,7 @@ KAFKA_V5_KEYS = {"version", "host", "port", "endpoints", "jmx_port", "timestamp"
 
 
 def _wait_for(condition, what, timeout=30.0):
-    """Poll a condition that ZooKeeper's session expiry makes true eventually (bounded)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    wait_for(condition, what, timeout, 0.05)
 
 
 def _expire_session(client, zookeeper):

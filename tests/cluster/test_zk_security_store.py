@@ -25,9 +25,8 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 from kbroker.metadata import zk_znodes as zn
 from kbroker.metadata.zk_store import ZkMetadataStore
 from kbroker.protocol.errors import Errors
-from kbroker.testing import KafkaBroker
 
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
+from tests.cluster.conftest import start_brokers, stop_brokers, wait_for
 from tests.security.test_quotas_api import alter as alter_quotas
 from tests.security.test_quotas_api import describe as describe_quotas
 
@@ -43,21 +42,13 @@ def _wait_for(condition, what, timeout=TIMEOUT):
 
 @pytest.fixture
 def cluster(connect_string):
-    brokers = {}
-    for broker_id in (1, 2, 3):
-        brokers[broker_id] = KafkaBroker({
-            "zookeeper.connect": connect_string, "broker.id": broker_id,
-            "zookeeper.session.timeout.ms": 3 * SESSION_TIMEOUT_MS,
-            "controlled.shutdown.enable": "false", "auto.leader.rebalance.enable": "false",
-            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-            "authorizer.class.name": AUTHORIZER, "super.users": "User:ANONYMOUS"}).start()
-    _wait_for(lambda: all(len(b._inner.broker.metadata.brokers) == 3 for b in brokers.values()),
-              "every broker to see three live brokers")
+    brokers = start_brokers(connect_string, lambda broker_id: {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "authorizer.class.name": AUTHORIZER, "super.users": "User:ANONYMOUS"})
     yield brokers
-    for broker in brokers.values():
-        broker.stop()
+    stop_brokers(brokers)
 
 
 def _address(broker, listener):

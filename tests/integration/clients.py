@@ -24,13 +24,13 @@ import contextlib
 import shutil
 import socket
 import struct
-import time
 from pathlib import Path
 
 from compat_tests.clients import adapter, confluent
 from compat_tests.clients.records import Ack, Failed, Got, Rec  # noqa: F401 - for the tests
 from kbroker.protocol import messages
 from kbroker.protocol.messages.headers import RequestHeader, ResponseHeader
+from kbroker.testing.waiting import wait_for
 from tests.broker_process import BrokerProcess
 from tests.recordbatch import (  # noqa: F401 - the tests' record batch codec, re-exported
     BATCH_OVERHEAD, CODEC_IDS, Batch, build_batch, encode_record, now_ms, parse_batches,
@@ -50,14 +50,7 @@ LATEST, EARLIEST = -1, -2
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05, message: str = ""):
     """Poll ``predicate`` until it returns something truthy; fail with ``message`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {message or predicate}")
-        time.sleep(interval)
+    return wait_for(predicate, message or predicate, timeout, interval)
 
 
 # --- brokers ------------------------------------------------------------------------------------

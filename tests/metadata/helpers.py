@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 from kbroker.protocol import messages
 from kbroker.protocol.messages import API_KEY_BY_NAME
 
@@ -21,6 +24,36 @@ def create_topic(wire, name: str, partitions: int, configs: dict | None = None,
         configs=[cls.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
         timeout_ms=timeout_ms, validate_only=False)
     return wire.call(CREATE_TOPICS, None, request).topics[0]
+
+
+def create_while_probing(bootstrap: str, name: str, partitions: int, timeout_s: float,
+                         probe_timeout_s: float):
+    """Create ``name`` with ``partitions`` partitions on one connection while another keeps
+    making ApiVersions + Metadata round trips until it answers: (the CreatableTopicResult, the
+    seconds the creation took, each probe round trip's seconds)."""
+    from tests.integration.clients import Wire  # the raw-socket client of the tests
+
+    result = {}
+
+    def create():
+        with Wire(bootstrap, timeout=timeout_s) as wire:
+            started = time.monotonic()
+            result["topic"] = create_topic(wire, name, partitions,
+                                           timeout_ms=int(timeout_s * 1000))
+            result["seconds"] = time.monotonic() - started
+
+    creator = threading.Thread(target=create)
+    round_trips = []
+    with Wire(bootstrap, timeout=probe_timeout_s) as probe:
+        probe.api_versions()
+        creator.start()
+        while creator.is_alive():
+            started = time.monotonic()
+            probe.api_versions()
+            probe.metadata(["absent-topic"])
+            round_trips.append(time.monotonic() - started)
+    creator.join()
+    return result["topic"], result["seconds"], round_trips
 
 
 def delete_topic(wire, name: str, version: int | None = None):

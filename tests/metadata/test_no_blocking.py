@@ -6,11 +6,8 @@ trip took more than a fraction of it."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 from tests.integration.clients import Wire
-from tests.metadata.helpers import create_topic
+from tests.metadata.helpers import create_while_probing
 
 # Enough that the creation lasts a few seconds even now that a partition costs no fsync of its
 # own (issue 11): the probe must see many round trips while it runs.
@@ -18,26 +15,9 @@ PARTITIONS = 5000
 
 
 def test_other_clients_are_served_while_partitions_are_created(broker):
-    result = {}
-
-    def create():
-        with Wire(broker.bootstrap, timeout=300) as wire:
-            result["created"] = create_topic(wire, "wide", PARTITIONS, timeout_ms=300_000)
-
-    creator = threading.Thread(target=create)
-    round_trips = []
-    with Wire(broker.bootstrap, timeout=60) as probe:
-        probe.api_versions()
-        began = time.monotonic()
-        creator.start()
-        while creator.is_alive():
-            started = time.monotonic()
-            probe.api_versions()
-            probe.metadata(["absent-topic"])
-            round_trips.append(time.monotonic() - started)
-    creator.join()
-    creation = time.monotonic() - began
-    assert result["created"].error_code == 0, result["created"]
+    created, creation, round_trips = create_while_probing(
+        broker.bootstrap, "wide", PARTITIONS, timeout_s=300, probe_timeout_s=60)
+    assert created.error_code == 0, created
     assert len(round_trips) >= 5, "the creation ended before the probe could measure it"
     assert max(round_trips) < creation / 4, \
         f"slowest round trip {max(round_trips):.3f} s of a {creation:.1f} s creation"

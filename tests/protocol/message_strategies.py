@@ -11,15 +11,7 @@ import uuid
 from hypothesis import strategies as st
 
 from kbroker.protocol.primitives import FieldSpec
-
-_INT_RANGES = {
-    "int8": (-(2**7), 2**7 - 1),
-    "int16": (-(2**15), 2**15 - 1),
-    "uint16": (0, 2**16 - 1),
-    "int32": (-(2**31), 2**31 - 1),
-    "uint32": (0, 2**32 - 1),
-    "int64": (-(2**63), 2**63 - 1),
-}
+from tests.server.fuzz_frames import INT_RANGES
 
 
 def _in(rng, version) -> bool:
@@ -27,8 +19,8 @@ def _in(rng, version) -> bool:
 
 
 def _primitive(type_name: str):
-    if type_name in _INT_RANGES:
-        lo, hi = _INT_RANGES[type_name]
+    if type_name in INT_RANGES:
+        lo, hi = INT_RANGES[type_name]
         return st.integers(lo, hi)
     if type_name == "bool":
         return st.booleans()

@@ -5,7 +5,6 @@ acks=all produce answers only once the high watermark passes its records."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -13,6 +12,7 @@ from kbroker.config import BrokerConfig
 from kbroker.protocol.errors import Errors
 from kbroker.server.broker import Broker
 from tests.integration.clients import Wire, build_batch
+from tests.replica.cluster_harness import until
 
 PHANTOM_FOLLOWER = 99  # an ISR member that never fetches: holds the high watermark back
 
@@ -24,15 +24,6 @@ def run_with_broker(tmp_path, scenario):
         async with Broker(config) as broker:
             await scenario(broker, f"127.0.0.1:{broker.port()}")
     asyncio.run(main())
-
-
-async def until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
 
 
 async def create_topic(bootstrap: str, topic: str):

@@ -14,7 +14,9 @@ import asyncio
 import base64
 import json
 import ssl
+import subprocess
 import time
+from pathlib import Path
 
 CLIENTS = ("confluent", "kafka-python", "aiokafka")
 
@@ -102,6 +104,31 @@ def _token_provider(client, claims):
             def token(self):
                 return token()
     return Provider()
+
+
+def java_oauth_producer_perf(bootstrap: str, ca_pem: Path, workdir: Path, args: list[str],
+                             props: list[str], scope: str | None = None
+                             ) -> subprocess.CompletedProcess:
+    """Kafka's ProducerPerformance (the reference jars) over SASL_SSL with kafka-clients' own
+    OAUTHBEARER login (its unsecured JWT, subject alice, and ``scope`` as a scope claim when
+    given), trusting the test CA. ``args``: the tool's; ``props``: producer properties after
+    ``bootstrap.servers``."""
+    from tools.kafka_ref import run_kafka
+
+    claims = 'unsecuredLoginStringClaim_sub="alice"'
+    if scope:
+        claims += f' unsecuredLoginListClaim_scope=",{scope}"'
+    config = Path(workdir) / "producer.properties"
+    config.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+        f"required {claims};\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={ca_pem}\n")
+    cmd = run_kafka.java_cmd("org.apache.kafka.tools.ProducerPerformance", [
+        *args, "--producer.config", str(config),
+        "--producer-props", f"bootstrap.servers={bootstrap}", *props],
+        run_kafka.DEFAULT_VERSION, None, heap="256M")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
 def _kafka_python(bootstrap, topic, settings, values):

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.broker_process import BrokerProcess
-from tests.security.certs import TestCA
+from kbroker.testing.certs import TestCA
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'user_alice="alice-secret" user_bob="bob-secret";')

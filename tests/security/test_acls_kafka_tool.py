@@ -19,20 +19,27 @@ import run_kafka  # noqa: E402  (stdlib-only launcher of the reference Kafka)
 from tests.security.test_acls import acl_broker  # noqa: E402,F401  (the module's broker)
 
 
-def kafka_acls(broker, tmp_path, *args: str, user: str = "admin", ok: bool = True) -> str:
+def kafka_tool(main: str, broker, tmp_path, *args: str, user: str) -> tuple[int, str]:
+    """Kafka's command-line tool ``main`` against the broker's SASL_PLAINTEXT listener as
+    ``user`` (PLAIN, password ``<user>-secret``): its exit code and output."""
     client = tmp_path / f"{user}.properties"
     client.write_text(
         "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
         "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
         f"username=\"{user}\" password=\"{user}-secret\";\n")
-    cmd = run_kafka.java_cmd("org.apache.kafka.tools.AclCommand",
-                             ["--bootstrap-server", broker.endpoints["SASL_PLAINTEXT"],
-                              "--command-config", str(client), *args],
+    cmd = run_kafka.java_cmd(main, ["--bootstrap-server", broker.endpoints["SASL_PLAINTEXT"],
+                                    "--command-config", str(client), *args],
                              run_kafka.DEFAULT_VERSION, None, heap="256M")
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return done.returncode, done.stdout + done.stderr
+
+
+def kafka_acls(broker, tmp_path, *args: str, user: str = "admin", ok: bool = True) -> str:
+    code, output = kafka_tool("org.apache.kafka.tools.AclCommand", broker, tmp_path, *args,
+                              user=user)
     if ok:
-        assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout + done.stderr
+        assert code == 0, output
+    return output
 
 
 def test_kafka_acls_add_list_remove(acl_broker, tmp_path):  # noqa: F811

@@ -6,11 +6,8 @@ reaches the ACL authorizer as ``User:<sub>``."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -18,11 +15,10 @@ from kbroker.protocol.errors import Errors
 from kbroker.security.sasl import AuthenticationFailed, InvalidCredentials
 from kbroker.security.sasl.oauthbearer import OAuthBearerServer, ValidatorOptions
 from tests.integration.clients import Wire
-from tests.security.clients import CLIENTS, round_trip, unsecured_jwt
+from tests.security.clients import CLIENTS, java_oauth_producer_perf, round_trip, unsecured_jwt
 from tests.security.conftest import _broker_factory
 from tests.security.test_denials import METADATA, authenticate, handshake, metadata_request
 
-ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000  # seconds; the unit tests' clock
 
 
@@ -242,24 +238,12 @@ def test_principal_reaches_the_authorizer(oauth_broker, ca):
 def test_java_client(oauth_broker, ca, tmp_path):
     """kafka-clients' own OAUTHBEARER login (OAuthBearerUnsecuredLoginCallbackHandler, the
     default) against kbroker, through ProducerPerformance from the reference Kafka jars."""
-    sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-    import run_kafka
-
     topic = f"oauth-java-{uuid.uuid4().hex[:6]}"
     create_topic(oauth_broker, topic)
-    config = tmp_path / "producer.properties"
-    config.write_text(
-        "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
-        "required unsecuredLoginStringClaim_sub=\"alice\" "
-        "unsecuredLoginListClaim_scope=\",kafka\";\n"
-        f"ssl.truststore.type=PEM\nssl.truststore.location={ca.ca_pem}\n")
-    cmd = run_kafka.java_cmd("org.apache.kafka.tools.ProducerPerformance", [
-        "--topic", topic, "--num-records", "200", "--record-size", "100", "--throughput", "-1",
-        "--producer.config", str(config),
-        "--producer-props", f"bootstrap.servers={oauth_broker.endpoints['SASL_SSL']}",
-        "acks=all"], run_kafka.DEFAULT_VERSION, None, heap="256M")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    done = java_oauth_producer_perf(
+        oauth_broker.endpoints["SASL_SSL"], ca.ca_pem, tmp_path,
+        ["--topic", topic, "--num-records", "200", "--record-size", "100", "--throughput", "-1"],
+        ["acks=all"], scope="kafka")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "200 records sent" in done.stdout, done.stdout + done.stderr
 
@@ -279,20 +263,9 @@ def test_rejected_token_reaches_real_clients(oauth_broker, ca, tmp_path):
     assert errors and "insufficient_scope" in errors[0].str(), errors
     assert '"scope":"[kafka]"' in errors[0].str()
 
-    sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-    import run_kafka
-
-    config = tmp_path / "producer.properties"
-    config.write_text(
-        "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
-        "required unsecuredLoginStringClaim_sub=\"alice\";\n"
-        f"ssl.truststore.type=PEM\nssl.truststore.location={ca.ca_pem}\n")
-    cmd = run_kafka.java_cmd("org.apache.kafka.tools.ProducerPerformance", [
-        "--topic", "oauth-denied", "--num-records", "1", "--record-size", "10",
-        "--throughput", "-1", "--producer.config", str(config), "--producer-props",
-        f"bootstrap.servers={oauth_broker.endpoints['SASL_SSL']}", "max.block.ms=10000"],
-        run_kafka.DEFAULT_VERSION, None, heap="256M")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    done = java_oauth_producer_perf(
+        oauth_broker.endpoints["SASL_SSL"], ca.ca_pem, tmp_path,
+        ["--topic", "oauth-denied", "--num-records", "1", "--record-size", "10",
+         "--throughput", "-1"], ["max.block.ms=10000"])
     output = done.stdout + done.stderr
     assert "SaslAuthenticationException" in output and "insufficient_scope" in output, output

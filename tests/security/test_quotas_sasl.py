@@ -4,27 +4,15 @@ a producer authenticated as, whatever its client id."""
 
 from __future__ import annotations
 
-import subprocess
-
 from confluent_kafka import Producer
 from confluent_kafka.admin import AclOperation, ResourceType
 
 from tests.security.test_acls import acl_broker, add_acls, binding, conf  # noqa: F401
-from tests.security.test_acls_kafka_tool import run_kafka
+from tests.security.test_acls_kafka_tool import kafka_tool
 
 
 def kafka_configs(broker, tmp_path, *args: str, user: str = "admin") -> tuple[int, str]:
-    client = tmp_path / f"{user}.properties"
-    client.write_text(
-        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f"username=\"{user}\" password=\"{user}-secret\";\n")
-    cmd = run_kafka.java_cmd("kafka.admin.ConfigCommand",
-                             ["--bootstrap-server", broker.endpoints["SASL_PLAINTEXT"],
-                              "--command-config", str(client), *args],
-                             run_kafka.DEFAULT_VERSION, None, heap="256M")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    return done.returncode, done.stdout + done.stderr
+    return kafka_tool("kafka.admin.ConfigCommand", broker, tmp_path, *args, user=user)
 
 
 def test_quota_apis_need_cluster_configs_permissions(acl_broker, tmp_path):  # noqa: F811

@@ -9,23 +9,19 @@ from __future__ import annotations
 import json
 import re
 import struct
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from kbroker.protocol import messages
 from kbroker.protocol.errors import Errors
 from tests.integration.clients import Wire, wait_until
-from tests.security.clients import unsecured_jwt
+from tests.security.clients import java_oauth_producer_perf, unsecured_jwt
 from tests.security.conftest import PLAIN_JAAS, _broker_factory
 from tests.security.test_denials import (METADATA, SASL_AUTHENTICATE, authenticate, handshake,
                                          metadata_request)
 
-ROOT = Path(__file__).resolve().parents[2]
 PLAIN_LIFETIME_MS = 1500  # listener.name.sasl_plaintext.plain.connections.max.reauth.ms
 LIFETIME_MS = 3000  # connections.max.reauth.ms (every other listener and mechanism)
 
@@ -227,27 +223,16 @@ def test_kafka_python_produces_across_reauthentications(reauth_broker):
 
 def test_java_client_reauthenticates(reauth_broker, ca, tmp_path):
     """kafka-clients re-authenticates (successful-reauthentication-total) while producing."""
-    sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-    import run_kafka
-
     topic = f"reauth-java-{uuid.uuid4().hex[:6]}"
     _create_topic(reauth_broker, "SASL_SSL", {
         "security.protocol": "SASL_SSL", "ssl.ca.location": str(ca.ca_pem),
         "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"},
         topic)
-    config = tmp_path / "producer.properties"
-    config.write_text(
-        "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
-        "required unsecuredLoginStringClaim_sub=\"alice\";\n"
-        f"ssl.truststore.type=PEM\nssl.truststore.location={ca.ca_pem}\n")
     rate = 100
-    cmd = run_kafka.java_cmd("org.apache.kafka.tools.ProducerPerformance", [
-        "--topic", topic, "--num-records", str(rate * PRODUCE_SECONDS), "--record-size", "100",
-        "--throughput", str(rate), "--print-metrics", "--producer.config", str(config),
-        "--producer-props", f"bootstrap.servers={reauth_broker.endpoints['SASL_SSL']}",
-        "acks=all"], run_kafka.DEFAULT_VERSION, None, heap="256M")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    done = java_oauth_producer_perf(
+        reauth_broker.endpoints["SASL_SSL"], ca.ca_pem, tmp_path,
+        ["--topic", topic, "--num-records", str(rate * PRODUCE_SECONDS), "--record-size", "100",
+         "--throughput", str(rate), "--print-metrics"], ["acks=all"])
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert f"{rate * PRODUCE_SECONDS} records sent" in output, output

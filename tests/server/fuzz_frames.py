@@ -22,9 +22,11 @@ import uuid
 
 from kbroker.protocol import messages
 from kbroker.protocol.messages import ADVERTISED, API_BY_KEY
-from kbroker.protocol.messages.headers import RequestHeader, ResponseHeader
+from kbroker.protocol.messages.headers import ResponseHeader
+from tests.frames import encode_request, request_frame
 
-_INT_RANGES = {
+# The value range of each integer type of the message schemas (the Hypothesis strategies too).
+INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
     "int16": (-(2**15), 2**15 - 1),
     "uint16": (0, 2**16 - 1),
@@ -47,7 +49,7 @@ class FrameMaker:
     # --- values --------------------------------------------------------------------------------
 
     def _int(self, type_name: str, attr: str) -> int:
-        lo, hi = _INT_RANGES[type_name]
+        lo, hi = INT_RANGES[type_name]
         if any(word in attr for word in _SMALL):
             return self.rng.choice((0, 1, 2, 3, -1))
         return self.rng.choice((0, 1, -1, 2, lo, hi, self.rng.randint(lo, hi),
@@ -55,7 +57,7 @@ class FrameMaker:
 
     def _primitive(self, type_name: str, attr: str):
         rng = self.rng
-        if type_name in _INT_RANGES:
+        if type_name in INT_RANGES:
             return self._int(type_name, attr)
         if type_name == "bool":
             return rng.random() < 0.5
@@ -94,11 +96,7 @@ class FrameMaker:
         return api_key, self.rng.randint(max(lo, API_BY_KEY[api_key].valid_versions[0]), hi)
 
     def encode(self, api_key: int, version: int, body, correlation_id: int) -> bytes:
-        header = RequestHeader(request_api_key=api_key, request_api_version=version,
-                               correlation_id=correlation_id, client_id="fuzz")
-        data = header.to_bytes(messages.request_header_version(api_key, version)) + \
-            body.to_bytes(version)
-        return data
+        return encode_request(api_key, version, body, correlation_id, "fuzz")
 
     def valid(self, correlation_id: int) -> tuple[str, bytes]:
         api_key, version = self.api()
@@ -125,8 +123,8 @@ class FrameMaker:
                     if spec.is_array:
                         value = getattr(body, spec.attr) or []
                         setattr(body, spec.attr, value * self.rng.choice((0, 5, 50)))
-                    elif spec.type in _INT_RANGES:
-                        lo, hi = _INT_RANGES[spec.type]
+                    elif spec.type in INT_RANGES:
+                        lo, hi = INT_RANGES[spec.type]
                         if not any(word in spec.attr for word in _SMALL):
                             setattr(body, spec.attr, self.rng.choice((lo, hi, -1, 0)))
                     elif spec.type in ("string", "bytes", "records"):
@@ -185,11 +183,7 @@ class FrameMaker:
 
 
 def sentinel() -> bytes:
-    body = messages.request_class(18)()
-    header = RequestHeader(request_api_key=18, request_api_version=0, correlation_id=SENTINEL_ID,
-                           client_id="fuzz-sentinel")
-    data = header.to_bytes(messages.request_header_version(18, 0)) + body.to_bytes(0)
-    return struct.pack(">i", len(data)) + data
+    return request_frame(18, 0, messages.request_class(18)(), SENTINEL_ID, "fuzz-sentinel")
 
 
 class FuzzSession:

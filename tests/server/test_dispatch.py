@@ -12,6 +12,7 @@ from kbroker.protocol.errors import Errors
 from kbroker.protocol.messages.headers import RequestHeader, ResponseHeader
 from kbroker.server.connection import Closed
 from kbroker.server.dispatch import Dispatcher
+from tests.frames import encode_request
 
 
 @pytest.fixture(scope="module")
@@ -20,10 +21,7 @@ def dispatcher():
 
 
 def frame(api_key, version, body_obj, correlation_id=7, client_id="test"):
-    header = RequestHeader(request_api_key=api_key, request_api_version=version,
-                           correlation_id=correlation_id, client_id=client_id)
-    data = header.to_bytes(messages.request_header_version(api_key, version))
-    return memoryview(data + body_obj.to_bytes(version))
+    return memoryview(encode_request(api_key, version, body_obj, correlation_id, client_id))
 
 
 def parse_response(parts, api_key, version):

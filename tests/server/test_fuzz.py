@@ -4,18 +4,11 @@ twice the largest frame it accepts. Long runs: tools/fuzz_broker.py."""
 
 from __future__ import annotations
 
+from kbroker.testing.procfs import memory_kib
 from tests.server.fuzz_frames import FuzzSession
 
 FRAMES = 5000
 MAX_FRAME = 100 * 1024 * 1024  # socket.request.max.bytes, Kafka's default
-
-
-def _peak_rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
 
 
 def test_fuzzed_frames_never_crash_the_broker(broker_factory):
@@ -30,7 +23,7 @@ def test_fuzzed_frames_never_crash_the_broker(broker_factory):
             assert broker.alive(), f"the broker died after: {last}"
     finally:
         session._drop()
-    peak = _peak_rss(broker.proc.pid)
+    peak = memory_kib(broker.proc.pid, "VmHWM") * 1024
     print(f"fuzz: {session.frames} frames, {session.closed_by_broker} connections closed by the "
           f"broker, peak RSS {peak / 2**20:.0f} MiB")
     assert broker.alive()

@@ -8,17 +8,16 @@ import struct
 import time
 
 from kbroker.protocol import messages
-from kbroker.protocol.messages.headers import RequestHeader, ResponseHeader
+from kbroker.protocol.messages.headers import ResponseHeader
+from kbroker.testing.procfs import memory_kib
+from tests.frames import read_frame as _read_frame
+from tests.frames import request_frame
 
 MiB = 1 << 20
 
 
 def _frame(api_key, version, correlation_id, body):
-    header = RequestHeader(request_api_key=api_key, request_api_version=version,
-                           correlation_id=correlation_id, client_id="limits-test")
-    data = header.to_bytes(messages.request_header_version(api_key, version)) + \
-        body.to_bytes(version)
-    return struct.pack(">i", len(data)) + data
+    return request_frame(api_key, version, body, correlation_id, "limits-test")
 
 
 def _api_versions(correlation_id=1):
@@ -36,29 +35,12 @@ def _answers(sock) -> bool:
     return frame is not None and ResponseHeader.decode(frame, 0).correlation_id == 7
 
 
-def _read_frame(sock) -> bytes | None:
-    def exactly(n):
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                return None
-            data += chunk
-        return data
-    head = exactly(4)
-    return None if head is None else exactly(struct.unpack(">i", head)[0])
-
-
 def _connect(broker, timeout=30.0):  # generous: a loaded CI machine, not a speed check
     return socket.create_connection(("127.0.0.1", broker.port), timeout=timeout)
 
 
 def _rss(pid) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+    return memory_kib(pid, "VmRSS") * 1024
 
 
 def _log(broker) -> str:

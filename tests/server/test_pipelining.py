@@ -4,32 +4,22 @@ fetch) or is answered from files with sendfile while later ones are answered at 
 from __future__ import annotations
 
 import socket
-import struct
 
 from confluent_kafka import Producer
 
 from kbroker.protocol import messages
-from kbroker.protocol.messages.headers import RequestHeader, ResponseHeader
+from kbroker.protocol.messages.headers import ResponseHeader
+from tests.frames import read_frame, request_frame
 
 
 def _frame(api_key, version, correlation_id, body):
-    header = RequestHeader(request_api_key=api_key, request_api_version=version,
-                           correlation_id=correlation_id, client_id="pipelining-test")
-    data = header.to_bytes(messages.request_header_version(api_key, version)) + \
-        body.to_bytes(version)
-    return struct.pack(">i", len(data)) + data
+    return request_frame(api_key, version, body, correlation_id, "pipelining-test")
 
 
 def _read_frame(sock):
-    def exactly(n):
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            assert chunk, "connection closed"
-            data += chunk
-        return data
-    (size,) = struct.unpack(">i", exactly(4))
-    return exactly(size)
+    frame = read_frame(sock)
+    assert frame is not None, "connection closed"
+    return frame
 
 
 def _fetch(topic, max_wait_ms):

@@ -21,7 +21,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "tools" / "kafka_ref"))
+sys.path.insert(0, str(REPO))
 import run_kafka  # noqa: E402  (stdlib-only helper next door)
+
+from kbroker.cluster.processes import stop_process  # noqa: E402
+from kbroker.testing.procfs import memory_mb  # noqa: E402
 
 
 def api_versions_ok(port: int) -> bool:
@@ -29,26 +33,10 @@ def api_versions_ok(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
             s.settimeout(1)
-            body = struct.pack(">hhih", 18, 0, 7, 5) + b"bench"
-            s.sendall(struct.pack(">i", len(body)) + body)
-            head = run_kafka._recv(s, 4)
-            (size,) = struct.unpack(">i", head)
-            data = run_kafka._recv(s, size)
-            return struct.unpack_from(">ih", data)[0] == 7 and struct.unpack_from(
-                ">h", data, 4)[0] == 0
-    except (OSError, ConnectionError, struct.error):
+            body = run_kafka.request(s, 18, 0, 7, b"", client=b"bench")
+            return struct.unpack_from(">h", body)[0] == 0
+    except (OSError, ConnectionError, RuntimeError, struct.error):
         return False
-
-
-def _status_kb(pid: int, key: str) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key):
-                    return int(line.split()[1]) / 1024
-    except FileNotFoundError:
-        pass
-    return 0.0
 
 
 class Broker:
@@ -66,10 +54,10 @@ class Broker:
         return self.proc.pid
 
     def rss_mb(self) -> float:
-        return _status_kb(self.pid, "VmRSS:")
+        return memory_mb(self.pid, "VmRSS")
 
     def peak_rss_mb(self) -> float:
-        return _status_kb(self.pid, "VmHWM:")
+        return memory_mb(self.pid, "VmHWM")
 
     def _wait_ready(self, started: float, timeout: float = 120.0) -> None:
         deadline = started + timeout
@@ -86,13 +74,7 @@ class Broker:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 60)
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 

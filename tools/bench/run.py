@@ -44,10 +44,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import brokers  # noqa: E402
 from brokers import REPO, run_kafka  # noqa: E402
+import topics  # noqa: E402
+from kafka_perf import (CONSUMER_PERF, PRODUCER_PERF, consumed_fields, java_tool,  # noqa: E402
+                        produced_per_s)
+from topics import create_topic  # noqa: E402
 
 CLIENTS = str(Path(__file__).resolve().parent / "clients.py")
-PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
-CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
 GIB_OF_1K = 1024 * 1024  # 1 KiB records in 1 GiB
 
 
@@ -55,45 +57,11 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-# ---------------------------------------------------------------- topics
-
-def admin(bootstrap: str):
-    from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
-
-
-def create_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import NewTopic
-    client = admin(bootstrap)
-    client.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        meta = client.list_topics(topic, timeout=5).topics.get(topic)
-        if meta is not None and meta.error is None and meta.partitions and \
-                meta.partitions[0].leader >= 0:
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"topic {topic} has no leader")
-
-
 def delete_topic(bootstrap: str, topic: str) -> None:
-    client = admin(bootstrap)  # must outlive the future
-    try:
-        client.delete_topics([topic])[topic].result(30)
-    except Exception as exc:  # a leftover topic only costs disk in a throwaway dir
-        log(f"delete {topic}: {exc}")
+    topics.delete_topic(bootstrap, topic, log)
 
 
 # ---------------------------------------------------------------- workloads
-
-def java_tool(main: str, args: list[str], version: str, timeout: float) -> str:
-    cmd = run_kafka.java_cmd(main, args, version, None, heap="512M")
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if res.returncode != 0:
-        raise RuntimeError(f"{main} failed ({res.returncode}):\n{res.stdout[-2000:]}\n"
-                           f"{res.stderr[-2000:]}")
-    return res.stdout
-
 
 def client(args: list[str], timeout: float) -> dict:
     res = subprocess.run([sys.executable, CLIENTS, *map(str, args)], capture_output=True,
@@ -109,9 +77,7 @@ def produce_perf(broker, topic, records, size, acks, codec, version) -> float:
         "--topic", topic, "--num-records", str(records), "--record-size", str(size),
         "--throughput", "-1", "--command-property", f"bootstrap.servers={broker.bootstrap}",
         f"acks={acks}", f"compression.type={codec}"], version, timeout=900)
-    line = [ln for ln in out.splitlines() if "records sent" in ln][-1]
-    per_s = float(re.search(r"records sent, ([\d.]+) records/sec", line).group(1))
-    return per_s * size / 1e6
+    return produced_per_s(out) * size / 1e6
 
 
 def produce_confluent(broker, topic, records, size, acks, codec, _version) -> float:
@@ -123,11 +89,7 @@ def consume_perf(broker, topic, records, size, version, group) -> float:
     out = java_tool(CONSUMER_PERF, [
         "--bootstrap-server", broker.bootstrap, "--topic", topic, "--num-records", str(records),
         "--group", group, "--timeout", "60000"], version, timeout=900)
-    rows = [ln for ln in out.splitlines() if ln and ln[0].isdigit()]
-    fields = [f.strip() for f in rows[-1].split(",")]
-    consumed = int(fields[4])
-    if consumed < records:
-        raise RuntimeError(f"ConsumerPerformance read {consumed} of {records}")
+    fields = consumed_fields(out, records)
     # fetch.nMsg.sec: the rate once the group is joined (join time is reported separately).
     return float(fields[9]) * size / 1e6
 
@@ -138,15 +100,11 @@ def consume_java_defaults(broker, topic, records, codec, version, group) -> dict
         "--topic", topic, "--num-records", str(records), "--record-size", "1024",
         "--throughput", "-1", "--command-property", f"bootstrap.servers={broker.bootstrap}",
         f"compression.type={codec}"], version, timeout=900)
-    line = [ln for ln in out.splitlines() if "records sent" in ln][-1]
-    produced = float(re.search(r"records sent, ([\d.]+) records/sec", line).group(1)) * 1024 / 1e6
+    produced = produced_per_s(out) * 1024 / 1e6
     out = java_tool(CONSUMER_PERF, [
         "--bootstrap-server", broker.bootstrap, "--topic", topic, "--num-records", str(records),
         "--group", group, "--timeout", "60000", "--print-metrics"], version, timeout=900)
-    rows = [ln for ln in out.splitlines() if ln and ln[0].isdigit()]
-    fields = [f.strip() for f in rows[-1].split(",")]
-    if int(fields[4]) < records:
-        raise RuntimeError(f"ConsumerPerformance read {fields[4]} of {records}")
+    fields = consumed_fields(out, records)
 
     def metric(name):
         # The client-wide figure ("{client-id=...}"), not the per-topic one.

@@ -17,33 +17,14 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from kbroker.testing.procfs import alive
+from kbroker.testing.waiting import wait_for
+
 # kazoo narrates every reconnect at WARNING; ZooKeeper going away is what these tools do on purpose
 logging.getLogger("kazoo").setLevel(logging.ERROR)
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie (exited, not reaped yet) is gone
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
-
-
-def wait_for(condition, what: str, timeout: float, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 class Cluster:
@@ -185,7 +166,7 @@ class Cluster:
         # NodeExists; so does kbroker). A supervisor would retry; we wait for the expiry first.
         wait_for(lambda: self._registration_owner(broker_id) is None,
                  f"broker {broker_id}'s old registration to expire",
-                 3 * self.session_timeout_s + 10)
+                 3 * self.session_timeout_s + 10, 0.2)
         self._stale_owner[broker_id] = None
         log_path = Path(broker["data_dir"]).parent / f"broker-{broker_id}.restarts.log"
         env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -199,7 +180,7 @@ class Cluster:
     def wait_registered(self, broker_id: int, timeout: float = 120) -> None:
         stale = self._stale_owner.get(broker_id)
         wait_for(lambda: self._registration_owner(broker_id) not in (None, stale),
-                 f"broker {broker_id} to register", timeout)
+                 f"broker {broker_id} to register", timeout, 0.2)
 
     def restart_dead(self) -> list[int]:
         """Restart brokers (and ZooKeeper) that died on their own, as a supervisor would (Kafka

@@ -9,13 +9,14 @@ record it consumed (``record_data``) and each commit (``offsets_committed``).
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kbroker.cluster.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,13 +67,7 @@ class _JavaTool:
 
     def stop(self, timeout: float = 60) -> None:
         """SIGTERM: both tools flush/close cleanly and print their last events."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout)
         self._reader.join(10)
         self._stderr.close()
 

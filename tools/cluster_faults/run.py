@@ -73,7 +73,7 @@ def create_topic(cluster: Cluster, topic: str, partitions: int = 3) -> None:
                                             config={"min.insync.replicas": "2"})])
     futures[topic].result(60)
     # a cluster that cannot replicate says so here, not as a baffling checker verdict later
-    assignment = wait_for(lambda: cluster.assignment(topic), f"{topic} in ZooKeeper", 60)
+    assignment = wait_for(lambda: cluster.assignment(topic), f"{topic} in ZooKeeper", 60, 0.2)
     if any(len(replicas) != 3 for replicas in assignment.values()):
         raise RuntimeError(f"{topic} was not created with 3 replicas: {assignment}")
     cluster.wait_healthy(topic, 60)
@@ -104,7 +104,7 @@ def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
     applied_steps, errors, died = [], [], []
     started = time.monotonic()
     try:
-        wait_for(lambda: vp.result.acked and py.result.acked, "first acks", 60)
+        wait_for(lambda: vp.result.acked and py.result.acked, "first acks", 60, 0.2)
         time.sleep(settle)
         for step in steps:
             time.sleep(step.gap)

@@ -125,19 +125,21 @@ def java_cmd(main: str, args: list[str], version: str, cache: str | None,
 
 # ---------------------------------------------------------------- wire probe (stdlib)
 
-def _request(sock: socket.socket, api_key: int, version: int, corr: int, body: bytes) -> bytes:
-    client = b"kafka_ref-probe"
+def request(sock: socket.socket, api_key: int, version: int, corr: int, body: bytes,
+            client: bytes = b"kafka_ref-probe") -> bytes:
+    """One request (header v1: ``client`` as the client id) and its response body; the
+    benchmarks' raw probes use it too."""
     hdr = struct.pack(">hhih", api_key, version, corr, len(client)) + client
     frame = hdr + body
     sock.sendall(struct.pack(">i", len(frame)) + frame)
-    size = struct.unpack(">i", _recv(sock, 4))[0]
-    data = _recv(sock, size)
+    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+    data = recv_exactly(sock, size)
     if struct.unpack(">i", data[:4])[0] != corr:
         raise RuntimeError("correlation id mismatch")
     return data[4:]
 
 
-def _recv(sock: socket.socket, n: int) -> bytes:
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
     buf = b""
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
@@ -152,7 +154,7 @@ def probe(host: str, port: int, timeout: float = 2.0) -> dict | None:
     try:
         with socket.create_connection((host, port), timeout=timeout) as s:
             s.settimeout(timeout)
-            body = _request(s, 18, 0, 1, b"")
+            body = request(s, 18, 0, 1, b"")
             err, n = struct.unpack(">hi", body[:6])
             if err != 0:
                 return None
@@ -161,7 +163,7 @@ def probe(host: str, port: int, timeout: float = 2.0) -> dict | None:
                 k, lo, hi = struct.unpack(">hhh", body[6 + 6 * i: 12 + 6 * i])
                 apis[k] = (lo, hi)
             # Metadata v4: topics = [] (none), allow_auto_topic_creation = false
-            body = _request(s, 3, 4, 2, struct.pack(">ib", 0, 0))
+            body = request(s, 3, 4, 2, struct.pack(">ib", 0, 0))
             nbrokers = struct.unpack(">i", body[4:8])[0]
             if nbrokers < 1:
                 return None

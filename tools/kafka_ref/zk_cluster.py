@@ -47,6 +47,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 JARS = HERE / "zk_mode" / "target" / "jars"
+sys.path.insert(0, str(REPO))
+
+from kbroker.cluster.processes import free_port, start_logged, watch_brokers  # noqa: E402
+
 CHROOT = "/kafka"
 DEV_SESSION_TIMEOUT_MS = 6000
 INSTALL_HINT = ("run `bash scripts/install-test-deps.sh`, or `mvn -q -B -f "
@@ -73,12 +77,6 @@ def classpath() -> str:
     if not any(j.name.startswith("kafka_2.13-3.") for j in jars):
         raise SystemExit(f"Apache Kafka 3.9's jars are not in {jars_dir()}: {INSTALL_HINT}")
     return str(jars_dir().resolve() / "*")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def server_properties(broker_id: int, zk_connect: str, data_dir: Path, port: int, advertised: int,
@@ -126,17 +124,6 @@ def broker_command(data_dir: Path, heap: str) -> list[str]:
             str(data_dir / "server.properties")]
 
 
-def start_broker(command: list[str], data_dir: str) -> subprocess.Popen:
-    """The broker JVM in its own session (a terminal's Ctrl-C reaches the launcher only),
-    appending to data_dir/broker.log; the fault tool restarts brokers with this too."""
-    log = open(os.path.join(data_dir, "broker.log"), "ab")
-    try:
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=data_dir)
-    finally:
-        log.close()
-
-
 def _ports(text: str | None, n: int) -> list[int | None]:
     if not text:
         return [None] * n
@@ -179,7 +166,6 @@ def _wait_listening(port: int, process: subprocess.Popen, log: str, timeout: flo
 
 
 def up(args) -> int:
-    sys.path.insert(0, str(REPO))
     from kbroker.cluster.zookeeper import start_zookeeper
 
     n = args.brokers
@@ -209,7 +195,7 @@ def up(args) -> int:
                 internal_adv[i], args.session_timeout_ms, n))
             (data_dir / "log4j.properties").write_text(LOG4J.format(log=data_dir / "server.log"))
             command = broker_command(data_dir, args.heap)
-            process = start_broker(command, str(data_dir))
+            process = start_logged(command, data_dir / "broker.log", cwd=data_dir)
             processes.append(process)
             broker = {"id": broker_id, "host": "127.0.0.1", "port": advertised[i],
                       "pid": process.pid, "data_dir": str(data_dir / "logs"),
@@ -235,14 +221,7 @@ def up(args) -> int:
         print(f"kafka zk cluster up: {n} broker(s), ZooKeeper {zk_connect} (pid {zookeeper.pid}), "
               f"session timeout {args.session_timeout_ms} ms\n  bootstrap servers  {bootstrap}",
               flush=True)
-        reported: set[int] = set()
-        while not stopping:
-            for b, process in zip(brokers, processes):
-                if process.poll() is not None and b["id"] not in reported:
-                    reported.add(b["id"])
-                    print(f"kafka zk cluster: broker {b['id']} (pid {b['pid']}) exited with "
-                          f"{process.returncode}; not restarted", file=sys.stderr, flush=True)
-            time.sleep(0.2)
+        watch_brokers(brokers, processes, stopping, "kafka zk cluster")
         return 0
     finally:
         # Kafka's controlled shutdown needs the others alive: stop brokers in parallel.
