@@ -92,8 +92,7 @@ ASSIGNORS = {
 class Member:
     def __init__(self, client, bootstrap, topic, group, assignor, instance_id=None):
         if client == "java":
-            if not JAVA_JAR.exists():
-                pytest.skip("the Java driver is not built (mvn -f compat_tests/java/pom.xml package)")
+            assert JAVA_JAR.exists(), "build the Java driver: scripts/install-test-deps.sh"
             args = ["java", "-jar", str(JAVA_JAR), "consume", "--bootstrap", bootstrap,
                     "--topic", topic, "--group", group, "--count", "100000000",
                     "--timeout-ms", "600000",

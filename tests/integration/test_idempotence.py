@@ -13,7 +13,6 @@ jar and a JVM are present) write without duplicates or reordering.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -232,9 +231,8 @@ def test_idempotent_client_writes_each_record_once(shared, client, extra):
         assert batches and all(b.producer_id >= 0 and b.base_sequence >= 0 for b in batches)
 
 
-@pytest.mark.skipif(shutil.which("java") is None or not JAVA_DRIVER.exists(),
-                    reason="needs a JVM and compat_tests/java/target/kbroker-java-driver.jar")
 def test_java_idempotent_producer(shared):
+    assert JAVA_DRIVER.exists(), "build the Java driver: scripts/install-test-deps.sh"
     topic = "idem-java"
     ensure_topic(shared.bootstrap, topic, 1)
     proc = subprocess.run(
