@@ -189,7 +189,10 @@ def render(results: dict) -> str:
             "Three kbroker brokers (`kbroker cluster up`: a real ZooKeeper, one process per "
             "broker), topics at replication factor 3 with min.insync.replicas 2, internal "
             "topics at RF 3. The client is given all three addresses and finds leaders and "
-            "coordinators from Metadata.")
+            "coordinators from Metadata. Spark and Kafka Streams fill the columns their own way "
+            "(each cell's note says how): Spark writes then reads a batch, resumes a streaming "
+            "count from its checkpoint (it keeps no group offsets) and reads transactions "
+            "read_committed (it writes none); Kafka Streams runs its exactly_once_v2 count.")
 
     cross = [c for c in cells if " → " in c["client"]]
     if cross:
