@@ -15,6 +15,8 @@ apply every step, the network cut included (the test checks it was applied).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tools.cluster_faults import faults
@@ -34,8 +36,11 @@ def test_no_acknowledged_write_lost_across_leader_kill_zombie_leader_and_link_cu
                               settle=2, strict=True)
     finally:
         cluster.close()
-    assert len(result["steps"]) == len(STEPS), result  # every fault applied, the cut included
-    assert result["acked"] > 1000, result
-    assert result["replica_batches_compared"] > 0, result
-    assert result["ok"], result
-    assert (result["lost"], result["duplicated"], result["moved"]) == (0, 0, 0), result
+    # The whole verdict on failure (pytest would cut the dict short), and kept beside the logs.
+    shown = json.dumps(result, default=str)
+    (tmp_path / "result.json").write_text(json.dumps(result, indent=1, default=str))
+    assert len(result["steps"]) == len(STEPS), shown  # every fault applied, the cut included
+    assert result["acked"] > 1000, shown
+    assert result["replica_batches_compared"] > 0, shown
+    assert result["ok"], shown
+    assert (result["lost"], result["duplicated"], result["moved"]) == (0, 0, 0), shown
