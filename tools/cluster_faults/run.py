@@ -3,7 +3,8 @@
 A schedule is a list of steps (gap before, fault, target, hold). For each schedule: a fresh topic
 (3 partitions, RF 3, min.insync.replicas 2), Kafka's VerifiableProducer and an idempotent
 confluent-kafka producer (acks=all) and Kafka's VerifiableConsumer in a group run while the steps
-are applied and healed; then the cluster is waited healthy, the load stopped, and the checker
+are applied and healed (the first fault once both producers have acknowledged and the group has
+consumed); then the cluster is waited healthy, the load stopped, and the checker
 reads everything back.
 """
 from __future__ import annotations
@@ -104,7 +105,9 @@ def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
     applied_steps, errors, died = [], [], []
     started = time.monotonic()
     try:
-        wait_for(lambda: vp.result.acked and py.result.acked, "first acks", 60, 0.2)
+        # Faults hit a running system: both producers acknowledged and the group consuming.
+        wait_for(lambda: vp.result.acked and py.result.acked and vc.values(),
+                 "first acks and the group's first records", 60, 0.2)
         time.sleep(settle)
         for step in steps:
             time.sleep(step.gap)
