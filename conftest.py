@@ -1,15 +1,45 @@
-"""Suite-wide: a test run that cannot exit is reported, not left to a CI time limit.
+"""Suite-wide: a test or a run that hangs is reported, not left to a CI time limit.
 
-A thread that something joins at interpreter exit (an executor worker stuck in a blocking call,
-a library's atexit hook) would otherwise hang the process after the last test, with nothing
-said. Once pytest has finished, the interpreter gets ``EXIT_GRACE_S`` to exit; past that every
-thread's stack is printed and the process exits with status 1.
+- A test (setup, call and teardown) gets ``TEST_LIMIT_S``; past that every thread's stack is
+  printed and the process exits with status 1. The slowest tests (fault schedules, Spark's
+  module set-up) take a few minutes; a hang (a client library deadlocked in a call, say) would
+  otherwise eat the whole CI budget with nothing said.
+- A thread that something joins at interpreter exit (an executor worker stuck in a blocking call,
+  a library's atexit hook) would hang the process after the last test. Once pytest has finished,
+  the interpreter gets ``EXIT_GRACE_S`` to exit; past that the same dump and exit.
 """
 
 import faulthandler
+import os
 import sys
 
+import pytest
+
+TEST_LIMIT_S = 900
 EXIT_GRACE_S = 120
+
+
+_real_stderr = None
+
+
+def _terminal(config):
+    """The run's real stderr: during a test, fd 2 is pytest's capture file, gone at exit."""
+    global _real_stderr
+    if _real_stderr is None:
+        capman = config.pluginmanager.getplugin("capturemanager")
+        err = getattr(getattr(capman, "_global_capturing", None), "err", None)
+        saved = getattr(err, "targetfd_save", None)  # pytest's copy of the original fd 2
+        _real_stderr = os.fdopen(os.dup(saved), "w") if saved is not None else sys.__stderr__
+    return _real_stderr
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    faulthandler.dump_traceback_later(TEST_LIMIT_S, exit=True, file=_terminal(item.config))
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def pytest_unconfigure(config):
