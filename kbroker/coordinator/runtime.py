@@ -187,8 +187,10 @@ class CoordinatorRuntime:
         if self.exists:
             self._load_all()
 
-    def ensure_topic(self) -> None:
-        """Create the internal topic on first use (Kafka: on the first FindCoordinator)."""
+    def create_topic_if_missing(self) -> None:
+        """FindCoordinator's step: create the internal topic on first use, as Kafka does, and
+        start loading the shards this broker leads. Raises the controller's KafkaError (in a
+        cluster: another broker created it first, too few brokers, the controller moved)."""
         if not self.exists:
             topic = self.controller.create_topic(self.topic, self.default_partitions,
                                                  dict(self.topic_configs),
@@ -197,6 +199,22 @@ class CoordinatorRuntime:
                      topic.num_partitions)
         if len(self.shards) < self.num_partitions:
             self._load_all()
+
+    def ensure_topic(self) -> None:
+        """Before any other coordinator request: the topic exists (a single node creates it on
+        first use, whatever the request). A broker that cannot create it is, for this request,
+        not the coordinator: NOT_COORDINATOR sends the client back to FindCoordinator, as Kafka
+        answers a broker that hosts no shard of the group. The controller's own error would be
+        fatal to a client: the Java consumer gives up on a JoinGroup answered
+        TOPIC_ALREADY_EXISTS (the race with another broker creating it) or
+        INVALID_REPLICATION_FACTOR."""
+        try:
+            self.create_topic_if_missing()
+        except KafkaError as exc:
+            log.debug("%s is not available on this broker yet (%s: %s): NOT_COORDINATOR",
+                      self.topic, exc.error.name, exc.message)
+            raise KafkaError(Errors.NOT_COORDINATOR,
+                             f"{self.topic} is not available on this broker yet") from None
 
     async def stop(self) -> None:
         tasks = list(self._load_tasks.values())

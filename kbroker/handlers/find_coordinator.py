@@ -35,21 +35,21 @@ def _find(ctx, key: str | None, key_type: int) -> tuple[Errors, object]:
             return Errors.INVALID_REQUEST, "a group id is required"
         if not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, key):
             return Errors.GROUP_AUTHORIZATION_FAILED, None
-        return _ensure(ctx, ctx.groups, ctx.groups.runtime.ensure_topic, key)
+        return _ensure(ctx, ctx.groups, key)
     if key_type == TRANSACTION:
         if not key:
             return Errors.INVALID_REQUEST, "a transactional id is required"
         if not allowed(ctx, Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
             return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
-        return _ensure(ctx, ctx.txn, ctx.txn.ensure_topic, key)
+        return _ensure(ctx, ctx.txn, key)
     return Errors.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
 
 
-def _ensure(ctx, coordinator, ensure_topic, key: str):
+def _ensure(ctx, coordinator, key: str):
     """(error, message) or (NONE, (node, host, port)) of the coordinator of ``key``."""
     cluster = bool(ctx.metadata.brokers)
     try:
-        ensure_topic()
+        coordinator.runtime.create_topic_if_missing()
     except KafkaError as exc:
         # TOPIC_ALREADY_EXISTS: another broker created it first and this one has not seen it
         # yet; the client retries, as on Kafka (COORDINATOR_NOT_AVAILABLE until it is known).

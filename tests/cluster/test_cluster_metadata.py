@@ -286,6 +286,32 @@ def test_coordinator_not_available_until_enough_brokers_for_the_offsets_topic(cl
     assert "__consumer_offsets" not in _admin(brokers[1]).list_topics(timeout=10).topics
 
 
+@pytest.mark.parametrize("cluster", [{"offsets.topic.replication.factor": "4",
+                                      "transaction.state.log.replication.factor": "4"}],
+                         indirect=True)
+def test_group_and_transaction_requests_before_their_topic_exists_answer_not_coordinator(cluster):
+    """A group or transaction request that reaches a broker before the internal topic can exist
+    there (here: fewer brokers than its replication factor; in a live cluster also the race with
+    another broker that just created it) is NOT_COORDINATOR, which sends the client back to
+    FindCoordinator, as on Kafka. The creation's own error (INVALID_REPLICATION_FACTOR,
+    TOPIC_ALREADY_EXISTS) is fatal to the Java consumer in a JoinGroup response."""
+    from kbroker.protocol import messages
+    from kbroker.protocol.messages import API_KEY_BY_NAME
+
+    join_key, init_key = API_KEY_BY_NAME["JoinGroup"], API_KEY_BY_NAME["InitProducerId"]
+    join_cls, init_cls = messages.request_class(join_key), messages.request_class(init_key)
+    join = join_cls(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                    member_id="", protocol_type="consumer", protocols=[
+                        join_cls.JoinGroupRequestProtocol(name="range", metadata=b"")])
+    init = init_cls(transactional_id="t", transaction_timeout_ms=60000)
+    brokers, _ = cluster
+    with _wire(brokers[2]) as wire:
+        assert wire.call(join_key, 9, join).error_code == Errors.NOT_COORDINATOR.code
+        assert wire.call(init_key, 4, init).error_code == Errors.NOT_COORDINATOR.code
+    topics = _admin(brokers[2]).list_topics(timeout=10).topics
+    assert "__consumer_offsets" not in topics and "__transaction_state" not in topics
+
+
 @pytest.mark.parametrize("cluster", [{"offsets.topic.replication.factor": "3",
                                       "offsets.topic.num.partitions": "3"}], indirect=True)
 def test_find_coordinator_names_the_leader_of_the_groups_partition(cluster):

@@ -123,9 +123,6 @@ class TransactionCoordinator:
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.runtime.num_partitions)
 
-    def ensure_topic(self) -> None:
-        self.runtime.ensure_topic()
-
     def shard_for(self, transactional_id: str) -> TxnShard:
         self.runtime.ensure_topic()
         return self.runtime.shard(self.partition_for(transactional_id))
