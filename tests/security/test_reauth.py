@@ -138,11 +138,14 @@ def test_token_expiry_bounds_the_session(reauth_broker):
     """OAUTHBEARER: the smaller of connections.max.reauth.ms and the token's remaining life."""
     with Wire(reauth_broker.endpoints["SASL_PLAINTEXT"]) as wire:
         now = time.time()
-        token = unsecured_jwt({"sub": "alice", "iat": int(now), "exp": now + 1.0})
+        exp = now + 1.0
+        token = unsecured_jwt({"sub": "alice", "iat": int(now), "exp": exp})
         assert handshake(wire, "OAUTHBEARER").error_code == 0
         response = authenticate(wire, f"n,,\x01auth=Bearer {token}\x01\x01".encode())
         assert response.error_code == 0
-        assert 0 < response.session_lifetime_ms <= 1000
+        # Kafka counts in whole milliseconds: exp rounded (OAuthBearerUnsecuredJws), the clock
+        # truncated; read within the same millisecond as `now`, that is 1001 ms, not 1000.
+        assert 0 < response.session_lifetime_ms <= round(exp * 1000) - int(now * 1000)
     with Wire(reauth_broker.endpoints["SASL_PLAINTEXT"]) as wire:
         token = unsecured_jwt({"sub": "alice", "exp": int(time.time()) + 3600})
         assert handshake(wire, "OAUTHBEARER").error_code == 0
