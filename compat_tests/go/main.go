@@ -12,6 +12,7 @@
 //	     [--from-beginning] [--timeout-ms MS] [--isolation read_committed|read_uncommitted]
 //	     [--client-id ID] [--property k=v ...]
 //	kbroker-go-driver admin --bootstrap H:P ACTION ...
+//	kbroker-go-driver eos-copy --bootstrap H:P --input IN --output OUT --group G --transactional-id ID
 //
 // Exit codes: 0 ok, 1 error (an {"event":"error"} line is printed), 2 consume timed out, 64 usage.
 package main
@@ -49,6 +50,8 @@ func main() {
 		rc, err = withArgs(os.Args[2:], []string{"from-beginning"}, func(a *args) (int, error) { return consume(ctx, a) })
 	case "admin":
 		rc, err = withArgs(os.Args[2:], []string{"internal"}, func(a *args) (int, error) { return admin(ctx, a) })
+	case "eos-copy":
+		rc, err = withArgs(os.Args[2:], nil, func(a *args) (int, error) { return eosCopy(ctx, a) })
 	case "version":
 		emit(versionEvent())
 	default:
@@ -77,7 +80,7 @@ func withArgs(argv, flags []string, fn func(*args) (int, error)) (int, error) {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kbroker-go-driver produce|consume|admin|version ... (see compat_tests/go/README.md)")
+	fmt.Fprintln(os.Stderr, "usage: kbroker-go-driver produce|consume|admin|eos-copy|version ... (see compat_tests/go/README.md)")
 }
 
 // errorEvent describes an error as the Java driver does: "error" names the failure (for a Kafka

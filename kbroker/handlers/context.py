@@ -10,7 +10,9 @@ A handler names exactly what it uses through this context and nothing else of th
 - ``config`` — the broker configuration; ``cluster`` — this node's id, rack and advertised
   endpoints;
 - the request's own facts: api key and version, correlation id, client id, the client's host,
-  the listener it came in on and the authenticated principal.
+  the listener it came in on and the authenticated principal;
+- ``session`` — what handlers keep per client connection (:mod:`kbroker.handlers.session`), None
+  for a request that came from no connection.
 
 ``BrokerServices`` is built once at start-up; :meth:`RequestContext.for_request` makes a context per
 request by copying those references (cheap: a handful of attribute stores).
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from kbroker.config import BrokerConfig
     from kbroker.coordinator.group.coordinator import GroupCoordinator
     from kbroker.coordinator.txn.coordinator import TransactionCoordinator
+    from kbroker.handlers.session import ClientSession
     from kbroker.metadata.controller import Controller
     from kbroker.metadata.producer_ids import ProducerIdManager
     from kbroker.replica.replica_manager import ReplicaManager
@@ -62,11 +65,12 @@ class BrokerServices:
 class RequestContext:
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
                  "listener", "principal", "config", "partitions", "controller", "groups",
-                 "producer_ids", "cluster", "txn")
+                 "producer_ids", "cluster", "txn", "session")
 
     def __init__(self, services: BrokerServices | None, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, client_host: str = "?",
-                 listener: str | None = None, principal: str = ANONYMOUS):
+                 listener: str | None = None, principal: str = ANONYMOUS,
+                 session: "ClientSession | None" = None):
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
@@ -74,6 +78,7 @@ class RequestContext:
         self.client_host = client_host
         self.listener = listener
         self.principal = principal
+        self.session = session
         if services is not None:
             self.config = services.config
             self.partitions = services.partitions

@@ -20,6 +20,13 @@ Before a transactional batch opens a transaction on a partition, the coordinator
 partition is in it (KIP-890 part 1, v0-11) or, from v12 (transactions v2, KIP-890 part 2), adds
 it; the request then waits for that add before its appends
 (:mod:`kbroker.handlers.txn_verification`).
+
+Order: the produces of one connection append in the order they arrived, as on Kafka, which reads
+a connection's next request only after answering the previous one. A produce that must wait
+before appending (the add above) takes a turn in its connection's
+:class:`~kbroker.handlers.session.ProduceOrder`, and every later produce of that connection waits
+for it; otherwise a later batch of the same producer would reach the log first and be refused
+OUT_OF_ORDER_SEQUENCE_NUMBER (issue 21).
 """
 
 from __future__ import annotations
@@ -43,9 +50,14 @@ DENIED = Errors.TOPIC_AUTHORIZATION_FAILED
 
 @handles("Produce")
 def handle_produce(ctx, request):
+    order = ctx.session.produce_order if ctx.session is not None else None
+    if order is not None and order.waiting():
+        before, turn = order.take_turn()
+        return _produce_in_turn(ctx, request, turn, before=before)
     added = _add_to_transaction(ctx, request)
     if inspect.isawaitable(added):
-        return _produce_after(ctx, request, added)
+        turn = order.take_turn()[1] if order is not None else None
+        return _produce_in_turn(ctx, request, turn, added=added)
     return _produce(ctx, request, added)
 
 
@@ -85,8 +97,20 @@ def _add_to_transaction(ctx, request):
     return txn_check.add_partitions(ctx, request.transactional_id, producer_id, epoch, wanted)
 
 
-async def _produce_after(ctx, request, added):
-    response = _produce(ctx, request, await added)
+async def _produce_in_turn(ctx, request, turn, *, before=None, added=None):
+    """A produce that appends later: after the earlier produce of its connection (``before``),
+    then after its own add to the transaction (``added``). ``turn`` ends once its appends are
+    done, whatever happened; the acks=-1 wait that may follow is not part of it."""
+    try:
+        if before is not None:
+            await asyncio.wait([before])
+            added = _add_to_transaction(ctx, request)
+        if inspect.isawaitable(added):
+            added = await added
+        response = _produce(ctx, request, added)
+    finally:
+        if turn is not None:
+            turn.set_result(None)
     if inspect.isawaitable(response):
         response = await response
     return response

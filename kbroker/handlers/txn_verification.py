@@ -21,9 +21,8 @@ Errors as Kafka's AddPartitionsToTxnManager and ReplicaManager map them:
 - coordinator busy or elsewhere (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS,
   COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR): NOT_ENOUGH_REPLICAS, retriable for every client.
 
-Order: the produces of one transactional id that wait for an add stay in order (a later one waits
-behind the earlier, ``TransactionCoordinator.produce_order``), so pipelined batches reach the log
-in sequence.
+Order: a produce that waits here keeps its place among the produces of its connection
+(:mod:`kbroker.handlers.session`), so pipelined batches still reach the log in sequence.
 """
 
 from __future__ import annotations
@@ -100,50 +99,35 @@ def add_partitions(ctx, transactional_id: str, producer_id: int, epoch: int, wan
     """Transactions v2: add ``wanted`` [(topic, index)] to the producer's transaction.
     Returns {partition: coordinator error} now when nothing needs waiting for (a single node,
     nothing in flight), else an awaitable of it; the caller maps errors with
-    :func:`client_error`. Keeps the waiting produces of a transactional id in order."""
-    order = ctx.txn.produce_order
-    before = order.get(transactional_id)
-    if before is not None and before.done():
-        before = None
-    if before is None:
-        try:
-            added = ctx.txn.add_partitions_now(transactional_id, producer_id, epoch, wanted)
-        except KafkaError as exc:
-            return {tp: exc.error for tp in wanted}
-        if added.done() and not added.cancelled() and added.exception() is None \
-                and added.result() is not Errors.CONCURRENT_TRANSACTIONS:
-            return {tp: added.result() for tp in wanted}
-    else:
-        added = None
-    mine = asyncio.get_running_loop().create_future()
-    order[transactional_id] = mine
-    return _add_in_order(ctx, transactional_id, producer_id, epoch, wanted, before, added, mine)
-
-
-async def _add_in_order(ctx, transactional_id, producer_id, epoch, wanted, before, added, mine):
-    loop = asyncio.get_running_loop()
+    :func:`client_error`."""
     try:
-        if before is not None:
-            await asyncio.wait([before])
-        deadline = loop.time() + _CONCURRENT_WAIT_S
-        while True:
-            try:
-                if added is None:
-                    added = ctx.txn.add_partitions_now(transactional_id, producer_id, epoch,
-                                                       wanted)
-                error = await asyncio.shield(added)
-            except KafkaError as exc:
-                error = exc.error
-            added = None
-            remaining = deadline - loop.time()
-            if error is not Errors.CONCURRENT_TRANSACTIONS or remaining <= 0:
-                return {tp: error for tp in wanted}
-            # The previous transaction's markers are being written: wait for its Complete.
-            completed = ctx.txn.completion(transactional_id)
-            await asyncio.wait([completed], timeout=min(remaining, _BACKOFF_S * 5))
-            if not completed.done():
-                await asyncio.sleep(0)
-    finally:
-        mine.set_result(None)
-        if ctx.txn.produce_order.get(transactional_id) is mine:
-            del ctx.txn.produce_order[transactional_id]
+        added = ctx.txn.add_partitions_now(transactional_id, producer_id, epoch, wanted)
+    except KafkaError as exc:
+        return {tp: exc.error for tp in wanted}
+    if added.done() and not added.cancelled() and added.exception() is None \
+            and added.result() is not Errors.CONCURRENT_TRANSACTIONS:
+        return {tp: added.result() for tp in wanted}
+    return _add_when_markers_written(ctx, transactional_id, producer_id, epoch, wanted, added)
+
+
+async def _add_when_markers_written(ctx, transactional_id, producer_id, epoch, wanted, added):
+    """Wait for ``added``; while the coordinator answers CONCURRENT_TRANSACTIONS (the previous
+    transaction's markers are being written), ask again once it completes, for up to
+    ``_CONCURRENT_WAIT_S`` in all."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _CONCURRENT_WAIT_S
+    while True:
+        try:
+            if added is None:
+                added = ctx.txn.add_partitions_now(transactional_id, producer_id, epoch, wanted)
+            error = await asyncio.shield(added)
+        except KafkaError as exc:
+            error = exc.error
+        added = None
+        remaining = deadline - loop.time()
+        if error is not Errors.CONCURRENT_TRANSACTIONS or remaining <= 0:
+            return {tp: error for tp in wanted}
+        completed = ctx.txn.completion(transactional_id)
+        await asyncio.wait([completed], timeout=min(remaining, _BACKOFF_S * 5))
+        if not completed.done():
+            await asyncio.sleep(0)

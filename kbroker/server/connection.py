@@ -45,6 +45,8 @@ import os
 import struct
 import threading
 
+from kbroker.handlers.session import ClientSession
+
 log = logging.getLogger("kbroker.connection")
 
 _SIZE = struct.Struct(">i")
@@ -111,6 +113,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._security = security
         self.tls = security is not None and security.ssl_context is not None
         self.principal = ANONYMOUS
+        self.session = ClientSession()  # handlers' per-connection state (produce order)
         if authenticator is not None:
             self._frame_handler = authenticator.handle
             self._max_frame = min(self._max_frame, security.max_receive_size)

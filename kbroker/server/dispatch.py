@@ -128,7 +128,8 @@ class Dispatcher:
             raise Closed() from None
         ctx = RequestContext(self.services, api_key, version, correlation_id, header.client_id,
                              _client_host(connection), getattr(connection, "listener_name", None),
-                             getattr(connection, "principal", ANONYMOUS))
+                             getattr(connection, "principal", ANONYMOUS),
+                             getattr(connection, "session", None))
         observer = self.observer
         token = observer.begin(ctx, request, connection) if observer is not None else None
         try:

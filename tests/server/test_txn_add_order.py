@@ -1,9 +1,9 @@
 """Transactions v2, the broker's AddPartitions before a Produce (handlers/txn_verification): an
 add the coordinator commits at once is answered synchronously; one still being committed (a
-replicated ``__transaction_state``) makes the produce wait, and the next produce of the same
-transactional id waits behind it, so its batches reach the log after the first one's; while the
-previous transaction's markers are written (CONCURRENT_TRANSACTIONS) the add waits for its
-Complete and tries again."""
+replicated ``__transaction_state``) makes the produce wait for it; while the previous
+transaction's markers are written (CONCURRENT_TRANSACTIONS) the add waits for its Complete and
+tries again. (That a later produce of the connection waits behind a waiting one is
+tests/server/test_produce_order.py.)"""
 
 import asyncio
 from types import SimpleNamespace
@@ -19,7 +19,6 @@ class Coordinator:
 
     def __init__(self, answers):
         self.answers = list(answers)
-        self.produce_order = {}
         self.calls = 0
         self.completed = asyncio.get_running_loop().create_future()
 
@@ -44,29 +43,20 @@ def test_committed_at_once_is_answered_without_waiting():
     async def go():
         c = Coordinator([Errors.NONE])
         assert tv.add_partitions(ctx(c), "tid", 1, 0, [TP]) == {TP: Errors.NONE}
-        assert c.produce_order == {}
     asyncio.run(go())
 
 
-def test_a_later_produce_waits_behind_an_add_still_committing():
+def test_an_add_still_committing_is_waited_for():
     async def go():
-        loop = asyncio.get_running_loop()
-        slow = loop.create_future()
-        c = Coordinator([slow, Errors.NONE])
-        first = tv.add_partitions(ctx(c), "tid", 1, 0, [TP])
-        second = tv.add_partitions(ctx(c), "tid", 1, 0, [TP])
-        assert asyncio.iscoroutine(first) and asyncio.iscoroutine(second)
-        finished = []
-
-        async def track(name, awaitable):
-            finished.append((name, await awaitable))
-        tasks = [loop.create_task(track("first", first)), loop.create_task(track("second", second))]
+        slow = asyncio.get_running_loop().create_future()
+        c = Coordinator([slow])
+        pending = tv.add_partitions(ctx(c), "tid", 1, 0, [TP])
+        assert asyncio.iscoroutine(pending)
+        task = asyncio.get_running_loop().create_task(pending)
         await asyncio.sleep(0.01)
-        assert finished == [] and c.calls == 1  # the second has not even asked yet
+        assert not task.done() and c.calls == 1
         slow.set_result(Errors.NONE)
-        await asyncio.gather(*tasks)
-        assert finished == [("first", {TP: Errors.NONE}), ("second", {TP: Errors.NONE})]
-        assert c.produce_order == {}
+        assert await task == {TP: Errors.NONE} and c.calls == 1
     asyncio.run(go())
 
 

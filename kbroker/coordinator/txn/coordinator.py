@@ -11,8 +11,8 @@ transaction it finds prepared (a crash between Prepare and Complete).
 
 Transactions v2 (KIP-890 part 2): clients choose v2 from the finalized ``transaction.version``
 (kept in the metadata image, see kbroker.handlers.features); the broker serves both. A v2 producer's Produce and TxnOffsetCommit add their
-partition to the transaction through :meth:`add_partitions_now`; produces of one transactional id
-that wait for such an add are kept in order through ``produce_order``.
+partition to the transaction through :meth:`add_partitions_now` (a produce waiting for it keeps
+its place among its connection's produces: kbroker.handlers.session).
 
 Timeouts: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` each loaded shard
 fences and aborts its Ongoing transactions older than their timeout; this runs for transactions
@@ -66,7 +66,6 @@ class TransactionCoordinator:
             config.get("transaction.state.log.replication.factor"))
         self._markers: set[asyncio.Task] = set()
         # transactional id -> the last produce still waiting for an implicit AddPartitions.
-        self.produce_order: dict[str, asyncio.Future] = {}
         # transactional id -> partitions of its prepared transaction still without a marker
         # (DescribeTransactions lists those, as Kafka does).
         self.unmarked: dict[str, set] = {}

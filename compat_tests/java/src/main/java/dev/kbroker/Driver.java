@@ -69,6 +69,8 @@ import org.apache.kafka.common.utils.AppInfoParser;
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P delete-records --topic T --partition P --offset O
  * java -jar kbroker-java-driver.jar eos --bootstrap H:P --input IN --output OUT --group G
  *      --transactional-id TID [--max-per-txn N]  (exactly-once copier, see Eos.java; runs until killed)
+ * java -jar kbroker-java-driver.jar eos-member --bootstrap H:P --input IN --output OUT --group G
+ *      --transactional-id TID [--transactions N] [--max-ms MS]  (a chain member in a group, see EosMember.java)
  * java -jar kbroker-java-driver.jar streams-count --bootstrap H:P --input IN --output OUT
  *      --application-id ID --expect N  (Kafka Streams count with exactly_once_v2, see StreamsCount.java)
  * </pre>
@@ -90,6 +92,7 @@ public final class Driver {
                 case "consume" -> consume(new Args(argv, 1, "from-beginning"));
                 case "admin" -> admin(new Args(argv, 1, "internal"));
                 case "eos" -> Eos.run(new Args(argv, 1));
+                case "eos-member" -> EosMember.run(new Args(argv, 1));
                 case "streams-count" -> StreamsCount.run(new Args(argv, 1));
                 case "txn-produce" -> TxnBench.produce(new Args(argv, 1));
                 case "txn-consume" -> TxnBench.consume(new Args(argv, 1));
