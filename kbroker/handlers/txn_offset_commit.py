@@ -92,7 +92,7 @@ async def handle_txn_offset_commit(ctx, request):
             outcome.append(len(wanted))
             wanted.append((meta.name, p.partition_index, ZERO_UUID, p.committed_offset,
                            p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
-    generation = request.generation_id if v >= 3 else -1
+    generation = request.generation_id_or_member_epoch if v >= 3 else -1
     member_id = request.member_id if v >= 3 else ""
     instance_id = request.group_instance_id if v >= 3 else None
 

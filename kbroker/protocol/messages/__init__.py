@@ -5,7 +5,10 @@
 ``API_BY_KEY`` maps an api key to (name, module, request class, response class, valid
 versions, first flexible request version, first flexible response version).
 ``ADVERTISED`` is our manifest: the version range each implemented API advertises in
-ApiVersions (see schemas/manifest.json)."""
+ApiVersions (see schemas/manifest.json). ``SCHEMAS`` lists the other generated classes
+(data schemas and coordinator records: module, kind, record type, valid versions, source
+jar) and ``COORDINATOR_RECORDS`` maps each coordinator's record types to their (key,
+value) classes, as written in __consumer_offsets, __transaction_state and __share_group_state."""
 
 import importlib
 from typing import NamedTuple
@@ -19,6 +22,14 @@ class ApiInfo(NamedTuple):
     valid_versions: tuple
     request_flexible: int | None
     response_flexible: int | None
+
+
+class SchemaInfo(NamedTuple):
+    module: str
+    kind: str
+    record_type: int | None
+    valid_versions: tuple
+    jar: str
 
 
 API_BY_KEY = {
@@ -36,7 +47,7 @@ API_BY_KEY = {
     15: ApiInfo('DescribeGroups', 'describe_groups', 'DescribeGroupsRequest', 'DescribeGroupsResponse', (0, 6), 5, 5),
     16: ApiInfo('ListGroups', 'list_groups', 'ListGroupsRequest', 'ListGroupsResponse', (0, 5), 3, 3),
     17: ApiInfo('SaslHandshake', 'sasl_handshake', 'SaslHandshakeRequest', 'SaslHandshakeResponse', (0, 1), None, None),
-    18: ApiInfo('ApiVersions', 'api_versions', 'ApiVersionsRequest', 'ApiVersionsResponse', (0, 4), 3, 3),
+    18: ApiInfo('ApiVersions', 'api_versions', 'ApiVersionsRequest', 'ApiVersionsResponse', (0, 5), 3, 3),
     19: ApiInfo('CreateTopics', 'create_topics', 'CreateTopicsRequest', 'CreateTopicsResponse', (2, 7), 5, 5),
     20: ApiInfo('DeleteTopics', 'delete_topics', 'DeleteTopicsRequest', 'DeleteTopicsResponse', (1, 6), 4, 4),
     21: ApiInfo('DeleteRecords', 'delete_records', 'DeleteRecordsRequest', 'DeleteRecordsResponse', (0, 2), 2, 2),
@@ -46,7 +57,7 @@ API_BY_KEY = {
     25: ApiInfo('AddOffsetsToTxn', 'add_offsets_to_txn', 'AddOffsetsToTxnRequest', 'AddOffsetsToTxnResponse', (0, 4), 3, 3),
     26: ApiInfo('EndTxn', 'end_txn', 'EndTxnRequest', 'EndTxnResponse', (0, 5), 3, 3),
     27: ApiInfo('WriteTxnMarkers', 'write_txn_markers', 'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse', (1, 2), 1, 1),
-    28: ApiInfo('TxnOffsetCommit', 'txn_offset_commit', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', (0, 5), 3, 3),
+    28: ApiInfo('TxnOffsetCommit', 'txn_offset_commit', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse', (0, 6), 3, 3),
     29: ApiInfo('DescribeAcls', 'describe_acls', 'DescribeAclsRequest', 'DescribeAclsResponse', (1, 3), 2, 2),
     30: ApiInfo('CreateAcls', 'create_acls', 'CreateAclsRequest', 'CreateAclsResponse', (1, 3), 2, 2),
     31: ApiInfo('DeleteAcls', 'delete_acls', 'DeleteAclsRequest', 'DeleteAclsResponse', (1, 3), 2, 2),
@@ -56,7 +67,11 @@ API_BY_KEY = {
     35: ApiInfo('DescribeLogDirs', 'describe_log_dirs', 'DescribeLogDirsRequest', 'DescribeLogDirsResponse', (1, 5), 2, 2),
     36: ApiInfo('SaslAuthenticate', 'sasl_authenticate', 'SaslAuthenticateRequest', 'SaslAuthenticateResponse', (0, 2), 2, 2),
     37: ApiInfo('CreatePartitions', 'create_partitions', 'CreatePartitionsRequest', 'CreatePartitionsResponse', (0, 3), 2, 2),
-    42: ApiInfo('DeleteGroups', 'delete_groups', 'DeleteGroupsRequest', 'DeleteGroupsResponse', (0, 2), 2, 2),
+    38: ApiInfo('CreateDelegationToken', 'create_delegation_token', 'CreateDelegationTokenRequest', 'CreateDelegationTokenResponse', (1, 3), 2, 2),
+    39: ApiInfo('RenewDelegationToken', 'renew_delegation_token', 'RenewDelegationTokenRequest', 'RenewDelegationTokenResponse', (1, 2), 2, 2),
+    40: ApiInfo('ExpireDelegationToken', 'expire_delegation_token', 'ExpireDelegationTokenRequest', 'ExpireDelegationTokenResponse', (1, 2), 2, 2),
+    41: ApiInfo('DescribeDelegationToken', 'describe_delegation_token', 'DescribeDelegationTokenRequest', 'DescribeDelegationTokenResponse', (1, 3), 2, 2),
+    42: ApiInfo('DeleteGroups', 'delete_groups', 'DeleteGroupsRequest', 'DeleteGroupsResponse', (0, 3), 2, 2),
     43: ApiInfo('ElectLeaders', 'elect_leaders', 'ElectLeadersRequest', 'ElectLeadersResponse', (0, 2), 2, 2),
     44: ApiInfo('IncrementalAlterConfigs', 'incremental_alter_configs', 'IncrementalAlterConfigsRequest', 'IncrementalAlterConfigsResponse', (0, 1), 1, 1),
     45: ApiInfo('AlterPartitionReassignments', 'alter_partition_reassignments', 'AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse', (0, 1), 0, 0),
@@ -66,14 +81,49 @@ API_BY_KEY = {
     49: ApiInfo('AlterClientQuotas', 'alter_client_quotas', 'AlterClientQuotasRequest', 'AlterClientQuotasResponse', (0, 1), 1, 1),
     50: ApiInfo('DescribeUserScramCredentials', 'describe_user_scram_credentials', 'DescribeUserScramCredentialsRequest', 'DescribeUserScramCredentialsResponse', (0, 0), 0, 0),
     51: ApiInfo('AlterUserScramCredentials', 'alter_user_scram_credentials', 'AlterUserScramCredentialsRequest', 'AlterUserScramCredentialsResponse', (0, 0), 0, 0),
+    52: ApiInfo('Vote', 'vote', 'VoteRequest', 'VoteResponse', (0, 2), 0, 0),
+    53: ApiInfo('BeginQuorumEpoch', 'begin_quorum_epoch', 'BeginQuorumEpochRequest', 'BeginQuorumEpochResponse', (0, 1), 1, 1),
+    54: ApiInfo('EndQuorumEpoch', 'end_quorum_epoch', 'EndQuorumEpochRequest', 'EndQuorumEpochResponse', (0, 1), 1, 1),
     55: ApiInfo('DescribeQuorum', 'describe_quorum', 'DescribeQuorumRequest', 'DescribeQuorumResponse', (0, 2), 0, 0),
+    56: ApiInfo('AlterPartition', 'alter_partition', 'AlterPartitionRequest', 'AlterPartitionResponse', (2, 3), 0, 0),
     57: ApiInfo('UpdateFeatures', 'update_features', 'UpdateFeaturesRequest', 'UpdateFeaturesResponse', (0, 2), 0, 0),
+    58: ApiInfo('Envelope', 'envelope', 'EnvelopeRequest', 'EnvelopeResponse', (0, 0), 0, 0),
+    59: ApiInfo('FetchSnapshot', 'fetch_snapshot', 'FetchSnapshotRequest', 'FetchSnapshotResponse', (0, 1), 0, 0),
     60: ApiInfo('DescribeCluster', 'describe_cluster', 'DescribeClusterRequest', 'DescribeClusterResponse', (0, 2), 0, 0),
     61: ApiInfo('DescribeProducers', 'describe_producers', 'DescribeProducersRequest', 'DescribeProducersResponse', (0, 0), 0, 0),
+    62: ApiInfo('BrokerRegistration', 'broker_registration', 'BrokerRegistrationRequest', 'BrokerRegistrationResponse', (0, 4), 0, 0),
+    63: ApiInfo('BrokerHeartbeat', 'broker_heartbeat', 'BrokerHeartbeatRequest', 'BrokerHeartbeatResponse', (0, 2), 0, 0),
+    64: ApiInfo('UnregisterBroker', 'unregister_broker', 'UnregisterBrokerRequest', 'UnregisterBrokerResponse', (0, 0), 0, 0),
     65: ApiInfo('DescribeTransactions', 'describe_transactions', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', (0, 0), 0, 0),
     66: ApiInfo('ListTransactions', 'list_transactions', 'ListTransactionsRequest', 'ListTransactionsResponse', (0, 2), 0, 0),
+    67: ApiInfo('AllocateProducerIds', 'allocate_producer_ids', 'AllocateProducerIdsRequest', 'AllocateProducerIdsResponse', (0, 0), 0, 0),
+    68: ApiInfo('ConsumerGroupHeartbeat', 'consumer_group_heartbeat', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', (0, 1), 0, 0),
+    69: ApiInfo('ConsumerGroupDescribe', 'consumer_group_describe', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', (0, 1), 0, 0),
+    70: ApiInfo('ControllerRegistration', 'controller_registration', 'ControllerRegistrationRequest', 'ControllerRegistrationResponse', (0, 0), 0, 0),
+    71: ApiInfo('GetTelemetrySubscriptions', 'get_telemetry_subscriptions', 'GetTelemetrySubscriptionsRequest', 'GetTelemetrySubscriptionsResponse', (0, 0), 0, 0),
+    72: ApiInfo('PushTelemetry', 'push_telemetry', 'PushTelemetryRequest', 'PushTelemetryResponse', (0, 0), 0, 0),
+    73: ApiInfo('AssignReplicasToDirs', 'assign_replicas_to_dirs', 'AssignReplicasToDirsRequest', 'AssignReplicasToDirsResponse', (0, 0), 0, 0),
     74: ApiInfo('ListConfigResources', 'list_config_resources', 'ListConfigResourcesRequest', 'ListConfigResourcesResponse', (0, 1), 0, 0),
     75: ApiInfo('DescribeTopicPartitions', 'describe_topic_partitions', 'DescribeTopicPartitionsRequest', 'DescribeTopicPartitionsResponse', (0, 0), 0, 0),
+    76: ApiInfo('ShareGroupHeartbeat', 'share_group_heartbeat', 'ShareGroupHeartbeatRequest', 'ShareGroupHeartbeatResponse', (1, 1), 0, 0),
+    77: ApiInfo('ShareGroupDescribe', 'share_group_describe', 'ShareGroupDescribeRequest', 'ShareGroupDescribeResponse', (1, 1), 0, 0),
+    78: ApiInfo('ShareFetch', 'share_fetch', 'ShareFetchRequest', 'ShareFetchResponse', (1, 2), 0, 0),
+    79: ApiInfo('ShareAcknowledge', 'share_acknowledge', 'ShareAcknowledgeRequest', 'ShareAcknowledgeResponse', (1, 2), 0, 0),
+    80: ApiInfo('AddRaftVoter', 'add_raft_voter', 'AddRaftVoterRequest', 'AddRaftVoterResponse', (0, 1), 0, 0),
+    81: ApiInfo('RemoveRaftVoter', 'remove_raft_voter', 'RemoveRaftVoterRequest', 'RemoveRaftVoterResponse', (0, 0), 0, 0),
+    82: ApiInfo('UpdateRaftVoter', 'update_raft_voter', 'UpdateRaftVoterRequest', 'UpdateRaftVoterResponse', (0, 0), 0, 0),
+    83: ApiInfo('InitializeShareGroupState', 'initialize_share_group_state', 'InitializeShareGroupStateRequest', 'InitializeShareGroupStateResponse', (0, 0), 0, 0),
+    84: ApiInfo('ReadShareGroupState', 'read_share_group_state', 'ReadShareGroupStateRequest', 'ReadShareGroupStateResponse', (0, 0), 0, 0),
+    85: ApiInfo('WriteShareGroupState', 'write_share_group_state', 'WriteShareGroupStateRequest', 'WriteShareGroupStateResponse', (0, 1), 0, 0),
+    86: ApiInfo('DeleteShareGroupState', 'delete_share_group_state', 'DeleteShareGroupStateRequest', 'DeleteShareGroupStateResponse', (0, 0), 0, 0),
+    87: ApiInfo('ReadShareGroupStateSummary', 'read_share_group_state_summary', 'ReadShareGroupStateSummaryRequest', 'ReadShareGroupStateSummaryResponse', (0, 1), 0, 0),
+    88: ApiInfo('StreamsGroupHeartbeat', 'streams_group_heartbeat', 'StreamsGroupHeartbeatRequest', 'StreamsGroupHeartbeatResponse', (0, 1), 0, 0),
+    89: ApiInfo('StreamsGroupDescribe', 'streams_group_describe', 'StreamsGroupDescribeRequest', 'StreamsGroupDescribeResponse', (0, 1), 0, 0),
+    90: ApiInfo('DescribeShareGroupOffsets', 'describe_share_group_offsets', 'DescribeShareGroupOffsetsRequest', 'DescribeShareGroupOffsetsResponse', (0, 1), 0, 0),
+    91: ApiInfo('AlterShareGroupOffsets', 'alter_share_group_offsets', 'AlterShareGroupOffsetsRequest', 'AlterShareGroupOffsetsResponse', (0, 0), 0, 0),
+    92: ApiInfo('DeleteShareGroupOffsets', 'delete_share_group_offsets', 'DeleteShareGroupOffsetsRequest', 'DeleteShareGroupOffsetsResponse', (0, 0), 0, 0),
+    93: ApiInfo('StreamsGroupTopologyDescriptionUpdate', 'streams_group_topology_description_update', 'StreamsGroupTopologyDescriptionUpdateRequest', 'StreamsGroupTopologyDescriptionUpdateResponse', (0, 0), 0, 0),
+    94: ApiInfo('UnregisterController', 'unregister_controller', 'UnregisterControllerRequest', 'UnregisterControllerResponse', (0, 0), 0, 0),
 }
 API_KEY_BY_NAME = {info.name: key for key, info in API_BY_KEY.items()}
 
@@ -128,6 +178,104 @@ ADVERTISED = {
     31: (1, 3),  # DeleteAcls
 }
 
+SCHEMAS = {
+    'AbortedTxn': SchemaInfo('aborted_txn', 'data', None, (0, 0), 'kafka-clients'),
+    'ConsumerGroupCurrentMemberAssignmentKey': SchemaInfo('consumer_group_current_member_assignment_key', 'coordinator-key', 8, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupCurrentMemberAssignmentValue': SchemaInfo('consumer_group_current_member_assignment_value', 'coordinator-value', 8, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupMemberMetadataKey': SchemaInfo('consumer_group_member_metadata_key', 'coordinator-key', 5, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupMemberMetadataValue': SchemaInfo('consumer_group_member_metadata_value', 'coordinator-value', 5, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupMetadataKey': SchemaInfo('consumer_group_metadata_key', 'coordinator-key', 3, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupMetadataValue': SchemaInfo('consumer_group_metadata_value', 'coordinator-value', 3, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupPartitionMetadataKey': SchemaInfo('consumer_group_partition_metadata_key', 'coordinator-key', 4, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupPartitionMetadataValue': SchemaInfo('consumer_group_partition_metadata_value', 'coordinator-value', 4, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupRegularExpressionKey': SchemaInfo('consumer_group_regular_expression_key', 'coordinator-key', 16, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupRegularExpressionValue': SchemaInfo('consumer_group_regular_expression_value', 'coordinator-value', 16, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupTargetAssignmentMemberKey': SchemaInfo('consumer_group_target_assignment_member_key', 'coordinator-key', 7, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupTargetAssignmentMemberValue': SchemaInfo('consumer_group_target_assignment_member_value', 'coordinator-value', 7, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupTargetAssignmentMetadataKey': SchemaInfo('consumer_group_target_assignment_metadata_key', 'coordinator-key', 6, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerGroupTargetAssignmentMetadataValue': SchemaInfo('consumer_group_target_assignment_metadata_value', 'coordinator-value', 6, (0, 0), 'kafka-group-coordinator'),
+    'ConsumerProtocolAssignment': SchemaInfo('consumer_protocol_assignment', 'data', None, (0, 3), 'kafka-clients'),
+    'ConsumerProtocolSubscription': SchemaInfo('consumer_protocol_subscription', 'data', None, (0, 3), 'kafka-clients'),
+    'ControlRecordTypeSchema': SchemaInfo('control_record_type_schema', 'data', None, (0, 0), 'kafka-clients'),
+    'DefaultPrincipalData': SchemaInfo('default_principal_data', 'data', None, (0, 0), 'kafka-clients'),
+    'EndTxnMarker': SchemaInfo('end_txn_marker', 'data', None, (0, 0), 'kafka-clients'),
+    'GroupMetadataKey': SchemaInfo('group_metadata_key', 'coordinator-key', 2, (0, 0), 'kafka-group-coordinator'),
+    'GroupMetadataValue': SchemaInfo('group_metadata_value', 'coordinator-value', 2, (0, 4), 'kafka-group-coordinator'),
+    'KRaftVersionRecord': SchemaInfo('k_raft_version_record', 'data', None, (0, 0), 'kafka-clients'),
+    'LeaderChangeMessage': SchemaInfo('leader_change_message', 'data', None, (0, 1), 'kafka-clients'),
+    'LegacyOffsetCommitKey': SchemaInfo('legacy_offset_commit_key', 'coordinator-key', 0, (0, 0), 'kafka-group-coordinator'),
+    'LegacyOffsetCommitValue': SchemaInfo('legacy_offset_commit_value', 'coordinator-value', 0, (0, 0), 'kafka-group-coordinator'),
+    'OffsetCommitKey': SchemaInfo('offset_commit_key', 'coordinator-key', 1, (0, 0), 'kafka-group-coordinator'),
+    'OffsetCommitValue': SchemaInfo('offset_commit_value', 'coordinator-value', 1, (0, 4), 'kafka-group-coordinator'),
+    'ShareGroupCurrentMemberAssignmentKey': SchemaInfo('share_group_current_member_assignment_key', 'coordinator-key', 14, (0, 0), 'kafka-group-coordinator'),
+    'ShareGroupCurrentMemberAssignmentValue': SchemaInfo('share_group_current_member_assignment_value', 'coordinator-value', 14, (0, 0), 'kafka-group-coordinator'),
+    'ShareGroupMemberMetadataKey': SchemaInfo('share_group_member_metadata_key', 'coordinator-key', 10, (0, 0), 'kafka-group-coordinator'),
+    'ShareGroupMemberMetadataValue': SchemaInfo('share_group_member_metadata_value', 'coordinator-value', 10, (0, 0), 'kafka-group-coordinator'),
+    'ShareGroupMetadataKey': SchemaInfo('share_group_metadata_key', 'coordinator-key', 11, (0, 0), 'kafka-group-coordinator'),
+    'ShareGroupMetadataValue': SchemaInfo('share_group_metadata_value', 'coordinator-value', 11, (0, 0), 'kafka-group-coordinator'),
+    'ShareGroupStatePartitionMetadataKey': SchemaInfo('share_group_state_partition_metadata_key', 'coordinator-key', 15, (0, 0), 'kafka-group-coordinator'),
+    'ShareGroupStatePartitionMetadataValue': SchemaInfo('share_group_state_partition_metadata_value', 'coordinator-value', 15, (0, 0), 'kafka-group-coordinator'),
+    'ShareGroupTargetAssignmentMemberKey': SchemaInfo('share_group_target_assignment_member_key', 'coordinator-key', 13, (0, 0), 'kafka-group-coordinator'),
+    'ShareGroupTargetAssignmentMemberValue': SchemaInfo('share_group_target_assignment_member_value', 'coordinator-value', 13, (0, 0), 'kafka-group-coordinator'),
+    'ShareGroupTargetAssignmentMetadataKey': SchemaInfo('share_group_target_assignment_metadata_key', 'coordinator-key', 12, (0, 0), 'kafka-group-coordinator'),
+    'ShareGroupTargetAssignmentMetadataValue': SchemaInfo('share_group_target_assignment_metadata_value', 'coordinator-value', 12, (0, 0), 'kafka-group-coordinator'),
+    'ShareSnapshotKey': SchemaInfo('share_snapshot_key', 'coordinator-key', 0, (0, 0), 'kafka-share-coordinator'),
+    'ShareSnapshotValue': SchemaInfo('share_snapshot_value', 'coordinator-value', 0, (0, 0), 'kafka-share-coordinator'),
+    'ShareUpdateKey': SchemaInfo('share_update_key', 'coordinator-key', 1, (0, 0), 'kafka-share-coordinator'),
+    'ShareUpdateValue': SchemaInfo('share_update_value', 'coordinator-value', 1, (0, 0), 'kafka-share-coordinator'),
+    'SnapshotFooterRecord': SchemaInfo('snapshot_footer_record', 'data', None, (0, 0), 'kafka-clients'),
+    'SnapshotHeaderRecord': SchemaInfo('snapshot_header_record', 'data', None, (0, 0), 'kafka-clients'),
+    'StreamsGroupCurrentMemberAssignmentKey': SchemaInfo('streams_group_current_member_assignment_key', 'coordinator-key', 22, (0, 0), 'kafka-group-coordinator'),
+    'StreamsGroupCurrentMemberAssignmentValue': SchemaInfo('streams_group_current_member_assignment_value', 'coordinator-value', 22, (0, 0), 'kafka-group-coordinator'),
+    'StreamsGroupMemberMetadataKey': SchemaInfo('streams_group_member_metadata_key', 'coordinator-key', 19, (0, 0), 'kafka-group-coordinator'),
+    'StreamsGroupMemberMetadataValue': SchemaInfo('streams_group_member_metadata_value', 'coordinator-value', 19, (0, 0), 'kafka-group-coordinator'),
+    'StreamsGroupMetadataKey': SchemaInfo('streams_group_metadata_key', 'coordinator-key', 17, (0, 0), 'kafka-group-coordinator'),
+    'StreamsGroupMetadataValue': SchemaInfo('streams_group_metadata_value', 'coordinator-value', 17, (0, 0), 'kafka-group-coordinator'),
+    'StreamsGroupTargetAssignmentMemberKey': SchemaInfo('streams_group_target_assignment_member_key', 'coordinator-key', 21, (0, 0), 'kafka-group-coordinator'),
+    'StreamsGroupTargetAssignmentMemberValue': SchemaInfo('streams_group_target_assignment_member_value', 'coordinator-value', 21, (0, 0), 'kafka-group-coordinator'),
+    'StreamsGroupTargetAssignmentMetadataKey': SchemaInfo('streams_group_target_assignment_metadata_key', 'coordinator-key', 20, (0, 0), 'kafka-group-coordinator'),
+    'StreamsGroupTargetAssignmentMetadataValue': SchemaInfo('streams_group_target_assignment_metadata_value', 'coordinator-value', 20, (0, 0), 'kafka-group-coordinator'),
+    'StreamsGroupTopologyKey': SchemaInfo('streams_group_topology_key', 'coordinator-key', 23, (0, 0), 'kafka-group-coordinator'),
+    'StreamsGroupTopologyValue': SchemaInfo('streams_group_topology_value', 'coordinator-value', 23, (0, 0), 'kafka-group-coordinator'),
+    'TransactionLogKey': SchemaInfo('transaction_log_key', 'coordinator-key', 0, (0, 0), 'kafka-transaction-coordinator'),
+    'TransactionLogValue': SchemaInfo('transaction_log_value', 'coordinator-value', 0, (0, 1), 'kafka-transaction-coordinator'),
+    'VotersRecord': SchemaInfo('voters_record', 'data', None, (0, 0), 'kafka-clients'),
+}
+
+COORDINATOR_RECORDS = {
+    'group': {
+        0: ('LegacyOffsetCommitKey', 'LegacyOffsetCommitValue'),
+        1: ('OffsetCommitKey', 'OffsetCommitValue'),
+        2: ('GroupMetadataKey', 'GroupMetadataValue'),
+        3: ('ConsumerGroupMetadataKey', 'ConsumerGroupMetadataValue'),
+        4: ('ConsumerGroupPartitionMetadataKey', 'ConsumerGroupPartitionMetadataValue'),
+        5: ('ConsumerGroupMemberMetadataKey', 'ConsumerGroupMemberMetadataValue'),
+        6: ('ConsumerGroupTargetAssignmentMetadataKey', 'ConsumerGroupTargetAssignmentMetadataValue'),
+        7: ('ConsumerGroupTargetAssignmentMemberKey', 'ConsumerGroupTargetAssignmentMemberValue'),
+        8: ('ConsumerGroupCurrentMemberAssignmentKey', 'ConsumerGroupCurrentMemberAssignmentValue'),
+        10: ('ShareGroupMemberMetadataKey', 'ShareGroupMemberMetadataValue'),
+        11: ('ShareGroupMetadataKey', 'ShareGroupMetadataValue'),
+        12: ('ShareGroupTargetAssignmentMetadataKey', 'ShareGroupTargetAssignmentMetadataValue'),
+        13: ('ShareGroupTargetAssignmentMemberKey', 'ShareGroupTargetAssignmentMemberValue'),
+        14: ('ShareGroupCurrentMemberAssignmentKey', 'ShareGroupCurrentMemberAssignmentValue'),
+        15: ('ShareGroupStatePartitionMetadataKey', 'ShareGroupStatePartitionMetadataValue'),
+        16: ('ConsumerGroupRegularExpressionKey', 'ConsumerGroupRegularExpressionValue'),
+        17: ('StreamsGroupMetadataKey', 'StreamsGroupMetadataValue'),
+        19: ('StreamsGroupMemberMetadataKey', 'StreamsGroupMemberMetadataValue'),
+        20: ('StreamsGroupTargetAssignmentMetadataKey', 'StreamsGroupTargetAssignmentMetadataValue'),
+        21: ('StreamsGroupTargetAssignmentMemberKey', 'StreamsGroupTargetAssignmentMemberValue'),
+        22: ('StreamsGroupCurrentMemberAssignmentKey', 'StreamsGroupCurrentMemberAssignmentValue'),
+        23: ('StreamsGroupTopologyKey', 'StreamsGroupTopologyValue'),
+    },
+    'share': {
+        0: ('ShareSnapshotKey', 'ShareSnapshotValue'),
+        1: ('ShareUpdateKey', 'ShareUpdateValue'),
+    },
+    'transaction': {
+        0: ('TransactionLogKey', 'TransactionLogValue'),
+    },
+}
+
 
 _modules = {}
 
@@ -147,6 +295,11 @@ def request_class(api_key: int):
 
 def response_class(api_key: int):
     return getattr(api_module(api_key), API_BY_KEY[api_key].response)
+
+
+def schema_class(name: str):
+    """A generated data schema or coordinator record class by its schema name."""
+    return getattr(importlib.import_module(f"{__name__}.{SCHEMAS[name].module}"), name)
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
