@@ -154,7 +154,7 @@ def txn_offset_commit(wire: Wire, version: int, tid, pid, epoch, group, topic):
     cls = messages.request_class(TXN_OFFSET_COMMIT)
     r = wire.call(TXN_OFFSET_COMMIT, version, cls(
         transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
-        generation_id=-1, member_id="", group_instance_id=None,
+        generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
         topics=[cls.TxnOffsetCommitRequestTopic(name=topic, partitions=[
             cls.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5,
                                                 committed_leader_epoch=-1,

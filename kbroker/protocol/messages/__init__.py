@@ -133,7 +133,7 @@ ADVERTISED = {
     2: (1, 11),  # ListOffsets
     23: (2, 4),  # OffsetForLeaderEpoch
     3: (0, 13),  # Metadata
-    18: (0, 4),  # ApiVersions
+    18: (0, 5),  # ApiVersions
     22: (0, 5),  # InitProducerId
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
@@ -157,13 +157,13 @@ ADVERTISED = {
     14: (0, 5),  # SyncGroup
     15: (0, 6),  # DescribeGroups
     16: (0, 5),  # ListGroups
-    42: (0, 2),  # DeleteGroups
+    42: (0, 3),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn
     27: (1, 2),  # WriteTxnMarkers
-    28: (0, 5),  # TxnOffsetCommit
+    28: (0, 6),  # TxnOffsetCommit
     61: (0, 0),  # DescribeProducers
     65: (0, 0),  # DescribeTransactions
     66: (0, 2),  # ListTransactions
