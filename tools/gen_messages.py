@@ -162,7 +162,7 @@ class Message:
     root: Struct
     structs: list[Struct]
     source: str  # the schema's file name, e.g. ProduceRequest.json
-    origin: str  # where that file comes from (a jar entry or a path)
+    origin: str  # the jar entry it comes from, e.g. kafka-clients-4.4.0.jar!/common/message/...
     jar: str  # the artifact holding it, e.g. kafka-group-coordinator
 
 
