@@ -32,8 +32,9 @@ compat:
 	bash scripts/install-test-deps.sh
 	$(VENV)/bin/python -m pytest compat_tests $(PYTEST_ARGS)
 
+# kbroker/protocol/messages/ from the schemas in Apache Kafka's jars (schemas/pin.json; the jars
+# are downloaded once into ~/.cache/kbroker/schemas-<version>/ and checked against their sha256).
 regenerate: $(VENV)/.installed
-	$(VENV)/bin/pip install -q -e '.[gen]'
 	$(VENV)/bin/python tools/gen_messages.py
 
 clean:

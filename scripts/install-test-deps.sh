@@ -4,7 +4,8 @@
 #   - kcat from Debian's packages;
 #   - the Java driver (Apache Kafka's kafka-clients from Maven Central), built with Maven;
 #   - Spark's Kafka connector jars for compat_tests/spark (Maven Central, copied by Maven).
-#   - Apache Kafka's own jars (DumpLogSegments for tests/log, the reference broker for tools/bench).
+#   - Apache Kafka's own jars (DumpLogSegments for tests/log, the reference broker for tools/bench),
+#     and the ones holding its message schemas (schemas/pin.json) for the generated-code test.
 #   - Apache ZooKeeper's server jars for `kbroker cluster up` and tests/cluster (Maven Central).
 #   - Apache Kafka 3.9 (ZooKeeper mode) for the reference cluster of tools/kafka_ref/zk_cluster.py.
 #   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
@@ -26,6 +27,10 @@ if [ ! -e "$stamp" ]; then
   "$VENV/bin/pip" install -q -e ".[$extras]"
   touch "$stamp" "$VENV/.installed"
 fi
+
+# The message and record schemas: Apache Kafka's jars pinned in schemas/pin.json, downloaded once
+# into ~/.cache/kbroker/schemas-<version>/ and verified (tests/protocol regenerates from them).
+"$VENV/bin/python" tools/kafka_schemas.py fetch >/dev/null
 
 # Apache Kafka's jars, resolved by Maven once into ~/.cache/kbroker/kafka-<version>/libs:
 # tests/log runs Kafka's DumpLogSegments on our segment files (and fails without them), so

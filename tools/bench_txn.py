@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Transaction benchmarks, kbroker against Apache Kafka 4.3.1 in the same run, alternating:
+"""Transaction benchmarks, kbroker against Apache Kafka (the reference version of tools/kafka_ref,
+4.4.0) in the same run, alternating:
 
 - transactional produce throughput, Java producer, 100 and 10,000 records per transaction
   (100-byte values, 3 partitions); target kbroker/Kafka >= 1.0;
@@ -30,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from tests.broker_process import BrokerProcess  # noqa: E402
-from tools.kafka_ref.run_kafka import free_port, start_kafka  # noqa: E402
+from tools.kafka_ref.run_kafka import DEFAULT_VERSION, free_port, start_kafka  # noqa: E402
 
 JAR = ROOT / "compat_tests" / "java" / "target" / "kbroker-java-driver.jar"
 PARTITIONS = 3
@@ -93,7 +94,7 @@ def main() -> int:
     finally:
         kbroker.kill()
         kafka.stop()
-    print(f"\n| metric | kbroker | Kafka 4.3.1 | ratio |\n| --- | ---: | ---: | ---: |")
+    print(f"\n| metric | kbroker | Kafka {DEFAULT_VERSION} | ratio |\n| --- | ---: | ---: | ---: |")
     for key in results["kbroker"][0]:
         k = statistics.median(c[key] for c in results["kbroker"])
         a = statistics.median(c[key] for c in results["kafka"])

@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import re
 import shutil
 import struct
 import subprocess
@@ -36,7 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-sys.path.insert(0, str(ROOT))  # tests.recordbatch
+sys.path.insert(0, str(ROOT))  # tests.recordbatch, kbroker
+
+from kbroker.protocol import messages  # noqa: E402
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_IDS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -64,60 +65,16 @@ def expected_records(client: str, codec: str) -> list[dict]:
 
 # =============================================================== API names / header versions
 
-def _api_names() -> dict[int, str]:
-    try:
-        from kafka.protocol.api_key import ApiKey
-        return {int(k): re.sub(r"(?<!^)(?=[A-Z])", "_", k.name).lower() for k in ApiKey}
-    except Exception:  # pragma: no cover - the venv has kafka-python
-        return {0: "produce", 1: "fetch", 3: "metadata", 18: "api_versions"}
-
-
-API_NAMES = _api_names()
-
-
-def _flexible_ranges() -> dict[tuple[int, str], int | None]:
-    """(api_key, 'Request'|'Response') -> first flexible version, from kafka-python's schema JSON."""
-    out: dict[tuple[int, str], int | None] = {}
-    try:
-        import kafka.protocol.schemas.resources as res
-        d = Path(res.__file__).parent
-    except Exception:
-        try:
-            import kafka
-            d = Path(kafka.__file__).parent / "protocol" / "schemas" / "resources"
-        except Exception:
-            return out
-    for f in d.glob("*.json"):
-        txt = re.sub(r"^\s*//.*$", "", f.read_text(), flags=re.M)
-        try:
-            js = json.loads(txt)
-        except ValueError:
-            continue
-        kind = js.get("type", "")
-        if "apiKey" not in js or kind not in ("request", "response"):
-            continue
-        fv = js.get("flexibleVersions", "none")
-        first = None if fv == "none" else int(fv.rstrip("+").split("-")[0])
-        out[(js["apiKey"], kind.capitalize())] = first
-    return out
-
-
-FLEX = _flexible_ranges()
+# Names and header versions from our generated registry (Apache Kafka's schemas, schemas/pin.json).
+API_NAMES = {key: info.module for key, info in messages.API_BY_KEY.items()}
 
 
 def header_versions(api_key: int, version: int) -> tuple[int | None, int | None]:
     """(request header version, response header version) per Kafka's rules."""
-    if (api_key, "Request") not in FLEX:
+    if api_key not in messages.API_BY_KEY:
         return None, None
-    rf = FLEX[(api_key, "Request")]
-    req = 2 if rf is not None and version >= rf else 1
-    if api_key == 7 and version == 0:  # ControlledShutdown v0
-        req = 0
-    sf = FLEX.get((api_key, "Response"))
-    resp = 1 if sf is not None and version >= sf else 0
-    if api_key == 18:  # ApiVersions responses always use header v0
-        resp = 0
-    return req, resp
+    return (messages.request_header_version(api_key, version),
+            messages.response_header_version(api_key, version))
 
 
 # =============================================================== wire parsing helpers

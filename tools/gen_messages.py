@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
-"""Generate kbroker/protocol/messages/ from Kafka's official JSON message schemas.
+"""Generate kbroker/protocol/messages/ from Apache Kafka's official JSON schemas.
 
-Sources, in order: the schema resources of the pinned ``kafka-python`` package (see
-``schemas/pin.json``) or a directory given with ``--schemas``, then the schemas we author ourselves
-in ``schemas/messages/``. The output is one module per API (request and response classes), a
-``headers`` module, one module per ``data`` schema, and ``__init__.py`` with the registry of API
-keys, the header-version rules and the advertised version ranges from ``schemas/manifest.json``.
+The schemas are read from Kafka's own jars at the version and checksums pinned in
+``schemas/pin.json`` (tools/kafka_schemas.py downloads them once into a cache and verifies them on
+every use; nothing is copied into the repo). To try another Kafka release, change the pin. The
+output is one module per API (request and response classes), a ``headers`` module, one module per
+``data`` schema and per coordinator record key or value, and ``__init__.py`` with the registry of
+API keys, the header-version rules, the other schemas, and the advertised version ranges from
+``schemas/manifest.json``. Every module names the jar and schema it comes from.
 
 The output is deterministic; ``tests/protocol/test_generated_up_to_date.py`` fails if running this
-again changes the committed files.
+again changes the committed files (``--check``, which downloads the jars first if missing).
 
 Semantics follow Kafka's own generator: fields absent from a version take their defaults; encoding
 a non-default value into a version that cannot carry it raises EncodeError unless the field is
 ``ignorable``; tagged fields are written only when they differ from their defaults; unknown tags
-are kept on decode and written back.
+are kept on decode and written back. A schema whose validVersions is "none" (an API Kafka removed,
+such as LeaderAndIsr) generates nothing.
 
-    python tools/gen_messages.py [--schemas DIR] [--out DIR] [--check]
+    python tools/gen_messages.py [--out DIR] [--check]
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kafka_schemas  # noqa: E402  (tools/kafka_schemas.py)
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_VERSION = 0x7FFF
@@ -71,21 +77,26 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
-def load_schema(path: Path) -> dict:
-    return json.loads(strip_comments(path.read_text(encoding="utf-8")))
+@dataclass(frozen=True)
+class Source:
+    """One schema: its JSON text, its file name, and where it comes from: the jar entry (such as
+    ``kafka-clients-4.4.0.jar!/common/message/ProduceRequest.json``) and the jar's artifact."""
+    name: str
+    origin: str
+    jar: str
+    text: str
 
 
-def package_schema_dir() -> Path:
-    pin = json.loads((REPO / "schemas" / "pin.json").read_text())
+def pinned_version() -> str:
+    return json.loads(kafka_schemas.PIN.read_text())["version"]
+
+
+def pinned_sources() -> list[Source]:
     try:
-        from importlib.metadata import version
-        import kafka.protocol.schemas.resources as resources
-    except ImportError:
-        sys.exit(f"install the schema source first: pip install {pin['package']}=={pin['version']}")
-    installed = version(pin["package"])
-    if installed != pin["version"]:
-        sys.exit(f"{pin['package']} {installed} is installed but {pin['version']} is pinned")
-    return Path(resources.__file__).parent
+        schemas = kafka_schemas.pinned_schemas()
+    except kafka_schemas.SchemaSourceError as exc:
+        sys.exit(f"gen_messages: {exc}")
+    return [Source(s.name, s.origin, s.jar.artifact, s.text) for s in schemas]
 
 
 # --- model -------------------------------------------------------------------------------------
@@ -150,10 +161,12 @@ class Message:
     flexible: tuple[int, int] | None
     root: Struct
     structs: list[Struct]
-    source: str
+    source: str  # the schema's file name, e.g. ProduceRequest.json
+    origin: str  # the jar entry it comes from, e.g. kafka-clients-4.4.0.jar!/common/message/...
+    jar: str  # the artifact holding it, e.g. kafka-group-coordinator
 
 
-def build_message(schema: dict, source: str) -> Message:
+def build_message(schema: dict, source: Source) -> Message:
     name = schema["name"]
     valid = parse_versions(schema["validVersions"])
     if schema["type"] == "header":
@@ -187,7 +200,7 @@ def build_message(schema: dict, source: str) -> Message:
             elif elem in made:
                 struct = made[elem]
             else:
-                raise SystemExit(f"{source}: unknown type {ftype}")
+                raise SystemExit(f"{source.origin}: unknown type {ftype}")
         return Field(
             name=fj["name"],
             attr=snake(fj["name"]),
@@ -221,7 +234,7 @@ def build_message(schema: dict, source: str) -> Message:
 
     reach(root, valid)
     return Message(name, schema["type"], schema.get("apiKey"), valid, flexible, root,
-                   structs, source)
+                   structs, source.name, source.origin, source.jar)
 
 
 # --- code generation ---------------------------------------------------------------------------
@@ -790,8 +803,9 @@ def gen_message_class_api(em: Emitter, msg: Message):
 
 
 HEADER = '''\
-# GENERATED by tools/gen_messages.py from {sources}.
-# Do not edit by hand: change the generator or the schema and run `python tools/gen_messages.py`.
+# GENERATED by tools/gen_messages.py from Apache Kafka's schemas:
+{sources}
+# Do not edit by hand: change the generator or the pin (schemas/pin.json), then `make regenerate`.
 """{doc}"""
 
 import struct
@@ -815,7 +829,7 @@ def render_module(messages: list[Message], doc: str) -> str:
                       for chars, var in sorted(em.formats.items()))
     formats += "".join(f"_S_{c} = struct.Struct('>{c}')\n" for c in ("b", "i")
                        if c not in em.formats)
-    sources = ", ".join(m.source for m in messages)
+    sources = "\n".join(f"#   {m.origin}" for m in messages)
     body = "\n".join(em.lines).rstrip() + "\n"
     return HEADER.format(sources=sources, doc=doc) + "\n" + formats + "\n\n" + body
 
@@ -837,24 +851,29 @@ def key_label(msg: Message) -> str:
     return "record type" if msg.kind.startswith("coordinator-") else "api key"
 
 
-def generate(schema_dirs: list[Path], out_dir: Path) -> dict[str, str]:
+def generate(sources: list[Source]) -> dict[str, str]:
     """Returns {relative file name: content}."""
     messages: dict[str, list[Message]] = {}
     seen: dict[str, str] = {}
-    for d in schema_dirs:
-        for path in sorted(d.glob("*.json")):
-            schema = load_schema(path)
-            name = schema["name"]
-            if name in seen:
-                raise SystemExit(f"{path}: {name} is also defined in {seen[name]}")
-            seen[name] = str(path)
-            source = f"{path.name}" if d != REPO / "schemas" / "messages" else \
-                f"schemas/messages/{path.name}"
-            msg = build_message(schema, source)
-            messages.setdefault(module_name_for(name, msg.kind), []).append(msg)
+    for source in sources:
+        schema = json.loads(strip_comments(source.text))
+        name = schema["name"]
+        if name in seen:
+            raise SystemExit(f"{source.origin}: {name} is also defined in {seen[name]}")
+        seen[name] = source.origin
+        if parse_versions(schema["validVersions"]) is None:
+            continue  # an API Kafka removed (validVersions "none"): nothing to generate
+        msg = build_message(schema, source)
+        module = messages.setdefault(module_name_for(name, msg.kind), [])
+        if module and sorted(m.kind for m in module + [msg]) not in (
+                ["request", "response"], ["header", "header"]):
+            raise SystemExit(f"{source.origin}: {name} would share module "
+                             f"{module_name_for(name, msg.kind)} with {module[0].name}")
+        module.append(msg)
 
     files: dict[str, str] = {}
     apis: dict[int, dict] = {}
+    others: list[tuple[Message, str]] = []
     for module, msgs in sorted(messages.items()):
         msgs.sort(key=lambda m: (m.kind != "request", m.kind != "header", m.name))
         doc = "; ".join(
@@ -868,22 +887,66 @@ def generate(schema_dirs: list[Path], out_dir: Path) -> dict[str, str]:
                 entry[m.kind] = m.name
                 entry[f"{m.kind}_valid"] = m.valid
                 entry[f"{m.kind}_flexible"] = m.flexible[0] if m.flexible else None
-    files["__init__.py"] = render_registry(apis)
+            elif m.kind != "header":
+                others.append((m, module))
+    files["__init__.py"] = render_registry(apis, others)
     return files
 
 
-def render_registry(apis: dict[int, dict]) -> str:
+def coordinator_of(jar: str) -> str:
+    """kafka-group-coordinator -> group"""
+    return jar.removeprefix("kafka-").removesuffix("-coordinator")
+
+
+def render_others(others: list[tuple[Message, str]]) -> list[str]:
+    """SCHEMAS (every generated class that is not an API message) and COORDINATOR_RECORDS (each
+    coordinator's record types, pairing a key schema with the value schema of its type)."""
+    lines = ["SCHEMAS = {"]
+    records: dict[str, dict[int, dict[str, str]]] = {}
+    for m, module in sorted(others, key=lambda item: item[0].name):
+        record_type = m.api_key if m.kind.startswith("coordinator-") else None
+        lines.append(f"    {m.name!r}: SchemaInfo({module!r}, {m.kind!r}, {record_type}, "
+                     f"{m.valid}, {m.jar!r}),")
+        if record_type is not None:
+            pair = records.setdefault(coordinator_of(m.jar), {}).setdefault(record_type, {})
+            if m.kind in pair:
+                raise SystemExit(f"{m.origin}: record type {record_type} has two "
+                                 f"{m.kind} schemas: {pair[m.kind]} and {m.name}")
+            pair[m.kind] = m.name
+    lines.append("}")
+    lines.append("")
+    lines.append("COORDINATOR_RECORDS = {")
+    for coordinator in sorted(records):
+        lines.append(f"    {coordinator!r}: {{")
+        for record_type, pair in sorted(records[coordinator].items()):
+            if set(pair) != {"coordinator-key", "coordinator-value"}:
+                raise SystemExit(f"{coordinator} record type {record_type} lacks a key or a "
+                                 f"value schema: {pair}")
+            lines.append(f"        {record_type}: ({pair['coordinator-key']!r}, "
+                         f"{pair['coordinator-value']!r}),")
+        lines.append("    },")
+    lines.append("}")
+    lines.append("")
+    return lines
+
+
+def render_registry(apis: dict[int, dict], others: list[tuple[Message, str]]) -> str:
     manifest = json.loads((REPO / "schemas" / "manifest.json").read_text())
     lines = [
-        "# GENERATED by tools/gen_messages.py from the schemas and schemas/manifest.json.",
-        "# Do not edit by hand: change the generator or the schema and run "
-        "`python tools/gen_messages.py`.",
+        f"# GENERATED by tools/gen_messages.py from Apache Kafka {pinned_version()}'s schemas "
+        "(schemas/pin.json)",
+        "# and schemas/manifest.json.",
+        "# Do not edit by hand: change the generator, the pin or the manifest, then "
+        "`make regenerate`.",
         '"""Registry of generated API modules, loaded on first use so importing stays cheap.',
         "",
         "``API_BY_KEY`` maps an api key to (name, module, request class, response class, valid",
         "versions, first flexible request version, first flexible response version).",
         "``ADVERTISED`` is our manifest: the version range each implemented API advertises in",
-        'ApiVersions (see schemas/manifest.json)."""',
+        "ApiVersions (see schemas/manifest.json). ``SCHEMAS`` lists the other generated classes",
+        "(data schemas and coordinator records: module, kind, record type, valid versions, source",
+        "jar) and ``COORDINATOR_RECORDS`` maps each coordinator's record types to their (key,",
+        'value) classes, as written in __consumer_offsets, __transaction_state and __share_group_state."""',
         "",
         "import importlib",
         "from typing import NamedTuple",
@@ -897,6 +960,14 @@ def render_registry(apis: dict[int, dict]) -> str:
         "    valid_versions: tuple",
         "    request_flexible: int | None",
         "    response_flexible: int | None",
+        "",
+        "",
+        "class SchemaInfo(NamedTuple):",
+        "    module: str",
+        "    kind: str",
+        "    record_type: int | None",
+        "    valid_versions: tuple",
+        "    jar: str",
         "",
         "",
         "API_BY_KEY = {",
@@ -919,6 +990,7 @@ def render_registry(apis: dict[int, dict]) -> str:
         lines.append(f"    {key}: ({entry['min']}, {entry['max']}),  # {entry['name']}")
     lines.append("}")
     lines.append("")
+    lines += render_others(others)
     lines.append('''
 _modules = {}
 
@@ -938,6 +1010,11 @@ def request_class(api_key: int):
 
 def response_class(api_key: int):
     return getattr(api_module(api_key), API_BY_KEY[api_key].response)
+
+
+def schema_class(name: str):
+    """A generated data schema or coordinator record class by its schema name."""
+    return getattr(importlib.import_module(f"{__name__}.{SCHEMAS[name].module}"), name)
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
@@ -963,16 +1040,11 @@ def response_header_version(api_key: int, api_version: int) -> int:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--schemas", type=Path, help="directory of official schema JSON files")
     parser.add_argument("--out", type=Path, default=REPO / "kbroker" / "protocol" / "messages")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if the output directory differs from what would be written")
     args = parser.parse_args(argv)
-    dirs = [args.schemas or package_schema_dir()]
-    ours = REPO / "schemas" / "messages"
-    if ours.is_dir():
-        dirs.append(ours)
-    files = generate(dirs, args.out)
+    files = generate(pinned_sources())
     existing = {p.name for p in args.out.glob("*.py")} if args.out.is_dir() else set()
     if args.check:
         stale = [n for n, c in files.items()

@@ -1,8 +1,9 @@
 """Feature flags (KIP-584): what ApiVersions v3+ advertises, and UpdateFeatures (key 57), v0-2.
 
-- ``metadata.version`` 30 (Apache Kafka 4.3.1's level), the only level supported: Java's admin
-  tools read it (``kafka-features.sh describe``); clients do not gate anything on it.
-- ``transaction.version`` supported 0-2, finalized 2 as on a new Kafka 4.3.1 cluster. Clients
+- ``metadata.version`` 33 (``4.4-IV2``, the level a new Apache Kafka 4.4.0 cluster finalizes),
+  the only level supported: Java's admin tools read it (``kafka-features.sh describe``); clients
+  do not gate anything on it.
+- ``transaction.version`` supported 0-2, finalized 2 as on a new Kafka 4.4.0 cluster. Clients
   read the finalized level: at 2 a Java 4.x producer uses transactions v2 (KIP-890 part 2: EndTxn
   v5, no AddPartitionsToTxn, Produce v12+); below 2 it keeps to v1. The broker serves both
   whatever the level (as Kafka). At 0 it is not listed as finalized (Kafka leaves out level-0
@@ -11,7 +12,7 @@
   broker), so it survives restarts and every broker of a cluster answers the same.
 Not listed (their APIs are not served): ``group.version`` (KIP-848 consumer groups),
 ``share.version``, ``streams.version``, ``eligible.leader.replicas.version``, ``kraft.version``.
-Kafka 4.3.1 lists them too, finalized.
+Kafka 4.4.0 lists them too, finalized.
 
 The finalized epoch grows with every accepted change, so a client can tell a newer answer.
 ApiVersions v3 leaves out supported features whose minimum is 0 (Kafka: older clients fail on
@@ -35,7 +36,7 @@ from kbroker.protocol.errors import Errors
 
 log = logging.getLogger("kbroker.features")
 
-METADATA_VERSION = 30
+METADATA_VERSION = 33
 # name -> (min supported, max supported)
 SUPPORTED = {
     "metadata.version": (METADATA_VERSION, METADATA_VERSION),

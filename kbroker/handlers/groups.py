@@ -1,5 +1,5 @@
 """The classic group protocol: JoinGroup (key 11) v0-9, SyncGroup (14) v0-5, Heartbeat (12)
-v0-4, LeaveGroup (13) v0-5, DescribeGroups (15) v0-6, ListGroups (16) v0-5, DeleteGroups (42) v0-2.
+v0-4, LeaveGroup (13) v0-5, DescribeGroups (15) v0-6, ListGroups (16) v0-5, DeleteGroups (42) v0-3.
 
 Thin wrappers over :mod:`kbroker.coordinator.group`; the behaviour lives there. Each request is one
 operation on the group's shard, answered once its records are committed. Version quirks:
@@ -12,6 +12,9 @@ operation on the group's shard, answered once its records are committed. Version
 - DescribeGroups: metadata and assignment bytes only while Stable (Kafka); an unknown group is
   "Dead", and from v6 (KIP-1043) also GROUP_ID_NOT_FOUND.
 - ListGroups v4+ filters by state (KIP-518), v5+ by type (KIP-848): every group here is "classic".
+- DeleteGroups v3 (KIP-1331) adds a per-group error message, which Kafka 4.4 fills only when its
+  streams topology description plugin fails a deletion (GROUP_DELETION_FAILED); it is null here,
+  as Kafka's is for GROUP_ID_NOT_FOUND and NON_EMPTY_GROUP.
 Not supported: authorized operations (the "not requested" value is returned); the consumer
 (KIP-848) protocol, so ConsumerGroupHeartbeat is not advertised.
 """

@@ -1,5 +1,5 @@
-"""InitProducerId (key 22), v0-5 (Apache Kafka 4.3.1 stops at v5; v6's two-phase commit,
-KIP-939, is not advertised).
+"""InitProducerId (key 22), v0-5 (Apache Kafka 4.4.0 stops at v5: v6, two-phase commit (KIP-939),
+is still marked unstable in its schema and not advertised).
 
 Without a transactional id: a fresh producer id with epoch 0. From v3 (KIP-360) an idempotent
 producer may send its current id and epoch to bump the epoch after an error; we give back the

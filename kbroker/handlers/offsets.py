@@ -65,7 +65,8 @@ def handle_offset_commit(ctx, request):
         # One operation: the group's checks see the state the commit is written against.
         offsets.validate_commit(shard, request.group_id, request.generation_id_or_member_epoch,
                                 request.member_id,
-                                request.group_instance_id if v >= 7 else None, v)
+                                request.group_instance_id if v >= 7 else None,
+                                group_id_not_found=v >= 9)
         return offsets.commit(shard, request.group_id, wanted, expire)
 
     async def answer():

@@ -1,21 +1,28 @@
-"""TxnOffsetCommit (key 28), v0-5: offsets committed inside the producer's transaction.
+"""TxnOffsetCommit (key 28), v0-6: offsets committed inside the producer's transaction.
 
 The group coordinator validates like OffsetCommit (v3+ carry generation, member id and instance
 id, KIP-447: UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION / FENCED_INSTANCE_ID; a group that does not
-exist accepts a commit without a generation) and writes the OffsetCommit records as a
-transactional batch of the producer. They stay pending (invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT
-with require_stable) until EndTxn's marker commits or drops them
-(:mod:`kbroker.coordinator.group.txn_offsets`). A topic this broker does not know gets
-UNKNOWN_TOPIC_OR_PARTITION; metadata too long OFFSET_METADATA_TOO_LARGE.
+exist accepts a commit without a generation), except that, as in Kafka, a commit without a member
+(a producer that sends a group id alone) is accepted whatever the group's state, and a rebalance
+does not hold a transactional commit back. It writes the OffsetCommit records, with the topic id,
+as a transactional batch of the producer. They stay pending (invisible to OffsetFetch,
+UNSTABLE_OFFSET_COMMIT with require_stable) until EndTxn's marker commits or drops them
+(:mod:`kbroker.coordinator.group.txn_offsets`). A topic or partition this broker does not know
+gets UNKNOWN_TOPIC_OR_PARTITION; metadata too long OFFSET_METADATA_TOO_LARGE.
+
+v6 (KIP-1319) names topics by id (UNKNOWN_TOPIC_ID when unknown), and a commit with a generation to
+a group that does not exist is GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION.
 
 Before the commit the transaction coordinator is asked about the group's ``__consumer_offsets``
 partition (KIP-890, as Kafka's group coordinator does through the verification guard,
 :mod:`kbroker.handlers.txn_verification`): v0-4 (transactions v1) only verify that
 AddOffsetsToTxn added it (every partition gets INVALID_TXN_STATE for v0-3,
-TRANSACTION_ABORTABLE for v4, when it did not); v5 (transactions v2) adds it to the
+TRANSACTION_ABORTABLE for v4, when it did not); v5+ (transactions v2) add it to the
 transaction. Coordinator busy or elsewhere: COORDINATOR_NOT_AVAILABLE (retriable, as Kafka's
 group coordinator maps NOT_ENOUGH_REPLICAS); fenced epoch: INVALID_PRODUCER_EPOCH.
 ``transaction.partition.verification.enable=false`` skips the v0-4 check.
+
+Not supported: STALE_MEMBER_EPOCH (v6), which needs consumer-protocol groups (KIP-848).
 """
 
 from __future__ import annotations
@@ -78,27 +85,35 @@ async def handle_txn_offset_commit(ctx, request):
 
     v = ctx.api_version
     store = ctx.metadata
+    # Per partition: a topic or partition error now, or an index into `wanted` for the commit.
     outcome, wanted = [], []
     for topic in request.topics:
-        meta = store.topic(topic.name)
-        denied = not allowed(ctx, Op.READ, ResourceType.TOPIC, topic.name)
+        if v >= 6:
+            meta = store.topic_by_id(topic.topic_id)
+            error = Errors.UNKNOWN_TOPIC_ID if meta is None else Errors.NONE
+        else:
+            meta = store.topic(topic.name)
+            error = Errors.NONE
+        if meta is not None or v < 6:  # READ on the topic, checked before its existence
+            if not allowed(ctx, Op.READ, ResourceType.TOPIC, meta.name if meta else topic.name):
+                error = Errors.TOPIC_AUTHORIZATION_FAILED
         for p in topic.partitions:
-            if denied:
-                outcome.append(Errors.TOPIC_AUTHORIZATION_FAILED)
-                continue
-            if meta is None:
+            if error is not Errors.NONE:
+                outcome.append(error)
+            elif meta is None or not 0 <= p.partition_index < meta.num_partitions:
                 outcome.append(Errors.UNKNOWN_TOPIC_OR_PARTITION)
-                continue
-            outcome.append(len(wanted))
-            wanted.append((meta.name, p.partition_index, ZERO_UUID, p.committed_offset,
-                           p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
-    generation = request.generation_id if v >= 3 else -1
+            else:
+                outcome.append(len(wanted))
+                wanted.append((meta.name, p.partition_index, meta.topic_id, p.committed_offset,
+                               p.committed_leader_epoch if v >= 2 else -1,
+                               p.committed_metadata))
+    generation = request.generation_id_or_member_epoch if v >= 3 else -1
     member_id = request.member_id if v >= 3 else ""
     instance_id = request.group_instance_id if v >= 3 else None
 
     def validate_and_commit(shard):
-        # As OffsetCommit before v9: a missing group with a generation is ILLEGAL_GENERATION.
-        offsets.validate_commit(shard, request.group_id, generation, member_id, instance_id, 0)
+        offsets.validate_commit(shard, request.group_id, generation, member_id, instance_id,
+                                group_id_not_found=v >= 6, transactional=True)
         result = offsets.commit(shard, request.group_id, wanted)
         result.producer_id = request.producer_id
         result.producer_epoch = request.producer_epoch
@@ -135,5 +150,7 @@ async def handle_txn_offset_commit(ctx, request):
                 error = group_error if group_error is not Errors.NONE else errors[o]
             partitions.append(R.TxnOffsetCommitResponsePartition(
                 partition_index=p.partition_index, error_code=error.code))
-        results.append(R.TxnOffsetCommitResponseTopic(name=topic.name, partitions=partitions))
+        results.append(R.TxnOffsetCommitResponseTopic(
+            name=topic.name if v < 6 else "", topic_id=topic.topic_id if v >= 6 else ZERO_UUID,
+            partitions=partitions))
     return R(throttle_time_ms=0, topics=results)

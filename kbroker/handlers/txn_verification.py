@@ -10,7 +10,7 @@ local here (single node: the AddPartitionsToTxn v4+ request is a method call). W
 does depends on the request version (Kafka's ``TransactionSupportedOperation``):
 - Produce v0-11, TxnOffsetCommit v0-4 (transactions v1, part 1): verify only; a partition not in
   the transaction is refused.
-- Produce v12+, TxnOffsetCommit v5 (transactions v2, part 2): the broker *adds* the partition to
+- Produce v12+, TxnOffsetCommit v5+ (transactions v2, part 2): the broker *adds* the partition to
   the transaction (the client sends no AddPartitionsToTxn). While the previous transaction's
   markers are still being written (CONCURRENT_TRANSACTIONS) it waits up to 100 ms for them
   (Kafka's ``add.partitions.to.txn.retry.backoff.max.ms``) before answering.

@@ -1,5 +1,5 @@
 """``kbroker acl`` and ``kbroker user`` against kbroker (with its ACL authorizer) and once against
-Apache Kafka 4.3.1 (tools/kafka_ref); a created SCRAM user then authenticates a real client."""
+Apache Kafka 4.4.0 (tools/kafka_ref); a created SCRAM user then authenticates a real client."""
 
 from __future__ import annotations
 

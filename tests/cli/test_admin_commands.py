@@ -1,5 +1,5 @@
 """The rpk-style CLI as a user runs it (``python -m kbroker ...``), against kbroker and against
-Apache Kafka 4.3.1 (tools/kafka_ref)."""
+Apache Kafka 4.4.0 (tools/kafka_ref)."""
 
 from __future__ import annotations
 

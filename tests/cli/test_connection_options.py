@@ -131,7 +131,7 @@ def test_x_list_names_rpks_keys():
 
 
 def test_against_apache_kafka_over_sasl_ssl(tmp_path):
-    """Kafka 4.3.1 (tools/kafka_ref) with a SASL_SSL listener: a SCRAM user made with
+    """Kafka 4.4.0 (tools/kafka_ref) with a SASL_SSL listener: a SCRAM user made with
     ``kbroker user create`` over PLAINTEXT, then the CLI over SASL_SSL with rpk's -X keys."""
     sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
     import run_kafka

@@ -331,14 +331,15 @@ def test_commit_validation_and_standalone_commits():
     async def scenario():
         shard = make_shard()
         # Standalone commits (generation -1) create an Empty group.
-        offsets.validate_commit(shard, "solo", -1, "", None, 9)
+        offsets.validate_commit(shard, "solo", -1, "", None, True)
         assert await do(shard, offsets.commit, "solo",
                         [("t", 0, rec.ZERO_UUID, 5, -1, "meta")]) == \
             [Errors.NONE]
         assert shard.groups["solo"].is_in(S.EMPTY)
-        for version, error in [(8, Errors.ILLEGAL_GENERATION), (9, Errors.GROUP_ID_NOT_FOUND)]:
+        for not_found, error in [(False, Errors.ILLEGAL_GENERATION),
+                                 (True, Errors.GROUP_ID_NOT_FOUND)]:
             with pytest.raises(KafkaError) as e:
-                offsets.validate_commit(shard, "nogroup", 3, "m", None, version)
+                offsets.validate_commit(shard, "nogroup", 3, "m", None, not_found)
             assert e.value.error is error
         assert await do(shard, offsets.commit, "solo",
                         [("t", 1, rec.ZERO_UUID, 1, -1, "x" * 5000)]) == \
@@ -349,10 +350,12 @@ def test_commit_validation_and_standalone_commits():
                                           (-1, "", Errors.UNKNOWN_MEMBER_ID),
                                           (1, a.member_id, Errors.REBALANCE_IN_PROGRESS)]:
             with pytest.raises(KafkaError) as e:
-                offsets.validate_commit(shard, "g", generation, member, None, 9)
+                offsets.validate_commit(shard, "g", generation, member, None, True)
             assert e.value.error is error
+        # A transactional commit without a member is taken in any state, even mid-rebalance.
+        offsets.validate_commit(shard, "g", -1, "", None, True, transactional=True)
         await do(shard, sync.sync, "g", 1, a.member_id, None, None, None, {})
-        offsets.validate_commit(shard, "g", 1, a.member_id, None, 9)
+        offsets.validate_commit(shard, "g", 1, a.member_id, None, True)
         fetched = offsets.fetch(shard, "solo", [("t", [0, 1])])
         assert [(p, c.offset if c else None) for _, p, c in fetched] == [(0, 5), (1, None)]
         fresh = reload(shard)

@@ -55,7 +55,7 @@ def test_records_round_trip_in_kafka_format():
     m = TxnMetadata("t", 7, 3, 60_000, S.ONGOING, frozenset({("a", 0), ("a", 2), ("b", 1)}),
                     123, 456)
     assert rec.decode_key(rec.key("t")) == "t"
-    assert rec.value(m)[:2] == b"\x00\x01"  # value version 1, as Kafka 4.3.1 writes
+    assert rec.value(m)[:2] == b"\x00\x01"  # value version 1, as Kafka 4.3 and 4.4 write
     assert rec.decode_value("t", rec.value(m)) == m
     empty = TxnMetadata("t", 7, 4, 60_000, S.EMPTY, txn_last_update_timestamp=9)
     assert rec.decode_value("t", rec.value(empty)).partitions == frozenset()

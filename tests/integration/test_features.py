@@ -1,6 +1,6 @@
 """Feature flags over real sockets: ApiVersions v3/v4 supported and finalized features as Kafka
-4.3.1 lists them (``transaction.version`` 0-2, finalized 2), UpdateFeatures v0-2 answered as
-Kafka 4.3.1's controller does (a level within the range is finalized, a downgrade needs the
+4.4.0 lists them (``transaction.version`` 0-2, finalized 2), UpdateFeatures v0-2 answered as
+Kafka 4.4.0's controller does (a level within the range is finalized, a downgrade needs the
 downgrade type, anything else fails the request with INVALID_UPDATE_VERSION and Kafka's message),
 and Kafka's own ``kafka-features.sh`` describe (Java Admin.describeFeatures, which reads
 ApiVersions) and upgrade/downgrade (Admin.updateFeatures)."""
@@ -57,10 +57,10 @@ def test_api_versions_lists_features(broker, version):
     assert r.error_code == 0
     supported = {f.name: (f.min_version, f.max_version) for f in r.supported_features}
     # v3 leaves out features whose minimum is 0, as Kafka does.
-    assert supported == ({"metadata.version": (30, 30), "transaction.version": (0, 2)}
-                         if version >= 4 else {"metadata.version": (30, 30)})
+    assert supported == ({"metadata.version": (33, 33), "transaction.version": (0, 2)}
+                         if version >= 4 else {"metadata.version": (33, 33)})
     assert {f.name: (f.min_version_level, f.max_version_level)
-            for f in r.finalized_features} == {"metadata.version": (30, 30),
+            for f in r.finalized_features} == {"metadata.version": (33, 33),
                                                "transaction.version": (2, 2)}
     assert r.finalized_features_epoch >= 0
     assert any(k.api_key == UPDATE_FEATURES and k.max_version == 2 for k in r.api_keys)
@@ -71,7 +71,7 @@ def test_update_to_the_finalized_level_succeeds(broker):
     assert v1.error_code == 0
     assert [(x.feature, x.error_code, x.error_message) for x in v1.results] == [
         ("transaction.version", 0, "NONE")]
-    v2 = update(broker.bootstrap, 2, "metadata.version", 30)
+    v2 = update(broker.bootstrap, 2, "metadata.version", 33)
     assert (v2.error_code, v2.results) == (0, [])
 
 
@@ -119,7 +119,7 @@ def test_kafka_features_describe(broker):
     lines = {line.split()[1]: line for line in done.stdout.splitlines() if line.startswith("Feature:")}
     assert set(lines) == {"metadata.version", "transaction.version"}, done.stdout
     assert "FinalizedVersionLevel: 2" in lines["transaction.version"]
-    assert "FinalizedVersionLevel: 4.3-IV0" in lines["metadata.version"]
+    assert "FinalizedVersionLevel: 4.4-IV2" in lines["metadata.version"]
 
 
 def feature_tool(bootstrap: str, *args: str):

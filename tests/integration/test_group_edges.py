@@ -1,6 +1,6 @@
 """Group edge cases answered as Apache Kafka answers them, compared side by side.
 
-Each test starts from the same two brokers: Apache Kafka 4.3.1 (``tools/kafka_ref``, jars fetched by
+Each test starts from the same two brokers: Apache Kafka 4.4.0 (``tools/kafka_ref``, jars fetched by
 ``scripts/install-test-deps.sh``) and kbroker, configured alike (no initial rebalance delay, 1 s
 minimum session timeout, one ``__consumer_offsets`` partition). It runs one client sequence against
 both at once (a thread each) and asserts that the two traces are equal: error codes, generations,

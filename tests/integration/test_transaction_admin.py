@@ -1,4 +1,4 @@
-"""The transaction admin APIs over real sockets: Kafka 4.3.1's own ``kafka-transactions.sh``
+"""The transaction admin APIs over real sockets: Kafka 4.4.0's own ``kafka-transactions.sh``
 (``org.apache.kafka.tools.TransactionsCommand``, from tools/kafka_ref) against kbroker for list
 (with its state, duration and transactional-id pattern filters), describe, describe-producers,
 find-hanging and abort; confluent-kafka (librdkafka) producers make the transactions. Kafka's

@@ -1,5 +1,6 @@
-"""The internal record formats of __consumer_offsets and __transaction_state (schemas/messages/,
-generated like the API messages): round trips for every version, fixed layouts of the
+"""The internal record formats of __consumer_offsets and __transaction_state (generated like the
+API messages, from the record schemas in Kafka's group and transaction coordinator jars, see
+schemas/pin.json): round trips for every version, fixed layouts of the
 non-flexible versions, and the records a real Apache Kafka 4.3.1 wrote
 (tests/golden/internal/records.jsonl, see capture_internal_records.py there) decode to what the
 clients did and re-encode to the same bytes.

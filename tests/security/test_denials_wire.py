@@ -116,7 +116,8 @@ CASES = {
                                           producer_epoch=0, committed=True),
                lambda r: [r.error_code], T.TRANSACTIONAL_ID, O.WRITE, None, TXN),
     "TxnOffsetCommit": (28, 3, lambda t, g, x: req(
-        28, transactional_id=x, group_id=g, producer_id=1, producer_epoch=0, generation_id=-1,
+        28, transactional_id=x, group_id=g, producer_id=1, producer_epoch=0,
+        generation_id_or_member_epoch=-1,
         member_id="", topics=[nested(28, "TxnOffsetCommitRequestTopic")(name=t, partitions=[
             nested(28, "TxnOffsetCommitRequestPartition")(partition_index=0, committed_offset=0,
                                                           committed_metadata="")])]),

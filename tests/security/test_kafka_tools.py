@@ -1,6 +1,6 @@
-"""Kafka's own tools against kbroker: ``kafka-configs.sh`` (``kafka.admin.ConfigCommand``, Kafka
-4.3.1 from tools/kafka_ref) creates and deletes SCRAM users, and the Java client authenticates
-with them over SASL_SSL (PEM trust store, SCRAM-SHA-512).
+"""Kafka's own tools against kbroker: ``kafka-configs.sh`` (``org.apache.kafka.tools.ConfigCommand``
+in Kafka 4.4.0, from tools/kafka_ref) creates and deletes SCRAM users, and the Java client
+authenticates with them over SASL_SSL (PEM trust store, SCRAM-SHA-512).
 
 ``kafka-configs.sh --describe --entity-type users`` also asks DescribeClientQuotas, which kbroker
 does not serve yet (quotas are not implemented), so credentials are described here through the
@@ -20,8 +20,8 @@ from tests.security.clients import round_trip  # noqa: E402
 
 
 def kafka_configs(*args: str) -> str:
-    cmd = run_kafka.java_cmd("kafka.admin.ConfigCommand", list(args), run_kafka.DEFAULT_VERSION,
-                             None, heap="256M")
+    cmd = run_kafka.java_cmd("org.apache.kafka.tools.ConfigCommand", list(args),
+                             run_kafka.DEFAULT_VERSION, None, heap="256M")
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout

@@ -1,4 +1,4 @@
-"""Kafka's own ``kafka-configs.sh`` (``kafka.admin.ConfigCommand``, Kafka 4.3.1 from
+"""Kafka's own ``kafka-configs.sh`` (``org.apache.kafka.tools.ConfigCommand``, Kafka 4.4.0 from
 tools/kafka_ref) manages kbroker's client quotas: users, clients, user+client pairs and the
 ``<default>`` entities, added, described and deleted."""
 

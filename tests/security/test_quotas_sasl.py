@@ -12,7 +12,7 @@ from tests.security.test_acls_kafka_tool import kafka_tool
 
 
 def kafka_configs(broker, tmp_path, *args: str, user: str = "admin") -> tuple[int, str]:
-    return kafka_tool("kafka.admin.ConfigCommand", broker, tmp_path, *args, user=user)
+    return kafka_tool("org.apache.kafka.tools.ConfigCommand", broker, tmp_path, *args, user=user)
 
 
 def test_quota_apis_need_cluster_configs_permissions(acl_broker, tmp_path):  # noqa: F811

@@ -34,7 +34,7 @@ def parse_response(parts, api_key, version):
     return header, body
 
 
-@pytest.mark.parametrize("version", range(0, 5))
+@pytest.mark.parametrize("version", range(0, 6))
 def test_api_versions_every_version(dispatcher, version):
     request = messages.request_class(18)(client_software_name="kbroker-test",
                                          client_software_version="1.0")
@@ -44,7 +44,7 @@ def test_api_versions_every_version(dispatcher, version):
     assert body.error_code == 0
     advertised = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert advertised == {k: v for k, v in messages.ADVERTISED.items()}
-    assert advertised[18] == (0, 4)
+    assert advertised[18] == (0, 5)
 
 
 def test_api_versions_from_the_future_gets_a_v0_answer(dispatcher):
@@ -55,7 +55,7 @@ def test_api_versions_from_the_future_gets_a_v0_answer(dispatcher):
     header, body = parse_response(parts, 18, 0)
     assert header.correlation_id == 5
     assert body.error_code == Errors.UNSUPPORTED_VERSION.code
-    assert any(k.api_key == 18 and k.max_version == 4 for k in body.api_keys)
+    assert any(k.api_key == 18 and k.max_version == 5 for k in body.api_keys)
 
 
 def test_invalid_client_software_name_is_rejected(dispatcher):
@@ -63,6 +63,20 @@ def test_invalid_client_software_name_is_rejected(dispatcher):
                                          client_software_version="1")
     _, body = parse_response(dispatcher.handle(frame(18, 3, request)), 18, 3)
     assert body.error_code == Errors.INVALID_REQUEST.code
+    # As Kafka's error answer: nothing but the error (no ranges, no features).
+    assert (body.api_keys, body.supported_features, body.finalized_features_epoch) == ([], [], -1)
+
+
+@pytest.mark.parametrize("given", [{"cluster_id": "some-cluster"}, {"node_id": 1},
+                                   {"cluster_id": "", "node_id": -1}])
+def test_api_versions_v5_wants_both_cluster_id_and_node_id_or_neither(dispatcher, given):
+    # KIP-1242; a cluster id or node id other than ours (REBOOTSTRAP_REQUIRED) is checked
+    # against Kafka 4.4.0 in tests/integration/test_kafka_reference.py.
+    request = messages.request_class(18)(client_software_name="kbroker-test",
+                                         client_software_version="1", **given)
+    _, body = parse_response(dispatcher.handle(frame(18, 5, request)), 18, 5)
+    assert body.error_code == Errors.INVALID_REQUEST.code
+    assert body.api_keys == []
 
 
 @pytest.mark.parametrize("raw", [

@@ -80,7 +80,7 @@ def _kafka_topics(properties: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_java_properties_work_with_kafkas_own_tool(tmp_path):
-    """Kafka 4.3.1's kafka-topics.sh (the Java admin client) with the .properties text."""
+    """Kafka 4.4.0's kafka-topics.sh (the Java admin client) with the .properties text."""
     with KafkaBroker(security={"listeners": ["SASL_SSL", "MTLS"], "mechanisms": ["SCRAM-SHA-512"]}) as kafka:
         for listener in ("SASL_SSL", "MTLS"):
             client = kafka.security.client(listener)

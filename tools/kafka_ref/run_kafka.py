@@ -32,7 +32,7 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_VERSION = "4.3.1"  # newest 4.x with a complete artifact set on Maven Central (4.4.0 lacks kafka-tools)
+DEFAULT_VERSION = "4.4.0"  # the release our schemas come from (schemas/pin.json)
 SERVER_MAIN = "kafka.Kafka"
 STORAGE_MAIN = "kafka.tools.StorageTool"
 STATE_FILE = "kafka_ref.json"

@@ -36,14 +36,19 @@ S = GroupState
 
 
 def validate_commit(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
-                    group_instance_id: str | None, api_version: int) -> None:
+                    group_instance_id: str | None, group_id_not_found: bool,
+                    transactional: bool = False) -> None:
+    """Kafka's ClassicGroup.validateOffsetCommit. ``group_id_not_found``: a commit with a
+    generation to a group that does not exist is GROUP_ID_NOT_FOUND (OffsetCommit v9+ and
+    TxnOffsetCommit v6+, KIP-848 / KIP-1319) rather than the ILLEGAL_GENERATION older clients know.
+    A ``transactional`` commit (TxnOffsetCommit) without a member is accepted whatever the group's
+    state (a producer may send offsets for a group id alone), and is not held back by a
+    rebalance."""
     group = shard.group(group_id)
     if group is None:
         if generation_id < 0:
             return
-        # Kafka's OffsetMetadataManager: v9+ (KIP-848) says the group is not there; older
-        # versions keep the ILLEGAL_GENERATION their clients know.
-        raise KafkaError(Errors.GROUP_ID_NOT_FOUND if api_version >= 9
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND if group_id_not_found
                          else Errors.ILLEGAL_GENERATION)
     if generation_id < 0 and group.is_in(S.EMPTY):
         return
@@ -53,9 +58,9 @@ def validate_commit(shard: GroupShard, group_id: str, generation_id: int, member
             raise KafkaError(error)
         if generation_id != group.generation:
             raise KafkaError(Errors.ILLEGAL_GENERATION)
-    elif not group.is_in(S.EMPTY):
+    elif not transactional and not group.is_in(S.EMPTY):
         raise KafkaError(Errors.UNKNOWN_MEMBER_ID)
-    if group.is_in(S.COMPLETING_REBALANCE):
+    if not transactional and group.is_in(S.COMPLETING_REBALANCE):
         raise KafkaError(Errors.REBALANCE_IN_PROGRESS)
     member = group.members.get(member_id)
     if member is not None:

@@ -3,7 +3,7 @@
 A record key is an int16 record type followed by the key struct (version 0):
 type 0 or 1 is an OffsetCommitKey (group, topic, partition), type 2 a GroupMetadataKey (group);
 other types (KIP-848 consumer groups, share groups) are skipped on replay. A record value is an int16
-version followed by the value struct; a null value is a tombstone. Kafka 4.3 writes
+version followed by the value struct; a null value is a tombstone. Kafka 4.3 and 4.4 write
 OffsetCommitValue v4 (topic id as tagged field 0) when it knows the topic id, v3 otherwise, and v1
 when the commit carries an expire timestamp (OffsetCommit v2-4 retention time); GroupMetadataValue v3.
 """

@@ -1,7 +1,7 @@
 """``__transaction_state`` records in Kafka's formats, and the partition of a transactional id.
 
 Key: int16 record type 0, then TransactionLogKey v0 (transactional id). Value: int16 version 1,
-then TransactionLogValue v1 (flexible), as Apache Kafka 4.3.1 writes for every client: producer id
+then TransactionLogValue v1 (flexible), as Apache Kafka 4.3 and 4.4 write for every client: producer id
 and epoch, timeout, status code, partitions (null for Empty, as Kafka writes), last update and
 start timestamps, and the tagged fields previous producer id (the id before this change: the same
 id unless it rotated), next producer id (set while a transactions v2 epoch bump rotates it) and

@@ -43,7 +43,8 @@ import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.apache.kafka.common.utils.AppInfoParser;
+// Kafka 4.4 moved AppInfoParser (the client version and commit id) into an internals package.
+import org.apache.kafka.common.utils.internals.AppInfoParser;
 
 /**
  * kbroker Java compatibility driver. Every subcommand prints JSON lines on stdout.
