@@ -1,29 +1,37 @@
 #!/usr/bin/env python3
 """Exactly-once chains under rebalances: the workload of issue 21, as a reproduction and a soak.
 
-An idempotent producer keeps writing numbered records to ``in`` (7 partitions) while two stages
-of transactional consume-transform-produce members copy them ``in -> mid -> out``. Each stage is
-a consumer group of several members, each with its own transactional id; members leave after a
-few transactions and new ones join with the same id (an InitProducerId that fences the old
-epoch), so the groups rebalance while transactions commit. At the end a read_committed consumer
-reads ``out`` and every record must be there exactly once; every producer error any member saw
-is counted by name.
+An idempotent producer keeps writing numbered records to ``in-<run>`` (7 partitions) while two
+stages of transactional consume-transform-produce members copy them ``in -> mid -> out``. Each
+stage is a consumer group of several members, each with its own transactional id; members leave
+after a few transactions and new ones join with the same id (an InitProducerId that fences the
+old epoch), so the groups rebalance while transactions commit. At the end a read_committed
+consumer reads ``out`` and every input record must be there exactly once.
 
-Members are real clients: franz-go (``compat_tests/go``'s ``eos-copy``), the Java client
-(``compat_tests/java``'s ``eos``) or librdkafka (confluent-kafka, ``eos_member.py``), all with
-transactions v2 where the broker has it (Produce v12+, EndTxn v5).
+Members are real clients, one family per stage (``--clients go,java``: franz-go copies the
+first stage, the Java client the second): franz-go (``compat_tests/go``'s ``eos-copy``), the
+Java client (``compat_tests/java``'s ``eos-member``) or librdkafka (confluent-kafka,
+``tools/eos_member.py``), each with transactions v2 where the broker has it (Produce v12+,
+EndTxn v5). Errors are counted by name on both sides: what each member saw (produce callbacks,
+commits, aborts), and what the broker logged refusing a produce (kbroker's "rejected: ERROR"
+lines; Kafka's "Error processing append operation" with the exception), since clients retry some
+of them silently.
 
-    python tools/eos_chains.py --client go --seconds 60             # against a fresh kbroker
-    python tools/eos_chains.py --client java --bootstrap host:port  # against a running broker
-    python tools/eos_chains.py --client go --kafka --seconds 60     # against Apache Kafka
+    python tools/eos_chains.py --clients go,java --seconds 60              # a fresh kbroker
+    python tools/eos_chains.py --clients java,go --kafka --seconds 60      # a fresh Kafka 4.4.0
+    python tools/eos_chains.py --bootstrap H:P --broker-log PATH ...       # a running broker
+    python tools/eos_chains.py --side-by-side --seconds 1800               # both, one after the other
+
+``tests/integration/test_eos_chains.py`` and ``tests/cluster/test_eos_chains.py`` run short
+versions in the suite.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -43,7 +51,13 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 GO_DRIVER = ROOT / "compat_tests" / "go" / "bin" / "kbroker-go-driver"
 JAVA_DRIVER = ROOT / "compat_tests" / "java" / "target" / "kbroker-java-driver.jar"
 PY_MEMBER = ROOT / "tools" / "eos_member.py"
-STAGES = (("in", "mid"), ("mid", "out"))  # topic names, suffixed by the run's id
+CLIENTS = ("go", "java", "confluent")
+PARTITIONS = 7
+# kbroker: "produce to T-P from C rejected: OUT_OF_ORDER_SEQUENCE_NUMBER: ..."; Kafka: "Error
+# processing append operation on partition T-P (kafka.server.ReplicaManager)" then the
+# exception's class on the next line.
+_KBROKER_REFUSAL = re.compile(r"rejected: ([A-Z_]+):")
+_KAFKA_REFUSAL = re.compile(r"org\.apache\.kafka\.common\.errors\.(\w+Exception)")
 
 
 @dataclass
@@ -55,19 +69,29 @@ class Result:
     members_started: int = 0
     committed: int = 0
     aborted: int = 0
-    errors: Counter = field(default_factory=Counter)  # "where:ERROR_NAME" -> count, all members
+    drained: bool = False
+    client_errors: Counter = field(default_factory=Counter)  # "client where:NAME" -> count
+    broker_errors: Counter = field(default_factory=Counter)  # refusals the broker logged
     seconds: float = 0.0
 
     @property
     def exact(self) -> bool:
         return self.output == self.produced and not self.lost and not self.duplicates
 
+    def sequence_errors(self) -> dict:
+        """Every sequence or epoch error either side saw, by name."""
+        both = self.client_errors + self.broker_errors
+        return {k: v for k, v in both.items()
+                if any(w in k.upper() for w in ("SEQUENCE", "EPOCH", "FENCED"))}
+
     def summary(self) -> str:
-        errors = ", ".join(f"{k} x{v}" for k, v in sorted(self.errors.items())) or "none"
-        return (f"produced {self.produced}, read_committed output {self.output}, lost {self.lost}, "
-                f"duplicated {self.duplicates}; {self.members_started} members, "
-                f"{self.committed} transactions committed, {self.aborted} aborted; "
-                f"errors: {errors}; {self.seconds:.0f} s")
+        def counts(c):
+            return ", ".join(f"{k} x{v}" for k, v in sorted(c.items())) or "none"
+        return (f"produced {self.produced}, read_committed output {self.output}, lost "
+                f"{self.lost}, duplicated {self.duplicates}{'' if self.drained else ' (NOT drained)'}; "
+                f"{self.members_started} members, {self.committed} transactions committed, "
+                f"{self.aborted} aborted; client errors: {counts(self.client_errors)}; broker "
+                f"refusals: {counts(self.broker_errors)}; {self.seconds:.0f} s")
 
 
 def member_command(client: str, bootstrap: str, source: str, sink: str, group: str,
@@ -89,7 +113,8 @@ def member_command(client: str, bootstrap: str, source: str, sink: str, group: s
 class Member:
     """One member process; its JSON-lines output ends with a "done" event."""
 
-    def __init__(self, command: list[str], log_path: Path):
+    def __init__(self, client: str, command: list[str], log_path: Path):
+        self.client = client
         self.log_path = log_path
         self.proc = subprocess.Popen(command, stdout=open(log_path, "wb"),
                                      stderr=open(log_path.with_suffix(".err"), "wb"))
@@ -114,14 +139,15 @@ class Member:
 
 
 class InputProducer(threading.Thread):
-    """Idempotent producer of numbered values into ``in`` until stopped."""
+    """Idempotent producer of numbered values: ``backlog`` at once, then ``rate`` per second
+    until stopped."""
 
     def __init__(self, bootstrap: str, topic: str, rate: int, backlog: int = 0):
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.rate, self.backlog = bootstrap, topic, rate, backlog
-        self.backlog_done = threading.Event()
         self.acked: set[bytes] = set()
         self.errors: Counter = Counter()
+        self.backlog_done = threading.Event()
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -140,7 +166,8 @@ class InputProducer(threading.Thread):
                 producer.flush(60)
                 self.backlog_done.set()
                 started = time.monotonic()
-            target = int((time.monotonic() - started) * self.rate) + self.backlog
+            target = (int((time.monotonic() - started) * self.rate) + self.backlog
+                      if self.backlog_done.is_set() else self.backlog)
             while i < target:
                 try:
                     producer.produce(self.topic, key=b"k%d" % (i % 1000), value=b"%010d" % i,
@@ -152,97 +179,139 @@ class InputProducer(threading.Thread):
         producer.flush(60)
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int) -> Counter:
+def end_offsets(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-chains-probe",
+                         "log_level": 0})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                   for p in range(PARTITIONS))
+    finally:
+        consumer.close()
+
+
+def committed_sum(bootstrap: str, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0,
+                         "enable.auto.commit": False})
+    try:
+        offsets = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)],
+                                     timeout=10)
+        return sum(max(tp.offset, 0) for tp in offsets)
+    except Exception:  # noqa: BLE001 - a coordinator moving: no reading this time
+        return -1
+    finally:
+        consumer.close()
+
+
+def read_committed(bootstrap: str, topic: str) -> Counter:
+    """Every value a read_committed consumer sees in ``topic`` up to its end offsets."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{time.time()}",
                          "isolation.level": "read_committed", "enable.auto.commit": False,
                          "log_level": 0})
-    end = {}
-    for p in range(partitions):
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-        end[p] = high
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(PARTITIONS)}
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     seen: Counter = Counter()
-    position = {p: 0 for p in range(partitions)}
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and any(position[p] < end[p] - 1 for p in end if end[p]):
-        for msg in consumer.consume(2000, 0.5):
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        for msg in consumer.consume(5000, 0.5):
             if msg.error() is None:
                 seen[msg.value()] += 1
-                position[msg.partition()] = msg.offset()
-        if all(position[p] >= end[p] - 1 or end[p] == 0 for p in end):
+        positions = consumer.position([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        if all(tp.offset >= ends[tp.partition] for tp in positions):
             break
-        # Markers and aborted records end a partition without a visible last record: compare
-        # against the consumer's position instead.
-        positions = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
-        for tp in positions:
-            if tp.offset >= end[tp.partition]:
-                position[tp.partition] = end[tp.partition]
     consumer.close()
     return seen
 
 
-def run(bootstrap: str, workdir: Path, client: str, seconds: float, members: int = 3,
-        partitions: int = 7, rate: int = 2000, transactions: tuple[int, int] = (5, 30),
-        backlog: int = 0, seed: int = 1, txn_prefix: str = "chain", log=print) -> Result:
-    """The workload for ``seconds`` against ``bootstrap``; members of each stage come and go."""
+class BrokerLogs:
+    """The produce refusals brokers log from now on (files), counted by error name."""
+
+    def __init__(self, paths):
+        self.paths = [Path(p) for p in paths]
+        self.start = {p: p.stat().st_size if p.exists() else 0 for p in self.paths}
+
+    def refusals(self) -> Counter:
+        counts: Counter = Counter()
+        for path in self.paths:
+            if not path.exists():
+                continue
+            with open(path, "rb") as f:
+                f.seek(self.start[path])
+                text = f.read().decode(errors="replace")
+            after_kafka_refusal = False
+            for line in text.splitlines():
+                if after_kafka_refusal:
+                    match = _KAFKA_REFUSAL.match(line)
+                else:
+                    match = _KBROKER_REFUSAL.search(line) if " kbroker." in line else None
+                if match is not None:
+                    counts[f"broker {match.group(1)}"] += 1
+                after_kafka_refusal = "Error processing append operation" in line
+        return counts
+
+
+def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java"),
+        seconds: float = 60, members: int = 3, rate: int = 2000, backlog: int = 0,
+        transactions: tuple[int, int] = (5, 30), seed: int = 1, txn_prefix: str = "chain",
+        refusals=None, drain_idle: float = 60, log=print) -> Result:
+    """The workload for ``seconds`` against ``bootstrap`` (members of each stage come and go),
+    then until both stages have copied everything (or made no progress for ``drain_idle``).
+    ``refusals()``, when given, counts the produces the broker refused since the start (e.g.
+    :meth:`BrokerLogs.refusals`)."""
     rng = random.Random(seed)
     run_id = f"{int(time.time() * 1000) % 10**8}"
+    topic = {name: f"{name}-{run_id}" for name in ("in", "mid", "out")}
+    stages = ((topic["in"], topic["mid"]), (topic["mid"], topic["out"]))
+    groups = (f"chain-{run_id}-0", f"chain-{run_id}-1")
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [f"{t}-{run_id}" for t in ("in", "mid", "out")]
-    for name, fut in admin.create_topics([NewTopic(t, partitions, 1) for t in topics]).items():
-        try:
-            fut.result(30)
-        except Exception as exc:  # noqa: BLE001 - topics of an earlier run on the same broker
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise
+    for fut in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topic.values()]).values():
+        fut.result(60)
     result = Result()
     started = time.monotonic()
-    producer = InputProducer(bootstrap, f"in-{run_id}", rate, backlog)
+    producer = InputProducer(bootstrap, topic["in"], rate, backlog)
     producer.start()
     producer.backlog_done.wait()
-    started = time.monotonic()
     slots: dict[tuple[int, int], Member] = {}
     finished: list[Member] = []
-    max_ms = int((seconds + 120) * 1000)
+    max_ms = int((seconds + 600) * 1000)
+
+    def start(stage: int, slot: int, lifetime: int) -> None:
+        source, sink = stages[stage]
+        result.members_started += 1
+        client = clients[stage]
+        slots[(stage, slot)] = Member(client, member_command(
+            client, bootstrap, source, sink, groups[stage], f"{txn_prefix}-{stage}-{slot}",
+            lifetime, max_ms), workdir / f"{run_id}-{client}-{stage}-{slot}-{result.members_started}.jsonl")
+
     try:
-        while time.monotonic() - started < seconds:
-            for stage, (source, sink) in enumerate(STAGES):
-                source, sink = f"{source}-{run_id}", f"{sink}-{run_id}"
+        churn_until = time.monotonic() + seconds
+        while time.monotonic() < churn_until:
+            for stage in (0, 1):
                 for slot in range(members):
                     member = slots.get((stage, slot))
-                    if member is not None and member.running():
-                        continue
-                    if member is not None:
-                        finished.append(member)
-                    command = member_command(
-                        client, bootstrap, source, sink, f"chain-{run_id}-{stage}",
-                        f"{txn_prefix}-{stage}-{slot}", rng.randint(*transactions), max_ms)
-                    result.members_started += 1
-                    slots[(stage, slot)] = Member(
-                        command, workdir / f"member-{stage}-{slot}-{result.members_started}.jsonl")
+                    if member is None or not member.running():
+                        if member is not None:
+                            finished.append(member)
+                        start(stage, slot, rng.randint(*transactions))
             time.sleep(0.5)
         producer.stopping.set()
         producer.join()
         log(f"input: {len(producer.acked)} records acknowledged; draining the chains")
-        # Let the last members copy everything that is in: members that exit now are replaced
-        # by long-running ones until the output stops growing.
+        # The last members stay until everything is copied.
         for (stage, slot), member in list(slots.items()):
             if not member.running():
                 finished.append(member)
-                source, sink = (f"{t}-{run_id}" for t in STAGES[stage])
-                result.members_started += 1
-                slots[(stage, slot)] = Member(
-                    member_command(client, bootstrap, source, sink, f"chain-{run_id}-{stage}",
-                                   f"{txn_prefix}-{stage}-{slot}", 10**6, max_ms),
-                    workdir / f"member-{stage}-{slot}-{result.members_started}.jsonl")
-        drain_deadline = time.monotonic() + 120
-        expected = len(producer.acked)
-        while time.monotonic() < drain_deadline:
-            mid = f"mid-{run_id}"
-            if committed_sum(bootstrap, f"chain-{run_id}-0", f"in-{run_id}", partitions) \
-                    >= expected and committed_sum(bootstrap, f"chain-{run_id}-1", mid, partitions) \
-                    >= end_offsets_without_markers(bootstrap, mid, partitions):
+                start(stage, slot, 10**6)
+        progress, idle_since = None, time.monotonic()
+        while time.monotonic() - idle_since < drain_idle:
+            done = (committed_sum(bootstrap, groups[0], topic["in"]),
+                    committed_sum(bootstrap, groups[1], topic["mid"]))
+            if done[0] >= end_offsets(bootstrap, topic["in"]) and \
+                    done[1] >= end_offsets(bootstrap, topic["mid"]) and done[0] > 0:
+                result.drained = True
                 break
+            if done != progress:
+                progress, idle_since = done, time.monotonic()
             time.sleep(1)
     finally:
         producer.stopping.set()
@@ -250,16 +319,19 @@ def run(bootstrap: str, workdir: Path, client: str, seconds: float, members: int
             member.stop()
             finished.append(member)
     result.produced = len(producer.acked)
-    result.errors.update(producer.errors)
+    result.client_errors.update(producer.errors)
     for member in finished:
         done = member.done()
         if done is None:
-            result.errors["member:no-done-event"] += 1
+            result.client_errors[f"{member.client} member:no-done-event"] += 1
             continue
         result.committed += done.get("committed", 0)
         result.aborted += done.get("aborted", 0)
-        result.errors.update(done.get("errors", {}))
-    seen = read_committed(bootstrap, f"out-{run_id}", partitions)
+        result.client_errors.update({f"{member.client} {k}": v
+                                     for k, v in done.get("errors", {}).items()})
+    if refusals is not None:
+        result.broker_errors = refusals()
+    seen = read_committed(bootstrap, topic["out"])
     result.output = sum(seen.values())
     result.lost = len(producer.acked - set(seen))
     result.duplicates = sum(c - 1 for c in seen.values()) + len(set(seen) - producer.acked)
@@ -267,58 +339,77 @@ def run(bootstrap: str, workdir: Path, client: str, seconds: float, members: int
     return result
 
 
-def committed_sum(bootstrap: str, group: str, topic: str, partitions: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0,
-                         "enable.auto.commit": False})
-    try:
-        offsets = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                     timeout=10)
-        return sum(max(tp.offset, 0) for tp in offsets)
-    except Exception:  # noqa: BLE001
-        return -1
-    finally:
-        consumer.close()
-
-
-def end_offsets_without_markers(bootstrap: str, topic: str, partitions: int) -> int:
-    """The number of committed records in ``topic``: what a stage reading it must consume."""
-    return sum(read_committed(bootstrap, topic, partitions).values())
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--client", choices=("go", "java", "confluent"), default="go")
+    parser.add_argument("--clients", default="go,java",
+                        help="the client family of stage 1 and stage 2 (go, java, confluent)")
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--members", type=int, default=3)
-    parser.add_argument("--transactions", default="5-30",
-                        help="each member leaves after a number of transactions in this range")
     parser.add_argument("--rate", type=int, default=2000, help="input records per second")
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--backlog", type=int, default=0,
                         help="input records written before the members start")
-    parser.add_argument("--bootstrap", help="a running broker (default: start a kbroker)")
+    parser.add_argument("--transactions", default="5-30",
+                        help="each member leaves after a number of transactions in this range")
+    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--txn-prefix", default="chain",
                         help="transactional ids are PREFIX-STAGE-SLOT, the same in every run")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--bootstrap", help="a running broker")
+    target.add_argument("--kafka", action="store_true",
+                        help="a fresh Apache Kafka (tools/kafka_ref) instead of a fresh kbroker")
+    target.add_argument("--side-by-side", action="store_true",
+                        help="a fresh kbroker, then a fresh Kafka, same workload and seed")
+    parser.add_argument("--broker-log", action="append", default=[],
+                        help="with --bootstrap: a broker log to count refusals in")
     args = parser.parse_args()
+    clients = tuple(args.clients.split(","))
+    if len(clients) != 2 or not set(clients) <= set(CLIENTS):
+        parser.error(f"--clients wants two of {', '.join(CLIENTS)}, e.g. go,java")
+    low, high = (int(x) for x in args.transactions.split("-"))
     workdir = Path(tempfile.mkdtemp(prefix="eos-chains-"))
     print(f"logs in {workdir}")
-    broker = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
-        from tests.broker_process import BrokerProcess
-        broker = BrokerProcess(workdir / "data").start()
-        bootstrap = broker.bootstrap
+
+    def workload(bootstrap, broker_logs):
+        return run(bootstrap, workdir, clients, args.seconds, args.members, args.rate,
+                   args.backlog, (low, high), args.seed, args.txn_prefix,
+                   BrokerLogs(broker_logs).refusals)
+
+    if args.bootstrap:
+        results = {"broker": workload(args.bootstrap, args.broker_log)}
+    else:
+        results = {}
+        for which in (["kbroker", "kafka"] if args.side_by_side else
+                      ["kafka" if args.kafka else "kbroker"]):
+            results[which] = with_fresh_broker(which, workdir, workload)
+    ok = True
+    for which, result in results.items():
+        print(f"{which}: {result.summary()}")
+        ok = ok and result.exact and result.drained
+    if args.side_by_side:
+        extra = set(results["kbroker"].sequence_errors()) - set(results["kafka"].sequence_errors())
+        if extra:
+            print(f"sequence/epoch errors kbroker gave and Kafka did not: {sorted(extra)}")
+            ok = False
+    elif any(r.sequence_errors() for r in results.values()):
+        ok = False
+    return 0 if ok else 1
+
+
+def with_fresh_broker(which: str, workdir: Path, workload) -> Result:
+    if which == "kafka":
+        sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
+        from run_kafka import free_port, start_kafka
+        handle = start_kafka(port=free_port(), data_dir=str(workdir / "kafka"))
+        try:
+            return workload(handle.bootstrap, [workdir / "kafka" / "server.log"])
+        finally:
+            handle.stop()
+    from tests.broker_process import BrokerProcess
+    broker = BrokerProcess(workdir / "kbroker").start()
     try:
-        low, high = (int(x) for x in args.transactions.split("-"))
-        result = run(bootstrap, workdir, args.client, args.seconds, args.members,
-                     transactions=(low, high),
-                     rate=args.rate, backlog=args.backlog, seed=args.seed,
-                     txn_prefix=args.txn_prefix)
+        return workload(broker.bootstrap, [broker.log_path])
     finally:
-        if broker is not None:
-            broker.stop()
-    print(result.summary())
-    return 0 if result.exact and not [e for e in result.errors if "SEQUENCE" in e] else 1
+        broker.stop()
 
 
 if __name__ == "__main__":

@@ -490,7 +490,8 @@ class CoordinatorRuntime:
     # --- transaction markers --------------------------------------------------------------------
 
     def append_txn_marker(self, index: int, producer_id: int, producer_epoch: int,
-                          coordinator_epoch: int, commit: bool) -> asyncio.Future:
+                          coordinator_epoch: int, commit: bool,
+                          transaction_version: int = 0) -> asyncio.Future:
         """Write a transaction marker to shard ``index``'s partition and settle the producer's
         pending records in the shard; the marker's committed future. Raises KafkaError."""
         partition = self._partition(index)
@@ -498,7 +499,8 @@ class CoordinatorRuntime:
             raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
                              f"{self.topic}-{index} is not hosted here")
         appended, committed = partition.append_txn_marker(producer_id, producer_epoch,
-                                                          coordinator_epoch, commit, now_ms())
+                                                          coordinator_epoch, commit, now_ms(),
+                                                          transaction_version)
         shard = self.shards.get(index)
         if shard is not None and not shard.loading:
             shard.replay_end_txn(appended.first_offset, producer_id, commit)

@@ -54,25 +54,21 @@ def handle_produce(ctx, request):
     if order is not None and order.waiting():
         before, turn = order.take_turn()
         return _produce_in_turn(ctx, request, turn, before=before)
-    added = _add_to_transaction(ctx, request)
-    if inspect.isawaitable(added):
+    confirmed = _add_to_transaction(ctx, request)
+    if inspect.isawaitable(confirmed):
         turn = order.take_turn()[1] if order is not None else None
-        return _produce_in_turn(ctx, request, turn, added=added)
-    return _produce(ctx, request, added)
+        return _produce_in_turn(ctx, request, turn, confirmed=confirmed)
+    return _produce(ctx, request, confirmed)
 
 
 def _add_to_transaction(ctx, request):
-    """Produce v12+ (transactions v2): the transactional batches' partitions not yet in the
-    producer's transaction are added by the broker. {(topic, index): client error} for those
-    refused, or an awaitable of it."""
+    """KIP-890 for the request's transactional batches that would open a transaction:
+    {(topic, index): (client error, guard)}, or an awaitable of it
+    (:func:`kbroker.handlers.txn_verification.confirm`)."""
     if (request.transactional_id is None or ctx.txn is None or request.acks not in (0, 1, -1)
             or not allowed(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)):
-        return None  # refused below, partition by partition
-    verify_only = ctx.api_version < txn_check.FIRST_ADD_PRODUCE_VERSION
-    remote = ctx.txn.remote_coordinator(request.transactional_id)
-    if verify_only and remote is None:
-        return None  # verified below against the local coordinator
-    by_producer: dict[tuple[int, int], list] = {}
+        return {}  # refused below, partition by partition
+    writable = []
     for topic_data in request.topic_data:
         name, _ = resolve_topic(ctx.metadata, ctx.api_version >= 13, topic_data.name,
                                 topic_data.topic_id)
@@ -80,34 +76,23 @@ def _add_to_transaction(ctx, request):
             continue
         for data in topic_data.partition_data:
             partition = ctx.partitions.get(name, data.index)
-            if partition is None:
-                continue
-            producer = txn_check.producer_to_check(ctx, request.transactional_id, partition,
-                                                   data.records)
-            if producer is not None:
-                by_producer.setdefault(producer, []).append((name, data.index))
-    if not by_producer:
-        return None
-    # One producer id and epoch per request in practice; the batches of any other are only
-    # verified (transactions v1 rules) below.
-    (producer_id, epoch), wanted = next(iter(by_producer.items()))
-    if remote is not None:
-        return ctx.txn.add_partitions_remote(remote, request.transactional_id, producer_id,
-                                             epoch, wanted, verify_only)
-    return txn_check.add_partitions(ctx, request.transactional_id, producer_id, epoch, wanted)
+            if partition is not None:
+                writable.append(((name, data.index), partition, data.records))
+    return txn_check.confirm(ctx, request.transactional_id, writable)
 
 
-async def _produce_in_turn(ctx, request, turn, *, before=None, added=None):
+async def _produce_in_turn(ctx, request, turn, *, before=None, confirmed=None):
     """A produce that appends later: after the earlier produce of its connection (``before``),
-    then after its own add to the transaction (``added``). ``turn`` ends once its appends are
-    done, whatever happened; the acks=-1 wait that may follow is not part of it."""
+    then after the coordinator confirmed its transactional batches (``confirmed``). ``turn``
+    ends once its appends are done, whatever happened; the acks=-1 wait that may follow is not
+    part of it."""
     try:
         if before is not None:
             await asyncio.wait([before])
-            added = _add_to_transaction(ctx, request)
-        if inspect.isawaitable(added):
-            added = await added
-        response = _produce(ctx, request, added)
+            confirmed = _add_to_transaction(ctx, request)
+        if inspect.isawaitable(confirmed):
+            confirmed = await confirmed
+        response = _produce(ctx, request, confirmed)
     finally:
         if turn is not None:
             turn.set_result(None)
@@ -116,10 +101,11 @@ async def _produce_in_turn(ctx, request, turn, *, before=None, added=None):
     return response
 
 
-def _produce(ctx, request, added: dict | None):
+def _produce(ctx, request, confirmed: dict):
     from kbroker.protocol.messages.produce import ProduceResponse as R
 
     acks = request.acks
+    unasked = txn_check.default_verification(ctx)
     now_ms = int(time.time() * 1000)
     by_id = ctx.api_version >= 13
     failed = False
@@ -147,17 +133,15 @@ def _produce(ctx, request, added: dict | None):
                     raise KafkaError(Errors.INVALID_RECORD, "no record batch in the request")
                 if acks == -1:
                     partition.check_min_insync_replicas()
-                error = added.get((name, data.index)) if added else None
-                if error is None:
-                    txn_check.verify_transactional_append(ctx, request.transactional_id,
-                                                          partition, name, data.index,
-                                                          data.records)
-                elif error is not Errors.NONE:
-                    raise KafkaError(txn_check.client_error(error, ctx.api_version >= 11),
-                                     f"partition {name}-{data.index} could not join the "
-                                     f"transaction of {request.transactional_id!r}: "
-                                     f"{error.name}")
-                result, committed = partition.append(data.records, now_ms)
+                confirmation = confirmed.get((name, data.index))
+                if confirmation is None:
+                    verification = unasked
+                elif confirmation.error is Errors.NONE:
+                    verification = confirmation.guard
+                else:
+                    raise KafkaError(confirmation.error, confirmation.message)
+                result, committed = partition.append(data.records, now_ms,
+                                                     verification=verification)
                 out.base_offset = result.first_offset
                 out.log_append_time_ms = result.log_append_time
                 out.log_start_offset = result.log_start_offset

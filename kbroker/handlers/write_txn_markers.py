@@ -7,7 +7,9 @@ the marker is committed. Errors per partition: UNKNOWN_TOPIC_OR_PARTITION for a 
 broker does not have, INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch,
 TRANSACTION_COORDINATOR_FENCED for one from an older coordinator epoch. Our own coordinator
 writes local markers directly (same code); this API serves coordinators on other brokers.
-Not supported: ``transaction_version`` 2 markers (v2's field is accepted and not used).
+v2's ``transaction_version`` 2 says the coordinator bumped the producer's epoch for the marker
+(transactions v2), so the partition takes only a newer epoch (KAFKA-19999,
+:mod:`kbroker.log.producer_state`).
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ def _write(ctx, denied: bool, marker, topic: str, index: int):
         if denied:
             raise KafkaError(Errors.CLUSTER_AUTHORIZATION_FAILED)
         committed = ctx.txn.write_marker(topic, index, marker.producer_id, marker.producer_epoch,
-                                         marker.coordinator_epoch, marker.transaction_result)
+                                         marker.coordinator_epoch, marker.transaction_result,
+                                         marker.transaction_version)
     except KafkaError as exc:
         return _done(exc.error)
     return _committed(committed)

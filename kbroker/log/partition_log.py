@@ -42,7 +42,7 @@ from kbroker.log.checkpoint import (PARTITION_METADATA, CheckpointError, fsync_d
 from kbroker.log.cleaner_swap import complete_interrupted_swaps, swap_in
 from kbroker.log.file_region import FileRegion
 from kbroker.log.leader_epoch import LeaderEpochCache
-from kbroker.log.producer_state import ProducerStateManager
+from kbroker.log.producer_state import VERIFICATION_OFF, ProducerStateManager
 from kbroker.log.txn_index import AbortedTxn, TransactionIndexes
 from kbroker.log.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
                                  TornBatch)
@@ -342,12 +342,16 @@ class PartitionLog:
     # --- appends -----------------------------------------------------------------------------
 
     def append_as_leader(self, records, leader_epoch: int, now_ms: int | None = None, *,
-                         from_client: bool = True, in_place: bool = False) -> AppendResult:
+                         from_client: bool = True, in_place: bool = False,
+                         verification=VERIFICATION_OFF,
+                         transaction_version: int = 0) -> AppendResult:
         """Validate and append one produced batch; raise :class:`KafkaError` (nothing written)
         on any failure. A retried idempotent batch returns its original offsets with
         ``duplicate=True``. ``from_client=False`` (coordinators) allows control batches.
         ``in_place``: the caller gives ``records`` up, so a writable buffer (a large request
-        frame) is stamped where it is instead of being copied first."""
+        frame) is stamped where it is instead of being copied first. ``verification``: the guard
+        a transactional batch was confirmed under (:mod:`kbroker.log.producer_state`);
+        ``transaction_version``: the transaction version of a marker's transaction."""
         now_ms = _now_ms() if now_ms is None else now_ms
         header = validate_batch(records, self.config, now_ms, self.name, from_client)
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
@@ -356,14 +360,12 @@ class PartitionLog:
         if producer_id >= 0 and header.is_control:
             marker = _marker_of(header, self.name)
             if marker is not None:
-                self.producer_state.check_marker(producer_id, header.producer_epoch, marker[1])
+                self.producer_state.check_marker(producer_id, header.producer_epoch, marker[1],
+                                                 transaction_version)
         elif producer_id >= 0 and from_client:
-            duplicate = self.producer_state.check(producer_id, header.producer_epoch,
-                                                  header.base_sequence, header.last_sequence,
-                                                  self.log_end_offset)
-            if duplicate is None:
-                self.producer_state.check_transactional(producer_id, header.producer_epoch,
-                                                        header.is_transactional)
+            duplicate = self.producer_state.check(
+                producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
+                self.log_end_offset, header.is_transactional, verification)
             if duplicate is not None:
                 return AppendResult(duplicate.first_offset, duplicate.last_offset,
                                     duplicate.timestamp if log_append_time else -1,

@@ -35,6 +35,7 @@ import uuid
 
 from kbroker.log.partition_log import (EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP,
                                        LATEST_TIMESTAMP, AppendResult, PartitionLog, ReadResult)
+from kbroker.log.producer_state import UNVERIFIED, VERIFICATION_OFF  # noqa: F401 (for handlers)
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from kbroker.replica.followers import FOLLOWER, LEADER, FollowerState, LeaderFollowers
@@ -299,17 +300,21 @@ class Partition(LeaderFollowers):
 
     # --- writes --------------------------------------------------------------------------------
 
-    def append(self, records, now_ms: int, *,
-               from_client: bool = True) -> tuple[AppendResult, asyncio.Future]:
+    def append(self, records, now_ms: int, *, from_client: bool = True,
+               verification=VERIFICATION_OFF,
+               transaction_version: int = 0) -> tuple[AppendResult, asyncio.Future]:
         """Append one batch as leader; a writable ``records`` buffer is stamped in place.
 
         Returns ``(result, committed)`` once the batch is on the log: the append result, and a
         future that completes when the HW passes the batch's last offset (done already when this
-        broker is the whole ISR). Raises KafkaError, with nothing written, for a bad batch."""
+        broker is the whole ISR). Raises KafkaError, with nothing written, for a bad batch.
+        ``verification`` is the guard from :meth:`start_verification` for a transactional batch
+        the coordinator confirmed (UNVERIFIED when nobody asked it)."""
         self._require_leader()
         log = self._log
         result = log.append_as_leader(records, self.leader_epoch, now_ms, in_place=True,
-                                      from_client=from_client)
+                                      from_client=from_client, verification=verification,
+                                      transaction_version=transaction_version)
         log.flush_if_needed(now_ms)
         if not result.duplicate:
             if self._follower_fetches:
@@ -468,14 +473,17 @@ class Partition(LeaderFollowers):
     # --- transactions --------------------------------------------------------------------------
 
     def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                          commit: bool, now_ms: int) -> tuple[AppendResult, asyncio.Future]:
+                          commit: bool, now_ms: int,
+                          transaction_version: int = 0) -> tuple[AppendResult, asyncio.Future]:
         """Write a COMMIT or ABORT marker for the producer's transaction (WriteTxnMarkers): the
         log closes the transaction, indexes an abort, and the LSO moves past it once the HW
-        does. Raises KafkaError (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, ...)."""
+        does. Raises KafkaError (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, ...).
+        ``transaction_version`` 2: the coordinator bumped the epoch for this marker."""
         batch = build_control_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id,
                                     producer_epoch, coordinator_epoch, timestamp_ms=now_ms)
         before = self.last_stable_offset
-        result = self.append(bytearray(batch), now_ms, from_client=False)
+        result = self.append(bytearray(batch), now_ms, from_client=False,
+                             transaction_version=transaction_version)
         self._update_last_stable_offset()
         if self.last_stable_offset != before and self._consumer_fetches:
             _wake(self._consumer_fetches)
@@ -486,6 +494,16 @@ class Partition(LeaderFollowers):
         ``[(producer_id, first_offset)]`` overlapping ``[fetch_offset, upper_bound)``."""
         return [(t.producer_id, t.first_offset)
                 for t in self._log.collect_aborted_txns(fetch_offset, upper_bound)]
+
+    def start_verification(self, producer_id: int, sequence: int, epoch: int,
+                           supports_epoch_bump: bool, now_ms: int):
+        """KIP-890: a transactional batch is about to be confirmed with the transaction
+        coordinator. The guard its append must bring back, or None when the producer's
+        transaction is open here already (nothing to confirm). Raises INVALID_PRODUCER_EPOCH for
+        a zombie epoch (:mod:`kbroker.log.producer_state`)."""
+        self._require_leader()
+        return self._log.producer_state.start_verification(producer_id, sequence, epoch,
+                                                           supports_epoch_bump, now_ms)
 
     def active_producers(self) -> list:
         """The producer state entries of this partition's log (DescribeProducers): each has

@@ -260,18 +260,20 @@ class TransactionCoordinator:
         task.add_done_callback(self._markers.discard)
 
     def write_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int,
-                     coordinator_epoch: int, commit: bool) -> asyncio.Future:
+                     coordinator_epoch: int, commit: bool,
+                     transaction_version: int = 0) -> asyncio.Future:
         """Append one marker to a partition this broker leads; its committed future. Raises
         KafkaError. Also serves WriteTxnMarkers."""
         if topic == OFFSETS_TOPIC and self.groups is not None:
             return self.groups.runtime.append_txn_marker(index, producer_id, producer_epoch,
-                                                         coordinator_epoch, commit)
+                                                         coordinator_epoch, commit,
+                                                         transaction_version)
         partition = self.partitions.get(topic, index)
         if partition is None:
             raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION,
                              f"this broker has no partition {topic}-{index}")
         _, committed = partition.append_txn_marker(producer_id, producer_epoch, coordinator_epoch,
-                                                   commit, now_ms())
+                                                   commit, now_ms(), transaction_version)
         return committed
 
     async def _write_markers(self, shard: TxnShard, prepared: TxnMetadata, unmarked: set) -> None:
@@ -355,7 +357,7 @@ class TransactionCoordinator:
             groups.append(group)
             sends.append(self.marker_channel.send(
                 leader, endpoint, prepared.producer_id, prepared.producer_epoch,
-                coordinator_epoch, prepared.commit, group))
+                coordinator_epoch, prepared.commit, group, _transaction_version(prepared)))
         for group, answer in zip(groups, await asyncio.gather(*sends, return_exceptions=True)):
             if isinstance(answer, BaseException):
                 if isinstance(answer, asyncio.CancelledError):
@@ -371,7 +373,7 @@ class TransactionCoordinator:
             # Shielded: our cancel (a stop) must not cancel the partition's commit future.
             await asyncio.shield(self.write_marker(topic, index, prepared.producer_id,
                                                    prepared.producer_epoch, coordinator_epoch,
-                                                   prepared.commit))
+                                                   prepared.commit, _transaction_version(prepared)))
             return {(topic, index): Errors.NONE}
         except KafkaError as exc:
             return {(topic, index): exc.error}
@@ -427,3 +429,9 @@ class TransactionCoordinator:
                 log.warning("aborting timed-out transactions: %s", exc)
             except Exception:
                 log.exception("aborting timed-out transactions failed")
+
+
+def _transaction_version(prepared: TxnMetadata) -> int:
+    """What a marker tells the partition (WriteTxnMarkers v2): 2 when the coordinator bumped the
+    producer's epoch for it."""
+    return 2 if prepared.tv2 else 0

@@ -45,15 +45,15 @@ class MarkerChannel:
 
     async def send(self, broker_id: int, endpoint: tuple[str, int], producer_id: int,
                    producer_epoch: int, coordinator_epoch: int, commit: bool,
-                   partitions: list) -> dict:
+                   partitions: list, transaction_version: int = 0) -> dict:
         """Write one marker per (topic, index) of ``partitions`` on ``broker_id``; returns
-        {(topic, index): Errors}."""
+        {(topic, index): Errors}. ``transaction_version`` goes in WriteTxnMarkers v2."""
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
         request = Req(markers=[Req.WritableTxnMarker(
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
-            coordinator_epoch=coordinator_epoch,
+            coordinator_epoch=coordinator_epoch, transaction_version=transaction_version,
             topics=[Req.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                     for t, ps in by_topic.items()])])
         try:
