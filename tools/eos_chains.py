@@ -283,35 +283,41 @@ def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java")
             client, bootstrap, source, sink, groups[stage], f"{txn_prefix}-{stage}-{slot}",
             lifetime, max_ms), workdir / f"{run_id}-{client}-{stage}-{slot}-{result.members_started}.jsonl")
 
+    def supervise(lifetime) -> None:
+        """Replace every member that left (its lifetime of transactions was over)."""
+        for stage in (0, 1):
+            for slot in range(members):
+                member = slots.get((stage, slot))
+                if member is None or not member.running():
+                    if member is not None:
+                        finished.append(member)
+                    start(stage, slot, lifetime())
+
     try:
         churn_until = time.monotonic() + seconds
         while time.monotonic() < churn_until:
-            for stage in (0, 1):
-                for slot in range(members):
-                    member = slots.get((stage, slot))
-                    if member is None or not member.running():
-                        if member is not None:
-                            finished.append(member)
-                        start(stage, slot, rng.randint(*transactions))
+            supervise(lambda: rng.randint(*transactions))
             time.sleep(0.5)
         producer.stopping.set()
         producer.join()
         log(f"input: {len(producer.acked)} records acknowledged; draining the chains")
-        # The last members stay until everything is copied.
-        for (stage, slot), member in list(slots.items()):
-            if not member.running():
-                finished.append(member)
-                start(stage, slot, 10**6)
-        progress, idle_since = None, time.monotonic()
+        # Members that leave from now on are replaced by members that stay.
+        # Drained: the first stage committed all of ``in``, the second stopped moving, and
+        # ``out`` holds as many records as went in (counted once the commits settle: the
+        # second stage's offsets stop short of ``mid``'s markers, so they cannot say it).
+        progress, idle_since, counted = None, time.monotonic(), False
         while time.monotonic() - idle_since < drain_idle:
+            supervise(lambda: 10**6)
             done = (committed_sum(bootstrap, groups[0], topic["in"]),
                     committed_sum(bootstrap, groups[1], topic["mid"]))
-            if done[0] >= end_offsets(bootstrap, topic["in"]) and \
-                    done[1] >= end_offsets(bootstrap, topic["mid"]) and done[0] > 0:
-                result.drained = True
-                break
             if done != progress:
-                progress, idle_since = done, time.monotonic()
+                progress, idle_since, counted = done, time.monotonic(), False
+            elif not counted and time.monotonic() - idle_since > 3 and \
+                    done[0] >= end_offsets(bootstrap, topic["in"]):
+                counted = True
+                if sum(read_committed(bootstrap, topic["out"]).values()) >= len(producer.acked):
+                    result.drained = True
+                    break
             time.sleep(1)
     finally:
         producer.stopping.set()
