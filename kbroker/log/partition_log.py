@@ -290,13 +290,22 @@ class PartitionLog:
             self.leader_epoch_cache.assign(epoch, header.base_offset)
 
     def _load_producer_state(self, now_ms: int) -> None:
+        self._reload_producer_state()
+        self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
+
+    def _reload_producer_state(self) -> None:
+        """The producer state from the newest snapshot in range and the batches after it
+        (Kafka's truncateAndReload). A snapshot at or below the log start offset is dropped and
+        nothing below the log start is replayed, so a producer whose batches are all gone
+        (DeleteRecords, retention) is forgotten, as on Kafka: its next batch is accepted as the
+        first of a producer this partition does not know."""
         state = self.producer_state
         state.delete_snapshots_above(self.log_end_offset)
+        state.delete_snapshots_at_or_below(self.log_start_offset)
         snapshot = state.load_latest_snapshot(self.log_end_offset)
-        start = self.segments[0].base_offset if snapshot is None else max(
-            snapshot, self.segments[0].base_offset)
+        start = max(self.segments[0].base_offset, self.log_start_offset,
+                    snapshot if snapshot is not None else 0)
         self._replay_producer_state(start)
-        state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
 
     def _replay_producer_state(self, start: int) -> None:
         state = self.producer_state
@@ -766,11 +775,7 @@ class PartitionLog:
         self.high_watermark = min(self.high_watermark, end)
         self.recovery_point = min(self.recovery_point, end)
         self.leader_epoch_cache.truncate_from_end(end)
-        state = self.producer_state
-        state.delete_snapshots_above(end)
-        snapshot = state.load_latest_snapshot(end)
-        base = self.segments[0].base_offset
-        self._replay_producer_state(base if snapshot is None else max(snapshot, base))
+        self._reload_producer_state()
 
     # --- shutdown and deletion ---------------------------------------------------------------
 

@@ -461,6 +461,11 @@ class ProducerStateManager:
             if snap > offset:
                 self.delete_snapshot(snap)
 
+    def delete_snapshots_at_or_below(self, offset: int) -> None:
+        for snap in self.snapshot_offsets():
+            if snap <= offset:
+                self.delete_snapshot(snap)
+
     def delete_snapshots_below(self, offset: int) -> None:
         """Drop snapshots below ``offset``, always keeping the newest one."""
         snaps = self.snapshot_offsets()

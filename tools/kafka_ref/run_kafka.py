@@ -200,6 +200,8 @@ class KafkaHandle:
     advertised: str
     cluster_id: str
     temp: bool = False
+    heap: str = "1G"
+    cache: str | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -212,6 +214,13 @@ class KafkaHandle:
         stop_pid(self.pid, timeout)
         if self.temp and not keep:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def restart(self, timeout: float = 90.0) -> "KafkaHandle":
+        """A clean stop (SIGTERM: Kafka writes its snapshots and checkpoints), then the same
+        broker again on the same data."""
+        stop_pid(self.pid)
+        _launch(self, timeout)
+        return self
 
 
 def pid_alive(pid: int) -> bool:
@@ -324,13 +333,24 @@ def start_kafka(port: int = 19092, controller_port: int | None = None, data_dir:
     if res.returncode != 0:
         raise RuntimeError(f"storage format failed:\n{res.stdout}\n{res.stderr}")
 
+    handle = KafkaHandle(pid=0, port=port, controller_port=controller_port, data_dir=str(ddir),
+                         version=version, advertised=advertised, cluster_id=cluster_id,
+                         temp=is_temp, heap=heap, cache=cache)
+    return _launch(handle, timeout)
+
+
+def _launch(handle: KafkaHandle, timeout: float) -> KafkaHandle:
+    """Start kafka.Kafka on the handle's formatted data dir; wait until it answers."""
+    ddir = Path(handle.data_dir)
+    log4j = ddir / "log4j2.properties"
+    jvm_extra = [f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={ddir}"]
     out = open(ddir / "kafka.out", "ab")
-    cmd = java_cmd(SERVER_MAIN, [str(props_file)], version, cache, heap=heap, extra=jvm_extra)
+    cmd = java_cmd(SERVER_MAIN, [str(ddir / "server.properties")], handle.version, handle.cache,
+                   heap=handle.heap, extra=jvm_extra)
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, cwd=ddir)
     out.close()
-    handle = KafkaHandle(pid=proc.pid, port=port, controller_port=controller_port, data_dir=str(ddir),
-                         version=version, advertised=advertised, cluster_id=cluster_id, temp=is_temp)
+    handle.pid = proc.pid
     (ddir / STATE_FILE).write_text(json.dumps(asdict(handle), indent=2) + "\n")
 
     deadline = time.time() + timeout
@@ -338,11 +358,12 @@ def start_kafka(port: int = 19092, controller_port: int | None = None, data_dir:
         if proc.poll() is not None:
             tail = (ddir / "kafka.out").read_text(errors="replace")[-4000:]
             raise RuntimeError(f"Kafka exited with {proc.returncode}:\n{tail}")
-        if probe("127.0.0.1", port):
+        if probe("127.0.0.1", handle.port):
             return handle
         time.sleep(0.3)
     handle.stop(keep=True)
-    raise RuntimeError(f"Kafka did not answer on 127.0.0.1:{port} within {timeout}s (see {ddir})")
+    raise RuntimeError(f"Kafka did not answer on 127.0.0.1:{handle.port} within {timeout}s "
+                       f"(see {ddir})")
 
 
 def load_state(port: int | None, data_dir: str | None) -> KafkaHandle:
