@@ -21,6 +21,12 @@ of them silently.
     python tools/eos_chains.py --clients java,go --kafka --seconds 60      # a fresh Kafka 4.4.0
     python tools/eos_chains.py --bootstrap H:P --broker-log PATH ...       # a running broker
     python tools/eos_chains.py --side-by-side --seconds 1800               # both, one after the other
+    python tools/eos_chains.py --cluster kbroker --faults 20 --seconds 1800  # 3 brokers, kill -9s
+    python tools/eos_chains.py --cluster kafka --faults 20 --seconds 1800    # Kafka 3.9 (ZooKeeper)
+
+With ``--cluster`` the topics have 3 replicas (min.insync.replicas 2) and, every ``--faults``
+seconds, a broker (the leader of ``in``'s partition 0, a follower of it, or the controller) is
+killed with ``kill -9`` and restarted, or bounced, by tools/cluster_faults.
 
 ``tests/integration/test_eos_chains.py`` and ``tests/cluster/test_eos_chains.py`` run short
 versions in the suite.
@@ -58,6 +64,11 @@ PARTITIONS = 7
 # exception's class on the next line.
 _KBROKER_REFUSAL = re.compile(r"rejected: ([A-Z_]+):")
 _KAFKA_REFUSAL = re.compile(r"org\.apache\.kafka\.common\.errors\.(\w+Exception)")
+# KIP-890's sequence guards: after the first batch of a transaction on a partition failed with a
+# retriable error, the batches pipelined behind it are refused until it is retried (Kafka's
+# ProducerAppendInfo); the client retries them in order. Not the false errors of issue 21.
+_GUARD = ("Expected sequence 0 for transactions v2", "(earliest seen sequence)")
+GUARD_SUFFIX = " (KIP-890 guard)"
 
 
 @dataclass
@@ -70,6 +81,7 @@ class Result:
     committed: int = 0
     aborted: int = 0
     drained: bool = False
+    faults: list = field(default_factory=list)  # the broker faults applied, in order
     client_errors: Counter = field(default_factory=Counter)  # "client where:NAME" -> count
     broker_errors: Counter = field(default_factory=Counter)  # refusals the broker logged
     seconds: float = 0.0
@@ -84,6 +96,12 @@ class Result:
         return {k: v for k, v in both.items()
                 if any(w in k.upper() for w in ("SEQUENCE", "EPOCH", "FENCED"))}
 
+    def false_sequence_errors(self) -> dict:
+        """Sequence errors a client saw, or the broker gave for anything but KIP-890's guards
+        behind a batch refused with a retriable error: what issue 21 was about."""
+        return {k: v for k, v in self.sequence_errors().items()
+                if "SEQUENCE" in k.upper() and not k.endswith(GUARD_SUFFIX)}
+
     def summary(self) -> str:
         def counts(c):
             return ", ".join(f"{k} x{v}" for k, v in sorted(c.items())) or "none"
@@ -91,7 +109,9 @@ class Result:
                 f"{self.lost}, duplicated {self.duplicates}{'' if self.drained else ' (NOT drained)'}; "
                 f"{self.members_started} members, {self.committed} transactions committed, "
                 f"{self.aborted} aborted; client errors: {counts(self.client_errors)}; broker "
-                f"refusals: {counts(self.broker_errors)}; {self.seconds:.0f} s")
+                f"refusals: {counts(self.broker_errors)}; "
+                f"{len(self.faults)} faults ({', '.join(self.faults) or 'none'}); "
+                f"{self.seconds:.0f} s")
 
 
 def member_command(client: str, bootstrap: str, source: str, sink: str, group: str,
@@ -223,6 +243,12 @@ def read_committed(bootstrap: str, topic: str) -> Counter:
     return seen
 
 
+def refusal_key(error: str, message: str) -> str:
+    """How a broker's refusal of a produce is counted: its error, marked when it is one of
+    KIP-890's sequence guards."""
+    return f"broker {error}{GUARD_SUFFIX if any(g in message for g in _GUARD) else ''}"
+
+
 class BrokerLogs:
     """The produce refusals brokers log from now on (files), counted by error name."""
 
@@ -245,7 +271,7 @@ class BrokerLogs:
                 else:
                     match = _KBROKER_REFUSAL.search(line) if " kbroker." in line else None
                 if match is not None:
-                    counts[f"broker {match.group(1)}"] += 1
+                    counts[refusal_key(match.group(1), line)] += 1
                 after_kafka_refusal = "Error processing append operation" in line
         return counts
 
@@ -253,18 +279,22 @@ class BrokerLogs:
 def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java"),
         seconds: float = 60, members: int = 3, rate: int = 2000, backlog: int = 0,
         transactions: tuple[int, int] = (5, 30), seed: int = 1, txn_prefix: str = "chain",
-        refusals=None, drain_idle: float = 60, log=print) -> Result:
+        refusals=None, drain_idle: float = 60, replication_factor: int = 1, faults=None,
+        log=print) -> Result:
     """The workload for ``seconds`` against ``bootstrap`` (members of each stage come and go),
     then until both stages have copied everything (or made no progress for ``drain_idle``).
     ``refusals()``, when given, counts the produces the broker refused since the start (e.g.
-    :meth:`BrokerLogs.refusals`)."""
+    :meth:`BrokerLogs.refusals`). ``faults(topic)``, when given, is started once the topics
+    exist and returns a thread to stop (``.stopping.set()``) when the churn ends."""
     rng = random.Random(seed)
     run_id = f"{int(time.time() * 1000) % 10**8}"
     topic = {name: f"{name}-{run_id}" for name in ("in", "mid", "out")}
     stages = ((topic["in"], topic["mid"]), (topic["mid"], topic["out"]))
     groups = (f"chain-{run_id}-0", f"chain-{run_id}-1")
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topic.values()]).values():
+    config = {"min.insync.replicas": "2"} if replication_factor > 2 else {}
+    for fut in admin.create_topics([NewTopic(t, PARTITIONS, replication_factor, config=config)
+                                    for t in topic.values()]).values():
         fut.result(60)
     result = Result()
     started = time.monotonic()
@@ -293,11 +323,16 @@ def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java")
                         finished.append(member)
                     start(stage, slot, lifetime())
 
+    fault_loop = faults(topic["in"]) if faults is not None else None
     try:
         churn_until = time.monotonic() + seconds
         while time.monotonic() < churn_until:
             supervise(lambda: rng.randint(*transactions))
             time.sleep(0.5)
+        if fault_loop is not None:
+            fault_loop.stopping.set()
+            fault_loop.join()
+            result.faults = fault_loop.applied
         producer.stopping.set()
         producer.join()
         log(f"input: {len(producer.acked)} records acknowledged; draining the chains")
@@ -320,6 +355,8 @@ def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java")
                     break
             time.sleep(1)
     finally:
+        if fault_loop is not None:
+            fault_loop.stopping.set()
         producer.stopping.set()
         for member in slots.values():
             member.stop()
@@ -345,6 +382,35 @@ def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java")
     return result
 
 
+class FaultLoop(threading.Thread):
+    """Every ``every`` seconds, kill -9 (then restart) or bounce one broker of a
+    tools/cluster_faults cluster, chosen by role for ``topic``'s partition 0."""
+
+    def __init__(self, cluster, topic: str, every: float, seed: int, log=print):
+        super().__init__(daemon=True)
+        self.cluster, self.topic, self.every, self.log = cluster, topic, every, log
+        self.rng = random.Random(seed)
+        self.stopping = threading.Event()
+        self.applied: list[str] = []
+
+    def run(self) -> None:
+        from tools.cluster_faults import faults
+        while not self.stopping.wait(self.every):
+            fault = self.rng.choice(("kill9", "kill9", "bounce"))
+            target = self.rng.choice(faults.BROKER_TARGETS)
+            try:
+                applied = faults.apply(self.cluster, fault, target, self.topic)
+                if fault == "kill9":
+                    time.sleep(self.rng.uniform(2, 8))
+                applied.heal()
+                self.cluster.wait_healthy(self.topic, 180)
+                self.applied.append(f"{fault}@{target}->{applied.broker}")
+                self.log(f"  fault: {self.applied[-1]}")
+            except Exception as exc:  # noqa: BLE001 - e.g. no follower in the ISR right now
+                self.log(f"  fault {fault}@{target} not applied: {exc}")
+            self.cluster.restart_dead()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", default="go,java",
@@ -365,6 +431,10 @@ def main() -> int:
                         help="a fresh Apache Kafka (tools/kafka_ref) instead of a fresh kbroker")
     target.add_argument("--side-by-side", action="store_true",
                         help="a fresh kbroker, then a fresh Kafka, same workload and seed")
+    target.add_argument("--cluster", choices=("kbroker", "kafka"),
+                        help="a fresh 3-broker cluster over ZooKeeper (tools/cluster_faults)")
+    parser.add_argument("--faults", type=float, default=0,
+                        help="with --cluster: seconds between broker faults (0: none)")
     parser.add_argument("--broker-log", action="append", default=[],
                         help="with --bootstrap: a broker log to count refusals in")
     args = parser.parse_args()
@@ -382,6 +452,8 @@ def main() -> int:
 
     if args.bootstrap:
         results = {"broker": workload(args.bootstrap, args.broker_log)}
+    elif args.cluster:
+        results = {f"{args.cluster} cluster": on_cluster(args, workdir, clients, (low, high))}
     else:
         results = {}
         for which in (["kbroker", "kafka"] if args.side_by_side else
@@ -399,6 +471,27 @@ def main() -> int:
     elif any(r.sequence_errors() for r in results.values()):
         ok = False
     return 0 if ok else 1
+
+
+def on_cluster(args, workdir: Path, clients, transactions) -> Result:
+    from tools.cluster_faults.cluster import launch
+    cluster = launch(args.cluster, workdir / "cluster")
+    try:
+        # kbroker logs beside its data (broker.log); Kafka 3.9 beside its log dir (server.log).
+        logs = BrokerLogs([path for b in cluster.info["brokers"] for path in (
+            Path(b["data_dir"]) / "broker.log", Path(b["data_dir"]).parent / "server.log")])
+        faults = (lambda topic: _started(FaultLoop(cluster, topic, args.faults, args.seed))) \
+            if args.faults else None
+        return run(cluster.bootstrap, workdir, clients, args.seconds, args.members, args.rate,
+                   args.backlog, transactions, args.seed, args.txn_prefix, logs.refusals,
+                   replication_factor=3, faults=faults)
+    finally:
+        cluster.close()
+
+
+def _started(thread):
+    thread.start()
+    return thread
 
 
 def with_fresh_broker(which: str, workdir: Path, workload) -> Result:
