@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -54,23 +53,13 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from tools.broker_refusals import GUARD_SUFFIX, BrokerLogs  # noqa: E402
+
 GO_DRIVER = ROOT / "compat_tests" / "go" / "bin" / "kbroker-go-driver"
 JAVA_DRIVER = ROOT / "compat_tests" / "java" / "target" / "kbroker-java-driver.jar"
 PY_MEMBER = ROOT / "tools" / "eos_member.py"
 CLIENTS = ("go", "java", "confluent")
 PARTITIONS = 7
-# kbroker: "produce to T-P from C rejected: OUT_OF_ORDER_SEQUENCE_NUMBER: ..."; Kafka: "Error
-# processing append operation on partition T-P (kafka.server.ReplicaManager)" then the
-# exception's class on the next line.
-_KBROKER_REFUSAL = re.compile(r"rejected: ([A-Z_]+):")
-_KAFKA_REFUSAL = re.compile(r"org\.apache\.kafka\.common\.errors\.(\w+Exception)")
-# KIP-890's sequence guards: after the first batch of a transaction on a partition failed with a
-# retriable error, the batches pipelined behind it are refused until it is retried (Kafka's
-# ProducerAppendInfo); the client retries them in order. Not the false errors of issue 21.
-_GUARD = ("Expected sequence 0 for transactions v2", "(earliest seen sequence)")
-GUARD_SUFFIX = " (KIP-890 guard)"
-
-
 @dataclass
 class Result:
     produced: int = 0
@@ -241,39 +230,6 @@ def read_committed(bootstrap: str, topic: str) -> Counter:
             break
     consumer.close()
     return seen
-
-
-def refusal_key(error: str, message: str) -> str:
-    """How a broker's refusal of a produce is counted: its error, marked when it is one of
-    KIP-890's sequence guards."""
-    return f"broker {error}{GUARD_SUFFIX if any(g in message for g in _GUARD) else ''}"
-
-
-class BrokerLogs:
-    """The produce refusals brokers log from now on (files), counted by error name."""
-
-    def __init__(self, paths):
-        self.paths = [Path(p) for p in paths]
-        self.start = {p: p.stat().st_size if p.exists() else 0 for p in self.paths}
-
-    def refusals(self) -> Counter:
-        counts: Counter = Counter()
-        for path in self.paths:
-            if not path.exists():
-                continue
-            with open(path, "rb") as f:
-                f.seek(self.start[path])
-                text = f.read().decode(errors="replace")
-            after_kafka_refusal = False
-            for line in text.splitlines():
-                if after_kafka_refusal:
-                    match = _KAFKA_REFUSAL.match(line)
-                else:
-                    match = _KBROKER_REFUSAL.search(line) if " kbroker." in line else None
-                if match is not None:
-                    counts[refusal_key(match.group(1), line)] += 1
-                after_kafka_refusal = "Error processing append operation" in line
-        return counts
 
 
 def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java"),

@@ -16,7 +16,8 @@ import re
 from collections import Counter
 
 from tests.cluster.conftest import start_brokers, stop_brokers
-from tools.eos_chains import refusal_key, run
+from tools.broker_refusals import refusal_key
+from tools.eos_chains import run
 
 _REFUSAL = re.compile(r"rejected: ([A-Z_]+):")
 

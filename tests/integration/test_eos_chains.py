@@ -15,7 +15,8 @@ trip to another broker, failed at once before the fix)."""
 from __future__ import annotations
 
 from tests.broker_process import BrokerProcess
-from tools.eos_chains import BrokerLogs, run
+from tools.broker_refusals import BrokerLogs
+from tools.eos_chains import run
 
 
 def test_chains_copy_every_record_once_through_rebalances(tmp_path):

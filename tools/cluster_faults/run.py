@@ -96,6 +96,7 @@ def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
     the ISR at that moment) fails the schedule; random schedules just note it."""
     workdir.mkdir(parents=True, exist_ok=True)
     topic = f"faults-{name}"
+    refusals = broker_logs(cluster)
     cluster.wait_healthy(None, 180)
     create_topic(cluster, topic)
     vp = VerifiableProducer(cluster.bootstrap, topic, workdir,
@@ -146,13 +147,24 @@ def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
               "exited_on_their_own": died,
               "seconds": round(time.monotonic() - started, 1),
               "producer_errors": vp.result.errors + py.result.errors,
+              # produces the brokers refused, by error: an OUT_OF_ORDER_SEQUENCE_NUMBER to an
+              # idempotent producer that did nothing wrong would be a false sequence error
+              "broker_refusals": dict(refusals.refusals()),
               "consumed_by_group": len(vc.result.consumed), **verdict.as_dict()}
     result["ok"] = verdict.ok and not (strict and errors)
     log(f"  [{name}] acked {result['acked']} lost {result['lost']} duplicated "
         f"{result['duplicated']} moved {result['moved']} group_missed {result['group_missed']} "
         f"commits_lost {result['commits_lost']} diverged {len(result['replicas_diverged'])} "
-        f"({result['seconds']}s)")
+        f"refusals {result['broker_refusals'] or 'none'} ({result['seconds']}s)")
     return result
+
+
+def broker_logs(cluster: Cluster):
+    """The refusals the cluster's brokers log from now on (kbroker's broker.log beside its data,
+    Kafka's server.log beside its log dir)."""
+    from tools.broker_refusals import BrokerLogs
+    return BrokerLogs([path for b in cluster.info["brokers"] for path in (
+        Path(b["data_dir"]) / "broker.log", Path(b["data_dir"]).parent / "server.log")])
 
 
 def run_all(cluster: Cluster, schedules: list[list[Step]], workdir: Path, out: Path | None,
@@ -180,6 +192,15 @@ def run_all(cluster: Cluster, schedules: list[list[Step]], workdir: Path, out: P
                "group_missed": sum(r.get("group_missed", 0) for r in results),
                "commits_lost": sum(r.get("commits_lost", 0) for r in results),
                "diverged": sum(len(r.get("replicas_diverged", [])) for r in results),
+               "broker_refusals": _added(r.get("broker_refusals", {}) for r in results),
                "failed": [r["schedule"] for r in results if not r.get("ok")]}
     log("SUMMARY " + json.dumps(summary))
     return {"summary": summary, "results": results}
+
+
+def _added(counts) -> dict:
+    total: dict = {}
+    for c in counts:
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+    return total
