@@ -188,3 +188,82 @@ def test_records_rebuild_the_group():
         assert after.state is before.state
         shard.runtime.unload(0)
     run(main())
+
+
+# --- online migration ----------------------------------------------------------------------------
+
+def _subscription(topics, owned=()):
+    from kbroker.protocol.messages.consumer_protocol_subscription import \
+        ConsumerProtocolSubscription as S
+    body = S(topics=list(topics), user_data=None, owned_partitions=[
+        S.TopicPartition(topic=t, partitions=list(p)) for t, p in owned], generation_id=-1,
+        rack_id=None)
+    return (3).to_bytes(2, "big") + body.to_bytes(3)
+
+
+def _assignment(parts):
+    from kbroker.coordinator.group.consumer.migration import decode_assignment
+    a = decode_assignment(parts)
+    return {tp.topic: sorted(tp.partitions) for tp in a.assigned_partitions}
+
+
+async def _resolve(value):
+    while hasattr(value, "__await__"):
+        value = await value
+    return value
+
+
+def _classic_join(shard, member_id, topics=("t",), version=9, instance=None, owned=()):
+    from kbroker.coordinator.group.join import JoinRequest, join
+    req = JoinRequest(group_id="g", member_id=member_id, group_instance_id=instance,
+                      protocol_type="consumer",
+                      protocols=[("range", _subscription(topics, owned))],
+                      session_timeout_ms=10000, rebalance_timeout_ms=10000, client_id="c",
+                      client_host="/h", version=version)
+    return shard.runtime.write(0, lambda s: join(s, req))
+
+
+def test_rolling_upgrade_and_downgrade():
+    async def main():
+        from kbroker.coordinator.group import heartbeat as classic_heartbeat, sync
+        shard = make_consumer_shard(**{"group.initial.rebalance.delay.ms": 0})
+        t = shard.controller.add_topic("t", 4)
+        # A classic group, Stable with an assignment.
+        j1 = await _resolve(await _classic_join(shard, "", version=3))
+        assert j1.error is Errors.NONE
+        classic = shard.groups["g"]
+        from kbroker.coordinator.group.consumer.migration import encode_assignment
+        plan = {j1.member_id: encode_assignment({t: {0, 1, 2, 3}}, shard.image, 3)}
+        synced = await _resolve(await shard.runtime.write(0, lambda s: sync.sync(
+            s, "g", classic.generation, j1.member_id, None, None, None, plan)))
+        assert synced.error is Errors.NONE
+        generation = classic.generation
+        # The first consumer-protocol member upgrades the group, keeping its generation.
+        c = await hb(shard, member="c1")
+        group = shard.consumer_groups["g"]
+        assert "g" not in shard.groups
+        assert group.members[j1.member_id].uses_classic_protocol
+        assert group.group_epoch == generation + 1
+        # The classic members learn they must rejoin once the target moved.
+        err = await shard.runtime.write(0, lambda s: classic_heartbeat.heartbeat(
+            s, "g", generation, j1.member_id, None))
+        assert err is Errors.REBALANCE_IN_PROGRESS
+        rj = await _resolve(await _classic_join(shard, j1.member_id,
+                                                owned=[("t", [0, 1, 2, 3])]))
+        assert rj.error is Errors.NONE and rj.leader == ""
+        # The classic member leaves: the group stays a consumer group with c1 alone.
+        for mid in (j1.member_id,):
+            from kbroker.coordinator.group import leave
+            top, errs = await shard.runtime.write(0, lambda s, m=mid: leave.leave(
+                s, "g", [(m, None, "test")]))
+            assert errs == [Errors.NONE]
+        assert list(shard.consumer_groups["g"].members) == ["c1"]
+        # A classic member joins, then the consumer member leaves: back to a classic group.
+        mr = await _resolve(await _classic_join(shard, "", version=9))
+        assert mr.error is Errors.MEMBER_ID_REQUIRED
+        cj = await _resolve(await _classic_join(shard, mr.member_id, version=9))
+        assert cj.error is Errors.NONE
+        await hb(shard, member="c1", epoch=-1, topics=None)
+        assert "g" not in shard.consumer_groups and shard.groups["g"].protocol_type == "consumer"
+        shard.runtime.unload(0)
+    run(main())
