@@ -22,6 +22,32 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # an invalid pattern is the client's error, not a broker log line
 
 
+# RE2 (C++) error texts -> what Kafka's RE2/J says (PatternSyntaxException.getDescription()),
+# so INVALID_REGULAR_EXPRESSION carries Kafka's message.
+_RE2J_TEXTS = {
+    "missing ]": "missing closing ]",
+    "missing )": "missing closing )",
+    "unexpected )": "unexpected )",
+    "trailing \\": "trailing backslash at end of expression",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "bad repetition operator": "invalid nested repetition operator",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "invalid named capture group": "invalid named capture",
+    "invalid escape sequence": "invalid escape sequence",
+    "invalid character class": "invalid character class",
+    "invalid character class range": "invalid character class range",
+    "invalid UTF-8": "invalid UTF-8",
+}
+
+
+def _description(reason: str) -> str:
+    code, _, argument = reason.partition(": ")
+    if code == "invalid perl operator" and argument.startswith("(?<"):
+        return "invalid named capture"  # RE2/J reads (?< as the start of a named group
+    return _RE2J_TEXTS.get(code, code)
+
+
 @lru_cache(maxsize=1024)
 def compile_regex(pattern: str):
     """The compiled pattern; KafkaError INVALID_REGULAR_EXPRESSION when RE2 rejects it."""
@@ -33,7 +59,7 @@ def compile_regex(pattern: str):
             reason = reason.decode("utf-8", "replace")
         raise KafkaError(Errors.INVALID_REGULAR_EXPRESSION,
                          f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: "
-                         f"{reason}.") from None
+                         f"{_description(str(reason))}.") from None
 
 
 def resolve(patterns, topic_names) -> dict:
