@@ -29,6 +29,8 @@ def main(argv=None) -> int:
                     help="put proxies on every link, enabling network faults (launched only)")
     ap.add_argument("--workdir", help="default: a temp dir")
     ap.add_argument("--out", help="append one JSON line per schedule here")
+    ap.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                    help="the VerifiableConsumer's group protocol (consumer: KIP-848)")
     sub = ap.add_subparsers(dest="mode", required=True)
     m = sub.add_parser("matrix", help="each fault on each target, one at a time")
     m.add_argument("--hold", type=float, default=8.0)
@@ -56,7 +58,8 @@ def main(argv=None) -> int:
                                              cluster.session_timeout_s)
         report = run.run_all(cluster, schedules, workdir, Path(args.out) if args.out else None,
                              prefix="m" if args.mode == "matrix" else f"r{args.seed}-",
-                             strict=args.mode == "matrix")
+                             strict=args.mode == "matrix",
+                             group_protocol=args.group_protocol)
     finally:
         cluster.close()
     return 0 if not report["summary"]["failed"] else 1
