@@ -72,6 +72,8 @@ class GroupShard(Shard):
         self.persisted: dict[str, GroupMetadataValue] = {}
         # consumer-protocol groups (KIP-848), wholly durable (kbroker.coordinator.group.consumer)
         self.consumer_groups: dict = {}
+        # session timer key -> (deadline, when its timer fires), monotonic ms; in memory
+        self.session_deadlines: dict = {}
         # durable: transactional offsets waiting for their marker (producer id -> group -> tp)
         self.pending_txn_offsets: dict[int, dict[str, dict]] = {}
         # membership: in memory

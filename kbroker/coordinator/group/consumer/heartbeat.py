@@ -29,7 +29,7 @@ from kbroker.coordinator.group.consumer import membership, migration
 from kbroker.coordinator.group.consumer import records as rec
 from kbroker.coordinator.group.consumer import settings, subscription, target
 from kbroker.coordinator.group.consumer.assignors import topic_ids
-from kbroker.coordinator.group.consumer.group import ConsumerGroup
+from kbroker.coordinator.group.consumer.group import ConsumerGroup, subscription_type
 from kbroker.coordinator.group.consumer.member import (JOIN_EPOCH, LEAVE_EPOCH,
                                                        STATIC_LEAVE_EPOCH, ConsumerGroupMember,
                                                        MemberState, without_epochs)
@@ -80,7 +80,39 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
         member = dynamic_member(group, member_id, req.member_epoch, req.owned, joining)
     else:
         member = static_member(shard, group, member_id, req, joining, records)
-    updated = replace(
+    if (req.instance_id is None and req.rack_id is None and req.rebalance_timeout_ms == -1
+            and req.server_assignor is None and req.subscribed_topic_names is None
+            and req.subscribed_topic_regex is None and member.classic is None
+            and member.client_id == req.client_id and member.client_host == req.client_host):
+        updated = member  # a plain heartbeat: nothing of the member changes
+    else:
+        updated = _updated_member(member, req)
+    # A new member counts one more; a static member replacing its predecessor does not.
+    is_new = updated.member_id not in group.members and \
+        group.static_member(updated.instance_id) is None
+    if updated is not member and updated != member:
+        records.append(rec.member_subscription(req.group_id, updated))
+    change = subscription.update(shard, group, member, updated, now, records, is_new)
+    target_epoch, member_target = update_target(shard, group, change, member, updated, now,
+                                                records)
+    updated = maybe_reconcile(shard, group, updated, target_epoch, member_target,
+                              change.resolved, change.changed, req.owned, records)
+    membership.schedule_session(shard, req.group_id, updated.member_id)
+    response = HeartbeatResponse(updated.member_id, updated.member_epoch,
+                                 settings.heartbeat_interval_ms(shard, req.group_id))
+    full = req.rebalance_timeout_ms != -1 and req.owned is not None and (
+        req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+    if joining or full or (member.assigned is not updated.assigned
+                           and member.assigned != updated.assigned):
+        response.assignment = without_epochs(updated.assigned)
+    result = CoordinatorResult(records, response)
+    if committed:
+        result.on_committed = lambda: [fn() for fn in committed]
+    return result
+
+
+def _updated_member(member: ConsumerGroupMember, req: HeartbeatRequest) -> ConsumerGroupMember:
+    return replace(
         member,
         instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
         rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
@@ -93,27 +125,6 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
         subscribed_topic_regex=req.subscribed_topic_regex
         if req.subscribed_topic_regex is not None else member.subscribed_topic_regex,
         client_id=req.client_id, client_host=req.client_host, classic=None)
-    # A new member counts one more; a static member replacing its predecessor does not.
-    is_new = updated.member_id not in group.members and \
-        group.static_member(updated.instance_id) is None
-    if updated != member:
-        records.append(rec.member_subscription(req.group_id, updated))
-    change = subscription.update(shard, group, member, updated, now, records, is_new)
-    target_epoch, member_target = update_target(shard, group, change, member, updated, now,
-                                                records)
-    updated = maybe_reconcile(shard, group, updated, target_epoch, member_target,
-                              change.resolved, change.changed, req.owned, records)
-    membership.schedule_session(shard, req.group_id, updated.member_id)
-    response = HeartbeatResponse(updated.member_id, updated.member_epoch,
-                                 settings.heartbeat_interval_ms(shard, req.group_id))
-    full = req.rebalance_timeout_ms != -1 and req.owned is not None and (
-        req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
-    if joining or full or member.assigned != updated.assigned:
-        response.assignment = without_epochs(updated.assigned)
-    result = CoordinatorResult(records, response)
-    if committed:
-        result.on_committed = lambda: [fn() for fn in committed]
-    return result
 
 
 # --- the group and the member --------------------------------------------------------------------
@@ -141,9 +152,10 @@ def group_for_heartbeat(shard, group_id: str, create: bool, records: list,
 
 
 def throw_if_full(shard, group: ConsumerGroup, member_id: str, instance_id: str | None) -> None:
+    if member_id in group.members:
+        return
     limit = shard.config.get("group.consumer.max.size")
-    if len(group.members) >= limit and member_id not in group.members and \
-            group.static_member(instance_id) is None:
+    if len(group.members) >= limit and group.static_member(instance_id) is None:
         raise KafkaError(Errors.GROUP_MAX_SIZE_REACHED,
                          f"The consumer group has reached its maximum capacity of {limit} "
                          f"members.")
@@ -235,9 +247,11 @@ def update_target(shard, group: ConsumerGroup, change, member, updated, now: int
             now):
         return group.assignment_epoch, target_for(group, updated)
     assignor = group.preferred_assignor(member, updated) or settings.default_assignor(shard)
-    new_records, assignment = target.build(group, change.epoch, assignor, change.subscription,
-                                           shard.image, now, updated=updated,
-                                           resolved=change.resolved)
+    kind = change.subscription
+    if kind is None:
+        kind = subscription_type(group.regex_subscribers, group.subscribed, len(group.members))
+    new_records, assignment = target.build(group, change.epoch, assignor, kind, shard.image, now,
+                                           updated=updated, resolved=change.resolved)
     records += new_records
     log.info("group %s: computed a new target assignment for epoch %d with the '%s' assignor",
              group.group_id, change.epoch, assignor)

@@ -77,6 +77,11 @@ def update(shard, group: ConsumerGroup, old, new, now: int, records: list,
            is_new_member: bool) -> SubscriptionUpdate:
     """Records for ``old`` becoming ``new`` (old None for a new member): regex tombstones and
     resolutions, the group epoch and metadata hash."""
+    if old is new and not is_new_member and not group.regex_subscribers and \
+            now < group.metadata_refresh[0] and group.group_epoch >= group.metadata_refresh[1]:
+        # A plain heartbeat: nothing to resolve, nothing to re-check (the steady state).
+        return SubscriptionUpdate(False, False, group.resolved, group.subscribed,
+                                  group.group_epoch, None)
     names_changed = old is None or old.subscribed_topic_names != new.subscribed_topic_names
     old_regex = old.regex if old is not None else None
     new_regex = new.regex
