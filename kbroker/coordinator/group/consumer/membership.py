@@ -226,3 +226,6 @@ def on_loaded(shard, group: ConsumerGroup) -> None:
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             schedule_rebalance(shard, group.group_id, member.member_id, member.member_epoch,
                                member.rebalance_timeout_ms)
+    if group.members and group.group_epoch > group.assignment_epoch:
+        from kbroker.coordinator.group.consumer.heartbeat import assign_later
+        assign_later(shard, group.group_id, 0)  # the target it was waiting for
