@@ -42,9 +42,14 @@ PARTITIONS = 100
 
 
 def new_topic(bootstrap: str, partitions: int = PARTITIONS) -> str:
+    """A new topic, given time to reach the group coordinator's metadata (on Kafka the
+    coordinator learns of it from the KRaft log a moment after CreateTopics answers; a member
+    subscribing before that gets nothing until its next heartbeat, which is not what is
+    measured here)."""
     topic = f"cg-bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    time.sleep(2)
     return topic
 
 

@@ -371,10 +371,10 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "Smallest consumer.assignment.interval.ms a group config may set.", MEDIUM, _AT0),
     _d("group.consumer.max.assignment.interval.ms", I, 15000,
        "Largest consumer.assignment.interval.ms a group config may set.", MEDIUM, _AT0),
-    _d("group.consumer.assignor.offload.enable", B, True,
-       "Compute a consumer group's new target assignment in an operation of its own after the "
-       "heartbeat that made it due (members get it at their next heartbeat, as on Kafka); false "
-       "computes it inside that heartbeat.", MEDIUM),
+    _ignored("group.consumer.assignor.offload.enable", B, True,
+             "Run consumer group assignors off the coordinator thread.", None,
+             why="Kafka 4.4.0 defines it but its consumer groups do not read it either: the "
+                 "assignor runs inside the heartbeat, as kbroker's does"),
     _d("group.consumer.regex.refresh.interval.ms", I, 600000,
        "Longest time before a consumer group's regex subscriptions are resolved again.", MEDIUM,
        Range(10000)),

@@ -30,8 +30,7 @@ class FakeController:
 
 
 def make_consumer_shard(**overrides) -> GroupShard:
-    config = BrokerConfig({"group.consumer.assignment.interval.ms": 0,
-                           "group.consumer.assignor.offload.enable": False, **overrides})
+    config = BrokerConfig({"group.consumer.assignment.interval.ms": 0, **overrides})
     controller = FakeController()
     changes = TopicChanges()
     configs: dict = {}

@@ -268,19 +268,3 @@ def test_rolling_upgrade_and_downgrade():
         shard.runtime.unload(0)
     run(main())
 
-
-def test_offloaded_assignment_reaches_a_burst_of_members_at_their_next_heartbeat():
-    async def main():
-        shard = make_consumer_shard(**{"group.consumer.assignor.offload.enable": True})
-        t = shard.controller.add_topic("t", 6)
-        joined = [await hb(shard, member=f"m{i}") for i in range(3)]
-        assert all(r.assignment == {} for r in joined)  # the target comes after the heartbeat
-        await asyncio.sleep(0.05)  # the assignment operation runs
-        group = shard.consumer_groups["g"]
-        assert group.assignment_epoch == group.group_epoch == 4
-        got = [await hb(shard, member=f"m{i}", epoch=r.member_epoch, topics=None, owned=[])
-               for i, r in enumerate(joined)]
-        assert sorted(p for r in got for p in parts(r, t)) == list(range(6))
-        assert all(r.member_epoch == 4 for r in got) and group.state is G.STABLE
-        shard.runtime.unload(0)
-    run(main())

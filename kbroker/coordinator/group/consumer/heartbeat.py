@@ -250,13 +250,6 @@ def update_target(shard, group: ConsumerGroup, change, member, updated, now: int
     if not target.can_compute(group.assignment_timestamp, interval, now):
         assign_later(shard, group.group_id, group.assignment_timestamp + interval - now)
         return group.assignment_epoch, target_for(group, updated)
-    if settings.assignor_offload(shard):
-        # Kafka 4.4 runs the assignor off the heartbeat (group.consumer.assignor.offload.enable):
-        # the new target is written by an operation of its own right after this one, and the
-        # members get it at their next heartbeat - a burst of joining members all at once,
-        # instead of the first one taking every partition and giving them back.
-        assign_later(shard, group.group_id, 0)
-        return group.assignment_epoch, target_for(group, updated)
     assignor = group.preferred_assignor(member, updated) or settings.default_assignor(shard)
     kind = change.subscription
     if kind is None:

@@ -31,10 +31,6 @@ def assignment_interval_ms(shard, group_id: str) -> int:
     return group_setting(shard, group_id, "consumer.assignment.interval.ms")
 
 
-def assignor_offload(shard) -> bool:
-    return bool(shard.config.get("group.consumer.assignor.offload.enable"))
-
-
 def default_assignor(shard) -> str:
     return shard.config.get("group.consumer.assignors")[0]
 
