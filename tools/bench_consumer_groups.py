@@ -10,7 +10,8 @@ what a user sees.
 - settle after leave / join: in a settled group of 3, time from one member's ``close()`` (or a 4th
   member's ``subscribe()``) to the partitions covered again, balanced, no partition owned twice;
 - heartbeat round trip: 1,000 members in 100 groups (raw ConsumerGroupHeartbeat v1 over 10
-  connections, each member once a second after joining), p50 and p99 of the round trip.
+  connections, each member heartbeating at the interval the broker hands out, as clients do),
+  p50 and p99 of the round trip once every member is settled (same epoch twice in a row).
 
 Target: kbroker/Kafka <= 1.0 on every line. Run:
 ``python tools/bench_consumer_groups.py [--rounds 2] [--hb-seconds 20]``.
@@ -197,6 +198,7 @@ async def heartbeat_round(bootstrap: str, seconds: float, groups=100, per_group=
     rtts: list = []
     measuring = asyncio.Event()
     stop_at = [0.0]
+    settled: set = set()
 
     async def member(index):
         conn = conns[index % connections]
@@ -216,17 +218,29 @@ async def heartbeat_round(bootstrap: str, seconds: float, groups=100, per_group=
             r = await conn.call(68, 1, req, Resp)
             if measuring.is_set():
                 rtts.append(time.monotonic() - t0)
+            interval = 1.0
             if r.error_code:
                 epoch, owned = 0, []
+                settled.discard(index)
             else:
+                if r.member_epoch == epoch and r.assignment is None:
+                    settled.add(index)
+                else:
+                    settled.discard(index)
                 epoch = r.member_epoch
+                interval = r.heartbeat_interval_ms / 1000
                 if r.assignment is not None:
                     owned = [Req.TopicPartitions(topic_id=tp.topic_id, partitions=tp.partitions)
                              for tp in r.assignment.topic_partitions]
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(interval)
 
-    tasks = [asyncio.create_task(member(i)) for i in range(groups * per_group)]
-    await asyncio.sleep(10)  # joins and reconciliation done
+    total = groups * per_group
+    tasks = [asyncio.create_task(member(i)) for i in range(total)]
+    deadline = time.monotonic() + 180
+    while len(settled) < total and time.monotonic() < deadline:  # joins and reconciliation
+        await asyncio.sleep(0.5)
+    if len(settled) < total:
+        raise RuntimeError(f"only {len(settled)} of {total} members settled in 180 s")
     measuring.set()
     stop_at[0] = time.monotonic() + seconds
     await asyncio.gather(*tasks)
@@ -250,7 +264,7 @@ def one_round(bootstrap: str, hb_seconds: float) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--hb-seconds", type=float, default=20.0)
+    ap.add_argument("--hb-seconds", type=float, default=30.0)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-cg-"))
     kbroker = BrokerProcess(work / "kbroker").start()
