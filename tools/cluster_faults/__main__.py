@@ -35,6 +35,8 @@ def main(argv=None) -> int:
     m = sub.add_parser("matrix", help="each fault on each target, one at a time")
     m.add_argument("--hold", type=float, default=8.0)
     m.add_argument("--only", help="comma-separated fault names to keep")
+    m.add_argument("--targets", help="comma-separated targets to keep (leader, follower, "
+                                     "controller, coordinator, zookeeper)")
     r = sub.add_parser("random", help="seeded random schedules")
     r.add_argument("--schedules", type=int, default=10)
     r.add_argument("--seconds", type=float, default=60)
@@ -53,6 +55,9 @@ def main(argv=None) -> int:
             if args.only:
                 keep = set(args.only.split(","))
                 schedules = [s for s in schedules if s[0].fault in keep]
+            if args.targets:
+                keep = set(args.targets.split(","))
+                schedules = [s for s in schedules if s[0].target in keep]
         else:
             schedules = run.random_schedules(args.schedules, args.seconds, args.seed, proxied,
                                              cluster.session_timeout_s)
