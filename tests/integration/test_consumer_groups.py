@@ -322,3 +322,44 @@ def test_java_consumer_and_dump_log_segments(cg_broker):
         assert f'key: {{"type":"{record_type}"' in dump.stdout, record_type
     assert "Error at offset" not in dump.stdout, dump.stdout[:3000]
     assert "Exception" not in dump.stdout + dump.stderr
+
+
+def _consumer_groups_command(bootstrap, *args) -> str:
+    import sys
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "kafka_ref" / "run_kafka.py"),
+                          "run-class", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                          "--", "--bootstrap-server", bootstrap, *args],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def test_kafka_consumer_groups_command(cg_broker):
+    """Kafka 4.4.0's kafka-consumer-groups.sh: list, describe (offsets, members, state),
+    reset-offsets and delete of a consumer-protocol group."""
+    topic, group = f"cgc-{uuid.uuid4().hex[:6]}", "g-cmd"
+    ensure_topic(cg_broker.bootstrap, topic, 3)
+    produce_confluent(cg_broker.bootstrap, topic, [f"c{i}".encode() for i in range(30)])
+    member = Member(cg_broker.bootstrap, group, [topic], **{"client.id": "cmd-client"})
+    wait_until(lambda: len(member.values()) == 30, 20, message="every record read")
+    wait_until(lambda: describe(cg_broker.bootstrap, group)[1] == "Stable", 20, message="Stable")
+    listed = _consumer_groups_command(cg_broker.bootstrap, "--list", "--type", "consumer")
+    assert any(line.split()[:2] == [group, "Consumer"] for line in listed.splitlines())
+    members = _consumer_groups_command(cg_broker.bootstrap, "--describe", "--group", group,
+                                       "--members", "--verbose")
+    row = next(line.split() for line in members.splitlines() if line.startswith(group))
+    assert row[3:5] == ["cmd-client", "3"] and row[6] == f"{topic}:0,1,2", members
+    state = _consumer_groups_command(cg_broker.bootstrap, "--describe", "--group", group,
+                                     "--state")
+    assert "uniform" in state and "Stable" in state, state
+    member.close()
+    reset = _consumer_groups_command(cg_broker.bootstrap, "--reset-offsets", "--group", group,
+                                     "--topic", topic, "--to-earliest", "--execute")
+    assert sorted(line.split()[-1] for line in reset.splitlines()
+                  if line.startswith(group)) == ["0", "0", "0"], reset
+    offsets = _consumer_groups_command(cg_broker.bootstrap, "--describe", "--group", group)
+    rows = [line.split() for line in offsets.splitlines() if line.startswith(group)]
+    assert [(r[3], r[6]) for r in rows] == [("0", "-")] * 3, offsets  # offsets 0, no member
+    deleted = _consumer_groups_command(cg_broker.bootstrap, "--delete", "--group", group)
+    assert "was successful" in deleted
+    assert group not in _consumer_groups_command(cg_broker.bootstrap, "--list")
