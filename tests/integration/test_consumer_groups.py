@@ -363,3 +363,41 @@ def test_kafka_consumer_groups_command(cg_broker):
     deleted = _consumer_groups_command(cg_broker.bootstrap, "--delete", "--group", group)
     assert "was successful" in deleted
     assert group not in _consumer_groups_command(cg_broker.bootstrap, "--list")
+
+
+def test_group_configs(cg_broker):
+    """consumer.* group configs through IncrementalAlterConfigs / DescribeConfigs on the GROUP
+    resource, with Kafka's validation; the heartbeat hands out the group's interval; they
+    survive a restart."""
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource, ResourceType)
+    admin = AdminClient({"bootstrap.servers": cg_broker.bootstrap})
+
+    def alter(name, value):
+        resource = ConfigResource(ResourceType.GROUP, "g-configs", incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+        return admin.incremental_alter_configs([resource])[resource]
+
+    def described():
+        resource = ConfigResource(ResourceType.GROUP, "g-configs")
+        return admin.describe_configs([resource])[resource].result(20)
+
+    alter("consumer.heartbeat.interval.ms", "700").result(20)
+    entry = described()["consumer.heartbeat.interval.ms"]
+    assert entry.value == "700" and entry.source == 8  # GROUP_CONFIG
+    assert described()["consumer.session.timeout.ms"].value == "6000"  # the broker's
+    for name, value, text in (("consumer.heartbeat.interval.ms", "50", "greater than or equal"),
+                              ("consumer.nope", "1", "Unknown group config name"),
+                              ("share.session.timeout.ms", "45000", "no share groups")):
+        with pytest.raises(Exception) as err:
+            alter(name, value).result(20)
+        assert text in str(err.value)
+    topic = f"cgc-{uuid.uuid4().hex[:6]}"
+    ensure_topic(cg_broker.bootstrap, topic, 1)
+    with Wire(cg_broker.bootstrap) as wire:
+        r = _heartbeat(wire, group_id="g-configs", member_epoch=0, rebalance_timeout_ms=1000,
+                       topic_partitions=[], subscribed_topic_names=[topic])
+        assert r.error_code == 0 and r.heartbeat_interval_ms == 700
+    cg_broker.stop()
+    cg_broker.start()
+    assert described()["consumer.heartbeat.interval.ms"].value == "700"

@@ -22,14 +22,17 @@ class GroupCoordinator:
         self.config = config
         self.controller = controller
         self.topic_changes = TopicChanges()
-        self.group_configs: dict[str, dict] = {}  # group id -> {name: value} (GROUP resource)
+        from kbroker.coordinator.group.group_configs import GroupConfigStore
+        # Group configs (GROUP resource): durable in the data dir on a single node.
+        self.group_configs = GroupConfigStore(
+            None if config.get("zookeeper.connect") else config.log_dirs[0])
         topic_configs = {"cleanup.policy": "compact", "compression.type": "producer",
                          "segment.bytes": str(config.get("offsets.topic.segment.bytes"))}
         self.runtime = CoordinatorRuntime(
             controller, partitions, TOPIC, config.get("offsets.topic.num.partitions"), topic_configs,
             lambda runtime, index: GroupShard(runtime, index, config, self.topic_changes,
                                               lambda group_id: self.group_configs.get(
-                                                  group_id, {})),
+                                                  group_id)),
             config.get("offsets.topic.replication.factor"))
         self._expiry: asyncio.Task | None = None
 
