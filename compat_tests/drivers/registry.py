@@ -34,6 +34,7 @@ FEATURES = {
     "value-size": "produce --value-size N (values padded to N bytes)",
     "produce-timeout": "produce --timeout-ms MS (give up delivering after MS)",
     "groups": "consume --group G (subscribe, commit at the end)",
+    "groups.consumer-protocol": "consume --group G --property group.protocol=consumer (KIP-848)",
     "transactions": "produce --transactional-id ID --transaction commit|abort",
     "admin.create-topic": "admin create-topic",
     "admin.delete-topic": "admin delete-topic",
@@ -102,6 +103,7 @@ def _kcat_scram_lack() -> dict[str, str]:
             "4.3.1 rejects it too (checked: SASL authentication error)"}
 
 
+NO_KIP848 = "{client} has no KIP-848 consumer group protocol (group.protocol=consumer)"
 PYTHON = (sys.executable, str(HERE / "python_driver.py"), "--client")
 JAVA_JAR = "compat_tests/java/target/kbroker-java-driver.jar"
 # Short-lived JVMs: C1 only and the serial collector start fastest.
@@ -113,14 +115,20 @@ INSTALL = "run scripts/install-test-deps.sh"
 DRIVERS: list[Driver] = [
     Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent"),
            config_style="librdkafka"),
-    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python"),
-    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python"),
+    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python",
+           lacks={"groups.consumer-protocol": NO_KIP848.format(client="aiokafka 0.14.0") +
+                  ": its consumer speaks the classic JoinGroup/SyncGroup protocol only"}),
+    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python",
+           lacks={"groups.consumer-protocol": NO_KIP848.format(client="kafka-python 3.0.12") +
+                  ": its KafkaConsumer has no group.protocol setting"}),
     Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
            lacks={"timestamps": "kcat -P cannot set per-message timestamps",
                   "transactions": "kcat has no transactional producer",
                   **{f"admin.{op}": KCAT_NO_ADMIN for op in (
                       "create-topic", "delete-topic", "create-partitions", "describe-configs",
                       "alter-configs", "delete-records")},
+                  "groups.consumer-protocol": "kcat links the system librdkafka (2.0.2 on "
+                  "Debian), which predates KIP-848 support (librdkafka 2.12)",
                   **_kcat_scram_lack()},
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
@@ -130,6 +138,8 @@ DRIVERS: list[Driver] = [
                                     "--property", f"delivery.timeout.ms={ms}"]),
     Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL)),
     Driver("kafkajs", "KafkaJS", ("node", "compat_tests/js/driver.js"),
+           lacks={"groups.consumer-protocol": NO_KIP848.format(client="KafkaJS 2.2") +
+                  " (classic JoinGroup/SyncGroup only)"},
            unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
     # Spark registers here the same way.
 ]
