@@ -1,9 +1,9 @@
 """DescribeConfigs (key 32) v1-4, AlterConfigs (key 33) v0-2, IncrementalAlterConfigs (key 44) v0-1.
 
-Resources: TOPIC (2), BROKER (4), BROKER_LOGGER (8) and GROUP (32, KIP-848 group configs: the
-consumer.* configs of :mod:`kbroker.coordinator.group.group_configs`, set with
-IncrementalAlterConfigs SET/DELETE; AlterConfigs on a GROUP is INVALID_REQUEST); any other type is
-INVALID_REQUEST
+Resources: TOPIC (2), BROKER (4), BROKER_LOGGER (8) and GROUP (32, KIP-848 / KIP-1071 group
+configs: the consumer.* and streams.* configs of :mod:`kbroker.coordinator.group.group_configs`,
+set with IncrementalAlterConfigs SET/DELETE, APPEND/SUBTRACT for the LIST one; AlterConfigs on a
+GROUP is INVALID_REQUEST); any other type is INVALID_REQUEST
 ("Unsupported resource type: N"). A resource named twice in one alter request is INVALID_REQUEST
 ("Duplicate resource.").
 
@@ -135,26 +135,32 @@ def _describe(broker, resource, include_synonyms: bool, include_documentation: b
 
 def _describe_group(broker, group_id: str, names, include_synonyms: bool,
                     include_documentation: bool) -> list:
-    """A group's consumer.* configs: its override (GROUP_CONFIG) or the broker's synonym."""
+    """A group's consumer.* and streams.* configs: its override (GROUP_CONFIG) or the broker's
+    synonym; Kafka's internal ones only once set."""
     from kbroker.config import ConfigSynonym
-    from kbroker.coordinator.group.group_configs import GROUP_CONFIGS
+    from kbroker.coordinator.group.group_configs import GROUP_CONFIGS, default_value, render
     if not group_id:
         raise KafkaError(Errors.INVALID_REQUEST, "Group name must not be empty")
     overrides = broker.groups.group_configs.get(group_id)
     entries = []
-    for name, (synonym, _, _, _, doc) in GROUP_CONFIGS.items():
+    for name, definition in GROUP_CONFIGS.items():
         if names is not None and name not in names:
             continue
-        broker_entry = describe_broker_configs(broker.config, [synonym])[0]
-        value = str(overrides[name]) if name in overrides else broker_entry.value
+        if definition.internal and name not in overrides:
+            continue
+        broker_entry = describe_broker_configs(broker.config, [definition.synonym])[0]
+        default = render(definition, default_value(broker.config, definition))
+        value = render(definition, overrides[name]) if name in overrides else default
         source = ConfigSource.GROUP_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG
         synonyms = []
         if include_synonyms:
             if name in overrides:
                 synonyms.append(ConfigSynonym(name, value, ConfigSource.GROUP_CONFIG))
-            synonyms.append(ConfigSynonym(synonym, broker_entry.value, broker_entry.source))
-        entries.append(ConfigEntry(name, value, source, False, False, ConfigType.INT,
-                                   doc if include_documentation else None, synonyms))
+            synonyms.append(ConfigSynonym(definition.synonym, broker_entry.value,
+                                          broker_entry.source))
+        entries.append(ConfigEntry(name, value, source, False, False,
+                                   ConfigType[definition.type],
+                                   definition.doc if include_documentation else None, synonyms))
     return entries
 
 
@@ -280,20 +286,33 @@ async def _apply(broker, resource, changes: dict, replace_all: bool, validate_on
 
 
 def _alter_group(broker, group_id: str, changes: dict, validate_only: bool) -> None:
-    """IncrementalAlterConfigs on a GROUP (SET and DELETE; the configs are INTs)."""
+    """IncrementalAlterConfigs on a GROUP (SET and DELETE; APPEND and SUBTRACT only for the
+    LIST config streams.rack.aware.assignment.tags)."""
     from kbroker.coordinator.group import group_configs
     if not group_id:
         raise KafkaError(Errors.INVALID_REQUEST, "Group name must not be empty")
     store = broker.groups.group_configs
-    new = dict(store.get(group_id))
+    new = {name: group_configs.render(group_configs.GROUP_CONFIGS[name], value)
+           for name, value in store.get(group_id).items()}
     for key, (op, value) in changes.items():
         if op == SET:
             new[key] = value
         elif op == DELETE:
             new.pop(key, None)
         else:
-            raise KafkaError(Errors.INVALID_CONFIG, f"Can't {OPERATIONS[op]} to key {key} "
-                                                    "because its type is not LIST.")
+            definition = group_configs.GROUP_CONFIGS.get(key)
+            if definition is None or definition.type != group_configs.LIST:
+                raise KafkaError(Errors.INVALID_CONFIG, f"Can't {OPERATIONS[op]} to key {key} "
+                                                        "because its type is not LIST.")
+            current = [v for v in new.get(key, group_configs.render(
+                definition, group_configs.default_value(broker.config, definition))).split(",")
+                if v]
+            for item in (value or "").split(","):
+                if op == APPEND and item and item not in current:
+                    current.append(item)
+                elif op == SUBTRACT and item in current:
+                    current.remove(item)
+            new[key] = ",".join(current)
     checked = group_configs.check(broker.config, new)
     if not validate_only and checked != store.get(group_id):
         store.put(group_id, checked)

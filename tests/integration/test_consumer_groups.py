@@ -386,7 +386,7 @@ def test_group_configs(cg_broker):
     entry = described()["consumer.heartbeat.interval.ms"]
     assert entry.value == "700" and entry.source == 8  # GROUP_CONFIG
     assert described()["consumer.session.timeout.ms"].value == "6000"  # the broker's
-    for name, value, text in (("consumer.heartbeat.interval.ms", "50", "greater than or equal"),
+    for name, value, text in (("consumer.heartbeat.interval.ms", "50", "must be in the range 100 to 15000"),
                               ("consumer.nope", "1", "Unknown group config name"),
                               ("share.session.timeout.ms", "45000", "no share groups")):
         with pytest.raises(Exception) as err:

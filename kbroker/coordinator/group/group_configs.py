@@ -1,13 +1,23 @@
-"""Group configs (KIP-848): ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``
-and ``consumer.assignment.interval.ms`` per group, set through IncrementalAlterConfigs on the
-GROUP resource and read by the consumer-group coordinator
-(:mod:`kbroker.coordinator.group.consumer.settings`).
+"""Group configs (KIP-848, KIP-1071): per-group settings of consumer and streams groups, set
+through IncrementalAlterConfigs on the GROUP resource and read by their coordinators
+(:func:`kbroker.coordinator.group.modern.group_setting`); a group without an override uses the
+broker config named as its synonym.
 
-Validation is Kafka's GroupConfig: an unknown name is INVALID_CONFIG ("Unknown group config
-name: N"), a value must be an INT at least its minimum, and within the broker's
-``group.consumer.min.*`` / ``group.consumer.max.*`` bounds (INVALID_CONFIG "N must be greater than
-or equal to B"). Kafka's share.* and streams.* group configs are refused with INVALID_CONFIG:
-kbroker has no share or streams groups, and a setting is never accepted to be ignored.
+The table is Kafka 4.4's GroupConfig for the group types kbroker has: ``consumer.*`` and
+``streams.*``. Validation follows it, in its order: an unknown name is INVALID_CONFIG ("Unknown
+group config name: N"); a value must parse as its type ("Invalid value V for configuration N: Not
+a number of type INT", "... Expected value to be either true or false") and pass the type's own
+check ("Value must be at least L"); then the broker's bounds ("N must be in the range A to B
+inclusive.", "N must be less than or equal to B", "N must be greater than or equal to A"), the
+streams assignor must be registered in ``group.streams.assignors``, rack-aware tags must not
+repeat, and a session timeout must exceed its heartbeat interval ("S must be greater than H").
+Kafka's share.* configs (and the share groups' dead-letter-queue configs) are refused with
+INVALID_CONFIG: kbroker has no share groups, and a setting is never accepted to be ignored.
+
+Internal configs (Kafka's ``defineInternal``: ``streams.task.offset.interval.ms``,
+``streams.num.warmup.replicas``, ``streams.acceptable.recovery.lag``,
+``streams.assignor.offload.enable``) are settable but shown by DescribeConfigs only once set,
+as Kafka does.
 
 Storage: Kafka keeps group configs in its metadata log. On a single node they are a file in the
 first log dir (``group-configs.json``: {group: {name: value}}, written atomically: temp file,
@@ -21,6 +31,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from kbroker.protocol.errors import Errors, KafkaError
@@ -28,57 +40,192 @@ from kbroker.protocol.errors import Errors, KafkaError
 log = logging.getLogger("kbroker.coordinator.group")
 FILE = "group-configs.json"
 
-# name -> (broker synonym, least value, broker lower bound key, broker upper bound key, doc)
-GROUP_CONFIGS = {
-    "consumer.session.timeout.ms": (
-        "group.consumer.session.timeout.ms", 1, "group.consumer.min.session.timeout.ms",
-        "group.consumer.max.session.timeout.ms",
-        "The timeout to detect client failures when using the consumer group protocol."),
-    "consumer.heartbeat.interval.ms": (
-        "group.consumer.heartbeat.interval.ms", 1, "group.consumer.min.heartbeat.interval.ms",
-        "group.consumer.max.heartbeat.interval.ms",
-        "The heartbeat interval given to the members."),
-    "consumer.assignment.interval.ms": (
-        "group.consumer.assignment.interval.ms", 0, "group.consumer.min.assignment.interval.ms",
-        "group.consumer.max.assignment.interval.ms",
-        "The least time between two target assignments of the group."),
-}
-UNSUPPORTED_PREFIXES = {"share.": "share", "streams.": "streams"}
-KNOWN_ELSEWHERE = {"errors.deadletterqueue.topic.name", "errors.deadletterqueue.copy.record.enable"}
+INT, LONG, BOOLEAN, STRING, LIST = "INT", "LONG", "BOOLEAN", "STRING", "LIST"
+
+
+@dataclass(frozen=True)
+class GroupConfigDef:
+    name: str
+    type: str
+    synonym: str                 # the broker config a group without an override uses
+    doc: str
+    least: int | None = None     # the type's own lower bound (Kafka's Range.atLeast)
+    lower: str | None = None     # broker config of the lower bound
+    upper: str | None = None     # broker config of the upper bound
+    internal: bool = False       # shown by DescribeConfigs only once set
+
+
+_D = GroupConfigDef
+# In Kafka's order of validation.
+_TABLE = (
+    _D("consumer.session.timeout.ms", INT, "group.consumer.session.timeout.ms",
+       "The timeout to detect client failures when using the consumer group protocol.", 1,
+       "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
+    _D("consumer.heartbeat.interval.ms", INT, "group.consumer.heartbeat.interval.ms",
+       "The heartbeat interval given to the members of a consumer group.", 1,
+       "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"),
+    _D("consumer.assignment.interval.ms", INT, "group.consumer.assignment.interval.ms",
+       "The interval between assignment updates for a consumer group.", 0,
+       "group.consumer.min.assignment.interval.ms", "group.consumer.max.assignment.interval.ms"),
+    _D("streams.session.timeout.ms", INT, "group.streams.session.timeout.ms",
+       "The timeout to detect client failures when using the streams group protocol.", 1,
+       "group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"),
+    _D("streams.heartbeat.interval.ms", INT, "group.streams.heartbeat.interval.ms",
+       "The heartbeat interval given to the members.", 1,
+       "group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms"),
+    _D("streams.num.standby.replicas", INT, "group.streams.num.standby.replicas",
+       "The number of standby replicas for each task.", 0, None,
+       "group.streams.max.standby.replicas"),
+    _D("streams.initial.rebalance.delay.ms", INT, "group.streams.initial.rebalance.delay.ms",
+       "The amount of time the group coordinator will wait for more streams clients to join a "
+       "new group before performing the first rebalance. A longer delay means potentially "
+       "fewer rebalances.", 0),
+    _D("streams.assignment.interval.ms", INT, "group.streams.assignment.interval.ms",
+       "The interval between assignment updates for a streams group.", 0,
+       "group.streams.min.assignment.interval.ms", "group.streams.max.assignment.interval.ms"),
+    _D("streams.assignor.offload.enable", BOOLEAN, "group.streams.assignor.offload.enable",
+       "Whether to offload streams group assignment to a group coordinator background thread "
+       "(Kafka 4.4.0 computes it inside the heartbeat whatever the value, as kbroker does).",
+       internal=True),
+    _D("streams.task.offset.interval.ms", INT, "group.streams.task.offset.interval.ms",
+       "The interval in which the warmup task changelog offsets on a client are updated on the "
+       "broker. The offsets are sent with the next heartbeat after this time has passed.", 1,
+       "group.streams.min.task.offset.interval.ms", internal=True),
+    _D("streams.num.warmup.replicas", INT, "group.streams.num.warmup.replicas",
+       "The maximum number of warmup task replicas (Kafka 4.4.0's assignment refiner hands out "
+       "none yet, and neither does kbroker's).", 0, None, "group.streams.max.warmup.replicas",
+       internal=True),
+    _D("streams.rack.aware.assignment.tags", LIST, "group.streams.rack.aware.assignment.tags",
+       "List of client tag keys used to distribute standby replicas across Kafka Streams "
+       "instances. When configured, and the used broker-side assignor supports it, it will make "
+       "a best-effort to distribute standby tasks over each client tag dimension."),
+    _D("streams.acceptable.recovery.lag", LONG, "group.streams.acceptable.recovery.lag",
+       "The maximum acceptable lag (number of offsets to catch up) for a client to be "
+       "considered caught-up enough to receive an active task assignment.", 0, internal=True),
+    _D("streams.assignor.name", STRING, "group.streams.assignors",
+       "The task assignor to use for this streams group, selected by short name from the "
+       "assignors registered via the broker configuration group.streams.assignors. When unset, "
+       "the group defaults to the first assignor configured in the broker's "
+       "group.streams.assignors setting. Changing the assignor does not trigger a rebalance for "
+       "the group; the new assignor takes effect on the next rebalance."),
+)
+GROUP_CONFIGS = {d.name: d for d in _TABLE}
+SESSION_HEARTBEAT = (("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
+                     ("streams.session.timeout.ms", "streams.heartbeat.interval.ms"))
+# Kafka's share-group configs: known names, refused here.
+SHARE_CONFIGS = {"share.session.timeout.ms", "share.heartbeat.interval.ms",
+                 "share.record.lock.duration.ms", "share.delivery.count.limit",
+                 "share.partition.max.record.locks", "share.auto.offset.reset",
+                 "share.isolation.level", "share.renew.acknowledge.enable",
+                 "share.assignment.interval.ms", "share.assignor.offload.enable",
+                 "errors.deadletterqueue.topic.name", "errors.deadletterqueue.copy.record.enable"}
+
+
+def default_value(config, definition: GroupConfigDef):
+    """The broker's value for a group without an override (the first registered assignor for
+    ``streams.assignor.name``)."""
+    value = config.get(definition.synonym)
+    if definition.name == "streams.assignor.name":
+        return value[0]
+    return value
+
+
+def render(definition: GroupConfigDef, value) -> str:
+    """A value as DescribeConfigs shows it."""
+    if definition.type == BOOLEAN:
+        return "true" if value else "false"
+    if definition.type == LIST:
+        return ",".join(value)
+    return str(value)
+
+
+def _parse(definition: GroupConfigDef, raw):
+    name = definition.name
+    text = str(raw).strip()
+    if definition.type in (INT, LONG):
+        bits = 31 if definition.type == INT else 63
+        try:
+            value = int(text)
+        except ValueError:
+            raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {raw} for configuration "
+                                                    f"{name}: Not a number of type "
+                                                    f"{definition.type}") from None
+        if not -(1 << bits) <= value < (1 << bits):
+            raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {raw} for configuration "
+                                                    f"{name}: Not a number of type "
+                                                    f"{definition.type}")
+        if definition.least is not None and value < definition.least:
+            raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {value} for configuration "
+                                                    f"{name}: Value must be at least "
+                                                    f"{definition.least}")
+        return value
+    if definition.type == BOOLEAN:
+        if text.lower() not in ("true", "false"):
+            raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {raw} for configuration "
+                                                    f"{name}: Expected value to be either true "
+                                                    f"or false")
+        return text.lower() == "true"
+    if definition.type == LIST:
+        return [] if not text else [t for t in re.split(r"\s*,\s*", text)]
+    return text
 
 
 def check(config, overrides: dict) -> dict:
-    """The overrides as ints, or KafkaError INVALID_CONFIG (Kafka's messages)."""
-    out = {}
-    for name, raw in overrides.items():
-        definition = GROUP_CONFIGS.get(name)
-        if definition is None:
-            for prefix, kind in UNSUPPORTED_PREFIXES.items():
-                if name.startswith(prefix) or name in KNOWN_ELSEWHERE:
-                    raise KafkaError(Errors.INVALID_CONFIG,
-                                     f"{name} is not supported by kbroker: it has no "
-                                     f"{kind if name.startswith(prefix) else 'streams'} groups")
-            raise KafkaError(Errors.INVALID_CONFIG, f"Unknown group config name: {name}")
-        synonym, least, lower, upper, _ = definition
-        try:
-            value = int(str(raw).strip())
-        except ValueError:
-            raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {raw} for configuration "
-                                                    f"{name}: Not a number of type INT") from None
-        if value < least:
-            raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {value} for configuration "
-                                                    f"{name}: Value must be at least {least}")
-        if value < config.get(lower):
+    """The overrides parsed to their types, or KafkaError INVALID_CONFIG (Kafka's messages)."""
+    for name in overrides:
+        if name in SHARE_CONFIGS:
             raise KafkaError(Errors.INVALID_CONFIG,
-                             f"{name} must be greater than or equal to {lower}")
-        if value > config.get(upper):
-            raise KafkaError(Errors.INVALID_CONFIG, f"{name} must be less than or equal to {upper}")
-        out[name] = value
+                             f"{name} is not supported by kbroker: it has no share groups")
+        if name not in GROUP_CONFIGS:
+            raise KafkaError(Errors.INVALID_CONFIG, f"Unknown group config name: {name}")
+    tags = overrides.get("streams.rack.aware.assignment.tags")
+    if tags is not None:
+        parsed_tags = _parse(GROUP_CONFIGS["streams.rack.aware.assignment.tags"], tags)
+        if len(set(parsed_tags)) != len(parsed_tags):
+            raise KafkaError(Errors.INVALID_CONFIG, "streams.rack.aware.assignment.tags must not "
+                                                    "contain duplicate tag keys.")
+    out = {name: _parse(GROUP_CONFIGS[name], raw) for name, raw in overrides.items()}
+    for definition in _TABLE:
+        value = out.get(definition.name)
+        if value is None or definition.type not in (INT, LONG):
+            continue
+        _check_bounds(config, definition, value)
+    assignor = out.get("streams.assignor.name")
+    if assignor is not None:
+        registered = config.get("group.streams.assignors")
+        if assignor not in registered:
+            raise KafkaError(Errors.INVALID_CONFIG,
+                             f"streams.assignor.name '{assignor}' is not a registered task "
+                             f"assignor. Registered assignors are: [{', '.join(registered)}].")
+    for session_name, heartbeat_name in SESSION_HEARTBEAT:
+        if session_name in out or heartbeat_name in out:
+            session = out.get(session_name, config.get(GROUP_CONFIGS[session_name].synonym))
+            heartbeat = out.get(heartbeat_name,
+                                config.get(GROUP_CONFIGS[heartbeat_name].synonym))
+            if session <= heartbeat:
+                raise KafkaError(Errors.INVALID_CONFIG,
+                                 f"{session_name} must be greater than {heartbeat_name}")
     return out
 
 
+def _check_bounds(config, definition: GroupConfigDef, value: int) -> None:
+    name = definition.name
+    lower = config.get(definition.lower) if definition.lower else None
+    upper = config.get(definition.upper) if definition.upper else None
+    if lower is not None and upper is not None:
+        if not lower <= value <= upper:
+            raise KafkaError(Errors.INVALID_CONFIG,
+                             f"{name} must be in the range {lower} to {upper} inclusive.")
+    elif upper is not None and value > upper:
+        raise KafkaError(Errors.INVALID_CONFIG, f"{name} must be less than or equal to {upper}")
+    elif lower is not None and value < lower:
+        raise KafkaError(Errors.INVALID_CONFIG,
+                         f"{name} must be greater than or equal to {lower}")
+
+
 class GroupConfigStore:
-    """Group id -> {config name: int}; durable in ``directory`` (None: a cluster, read-only)."""
+    """Group id -> {config name: parsed value}; durable in ``directory`` (None: a cluster,
+    read-only)."""
 
     def __init__(self, directory: str | Path | None):
         self.path = Path(directory) / FILE if directory is not None else None

@@ -16,9 +16,9 @@ rebalance timeout), and for classic-protocol members ``("consumer-join", ...)`` 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import replace
 
+from kbroker.coordinator.group import modern
 from kbroker.coordinator.group.consumer import records as rec
 from kbroker.coordinator.group.consumer import settings
 from kbroker.coordinator.group.consumer.group import ConsumerGroup, group_hash
@@ -136,41 +136,13 @@ def _answer(response, members):
 # --- timers --------------------------------------------------------------------------------------
 
 def schedule_session(shard, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
-    """(Re)start a member's session. Heartbeats only move its deadline; the one timer of the
-    session re-arms itself for what is left when it fires early, so a heartbeat costs no timer
-    churn."""
+    """(Re)start a member's session (:func:`kbroker.coordinator.group.modern.schedule_session`);
+    it is fenced when the session runs out."""
     if timeout_ms is None:
         timeout_ms = settings.session_timeout_ms(shard, group_id)
-    key = (SESSION, group_id, member_id)
-    deadline = _monotonic_ms() + timeout_ms
-    armed = shard.session_deadlines.get(key)
-    if armed is not None and armed[1] <= deadline and \
-            shard.runtime.has_timer(shard.partition_index, key):
-        shard.session_deadlines[key] = (deadline, armed[1])
-        return
-    _arm_session(shard, key, deadline, timeout_ms)
-
-
-def _arm_session(shard, key, deadline: float, delay_ms: float) -> None:
-    _, group_id, member_id = key
-    shard.session_deadlines[key] = (deadline, _monotonic_ms() + delay_ms)
-
-    def check(s):
-        entry = s.session_deadlines.get(key)
-        if entry is None:
-            return CoordinatorResult()
-        left = entry[0] - _monotonic_ms()
-        if left > 0:
-            _arm_session(s, key, entry[0], left)
-            return CoordinatorResult()
-        del s.session_deadlines[key]
-        return fence_op(s, group_id, member_id, "the member session expired")
-
-    shard.schedule(key, int(delay_ms) + 1, check)
-
-
-def _monotonic_ms() -> float:
-    return time.monotonic() * 1000
+    modern.schedule_session(shard, (SESSION, group_id, member_id), timeout_ms,
+                            lambda s: fence_op(s, group_id, member_id,
+                                               "the member session expired"))
 
 
 def schedule_rebalance(shard, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
@@ -200,9 +172,9 @@ def schedule_sync(shard, group_id: str, member_id: str, timeout_ms: int) -> None
 
 
 def cancel_timers(shard, group_id: str, member_id: str) -> None:
-    for kind in (SESSION, REBALANCE, JOIN, SYNC):
+    for kind in (REBALANCE, JOIN, SYNC):
         shard.cancel((kind, group_id, member_id))
-    shard.session_deadlines.pop((SESSION, group_id, member_id), None)
+    modern.cancel_session(shard, (SESSION, group_id, member_id))
 
 
 def fence_op(shard, group_id: str, member_id: str, reason: str) -> CoordinatorResult:

@@ -13,9 +13,8 @@ ConsumerGroupRegularExpression (what a subscribed regex resolved to).
 
 from __future__ import annotations
 
-import struct
-
 from kbroker.coordinator.group.consumer.member import ClassicMetadata, ConsumerGroupMember
+from kbroker.coordinator.group.modern import decode_record_value, record_key, record_value
 from kbroker.protocol.messages.consumer_group_current_member_assignment_key import \
     ConsumerGroupCurrentMemberAssignmentKey
 from kbroker.protocol.messages.consumer_group_current_member_assignment_value import \
@@ -42,8 +41,6 @@ from kbroker.protocol.messages.consumer_group_target_assignment_metadata_key imp
     ConsumerGroupTargetAssignmentMetadataKey
 from kbroker.protocol.messages.consumer_group_target_assignment_metadata_value import \
     ConsumerGroupTargetAssignmentMetadataValue
-
-_INT16 = struct.Struct(">h")
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -73,12 +70,7 @@ VALUES = {
 }
 
 
-def _key(record_type: int, key) -> bytes:
-    return _INT16.pack(record_type) + key.to_bytes(0)
-
-
-def _value(value) -> bytes:
-    return _INT16.pack(0) + value.to_bytes(0)
+_key, _value = record_key, record_value
 
 
 def decode_key(record_type: int, view: memoryview):
@@ -86,10 +78,7 @@ def decode_key(record_type: int, view: memoryview):
 
 
 def decode_value(record_type: int, value: bytes):
-    view = memoryview(value)
-    (version,) = _INT16.unpack_from(view, 0)
-    cls = VALUES[record_type]
-    return cls.decode(view[2:], min(version, cls.VALID_VERSIONS[1]))
+    return decode_record_value(VALUES[record_type], value)
 
 
 # --- the group -----------------------------------------------------------------------------------

@@ -4,19 +4,7 @@ broker's ``group.consumer.*`` defaults."""
 
 from __future__ import annotations
 
-GROUP_CONFIG_SYNONYMS = {
-    "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
-    "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
-    "consumer.assignment.interval.ms": "group.consumer.assignment.interval.ms",
-}
-
-
-def group_setting(shard, group_id: str, name: str) -> int:
-    """A group config's value for ``group_id``: its override, or the broker's synonym."""
-    overrides = shard.group_configs(group_id)
-    if name in overrides:
-        return int(overrides[name])
-    return shard.config.get(GROUP_CONFIG_SYNONYMS[name])
+from kbroker.coordinator.group.modern import group_setting
 
 
 def session_timeout_ms(shard, group_id: str) -> int:

@@ -13,14 +13,11 @@ from kbroker.coordinator.group.consumer import records as rec
 from kbroker.coordinator.group.consumer.assignors import (ASSIGNORS, AssignorError, MemberSpec,
                                                           topic_ids)
 from kbroker.coordinator.group.consumer.group import ConsumerGroup, SubscriptionType
+from kbroker.coordinator.group.modern import can_compute_assignment
 from kbroker.protocol.errors import Errors, KafkaError
 
 
-def can_compute(assignment_timestamp: int, interval_ms: int, now: int) -> bool:
-    """KIP-1263: at most one new target assignment per ``consumer.assignment.interval.ms``
-    (always when there is none yet, or the interval is 0)."""
-    return assignment_timestamp == 0 or interval_ms == 0 or now >= assignment_timestamp + \
-        interval_ms
+can_compute = can_compute_assignment  # KIP-1263, per consumer.assignment.interval.ms
 
 
 def build(group: ConsumerGroup, epoch: int, assignor: str, subscription: SubscriptionType,

@@ -1,0 +1,98 @@
+"""What the heartbeat protocols share (KIP-848 consumer groups, KIP-1071 streams groups): the
+framing of their ``__consumer_offsets`` records, the session timer of a member, the rate limit
+on target assignments (KIP-1263) and where a group's settings come from.
+
+Everything protocol-specific (members, assignments, reconciliation) stays in ``consumer/`` and
+``streams/``; this module holds only what reads the same for both.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from kbroker.coordinator.runtime import CoordinatorResult
+
+_INT16 = struct.Struct(">h")
+
+
+# --- records ---------------------------------------------------------------------------------------
+
+def record_key(record_type: int, key) -> bytes:
+    """A record key: the int16 record type, then the key struct (version 0)."""
+    return _INT16.pack(record_type) + key.to_bytes(0)
+
+
+def record_value(value, version: int = 0) -> bytes:
+    """A record value: the int16 version, then the value struct."""
+    return _INT16.pack(version) + value.to_bytes(version)
+
+
+def decode_record_value(cls, value: bytes):
+    """A value written by this or a newer Kafka: read at the highest version we know (newer
+    versions only add tagged fields)."""
+    view = memoryview(value)
+    (version,) = _INT16.unpack_from(view, 0)
+    return cls.decode(view[2:], min(version, cls.VALID_VERSIONS[1]))
+
+
+# --- target assignments ----------------------------------------------------------------------------
+
+def can_compute_assignment(assignment_timestamp: int, interval_ms: int, now: int) -> bool:
+    """KIP-1263: at most one new target assignment per assignment interval (always when there
+    is none yet, or the interval is 0)."""
+    return assignment_timestamp == 0 or interval_ms == 0 or now >= assignment_timestamp + \
+        interval_ms
+
+
+# --- settings --------------------------------------------------------------------------------------
+
+def group_setting(shard, group_id: str, name: str):
+    """A group config's value for ``group_id``: its override (IncrementalAlterConfigs on the
+    GROUP resource), or else the broker config it defaults to."""
+    from kbroker.coordinator.group.group_configs import GROUP_CONFIGS
+    overrides = shard.group_configs(group_id)
+    if name in overrides:
+        return overrides[name]
+    return shard.config.get(GROUP_CONFIGS[name].synonym)
+
+
+# --- session timers --------------------------------------------------------------------------------
+
+def schedule_session(shard, key: tuple, timeout_ms: int, expire) -> None:
+    """(Re)start a member's session, timer ``key`` of the shard; ``expire(shard)`` fences the
+    member when it runs out. Heartbeats only move the deadline: the one timer of a session
+    re-arms itself for what is left when it fires early, so a heartbeat costs no timer churn."""
+    deadline = _monotonic_ms() + timeout_ms
+    armed = shard.session_deadlines.get(key)
+    if armed is not None and armed[1] <= deadline and \
+            shard.runtime.has_timer(shard.partition_index, key):
+        shard.session_deadlines[key] = (deadline, armed[1])
+        return
+    _arm_session(shard, key, deadline, timeout_ms, expire)
+
+
+def cancel_session(shard, key: tuple) -> None:
+    shard.cancel(key)
+    shard.session_deadlines.pop(key, None)
+
+
+def _arm_session(shard, key: tuple, deadline: float, delay_ms: float, expire) -> None:
+    shard.session_deadlines[key] = (deadline, _monotonic_ms() + delay_ms)
+
+    def check(s):
+        entry = s.session_deadlines.get(key)
+        if entry is None:
+            return CoordinatorResult()
+        left = entry[0] - _monotonic_ms()
+        if left > 0:
+            _arm_session(s, key, entry[0], left, expire)
+            return CoordinatorResult()
+        del s.session_deadlines[key]
+        return expire(s)
+
+    shard.schedule(key, int(delay_ms) + 1, check)
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000
