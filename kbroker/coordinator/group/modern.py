@@ -8,6 +8,7 @@ Everything protocol-specific (members, assignments, reconciliation) stays in ``c
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import time
 
@@ -34,6 +35,36 @@ def decode_record_value(cls, value: bytes):
     view = memoryview(value)
     (version,) = _INT16.unpack_from(view, 0)
     return cls.decode(view[2:], min(version, cls.VALID_VERSIONS[1]))
+
+
+# --- metadata hash (KIP-1101) --------------------------------------------------------------------
+
+def topic_hash(image, name: str) -> int:
+    """A hash of a topic's id, name, partition count and partition racks (0 when it does not
+    exist); a group's epoch moves when the hash of its subscribed topics changes."""
+    topic = image.topic(name)
+    if topic is None:
+        return 0
+    h = hashlib.blake2b(digest_size=8)
+    h.update(b"\x00" + topic.topic_id.bytes + name.encode() + struct.pack(">i", topic.num_partitions))
+    brokers = image.brokers
+    for index, replicas in enumerate(topic.assignments):
+        racks = sorted({brokers[r].rack for r in replicas if r in brokers and brokers[r].rack})
+        h.update(struct.pack(">i", index))
+        for rack in racks:
+            h.update(struct.pack(">i", len(rack)) + rack.encode())
+    return int.from_bytes(h.digest(), "big", signed=True)
+
+
+def group_hash(image, subscribed) -> int:
+    """The hash of the topics named by ``subscribed`` (an iterable of names) that exist."""
+    hashes = [topic_hash(image, name) for name in sorted(subscribed) if image.topic(name)]
+    if not hashes:
+        return 0
+    h = hashlib.blake2b(digest_size=8)
+    for value in hashes:
+        h.update(struct.pack(">q", value))
+    return int.from_bytes(h.digest(), "big", signed=True)
 
 
 # --- target assignments ----------------------------------------------------------------------------

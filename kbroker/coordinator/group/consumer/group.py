@@ -24,12 +24,11 @@ members' protocols (for members still on the classic protocol, online migration)
 from __future__ import annotations
 
 import enum
-import hashlib
-import struct
 import uuid
 from dataclasses import dataclass
 
 from kbroker.coordinator.group.consumer.member import ConsumerGroupMember, MemberState
+from kbroker.coordinator.group.modern import group_hash, topic_hash  # noqa: F401 (re-exported)
 
 INITIAL_EPOCH = 1  # Kafka starts a group and its target assignment at epoch 1
 
@@ -341,32 +340,3 @@ def subscription_type(regex_subscribers: dict, subscribed: dict, members: int) -
         if all(by_regex == 1 and by_name == 0 for by_name, by_regex in subscribed.values()):
             return SubscriptionType.HOMOGENEOUS
     return SubscriptionType.HETEROGENEOUS
-
-
-# --- metadata hash (KIP-1101) --------------------------------------------------------------------
-
-def topic_hash(image, name: str) -> int:
-    """A hash of a topic's id, name, partition count and partition racks (0 when it does not
-    exist); a group's epoch moves when the hash of its subscribed topics changes."""
-    topic = image.topic(name)
-    if topic is None:
-        return 0
-    h = hashlib.blake2b(digest_size=8)
-    h.update(b"\x00" + topic.topic_id.bytes + name.encode() + struct.pack(">i", topic.num_partitions))
-    brokers = image.brokers
-    for index, replicas in enumerate(topic.assignments):
-        racks = sorted({brokers[r].rack for r in replicas if r in brokers and brokers[r].rack})
-        h.update(struct.pack(">i", index))
-        for rack in racks:
-            h.update(struct.pack(">i", len(rack)) + rack.encode())
-    return int.from_bytes(h.digest(), "big", signed=True)
-
-
-def group_hash(image, subscribed: dict) -> int:
-    hashes = [topic_hash(image, name) for name in sorted(subscribed) if image.topic(name)]
-    if not hashes:
-        return 0
-    h = hashlib.blake2b(digest_size=8)
-    for value in hashes:
-        h.update(struct.pack(">q", value))
-    return int.from_bytes(h.digest(), "big", signed=True)
