@@ -452,7 +452,6 @@ def test_log_config_derived_from_overrides_and_broker_synonyms():
 
 
 @pytest.mark.parametrize("key, value, words", [
-    ("compression.type", "lz4", "recompressing"),
     ("preallocate", "true", "preallocating"),
     ("remote.storage.enable", "true", "Tiered Storage functionality is disabled in the broker"),
 ])
@@ -562,7 +561,6 @@ def test_dynamic_modes_follow_kafka():
      "Dynamic thread count update validation failed for num.io.threads=17, value should not be greater "
      "than double the current value 8"),
     ({"num.io.threads": "3"}, False, "value should be at least half the current value 8"),
-    ({"compression.type": "gzip"}, True, "recompressing"),
     ({"no.such.key": "1"}, False, "Unknown broker configs: Set(no.such.key)"),
 ])
 def test_dynamic_update_refusals_use_kafkas_words(changes, cluster_default, message):

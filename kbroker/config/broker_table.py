@@ -92,8 +92,6 @@ def _inter_broker_mechanism(value: Any) -> str | None:
 _SECURITY_AT_RUN_TIME = ("changing a listener's security settings at run time is not implemented yet; "
                         "restart the broker with the new settings")
 KRAFT = "kbroker has no KRaft controller; it is always a broker"
-RECOMPRESSION = only("producer", "recompressing on the broker (only 'producer' is accepted, which keeps "
-                                 "the producer's codec)")
 PREALLOCATE = only(False, "preallocating segment files")
 
 
@@ -230,15 +228,16 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        update_mode=CW),
     _d("unclean.leader.election.enable", B, False, "Allow out-of-sync replicas to become leader.", HIGH,
        update_mode=CW),
-    _d("compression.type", S, "producer", "Final compression of topic data; producer keeps the "
-       "producer's codec.", HIGH, OneOf(*COMPRESSION_TYPES), update_mode=CW,
-       unsupported=RECOMPRESSION),
-    _d("compression.gzip.level", I, -1, "gzip level for compression.type=gzip.", MEDIUM, GzipLevel(),
-       update_mode=CW),
-    _d("compression.lz4.level", I, 9, "lz4 level for compression.type=lz4.", MEDIUM, Range(1, 17),
-       update_mode=CW),
-    _d("compression.zstd.level", I, 3, "zstd level for compression.type=zstd.", MEDIUM,
-       Range(-131072, 22), update_mode=CW),
+    _d("compression.type", S, "producer", "Default final compression of topics' data: producer "
+       "keeps the producer's codec; another type recompresses each batch whose codec differs.",
+       HIGH, OneOf(*COMPRESSION_TYPES), update_mode=CW),
+    _d("compression.gzip.level", I, -1, "Default gzip level of topics that recompress to gzip "
+       "(-1: Deflater's default, 6).", MEDIUM, GzipLevel(), update_mode=CW),
+    _d("compression.lz4.level", I, 9, "Default lz4 level of topics that recompress to lz4 (9: "
+       "lz4's fast compressor, as Kafka; other levels its high-compression one).", MEDIUM,
+       Range(1, 17), update_mode=CW),
+    _d("compression.zstd.level", I, 3, "Default zstd level of topics that recompress to zstd.",
+       MEDIUM, Range(-131072, 22), update_mode=CW),
     _d("log.dir", LS, ["./kbroker-data"], "Data directory, used when log.dirs is unset.", HIGH),
     _d("log.dirs", LS, None, "Comma-separated data directories; overrides log.dir.", HIGH),
     _d("log.segment.bytes", I, 1073741824, "Maximum size of one log segment file.", HIGH, Range(14),
