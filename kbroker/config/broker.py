@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 
 from kbroker.config.broker_table import (BROKER_CONFIGS, FAULT_PREFIX, INTER_BROKER_MECHANISMS,
                                          security_feature)
-from kbroker.config.listeners import (REAUTH_KEY, SASL_MECHANISMS, SECURITY_PROTOCOLS, Endpoint,
+from kbroker.config.listeners import (CALLBACK_KEY, OAUTHBEARER_CALLBACK_HANDLERS, REAUTH_KEY, SASL_MECHANISMS, SECURITY_PROTOCOLS, Endpoint,
                                       jaas_mechanism, parse_listeners, reauth_mechanism,
                                       split_listener_key, uses_sasl, uses_tls)
 from kbroker.config.properties import parse_properties
@@ -110,6 +110,22 @@ class BrokerConfig:
         """``listener.name.<listener>.<mechanism>.sasl.jaas.config``, or None."""
         return self._per_listener.get(listener.upper(), {}).get(f"{mechanism.upper()}.jaas")
 
+    def mechanism_get(self, listener: str, mechanism: str, name: str) -> Any:
+        """``name`` for one mechanism on one listener: ``listener.name.<l>.<mechanism>.<name>``,
+        then ``listener.name.<l>.<name>``, then the broker-wide value (Kafka's prefixes)."""
+        overrides = self._per_listener.get(listener.upper(), {})
+        key = f"{mechanism.upper()}.{name}"
+        return overrides[key] if key in overrides else self.listener_get(listener, name)
+
+    def callback_handler(self, listener: str, mechanism: str) -> str | None:
+        """``listener.name.<l>.<mechanism>.sasl.server.callback.handler.class``, or None."""
+        return self._per_listener.get(listener.upper(), {}).get(f"{mechanism.upper()}."
+                                                                f"{CALLBACK_KEY}")
+
+    def mechanism_is_set(self, listener: str, mechanism: str, name: str) -> bool:
+        return f"{mechanism.upper()}.{name}" in self._per_listener.get(listener.upper(), {}) \
+            or self.listener_is_set(listener, name)
+
     def max_reauth_ms(self, listener: str, mechanism: str) -> int:
         """``connections.max.reauth.ms`` for one mechanism on one listener, as Kafka resolves it:
         ``listener.name.<l>.<mechanism>.``, then ``listener.name.<l>.``, then the broker-wide
@@ -129,9 +145,26 @@ class BrokerConfig:
             overrides[f"{mechanism}.jaas"] = str(raw)
             return
         if rest.endswith("sasl.server.callback.handler.class"):
-            raise ConfigError(f"refused '{key}': loading Java callback handler classes is not "
-                              "implemented by kbroker (OAUTHBEARER is served with Kafka's "
-                              "unsecured JWS validator, the default without this setting)", key)
+            if rest.lower() != "oauthbearer." + CALLBACK_KEY or str(raw).strip() not in \
+                    OAUTHBEARER_CALLBACK_HANDLERS:
+                raise ConfigError(
+                    f"refused '{key}': loading Java callback handler classes is not implemented "
+                    f"by kbroker (for OAUTHBEARER it serves Kafka's own "
+                    f"{' and '.join(OAUTHBEARER_CALLBACK_HANDLERS)})", key)
+            overrides[f"OAUTHBEARER.{CALLBACK_KEY}"] = str(raw).strip()
+            return
+        if rest.lower().startswith("oauthbearer.sasl.oauthbearer."):
+            # Kafka's mechanism prefix for the validator's settings (ConfigurationUtils).
+            name = rest[len("oauthbearer."):]
+            definition = BROKER_CONFIGS.get(name)
+            if definition is None:
+                raise ConfigError(f"refused '{key}': the per-listener setting '{name}' is not "
+                                  f"implemented by kbroker yet", key)
+            try:
+                overrides[f"OAUTHBEARER.{name}"] = definition.parse(raw)
+            except ConfigError as exc:
+                raise ConfigError(str(exc).replace(f"'{name}'", f"'{key}'"), key) from None
+            return
         mechanism = reauth_mechanism(rest)
         if mechanism is not None:
             if mechanism not in SASL_MECHANISMS:

@@ -78,6 +78,17 @@ def _sasl_mechanisms(value: Any) -> str | None:
             "implemented by kbroker yet")
 
 
+JWT_VALIDATORS = ("org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
+                  "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator")
+
+
+def _jwt_validator(value: Any) -> str | None:
+    if value in JWT_VALIDATORS:
+        return None
+    return f"only {' or '.join(JWT_VALIDATORS)} is supported; loading Java plugin classes is " \
+           f"not implemented by kbroker yet"
+
+
 # What a broker's inter-broker client speaks (kbroker.security.inter_broker).
 INTER_BROKER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -404,8 +415,8 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     # time is refused (the listener would keep its old settings); ACLs are not implemented yet.
     _d("sasl.enabled.mechanisms", LS, ["GSSAPI"],
        "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
-       "OAUTHBEARER (with Kafka's unsecured JWS validator; GSSAPI, Kafka's default, is not "
-       "implemented).", MEDIUM, update_mode=PB,
+       "OAUTHBEARER (Kafka's unsecured JWS validator, or signed tokens checked against a JWKS; "
+       "GSSAPI, Kafka's default, is not implemented).", MEDIUM, update_mode=PB,
        unsupported=_sasl_mechanisms, update_refused=_SECURITY_AT_RUN_TIME),
     _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism brokers authenticate "
        "to each other with on a SASL inter-broker listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, "
@@ -416,6 +427,34 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        update_mode=PB, unsupported=not_implemented_if_set(
            "an unprefixed sasl.jaas.config (set listener.name.<listener>.<mechanism>."
            "sasl.jaas.config, as Kafka brokers require)")),
+    # OAUTHBEARER with signed tokens (KIP-768): the broker's validator, used on a listener whose
+    # listener.name.<l>.oauthbearer.sasl.server.callback.handler.class is Kafka's
+    # OAuthBearerValidatorCallbackHandler (kbroker.security.sasl.jwt). Each may also be set as
+    # listener.name.<l>.sasl.oauthbearer.<key> or listener.name.<l>.oauthbearer.sasl.oauthbearer.<key>.
+    _d("sasl.oauthbearer.jwks.endpoint.url", S, None, "Where the identity provider publishes "
+       "its signing keys (a JWKS): http://, https:// or file://. Read at start-up, then every "
+       "sasl.oauthbearer.jwks.endpoint.refresh.ms and at once when a token names a key id the "
+       "set lacks (at most once a minute per key id).", MEDIUM),
+    _d("sasl.oauthbearer.jwks.endpoint.refresh.ms", L, 3600000, "How often the JWKS is read "
+       "again.", LOW, _AT1),
+    _d("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", L, 100, "First wait before retrying a "
+       "failed JWKS read.", LOW, _AT0),
+    _d("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", L, 10000, "Longest wait between "
+       "retries of a failed JWKS read; a refresh gives up (keeping the keys it has) after it.",
+       LOW, _AT0),
+    _d("sasl.oauthbearer.expected.audience", LS, [], "Audiences a token's aud claim must "
+       "include one of; empty: a token with an aud claim is refused, as Kafka does.", LOW),
+    _d("sasl.oauthbearer.expected.issuer", S, None, "The iss claim a token must carry; unset: "
+       "any issuer.", LOW),
+    _d("sasl.oauthbearer.clock.skew.seconds", I, 30, "Leeway for the exp, nbf and iat checks.",
+       LOW, _AT0),
+    _d("sasl.oauthbearer.scope.claim.name", S, "scope", "The claim holding the token's scopes.",
+       LOW),
+    _d("sasl.oauthbearer.sub.claim.name", S, "sub", "The claim holding the principal name.", LOW),
+    _d("sasl.oauthbearer.jwt.validator.class", C,
+       "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
+       "The broker's JWT validator: Kafka's DefaultJwtValidator (or BrokerJwtValidator, which it "
+       "uses when a JWKS endpoint is set).", LOW, unsupported=_jwt_validator),
     _d("sasl.server.max.receive.size", I, 524288,
        "The largest request a client may send before and during SASL authentication.", LOW, _AT1),
     _d("connection.failed.authentication.delay.ms", I, 100,
@@ -518,9 +557,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _BrokerTable((d.name, d) for d in _BROKER
 # Keys outside the table that still name a security feature: the rest of the ssl.* / sasl.*
 # families (and per-listener keys the config layer does not accept). They are refused rather than
 # kept as unknown keys.
-SECURITY_PREFIXES = {"sasl.oauthbearer.": "validating signed OAUTHBEARER tokens (JWKS, issuers, "
-                                         "audiences; kbroker serves OAUTHBEARER with Kafka's "
-                                         "unsecured JWS validator only)",
+SECURITY_PREFIXES = {"sasl.oauthbearer.": "this OAUTHBEARER setting (a broker validates tokens; "
+                                         "the client side, token endpoints and credentials, is "
+                                         "for OAUTHBEARER between brokers)",
                      "ssl.": "this TLS setting", "sasl.": "this SASL setting",
                      "listener.name.": "this per-listener setting"}
 

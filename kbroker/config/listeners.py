@@ -75,6 +75,13 @@ def split_listener_key(key: str) -> tuple[str, str] | None:
 
 
 REAUTH_KEY = "connections.max.reauth.ms"
+CALLBACK_KEY = "sasl.server.callback.handler.class"
+# OAUTHBEARER's server callback handlers kbroker has: Kafka's default unsecured validator, and
+# the JWKS validator of KIP-768 (kbroker.security.sasl.jwt).
+UNSECURED_VALIDATOR = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+                       "OAuthBearerUnsecuredValidatorCallbackHandler")
+JWKS_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+OAUTHBEARER_CALLBACK_HANDLERS = (UNSECURED_VALIDATOR, JWKS_VALIDATOR)
 
 
 def reauth_mechanism(rest: str) -> str | None:

@@ -86,7 +86,8 @@ class ListenerSecurity:
     mechanisms: list[str] = field(default_factory=list)
     plain_users: dict[str, str] = field(default_factory=dict)
     scram_lookup: Callable | None = None
-    oauth_options: object | None = None  # OAUTHBEARER's validator options (JAAS entry)
+    oauth_options: object | None = None  # OAUTHBEARER's validator (JAAS options, or JWKS)
+    jwks_refresher: object | None = None  # kbroker.server.jwks.JwksRefresher, for a JWKS
     max_reauth_ms: dict[str, int] = field(default_factory=dict)  # per mechanism; <= 0: none
     max_receive_size: int = 524288
     failure_delay_ms: int = 100

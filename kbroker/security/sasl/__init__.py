@@ -6,7 +6,8 @@ SaslAuthenticate's ``error_message``, so it names no secret) and sets ``complete
 OAUTHBEARER token) also sets ``credential_expiry_ms``, which bounds the session (KIP-368). Served:
 PLAIN (RFC 4616, users from the listener's JAAS entry), SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802 /
 7677, credentials from the metadata store) and OAUTHBEARER (RFC 7628, Kafka's unsecured JWS
-validator). GSSAPI is not implemented (refused in the config).
+validator, or signed tokens against a JWKS: ``jwt.py``). GSSAPI is not implemented (refused in
+the config).
 """
 
 from __future__ import annotations
