@@ -464,16 +464,12 @@ def test_topic_values_kbroker_cannot_honour_are_refused(key, value, words):
 
 
 @pytest.mark.parametrize("props, key, feature", [
-    ({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093"}, "sasl.enabled.mechanisms", "GSSAPI"),
     ({"listeners": "SASL_PLAINTEXT://:9093", "sasl.enabled.mechanisms": "OAUTHBEARER,SCRAM-SHA-1"},
      "sasl.enabled.mechanisms", "SCRAM-SHA-1"),
     ({"sasl.oauthbearer.token.endpoint.url": "http://x"}, "sasl.oauthbearer.token.endpoint.url",
      "between brokers"),
     ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "x.Y"},
      "oauthbearer.sasl.server.callback.handler.class", "callback handler"),
-    ({"listener.name.sasl_plaintext.gssapi.connections.max.reauth.ms": "1000"},
-     "gssapi.connections.max.reauth.ms", "GSSAPI"),
-    ({"listener.name.plaintext.gssapi.sasl.jaas.config": "x"}, "listener.name.plaintext", "GSSAPI"),
     ({"listener.name.plaintext.ssl.engine.factory.class": "x"}, "ssl.engine.factory.class",
      "per-listener"),
     ({"authorizer.class.name": "com.example.CustomAuthorizer"},

@@ -153,15 +153,17 @@ class BrokerConfig:
                     f"{' and '.join(OAUTHBEARER_CALLBACK_HANDLERS)})", key)
             overrides[f"OAUTHBEARER.{CALLBACK_KEY}"] = str(raw).strip()
             return
-        if rest.lower().startswith("oauthbearer.sasl.oauthbearer."):
-            # Kafka's mechanism prefix for the validator's settings (ConfigurationUtils).
-            name = rest[len("oauthbearer."):]
+        mechanism, _, name = rest.partition(".")
+        if mechanism.upper() in SASL_MECHANISMS and name.startswith(("sasl.oauthbearer.",
+                                                                     "sasl.kerberos.")):
+            # Kafka's mechanism prefix (listener.name.<l>.<mechanism>.<key>) for a mechanism's
+            # own settings (ConfigurationUtils, SaslChannelBuilder).
             definition = BROKER_CONFIGS.get(name)
             if definition is None:
                 raise ConfigError(f"refused '{key}': the per-listener setting '{name}' is not "
                                   f"implemented by kbroker yet", key)
             try:
-                overrides[f"OAUTHBEARER.{name}"] = definition.parse(raw)
+                overrides[f"{mechanism.upper()}.{name}"] = definition.parse(raw)
             except ConfigError as exc:
                 raise ConfigError(str(exc).replace(f"'{name}'", f"'{key}'"), key) from None
             return
@@ -437,6 +439,19 @@ class BrokerConfig:
                                   f"kbroker (set sasl.enabled.mechanisms or {prefix}"
                                   f"sasl.enabled.mechanisms to some of "
                                   f"{', '.join(SASL_MECHANISMS)})", "sasl.enabled.mechanisms")
+            if "GSSAPI" in mechanisms:
+                if self.jaas_config(name, "GSSAPI") is None:
+                    raise ConfigError(
+                        f"listener {endpoint} enables SASL GSSAPI but has no Kerberos login: set "
+                        f"{prefix}gssapi.sasl.jaas.config (com.sun.security.auth.module."
+                        "Krb5LoginModule required useKeyTab=true storeKey=true keyTab=\"...\" "
+                        "principal=\"kafka/host@REALM\";)", f"{prefix}gssapi.sasl.jaas.config")
+                if not self.mechanism_get(name, "GSSAPI", "sasl.kerberos.service.name"):
+                    # Kafka's SaslChannelBuilder: "No serviceName defined in either JAAS or
+                    # Kafka config"
+                    raise ConfigError(f"listener {endpoint} enables SASL GSSAPI: No serviceName "
+                                      "defined in either JAAS or Kafka config (set "
+                                      "sasl.kerberos.service.name)", "sasl.kerberos.service.name")
             if "PLAIN" in mechanisms and self.jaas_config(name, "PLAIN") is None:
                 raise ConfigError(f"listener {endpoint} enables SASL PLAIN but has no users: set "
                                   f"{prefix}plain.sasl.jaas.config (org.apache.kafka.common."

@@ -69,13 +69,29 @@ def _replica_selector(value: Any) -> str | None:
     return f"only {RACK_AWARE_SELECTOR} is supported; loading Java plugin classes is not " \
            f"implemented by kbroker yet"
 def _sasl_mechanisms(value: Any) -> str | None:
-    missing = [m for m in value
-               if m.upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")]
+    served = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+    missing = [m for m in value if m.upper() not in served]
     if not missing:
         return None
     return (f"the SASL mechanism{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-            "(kbroker serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER) is not "
-            "implemented by kbroker yet")
+            f"(kbroker serves {', '.join(served)}) is not implemented by kbroker yet")
+
+
+# A broker logs in from its keytab: MIT Kerberos reads the keytab whenever it needs a ticket,
+# so there is no login thread, kinit or renewal to tune (Kafka's KerberosLogin).
+KEYTAB_LOGIN = ("kbroker's Kerberos credentials come from the keytab, which MIT Kerberos reads "
+                "whenever a ticket is needed: there is no login thread, kinit or ticket renewal")
+
+
+class KerberosRules:
+    """Each rule of sasl.kerberos.principal.to.local.rules parses (Kafka's KerberosShortNamer)."""
+
+    def __call__(self, value: list[str]) -> None:
+        from kbroker.security.kerberos import check_rules
+        check_rules(value)
+
+    def __str__(self) -> str:
+        return "[DEFAULT, RULE:[n:format](match)s/from/to/[g][/L|/U], ...]"
 
 
 JWT_VALIDATORS = ("org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
@@ -414,9 +430,9 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     # may also be set for one listener as listener.name.<listener>.<key>. Changing them at run
     # time is refused (the listener would keep its old settings); ACLs are not implemented yet.
     _d("sasl.enabled.mechanisms", LS, ["GSSAPI"],
-       "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
-       "OAUTHBEARER (Kafka's unsecured JWS validator, or signed tokens checked against a JWKS; "
-       "GSSAPI, Kafka's default, is not implemented).", MEDIUM, update_mode=PB,
+       "SASL mechanisms offered on SASL listeners: GSSAPI (Kerberos, with the listener's "
+       "Krb5LoginModule keytab), PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's "
+       "unsecured JWS validator, or signed tokens checked against a JWKS).", MEDIUM, update_mode=PB,
        unsupported=_sasl_mechanisms, update_refused=_SECURITY_AT_RUN_TIME),
     _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism brokers authenticate "
        "to each other with on a SASL inter-broker listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, "
@@ -455,6 +471,23 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
        "The broker's JWT validator: Kafka's DefaultJwtValidator (or BrokerJwtValidator, which it "
        "uses when a JWKS endpoint is set).", LOW, unsupported=_jwt_validator),
+    # GSSAPI (Kerberos): the listener's Krb5LoginModule JAAS entry names the keytab and principal
+    # (kbroker.security.sasl.gssapi, on MIT Kerberos through the gssapi package).
+    _d("sasl.kerberos.service.name", S, None, "The Kerberos service name brokers run as (the "
+       "first component of their principal, e.g. kafka); required with GSSAPI, as in Kafka.",
+       MEDIUM, update_mode=PB, update_refused=_SECURITY_AT_RUN_TIME),
+    _d("sasl.kerberos.principal.to.local.rules", LS, ["DEFAULT"], "Rules mapping a Kerberos "
+       "principal to the short name of User:<name> (DEFAULT, RULE:[n:format](match)s/from/to/g "
+       "/L /U), first match wins.", MEDIUM, KerberosRules(), update_mode=PB,
+       update_refused=_SECURITY_AT_RUN_TIME),
+    _ignored("sasl.kerberos.kinit.cmd", S, "/usr/bin/kinit", "Kerberos kinit command path.",
+             why=KEYTAB_LOGIN, update_mode=PB),
+    _ignored("sasl.kerberos.min.time.before.relogin", L, 60000, "Login thread sleep time "
+             "between refresh attempts.", why=KEYTAB_LOGIN, update_mode=PB),
+    _ignored("sasl.kerberos.ticket.renew.jitter", D, 0.05, "Random jitter added to the renewal "
+             "time.", why=KEYTAB_LOGIN, update_mode=PB),
+    _ignored("sasl.kerberos.ticket.renew.window.factor", D, 0.8, "Share of the ticket's lifetime "
+             "after which it is renewed.", why=KEYTAB_LOGIN, update_mode=PB),
     _d("sasl.server.max.receive.size", I, 524288,
        "The largest request a client may send before and during SASL authentication.", LOW, _AT1),
     _d("connection.failed.authentication.delay.ms", I, 100,

@@ -48,7 +48,7 @@ def parse_listeners(key: str, entries: list[str]) -> list[Endpoint]:
 
 # What a listener may be (Kafka's SecurityProtocol) and the SASL mechanisms kbroker serves.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+SASL_MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 LISTENER_PREFIX = "listener.name."
 # The per-mechanism JAAS key Kafka brokers read: listener.name.<l>.<mechanism>.sasl.jaas.config.
 JAAS_SUFFIX = ".sasl.jaas.config"

@@ -55,6 +55,9 @@ def build(config, listener: str, scram_lookup, failures: FailureLog) -> Listener
                 if mechanism == "PLAIN":
                     security.plain_users = jaas.plain_users(text)
                     continue
+                if mechanism == "GSSAPI":
+                    security.gssapi_acceptor = _kerberos_acceptor(config, listener, text, key)
+                    continue
                 module, options = jaas.parse(text)
                 expected = jaas.OAUTHBEARER_MODULE if mechanism == "OAUTHBEARER" \
                     else jaas.SCRAM_MODULE
@@ -72,6 +75,40 @@ def build(config, listener: str, scram_lookup, failures: FailureLog) -> Listener
                                "sasl.enabled.mechanisms", f"enable OAUTHBEARER or remove {key}",
                                EXIT_LISTENER)
     return security
+
+
+def _kerberos_acceptor(config, listener: str, text: str, key: str):
+    """The listener's Kerberos identity from its Krb5LoginModule entry (useKeyTab, keyTab,
+    principal): the keytab must hold the principal's key, else the broker does not start."""
+    from kbroker.security.sasl import jaas
+
+    module, options = jaas.parse(text)
+    if module != jaas.KRB5_MODULE:
+        raise ValueError(f"GSSAPI needs {jaas.KRB5_MODULE}, not {module}")
+    if options.get("useKeyTab", "false").lower() != "true" or not options.get("keyTab"):
+        raise ValueError('a broker logs in from a keytab: useKeyTab=true keyTab="<path>" '
+                         '(a ticket cache login is not implemented by kbroker)')
+    principal = options.get("principal")
+    service = config.mechanism_get(listener, "GSSAPI", "sasl.kerberos.service.name")
+    if principal and principal.split("/")[0].split("@")[0] != service:
+        raise ValueError(f"the principal {principal} is not of the service "
+                         f"sasl.kerberos.service.name={service}")
+    try:
+        import gssapi
+    except ImportError:
+        raise StartupError(f"listener {listener}: GSSAPI needs the gssapi package (MIT Kerberos)",
+                           "pip install 'kbroker[kerberos]' (it builds against libkrb5-dev)",
+                           EXIT_LISTENER) from None
+    from kbroker.security.sasl.gssapi import GssapiAcceptor
+
+    try:
+        acceptor = GssapiAcceptor(options["keyTab"], principal, config.mechanism_get(
+            listener, "GSSAPI", "sasl.kerberos.principal.to.local.rules"))
+        acceptor.credentials.inquire()
+    except gssapi.exceptions.GSSError as exc:
+        raise ValueError(f"cannot use the keytab {options['keyTab']} for "
+                         f"{principal or 'any principal'}: {exc.gen_message()}") from None
+    return acceptor
 
 
 def _signed_tokens(config, listener: str, security: ListenerSecurity) -> None:
