@@ -106,7 +106,7 @@ def _jwt_validator(value: Any) -> str | None:
 
 
 # What a broker's inter-broker client speaks (kbroker.security.inter_broker).
-INTER_BROKER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+INTER_BROKER_MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def _inter_broker_mechanism(value: Any) -> str | None:
@@ -435,8 +435,9 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "unsecured JWS validator, or signed tokens checked against a JWKS).", MEDIUM, update_mode=PB,
        unsupported=_sasl_mechanisms, update_refused=_SECURITY_AT_RUN_TIME),
     _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism brokers authenticate "
-       "to each other with on a SASL inter-broker listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, "
-       "with the username and password of that listener's JAAS entry for the mechanism.", MEDIUM,
+       "to each other with on a SASL inter-broker listener: GSSAPI (the principal and keytab of the "
+       "listener's Krb5LoginModule entry), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (the username and "
+       "password of that listener's JAAS entry for the mechanism).", MEDIUM,
        update_mode=PB, unsupported=_inter_broker_mechanism, update_refused=_SECURITY_AT_RUN_TIME),
     _d("sasl.jaas.config", P, None, "JAAS login context; a broker reads it only with a listener "
        "and mechanism prefix (listener.name.<l>.<mechanism>.sasl.jaas.config).", MEDIUM,
