@@ -378,6 +378,21 @@ class BrokerConfig:
         if inter_broker is not None and inter_broker.upper() not in names:
             raise ConfigError(f"invalid value for 'inter.broker.listener.name': {inter_broker} "
                               "is not a listener name in 'listeners'", "inter.broker.listener.name")
+        if self.is_set("security.inter.broker.protocol"):
+            # Kafka's AbstractKafkaConfig / KafkaConfig rules for the alternative key.
+            if inter_broker is not None:
+                raise ConfigError("Only one of inter.broker.listener.name and "
+                                  "security.inter.broker.protocol should be set.",
+                                  "security.inter.broker.protocol")
+            by_protocol = self.get("security.inter.broker.protocol").upper()
+            advertised = [e.name for e in self.advertised_listeners]
+            if by_protocol not in advertised:
+                raise ConfigError(
+                    f"inter.broker.listener.name must be a listener name defined in "
+                    f"advertised.listeners. The valid options based on currently configured "
+                    f"listeners are {','.join(advertised)} (security.inter.broker.protocol="
+                    f"{by_protocol} names the listener {by_protocol})",
+                    "security.inter.broker.protocol")
         if self.get("group.min.session.timeout.ms") > self.get("group.max.session.timeout.ms"):
             raise ConfigError("'group.min.session.timeout.ms' must not exceed "
                               "'group.max.session.timeout.ms'", "group.min.session.timeout.ms")

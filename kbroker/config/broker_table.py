@@ -12,8 +12,8 @@ Deliberate differences from Kafka, for a single-node dev/CI broker:
   KIP-1030) so tests can roll segments cheaply.
 * ``cluster.id`` is our extension (Kafka keeps it in ``meta.properties``).
 
-A key whose value asks for a feature kbroker lacks (ZooKeeper, TLS, SASL, ACLs, plugins) is
-refused at start-up and by AlterConfigs with a message naming it. A key marked ``no_effect`` is
+A key whose value asks for a feature kbroker lacks (Java plugin classes, tiered storage, delegation
+tokens, ...) is refused at start-up and by AlterConfigs with a message naming it. A key marked ``no_effect`` is
 accepted without effect, only where Kafka itself shows none we could emulate; the reason is in
 its DescribeConfigs documentation.
 """
@@ -44,8 +44,7 @@ CW, PB = CLUSTER_WIDE, PER_BROKER
 THREADS = "kbroker serves every request on one asyncio event loop; it has no thread pool to size"
 NO_REPLICATION = "a single node has no followers, so there is no replication to tune"
 NO_TIERED = "kbroker has no tiered storage (remote.storage.enable is refused)"
-TLS = not_implemented_if_set("TLS (SSL listeners)")
-SASL = not_implemented_if_set("SASL authentication")
+DELEGATION_TOKENS = not_implemented_if_set("the delegation token API (KIP-48)")
 AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                "kafka.security.authorizer.AclAuthorizer")
 
@@ -119,7 +118,6 @@ def _inter_broker_mechanism(value: Any) -> str | None:
 _SECURITY_AT_RUN_TIME = ("changing a listener's security settings at run time is not implemented yet; "
                         "restart the broker with the new settings")
 KRAFT = "kbroker has no KRaft controller; it is always a broker"
-PREALLOCATE = only(False, "preallocating segment files")
 
 
 def _ignored(name: str, type_: ConfigType, default: Any, doc: str,
@@ -150,9 +148,9 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        update_refused="changing listeners at run time is not implemented yet; restart the broker"),
     _d("inter.broker.listener.name", S, None, "The listener brokers use to talk to each other."),
     _d("security.inter.broker.protocol", S, "PLAINTEXT",
-       "Security protocol between brokers when inter.broker.listener.name is unset.", MEDIUM,
-       OneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
-       unsupported=only("PLAINTEXT", "TLS and SASL between brokers")),
+       "Security protocol between brokers, Kafka's alternative to inter.broker.listener.name: the "
+       "listener named after it (which must exist) is the inter-broker listener. Setting both is "
+       "an error, as in Kafka.", MEDIUM, OneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     # ZooKeeper (cluster mode: kbroker.metadata.cluster)
     _d("zookeeper.connect", S, None,
        "host:port[,host:port][/chroot] of ZooKeeper; unset means the embedded single-node store.", HIGH),
@@ -296,8 +294,8 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        HIGH, _AT0),
     _d("log.flush.start.offset.checkpoint.interval.ms", I, 60000,
        "How often log start offsets are written.", HIGH, _AT0),
-    _d("log.preallocate", B, False, "Preallocate segment files.", MEDIUM, update_mode=CW,
-       unsupported=PREALLOCATE),
+    _d("log.preallocate", B, False, "Default of topics' preallocate: create segment files at "
+       "segment.bytes.", MEDIUM, update_mode=CW),
     _d("log.message.timestamp.type", S, "CreateTime", "Timestamp stored in records.", MEDIUM,
        OneOf(*TIMESTAMP_TYPES), update_mode=CW),
     _d("log.message.timestamp.before.max.ms", L, LONG_MAX,
@@ -426,9 +424,10 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "Kafka's protocol, e.g. Produce,Fetch); empty means all.", LOW, update_mode=CW),
     _d("kbroker.trace.client.ids", LS, [], "kbroker extension: trace only requests from these "
        "client ids; empty means all.", LOW, update_mode=CW),
-    # security: TLS and SASL (PLAIN, SCRAM) work per listener (kbroker.security); each key below
-    # may also be set for one listener as listener.name.<listener>.<key>. Changing them at run
-    # time is refused (the listener would keep its old settings); ACLs are not implemented yet.
+    # security: TLS and SASL (GSSAPI, PLAIN, SCRAM, OAUTHBEARER) work per listener
+    # (kbroker.security); each key below may also be set for one listener as
+    # listener.name.<listener>.<key>. Changing them at run time is refused (the listener would
+    # keep its old settings).
     _d("sasl.enabled.mechanisms", LS, ["GSSAPI"],
        "SASL mechanisms offered on SASL listeners: GSSAPI (Kerberos, with the listener's "
        "Krb5LoginModule keytab), PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's "
@@ -536,7 +535,14 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("super.users", S, None, "Semicolon-separated principals that pass every ACL check.", LOW),
     _d("allow.everyone.if.no.acl.found", B, False, "Allow access to resources without ACLs.", LOW),
     _d("delegation.token.secret.key", P, None, "Secret for delegation tokens.", MEDIUM,
-       unsupported=SASL),
+       unsupported=DELEGATION_TOKENS),
+    _d("delegation.token.max.lifetime.ms", L, 604800000, "Longest life of a delegation token.",
+       MEDIUM, _AT1, unsupported=only(604800000, "the delegation token API (KIP-48)")),
+    _d("delegation.token.expiry.time.ms", L, 86400000, "How long a delegation token lives "
+       "without renewal.", MEDIUM, _AT1, unsupported=only(86400000, "the delegation token API (KIP-48)")),
+    _d("delegation.token.expiry.check.interval.ms", L, 3600000, "How often expired delegation "
+       "tokens are removed.", LOW, _AT1, unsupported=only(3600000,
+                                                          "the delegation token API (KIP-48)")),
     _d("connections.max.reauth.ms", L, 0, "Longest SASL session (KIP-368): clients (SaslAuthenticate "
        "v1+) are told to re-authenticate within it, and a connection that has not is closed at its "
        "next request. 0 means no limit (an OAUTHBEARER token's expiry still bounds a session). "

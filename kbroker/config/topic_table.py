@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kbroker.config.broker_table import (COMPRESSION_TYPES, NO_REPLICATION, NO_TIERED, PREALLOCATE,
+from kbroker.config.broker_table import (COMPRESSION_TYPES, NO_REPLICATION, NO_TIERED,
                                          TIMESTAMP_TYPES)
 from kbroker.config.types import (LONG_MAX, MS_PER_HOUR, MS_PER_MINUTE, ConfigDef, ConfigType,
                                   GzipLevel, Importance, ListOf, OneOf, Range, Scope)
@@ -86,8 +86,9 @@ _TOPIC_TABLE: tuple[ConfigDef, ...] = (
        "log.cleaner.min.compaction.lag.ms", validator=_AT0, log_field="min_compaction_lag_ms"),
     _t("min.insync.replicas", I, 1, "Minimum in-sync replicas for acks=all writes.",
        "min.insync.replicas", validator=_AT1, log_field="min_insync_replicas"),
-    _t("preallocate", B, False, "Preallocate segment files.", "log.preallocate",
-       unsupported=PREALLOCATE),
+    _t("preallocate", B, False, "Create each segment's .log file at segment.bytes (cut back to "
+       "its data when rolled or closed), as Kafka does.", "log.preallocate",
+       log_field="preallocate"),
     _t("remote.log.copy.disable", B, False, "Tiered storage: stop uploading.", no_effect=NO_TIERED),
     _t("remote.log.delete.on.disable", B, False, "Tiered storage: delete remote data on disable.",
        no_effect=NO_TIERED),

@@ -100,6 +100,7 @@ class LogConfig:
     compression_gzip_level: int = -1                  # compression.gzip.level (KIP-390)
     compression_lz4_level: int = 9                    # compression.lz4.level
     compression_zstd_level: int = 3                   # compression.zstd.level
+    preallocate: bool = False                         # preallocate (segment files)
 
 
 @dataclass(slots=True)
@@ -123,6 +124,11 @@ class ReadResult:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _preallocation(config: "LogConfig") -> int:
+    """Bytes a new segment's .log file starts with: segment.bytes with preallocate=true."""
+    return config.segment_bytes if config.preallocate else 0
 
 
 class PartitionLog:
@@ -278,7 +284,8 @@ class PartitionLog:
         if not segments:
             base = max(log_start_offset, 0)
             segments = [LogSegment.create(self.dir_path, base, config.index_interval_bytes,
-                                          config.segment_index_bytes, now_ms)]
+                                          config.segment_index_bytes, now_ms,
+                                          _preallocation(config))]
         self.segments = segments
         self.log_end_offset = segments[-1].next_offset
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
@@ -508,7 +515,8 @@ class PartitionLog:
         base = self.log_end_offset
         self.producer_state.take_snapshot(base)
         segment = LogSegment.create(self.dir_path, base, self.config.index_interval_bytes,
-                                    self.config.segment_index_bytes, now_ms)
+                                    self.config.segment_index_bytes, now_ms,
+                                    _preallocation(self.config))
         self.segments.append(segment)
         return segment
 
@@ -775,7 +783,8 @@ class PartitionLog:
         self.txn_indexes.delete_segments([s.base_offset for s in self.segments])
         self.segments = [LogSegment.create(self.dir_path, offset,
                                            self.config.index_interval_bytes,
-                                           self.config.segment_index_bytes, _now_ms())]
+                                           self.config.segment_index_bytes, _now_ms(),
+                                           _preallocation(self.config))]
         self.log_start_offset = offset
         self.log_end_offset = offset
         self.leader_epoch_cache.clear()
