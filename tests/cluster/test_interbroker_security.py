@@ -190,3 +190,25 @@ def test_gssapi_between_brokers(start_cluster, certificates, kdc):
              acks="all")
     _wait_for(lambda: all(_log_end(b, "kerberized", 0) == 100 for b in brokers.values()),
               "every replica at the leader's end")
+
+
+def test_security_inter_broker_protocol_instead_of_a_listener_name(start_cluster, certificates):
+    """Kafka's alternative key: security.inter.broker.protocol=SASL_SSL makes the listener named
+    SASL_SSL the inter-broker listener (no inter.broker.listener.name)."""
+    def settings(broker_id: int) -> dict:
+        return {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+                "security.inter.broker.protocol": "SASL_SSL",
+                "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certificates.server_keystore),
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certificates.ca_file),
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config":
+                    f'{PLAIN_MODULE} required username="broker" password="broker-secret" '
+                    'user_broker="broker-secret";'}
+    brokers = start_cluster(settings)
+    assert brokers[1]._inner.broker.config.inter_broker_listener_name == "SASL_SSL"
+    _create(brokers[1], "by-protocol", 1)
+    leader = _wait_for(lambda: _leaders(brokers, "by-protocol", 1), "the topic on every broker")[0]
+    _produce(brokers[leader], "by-protocol", 0, [b"x"] * 50, acks="all")
+    _wait_for(lambda: all(_log_end(b, "by-protocol", 0) == 50 for b in brokers.values()),
+              "every replica at the leader's end")
