@@ -46,7 +46,15 @@ FEATURES = {
     "security.sasl-plain": "produce/consume over SASL_SSL with PLAIN",
     "security.sasl-scram-sha-512": "produce/consume over SASL_SSL with SCRAM-SHA-512",
     "security.mtls": "produce/consume over SSL with a client certificate",
+    "security.gssapi": "produce/consume over SASL_PLAINTEXT with GSSAPI (Kerberos, a keytab)",
+    "security.oauthbearer-jwks": "produce/consume over SASL_PLAINTEXT with OAUTHBEARER, a signed "
+                                 "token from an identity provider (client credentials)",
+    "security.delegation-token": "produce/consume with a delegation token (SCRAM, tokenauth)",
 }
+NO_CYRUS = ("confluent-kafka's wheels bundle a librdkafka built without Cyrus SASL (\"No provider "
+            "for SASL mechanism GSSAPI\"); librdkafka's GSSAPI is the kcat column")
+PY_OIDC = ("the client takes OAUTHBEARER tokens only from a token-provider object; the driver "
+           "does not build one that fetches from a token endpoint")
 
 
 @dataclass(frozen=True)
@@ -112,15 +120,20 @@ INSTALL = "run scripts/install-test-deps.sh"
 
 DRIVERS: list[Driver] = [
     Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent"),
-           config_style="librdkafka"),
-    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python"),
-    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python"),
+           lacks={"security.gssapi": NO_CYRUS}, config_style="librdkafka"),
+    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python",
+           todo={"security.oauthbearer-jwks": PY_OIDC}),
+    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python",
+           todo={"security.oauthbearer-jwks": PY_OIDC}),
     Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
            lacks={"timestamps": "kcat -P cannot set per-message timestamps",
                   "transactions": "kcat has no transactional producer",
                   **{f"admin.{op}": KCAT_NO_ADMIN for op in (
                       "create-topic", "delete-topic", "create-partitions", "describe-configs",
                       "alter-configs", "delete-records")},
+                  "security.oauthbearer-jwks": "Debian's librdkafka (which kcat links) is "
+                                               "built without libcurl: no "
+                                               "sasl.oauthbearer.method=oidc",
                   **_kcat_scram_lack()},
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
@@ -128,9 +141,17 @@ DRIVERS: list[Driver] = [
            timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",
                                     "--property", f"request.timeout.ms={ms // 2}",
                                     "--property", f"delivery.timeout.ms={ms}"]),
-    Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL)),
+    Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL),
+           todo={"security.gssapi": "franz-go has sasl/kerberos (gokrb5); the driver does not "
+                                    "map Krb5LoginModule settings to it",
+                 "security.oauthbearer-jwks": "franz-go's sasl/oauth takes a token; the driver "
+                                              "does not fetch one from a token endpoint"}),
     Driver("kafkajs", "KafkaJS", ("node", "compat_tests/js/driver.js"),
-           unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
+           unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL),
+           lacks={"security.gssapi": "KafkaJS has no GSSAPI mechanism (plain, scram, aws, "
+                                     "oauthbearer only)"},
+           todo={"security.oauthbearer-jwks": "KafkaJS's oauthBearerProvider takes a token; the "
+                                              "driver does not fetch one from a token endpoint"}),
     # Spark registers here the same way.
 ]
 

@@ -11,8 +11,9 @@ The exchange, as Java's ``GssKrb5Server`` (Kafka's broker) runs it:
    layer offer: 4 bytes, layer mask 1 ("no security layer", the only one Kafka uses) and a maximum
    message size;
 3. the client answers with a wrapped choice (layer, size, optional authorization id); the layer
-   must be 1 and an authorization id, when given, the client's own principal (Kafka's callback
-   authorizes any; kbroker refuses another identity).
+   must be 1. An authorization id does not change the principal: Kafka's callback authorizes the
+   authenticated principal whatever the client names (kafka-python and aiokafka name the
+   service).
 
 The authenticated Kerberos principal maps to ``User:<short name>`` through
 ``sasl.kerberos.principal.to.local.rules`` (:mod:`kbroker.security.kerberos`). A malformed or
@@ -98,10 +99,9 @@ class GssapiServer:
                 if answer[0] != NO_SECURITY_LAYER:
                     raise InvalidCredentials(f"GSSAPI: the client chose security layer "
                                              f"{answer[0]}, only 1 (none) is offered")
-                authzid = answer[4:].decode("utf-8", "replace")
-                if authzid and authzid != self.kerberos_principal:
-                    raise InvalidCredentials(f"GSSAPI: {self.kerberos_principal} asked to act "
-                                             f"as {authzid}")
+                # An authorization id the client names (kafka-python and aiokafka send the
+                # service's name) does not change who it is: Kafka's SaslServerCallbackHandler
+                # authorizes the authentication id itself.
                 self.authorization_id = self._short_name()
                 self.complete = True
                 return b""
