@@ -106,6 +106,11 @@ class SsoBroker:
                            "sasl.oauthbearer.client.secret": SECRET,
                            "sasl.oauthbearer.token.endpoint.url": self.idp.token_url,
                            "sasl.oauthbearer.scope": "kafka"},
+            # librdkafka's names; the Python driver builds a token provider from them
+            "python": {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                       "sasl.oauthbearer.token.endpoint.url": self.idp.token_url,
+                       "sasl.oauthbearer.client.id": CLIENT,
+                       "sasl.oauthbearer.client.secret": SECRET, "sasl.oauthbearer.scope": "kafka"},
         }[style]
 
     def stop(self) -> None:

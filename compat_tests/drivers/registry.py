@@ -53,8 +53,7 @@ FEATURES = {
 }
 NO_CYRUS = ("confluent-kafka's wheels bundle a librdkafka built without Cyrus SASL (\"No provider "
             "for SASL mechanism GSSAPI\"); librdkafka's GSSAPI is the kcat column")
-PY_OIDC = ("the client takes OAUTHBEARER tokens only from a token-provider object; the driver "
-           "does not build one that fetches from a token endpoint")
+
 
 
 @dataclass(frozen=True)
@@ -121,10 +120,8 @@ INSTALL = "run scripts/install-test-deps.sh"
 DRIVERS: list[Driver] = [
     Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent"),
            lacks={"security.gssapi": NO_CYRUS}, config_style="librdkafka"),
-    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python",
-           todo={"security.oauthbearer-jwks": PY_OIDC}),
-    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python",
-           todo={"security.oauthbearer-jwks": PY_OIDC}),
+    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python"),
+    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python"),
     Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
            lacks={"timestamps": "kcat -P cannot set per-message timestamps",
                   "transactions": "kcat has no transactional producer",
