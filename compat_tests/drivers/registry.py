@@ -140,15 +140,11 @@ DRIVERS: list[Driver] = [
                                     "--property", f"delivery.timeout.ms={ms}"]),
     Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL),
            todo={"security.gssapi": "franz-go has sasl/kerberos (gokrb5); the driver does not "
-                                    "map Krb5LoginModule settings to it",
-                 "security.oauthbearer-jwks": "franz-go's sasl/oauth takes a token; the driver "
-                                              "does not fetch one from a token endpoint"}),
+                                    "map Krb5LoginModule settings to it"}),
     Driver("kafkajs", "KafkaJS", ("node", "compat_tests/js/driver.js"),
            unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL),
            lacks={"security.gssapi": "KafkaJS has no GSSAPI mechanism (plain, scram, aws, "
-                                     "oauthbearer only)"},
-           todo={"security.oauthbearer-jwks": "KafkaJS's oauthBearerProvider takes a token; the "
-                                              "driver does not fetch one from a token endpoint"}),
+                                     "oauthbearer only)"}),
     # Spark registers here the same way.
 ]
 
