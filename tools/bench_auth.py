@@ -90,7 +90,18 @@ def start(name: str, idp, kdc, version: str):
             f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={idp.jwks_url}",
             f"-Djava.security.krb5.conf={kdc.krb5_conf}"])
     broker.sasl_port = sasl_port
-    return broker
+    # The brokers answer on PLAINTEXT first; the SASL listener follows (after the JWKS is read).
+    import socket
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", sasl_port), timeout=1).close()
+            return broker
+        except OSError:
+            if time.monotonic() > deadline:
+                broker.stop()
+                raise RuntimeError(f"{name}'s SASL_PLAINTEXT listener never opened")
+            time.sleep(0.05)
 
 
 def oauth_login(sock, token: str) -> None:
