@@ -135,7 +135,7 @@ def test_topic_values_kbroker_cannot_honour_are_invalid_config(broker):
 
 
 @pytest.mark.parametrize("setting, feature", [
-    ("sasl.enabled.mechanisms=GSSAPI,PLAIN,SCRAM-SHA-1", "GSSAPI, SCRAM-SHA-1"),
+    ("sasl.enabled.mechanisms=GSSAPI,PLAIN,SCRAM-SHA-1", "mechanism SCRAM-SHA-1 (kbroker serves"),
     ("listener.name.plaintext.ssl.engine.factory.class=x", "per-listener setting"),
     ("authorizer.class.name=com.example.MyAuthorizer", "Java plugin classes"),
 ])
