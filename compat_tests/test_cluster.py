@@ -179,3 +179,74 @@ def test_cluster_kafka_streams_exactly_once_v2(cluster, cell):
     leaders = replicated(cluster, sink, 2) + replicated(cluster, source, 2)
     cell.note(f"{len(keys)} records counted exactly once; input and output led by brokers "
               f"{sorted(set(leaders))}")
+
+
+def group_coordinator(cluster, group: str) -> int:
+    cls = messages.request_class(FIND_COORDINATOR)
+    alive = next(b["id"] for b in cluster.brokers if cluster.alive(b["id"]))
+    with Wire(cluster.address(alive)) as wire:
+        def found():
+            r = wire.call(FIND_COORDINATOR, 3, cls(key=group, key_type=0))
+            return r.node_id if r.error_code == 0 else None
+        return wait_until(found, 30, 0.2, f"the group coordinator of {group}")
+
+
+@pytest.mark.compat("cluster: consumer protocol, coordinator killed")
+def test_cluster_consumer_protocol_coordinator_killed(cluster, driver, cell):
+    """A consumer-protocol member consumes while the broker coordinating its group is killed
+    (kill -9): the group's state, replicated in __consumer_offsets, is loaded by the new leader
+    of its partition and the member carries on at its epoch; nothing produced is missed."""
+    import threading
+    import time
+    cell.need(driver, "groups.consumer-protocol")
+    topic, group = harness.unique("cl-cp", driver.name), harness.unique("g", driver.name)
+    create_topic(cluster, topic, partitions=3)
+    bootstrap = cluster.bootstrap_servers
+    sent: list[str] = []
+    stop = threading.Event()
+
+    def produce():
+        n = 0
+        while not stop.is_set():
+            batch = [(p, f"k{n}-p{p}", None) for p in range(3)]
+            try:
+                reference.produce(bootstrap, topic, batch)
+                sent.extend(v for _, v, _ in batch)
+            except Exception:  # noqa: BLE001 - a round lost to the kill is not counted as sent
+                pass
+            n += 1
+            time.sleep(0.3)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    member = harness.start(driver, "consume", bootstrap, "--property", "group.protocol=consumer",
+                           timeout=150, topic=topic, count=1_000_000, group=group,
+                           from_beginning=True, timeout_ms=150_000)
+    killed = None
+    try:
+        member.wait_for(lambda: len(member.events("record")) > 3, 60, "the member's records")
+        killed = group_coordinator(cluster, group)
+        cluster.kill(killed)
+        mark = len(sent)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            got = {r["value"] for r in member.events("record")}
+            if len(sent) > mark + 30 and set(sent[:mark + 30]) <= got:
+                break
+            time.sleep(0.3)
+        moved_to = group_coordinator(cluster, group)
+    finally:
+        stop.set()
+        producer.join(30)
+        if killed is not None:
+            cluster.restart(killed)
+    deadline = time.monotonic() + 30
+    while set(sent) - {r["value"] for r in member.events("record")} and \
+            time.monotonic() < deadline:
+        time.sleep(0.3)
+    member.stop()
+    missing = sorted(set(sent) - {r["value"] for r in member.events("record")})
+    assert not missing, f"{len(missing)} records never consumed: {missing[:8]}"
+    assert moved_to != killed
+    cell.note(f"coordinator {killed} killed, the group moved to {moved_to}; {len(sent)} records, "
+              f"0 missed")

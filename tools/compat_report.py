@@ -45,6 +45,20 @@ SCENARIOS = {
                                  "lost, nothing repeated)",
     "groups: rebalance": "a second member joins (partitions are shared) and leaves (the first "
                          "gets them back); every record is consumed",
+    "consumer protocol: join and consume": "a member with group.protocol=consumer (KIP-848: "
+                                           "ConsumerGroupHeartbeat, the broker assigns) joins "
+                                           "and reads every record",
+    "consumer protocol: commit and resume": "as groups: commit and resume, on the KIP-848 "
+                                            "protocol (OffsetCommit with the member epoch)",
+    "consumer protocol: three-member rebalance": "three members join one after another while "
+                                                 "records keep coming; partitions move "
+                                                 "incrementally to a Stable 2/2/2 split, no "
+                                                 "partition ever has two owners (checked with "
+                                                 "ConsumerGroupDescribe) and no record is missed",
+    "consumer protocol: migration of a running classic group": "a classic member consumes; a "
+        "group.protocol=consumer member joins the running group (online upgrade, the classic "
+        "member served by the coordinator), then the classic member restarts on the consumer "
+        "protocol; no record is missed",
     "transactions": "a transactional producer aborts one transaction and commits the next "
                     "(transaction.version finalized at 2, as Kafka 4.x: the Java producer uses "
                     "transactions v2, the others v1); read_committed sees only the committed "
@@ -81,6 +95,11 @@ CLUSTER_SCENARIOS = {
     "transactions": "as transactions (abort then commit; read_committed and read_uncommitted), "
                     "the transaction coordinator on the leader of the id's __transaction_state "
                     "partition",
+    "consumer protocol, coordinator killed": "a group.protocol=consumer member consumes while "
+                                             "the broker coordinating its group is killed "
+                                             "(kill -9); the group's state moves with its "
+                                             "__consumer_offsets partition and no record is "
+                                             "missed",
 }
 
 CODEC_ORDER = ("none", "gzip", "snappy", "lz4", "zstd")

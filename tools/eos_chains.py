@@ -211,31 +211,44 @@ def committed_sum(bootstrap: str, group: str, topic: str) -> int:
         consumer.close()
 
 
-def read_committed(bootstrap: str, topic: str) -> Counter:
-    """Every value a read_committed consumer sees in ``topic`` up to its end offsets."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{time.time()}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "log_level": 0})
-    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(PARTITIONS)}
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    seen: Counter = Counter()
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        for msg in consumer.consume(5000, 0.5):
-            if msg.error() is None:
-                seen[msg.value()] += 1
-        positions = consumer.position([TopicPartition(topic, p) for p in range(PARTITIONS)])
-        if all(tp.offset >= ends[tp.partition] for tp in positions):
-            break
-    consumer.close()
-    return seen
+class Output:
+    """A read_committed consumer of ``topic`` from the start that keeps what it saw: each
+    :meth:`catch_up` reads only what is new, so checking a long run's output stays cheap."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        self.bootstrap, self.topic = bootstrap, topic
+        self.seen: Counter = Counter()
+        self.consumer = Consumer({"bootstrap.servers": bootstrap,
+                                  "group.id": f"verify-{time.time()}",
+                                  "isolation.level": "read_committed",
+                                  "enable.auto.commit": False, "log_level": 0})
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+
+    def catch_up(self, budget: float = 300) -> int:
+        """Read up to the topic's current end offsets (for at most ``budget`` seconds); the
+        number of records seen so far."""
+        ends = {p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                       timeout=10)[1]
+                for p in range(PARTITIONS)}
+        deadline = time.monotonic() + budget
+        while time.monotonic() < deadline:
+            positions = self.consumer.position(
+                [TopicPartition(self.topic, p) for p in range(PARTITIONS)])
+            if all(tp.offset >= ends[tp.partition] for tp in positions):
+                break
+            for msg in self.consumer.consume(5000, 0.5):
+                if msg.error() is None:
+                    self.seen[msg.value()] += 1
+        return sum(self.seen.values())
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java"),
         seconds: float = 60, members: int = 3, rate: int = 2000, backlog: int = 0,
         transactions: tuple[int, int] = (5, 30), seed: int = 1, txn_prefix: str = "chain",
-        refusals=None, drain_idle: float = 60, replication_factor: int = 1, faults=None,
+        refusals=None, drain_idle: float = 120, replication_factor: int = 1, faults=None,
         log=print) -> Result:
     """The workload for ``seconds`` against ``bootstrap`` (members of each stage come and go),
     then until both stages have copied everything (or made no progress for ``drain_idle``).
@@ -259,7 +272,7 @@ def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java")
     producer.backlog_done.wait()
     slots: dict[tuple[int, int], Member] = {}
     finished: list[Member] = []
-    max_ms = int((seconds + 600) * 1000)
+    max_ms = int((seconds + 3600) * 1000)  # members outlive the churn and any drain
 
     def start(stage: int, slot: int, lifetime: int) -> None:
         source, sink = stages[stage]
@@ -280,6 +293,7 @@ def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java")
                     start(stage, slot, lifetime())
 
     fault_loop = faults(topic["in"]) if faults is not None else None
+    output = Output(bootstrap, topic["out"])
     try:
         churn_until = time.monotonic() + seconds
         while time.monotonic() < churn_until:
@@ -293,22 +307,19 @@ def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java")
         producer.join()
         log(f"input: {len(producer.acked)} records acknowledged; draining the chains")
         # Members that leave from now on are replaced by members that stay.
-        # Drained: the first stage committed all of ``in``, the second stopped moving, and
-        # ``out`` holds as many records as went in (counted once the commits settle: the
-        # second stage's offsets stop short of ``mid``'s markers, so they cannot say it).
-        progress, idle_since, counted = None, time.monotonic(), False
+        # Drained: ``out`` holds as many records as went in (the second stage's offsets stop
+        # short of ``mid``'s markers, so they cannot say it). Given up after ``drain_idle``
+        # seconds in which neither group committed anything.
+        progress, idle_since = None, time.monotonic()
         while time.monotonic() - idle_since < drain_idle:
             supervise(lambda: 10**6)
             done = (committed_sum(bootstrap, groups[0], topic["in"]),
                     committed_sum(bootstrap, groups[1], topic["mid"]))
             if done != progress:
-                progress, idle_since, counted = done, time.monotonic(), False
-            elif not counted and time.monotonic() - idle_since > 3 and \
-                    done[0] >= end_offsets(bootstrap, topic["in"]):
-                counted = True
-                if sum(read_committed(bootstrap, topic["out"]).values()) >= len(producer.acked):
-                    result.drained = True
-                    break
+                progress, idle_since = done, time.monotonic()
+            if output.catch_up(budget=5) >= len(producer.acked):
+                result.drained = True
+                break
             time.sleep(1)
     finally:
         if fault_loop is not None:
@@ -330,7 +341,9 @@ def run(bootstrap: str, workdir: Path, clients: tuple[str, str] = ("go", "java")
                                      for k, v in done.get("errors", {}).items()})
     if refusals is not None:
         result.broker_errors = refusals()
-    seen = read_committed(bootstrap, topic["out"])
+    output.catch_up()
+    output.close()
+    seen = output.seen
     result.output = sum(seen.values())
     result.lost = len(producer.acked - set(seen))
     result.duplicates = sum(c - 1 for c in seen.values()) + len(set(seen) - producer.acked)

@@ -670,7 +670,18 @@ def gen_struct(em: Emitter, st: Struct, msg: Message):
             em.emit(ind + 1, f"{'if' if first else 'elif'} tag == {f.tag}"
                              f"{f' and {tc}' if tc else ''}:")
             first = False
-            gen_read_value(em, ind + 2, f, f"self.{f.attr}", intersect(f.tagged, tags_ctx), msg)
+            if f.is_struct and f.nullable and not f.is_array:
+                # A tagged nullable struct's presence is an unsigned varint: 0 null, 1 present
+                # (Kafka's generator), not the int8 of a regular field.
+                em.emit(ind + 2, "present, pos = read_uvarint(buf, pos)")
+                em.emit(ind + 2, "if present == 0:")
+                em.emit(ind + 3, f"self.{f.attr} = None")
+                em.emit(ind + 2, "else:")
+                em.emit(ind + 3, f"self.{f.attr}, pos = {f.struct.class_name}._read(buf, pos, "
+                                 f"version)")
+            else:
+                gen_read_value(em, ind + 2, f, f"self.{f.attr}", intersect(f.tagged, tags_ctx),
+                               msg)
             em.emit(ind + 2, "if pos != end:")
             em.emit(ind + 3, f"raise DecodeError('tagged field {f.name} has the wrong size')")
         em.emit(ind + 1, "else:")
@@ -742,8 +753,15 @@ def gen_struct(em: Emitter, st: Struct, msg: Message):
             c = differs(f"self.{f.attr}", default_expr(f, valid))
             em.emit(ind, f"if {tc} and {c}:" if tc else f"if {c}:")
             em.emit(ind + 1, "field_out = bytearray()")
-            gen_write_value(em, ind + 1, f, f"self.{f.attr}", "field_out",
-                            intersect(f.tagged, tags_ctx), msg)
+            if f.is_struct and f.nullable and not f.is_array:  # varint presence, as read above
+                em.emit(ind + 1, f"if self.{f.attr} is None:")
+                em.emit(ind + 2, "field_out += b'\\x00'")
+                em.emit(ind + 1, "else:")
+                em.emit(ind + 2, "field_out += b'\\x01'")
+                em.emit(ind + 2, f"self.{f.attr}._write(field_out, version, splices)")
+            else:
+                gen_write_value(em, ind + 1, f, f"self.{f.attr}", "field_out",
+                                intersect(f.tagged, tags_ctx), msg)
             em.emit(ind + 1, f"tagged.append(({f.tag}, field_out))")
         em.emit(ind, "write_tagged_fields(out, tagged)")
 

@@ -34,6 +34,7 @@ FEATURES = {
     "value-size": "produce --value-size N (values padded to N bytes)",
     "produce-timeout": "produce --timeout-ms MS (give up delivering after MS)",
     "groups": "consume --group G (subscribe, commit at the end)",
+    "groups.consumer-protocol": "consume --group G --property group.protocol=consumer (KIP-848)",
     "transactions": "produce --transactional-id ID --transaction commit|abort",
     "admin.create-topic": "admin create-topic",
     "admin.delete-topic": "admin delete-topic",
@@ -109,6 +110,7 @@ def _kcat_scram_lack() -> dict[str, str]:
             "4.3.1 rejects it too (checked: SASL authentication error)"}
 
 
+NO_KIP848 = "{client} has no KIP-848 consumer group protocol (group.protocol=consumer)"
 PYTHON = (sys.executable, str(HERE / "python_driver.py"), "--client")
 JAVA_JAR = "compat_tests/java/target/kbroker-java-driver.jar"
 # Short-lived JVMs: C1 only and the serial collector start fastest.
@@ -120,8 +122,12 @@ INSTALL = "run scripts/install-test-deps.sh"
 DRIVERS: list[Driver] = [
     Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent"),
            lacks={"security.gssapi": NO_CYRUS}, config_style="librdkafka"),
-    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python"),
-    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python"),
+    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python",
+           lacks={"groups.consumer-protocol": NO_KIP848.format(client="aiokafka 0.14.0") +
+                  ": its consumer speaks the classic JoinGroup/SyncGroup protocol only"}),
+    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python",
+           lacks={"groups.consumer-protocol": NO_KIP848.format(client="kafka-python 3.0.12") +
+                  ": its KafkaConsumer has no group.protocol setting"}),
     Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
            lacks={"timestamps": "kcat -P cannot set per-message timestamps",
                   "transactions": "kcat has no transactional producer",
@@ -131,6 +137,8 @@ DRIVERS: list[Driver] = [
                   "security.oauthbearer-jwks": "Debian's librdkafka (which kcat links) is "
                                                "built without libcurl: no "
                                                "sasl.oauthbearer.method=oidc",
+                  "groups.consumer-protocol": "kcat links the system librdkafka (2.0.2 on "
+                  "Debian), which predates KIP-848 support (librdkafka 2.12)",
                   **_kcat_scram_lack()},
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
@@ -142,9 +150,11 @@ DRIVERS: list[Driver] = [
            todo={"security.gssapi": "franz-go has sasl/kerberos (gokrb5); the driver does not "
                                     "map Krb5LoginModule settings to it"}),
     Driver("kafkajs", "KafkaJS", ("node", "compat_tests/js/driver.js"),
-           unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL),
            lacks={"security.gssapi": "KafkaJS has no GSSAPI mechanism (plain, scram, aws, "
-                                     "oauthbearer only)"}),
+                                     "oauthbearer only)",
+                  "groups.consumer-protocol": NO_KIP848.format(client="KafkaJS 2.2") +
+                  " (classic JoinGroup/SyncGroup only)"},
+           unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
     # Spark registers here the same way.
 ]
 

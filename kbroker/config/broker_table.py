@@ -232,7 +232,8 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _ignored("group.coordinator.threads", I, 4, "Group coordinator threads.", _AT1),
     _ignored("group.coordinator.rebalance.protocols", LS, ["classic", "consumer", "streams"],
              "Enabled group protocols.", None,
-             why="kbroker serves the classic group protocol only and does not switch it off"),
+             why="kbroker serves the classic and consumer group protocols and does not switch "
+                 "them off"),
     _ignored("group.coordinator.cached.buffer.max.bytes", I, 1048588,
              "Largest write buffer the group coordinator keeps for reuse.", _AT0,
              why="kbroker does not pool write buffers", update_mode=CW),
@@ -385,8 +386,26 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        MEDIUM, _AT1),
     _d("group.consumer.max.size", I, INT_MAX, "Most members of one consumer-protocol group.", MEDIUM,
        _AT1),
-    _d("group.consumer.assignors", LS, ["uniform", "range"], "Server-side assignors, preferred first.",
-       MEDIUM),
+    _d("group.consumer.assignors", LS, ["uniform", "range"],
+       "Server-side assignors of consumer groups, the default first: kbroker has uniform and "
+       "range.", MEDIUM, ListOf("uniform", "range")),
+    _d("group.consumer.assignment.interval.ms", I, 1000,
+       "Least time between two target assignments of a consumer group (KIP-1263).", MEDIUM, _AT0),
+    _d("group.consumer.min.assignment.interval.ms", I, 0,
+       "Smallest consumer.assignment.interval.ms a group config may set.", MEDIUM, _AT0),
+    _d("group.consumer.max.assignment.interval.ms", I, 15000,
+       "Largest consumer.assignment.interval.ms a group config may set.", MEDIUM, _AT0),
+    _ignored("group.consumer.assignor.offload.enable", B, True,
+             "Run consumer group assignors off the coordinator thread.", None,
+             why="Kafka 4.4.0 defines it but its consumer groups do not read it either: the "
+                 "assignor runs inside the heartbeat, as kbroker's does"),
+    _d("group.consumer.regex.refresh.interval.ms", I, 600000,
+       "Longest time before a consumer group's regex subscriptions are resolved again.", MEDIUM,
+       Range(10000)),
+    _d("group.consumer.migration.policy", S, "bidirectional",
+       "Online migration between classic and consumer groups: bidirectional, upgrade, downgrade "
+       "or disabled.", MEDIUM, OneOf("bidirectional", "upgrade", "downgrade", "disabled",
+                                     case_sensitive=False)),
     # transactions
     _d("transaction.state.log.num.partitions", I, 50, "Partitions of __transaction_state.", HIGH, _AT1),
     _d("transaction.state.log.replication.factor", SH, 1, "Replication factor of __transaction_state.",

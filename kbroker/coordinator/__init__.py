@@ -9,8 +9,10 @@ Key files:
   never writes; the runtime appends the records as one batch through the shard's Partition,
   replays them, and answers when the append is committed; if it is not, the shard's durable state
   is restored from a snapshot taken before the replay.
-- ``group/`` — the classic group coordinator (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, offsets,
-  transactional offsets, DescribeGroups, ListGroups, DeleteGroups).
+- ``group/`` — the group coordinator: classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
+  and, in ``group/consumer/``, KIP-848 consumer groups (ConsumerGroupHeartbeat,
+  ConsumerGroupDescribe, online migration between the two); offsets, transactional offsets,
+  DescribeGroups, ListGroups, DeleteGroups for both.
 - ``txn/`` — the transaction coordinator (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
   EndTxn, markers, timeouts). A transactional batch written through the runtime (TxnOffsetCommit)
   is replayed as pending (``Shard.replay_transactional``) and settled by its marker

@@ -546,6 +546,9 @@ class CoordinatorRuntime:
     def timer_keys(self, index: int) -> set:
         return set(self._timers.get(index, {}))
 
+    def has_timer(self, index: int, key) -> bool:
+        return key in self._timers.get(index, ())
+
 
 def _replay_marker(shard: Shard, header) -> None:
     if header.producer_id < 0:

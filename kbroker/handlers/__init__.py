@@ -38,6 +38,8 @@ MODULES = (
     "find_coordinator",
     "groups",
     "offsets",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
     "add_partitions_to_txn",
     "add_offsets_to_txn",
     "end_txn",

@@ -1,6 +1,9 @@
 """DescribeConfigs (key 32) v1-4, AlterConfigs (key 33) v0-2, IncrementalAlterConfigs (key 44) v0-1.
 
-Resources: TOPIC (2), BROKER (4) and BROKER_LOGGER (8); any other type is INVALID_REQUEST
+Resources: TOPIC (2), BROKER (4), BROKER_LOGGER (8) and GROUP (32, KIP-848 group configs: the
+consumer.* configs of :mod:`kbroker.coordinator.group.group_configs`, set with
+IncrementalAlterConfigs SET/DELETE; AlterConfigs on a GROUP is INVALID_REQUEST); any other type is
+INVALID_REQUEST
 ("Unsupported resource type: N"). A resource named twice in one alter request is INVALID_REQUEST
 ("Duplicate resource.").
 
@@ -49,7 +52,7 @@ from kbroker.security.authorizer import Op, check_configs
 
 log = logging.getLogger("kbroker.configs")
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 OPERATIONS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
@@ -125,7 +128,34 @@ def _describe(broker, resource, include_synonyms: bool, include_documentation: b
     if kind == BROKER_LOGGER:
         _check_node_id(broker, name, allow_empty=False)
         return _describe_loggers(names)
+    if kind == GROUP:
+        return _describe_group(broker, name, names, include_synonyms, include_documentation)
     raise KafkaError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
+
+
+def _describe_group(broker, group_id: str, names, include_synonyms: bool,
+                    include_documentation: bool) -> list:
+    """A group's consumer.* configs: its override (GROUP_CONFIG) or the broker's synonym."""
+    from kbroker.config import ConfigSynonym
+    from kbroker.coordinator.group.group_configs import GROUP_CONFIGS
+    if not group_id:
+        raise KafkaError(Errors.INVALID_REQUEST, "Group name must not be empty")
+    overrides = broker.groups.group_configs.get(group_id)
+    entries = []
+    for name, (synonym, _, _, _, doc) in GROUP_CONFIGS.items():
+        if names is not None and name not in names:
+            continue
+        broker_entry = describe_broker_configs(broker.config, [synonym])[0]
+        value = str(overrides[name]) if name in overrides else broker_entry.value
+        source = ConfigSource.GROUP_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG
+        synonyms = []
+        if include_synonyms:
+            if name in overrides:
+                synonyms.append(ConfigSynonym(name, value, ConfigSource.GROUP_CONFIG))
+            synonyms.append(ConfigSynonym(synonym, broker_entry.value, broker_entry.source))
+        entries.append(ConfigEntry(name, value, source, False, False, ConfigType.INT,
+                                   doc if include_documentation else None, synonyms))
+    return entries
 
 
 def _with_source(entry: ConfigEntry, source: ConfigSource) -> ConfigEntry:
@@ -243,8 +273,30 @@ async def _apply(broker, resource, changes: dict, replace_all: bool, validate_on
     elif kind == BROKER_LOGGER:
         _check_node_id(broker, name, allow_empty=False)
         _alter_loggers(changes, validate_only)
+    elif kind == GROUP and not replace_all:
+        _alter_group(broker, name, changes, validate_only)
     else:
         raise KafkaError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
+
+
+def _alter_group(broker, group_id: str, changes: dict, validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a GROUP (SET and DELETE; the configs are INTs)."""
+    from kbroker.coordinator.group import group_configs
+    if not group_id:
+        raise KafkaError(Errors.INVALID_REQUEST, "Group name must not be empty")
+    store = broker.groups.group_configs
+    new = dict(store.get(group_id))
+    for key, (op, value) in changes.items():
+        if op == SET:
+            new[key] = value
+        elif op == DELETE:
+            new.pop(key, None)
+        else:
+            raise KafkaError(Errors.INVALID_CONFIG, f"Can't {OPERATIONS[op]} to key {key} "
+                                                    "because its type is not LIST.")
+    checked = group_configs.check(broker.config, new)
+    if not validate_only and checked != store.get(group_id):
+        store.put(group_id, checked)
 
 
 def _incremental(effective: TopicConfig, overrides: dict, ops: dict) -> dict:

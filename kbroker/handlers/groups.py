@@ -11,12 +11,16 @@ operation on the group's shard, answered once its records are committed. Version
 - LeaveGroup v3+ removes a batch of members by member id or instance id (KIP-345).
 - DescribeGroups: metadata and assignment bytes only while Stable (Kafka); an unknown group is
   "Dead", and from v6 (KIP-1043) also GROUP_ID_NOT_FOUND.
-- ListGroups v4+ filters by state (KIP-518), v5+ by type (KIP-848): every group here is "classic".
+- ListGroups v4+ filters by state (KIP-518), v5+ by type (KIP-848): "classic" or "consumer"
+  (a consumer group's protocol type is "consumer" and its states Empty, Assigning, Reconciling,
+  Stable).
+- DescribeGroups of a consumer-protocol group: Dead, and from v6 GROUP_ID_NOT_FOUND "Group G is
+  not a classic group." (Kafka; the admin client asks ConsumerGroupDescribe).
+- DeleteGroups deletes an Empty consumer group too (NON_EMPTY_GROUP otherwise).
 - DeleteGroups v3 (KIP-1331) adds a per-group error message, which Kafka 4.4 fills only when its
   streams topology description plugin fails a deletion (GROUP_DELETION_FAILED); it is null here,
   as Kafka's is for GROUP_ID_NOT_FOUND and NON_EMPTY_GROUP.
-Not supported: authorized operations (the "not requested" value is returned); the consumer
-(KIP-848) protocol, so ConsumerGroupHeartbeat is not advertised.
+Not supported: authorized operations (the "not requested" value is returned).
 """
 
 from __future__ import annotations
@@ -175,7 +179,10 @@ def handle_describe_groups(ctx, request):
         if group is None:
             if v >= 6:
                 out.error_code = Errors.GROUP_ID_NOT_FOUND.code
-                out.error_message = f"Group {group_id} not found."
+                # A consumer-protocol group is described by ConsumerGroupDescribe (Kafka).
+                consumer = group_id in _shard(ctx, group_id).consumer_groups
+                out.error_message = (f"Group {group_id} is not a classic group." if consumer
+                                     else f"Group {group_id} not found.")
             described.append(out)
             continue
         stable = group.is_in(GroupState.STABLE)
@@ -206,20 +213,19 @@ def handle_list_groups(ctx, request):
     # Kafka lists every group to a principal with DESCRIBE on the cluster, else those it may
     # describe.
     everything = allowed(ctx, Op.DESCRIBE, ResourceType.CLUSTER)
-    if not types or "classic" in types:
-        for shard in ctx.groups.shards():
-            if shard.loading:
-                # A shard whose load failed is unavailable, not loading (Kafka's
-                # COORDINATOR_NOT_AVAILABLE); its reload retries with backoff.
-                error = (Errors.COORDINATOR_NOT_AVAILABLE if shard.load_error is not None
-                         else Errors.COORDINATOR_LOAD_IN_PROGRESS)
+    for shard in ctx.groups.shards():
+        if shard.loading:
+            # A shard whose load failed is unavailable, not loading (Kafka's
+            # COORDINATOR_NOT_AVAILABLE); its reload retries with backoff.
+            error = (Errors.COORDINATOR_NOT_AVAILABLE if shard.load_error is not None
+                     else Errors.COORDINATOR_LOAD_IN_PROGRESS)
+            continue
+        for group_id, protocol_type, state, kind in admin.list_groups(shard, states, types):
+            if not everything and not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id):
                 continue
-            for group_id, protocol_type, state in admin.list_groups(shard, states):
-                if not everything and not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id):
-                    continue
-                listed.append(R.ListedGroup(group_id=group_id, protocol_type=protocol_type,
-                                            group_state=state if v >= 4 else "",
-                                            group_type="classic" if v >= 5 else ""))
+            listed.append(R.ListedGroup(group_id=group_id, protocol_type=protocol_type,
+                                        group_state=state if v >= 4 else "",
+                                        group_type=kind if v >= 5 else ""))
     return R(throttle_time_ms=0, error_code=error.code, groups=listed)
 
 

@@ -12,6 +12,10 @@ Version quirks:
   UNSTABLE_OFFSET_COMMIT; without it the pending offset is simply not visible; v8+ several groups
   at once (KIP-709); v10 topic ids. An offset never committed is
   -1 with empty metadata.
+- Consumer-protocol groups (KIP-848, :mod:`kbroker.coordinator.group.consumer.offsets`): a commit
+  carries the member epoch (v9+): STALE_MEMBER_EPOCH when it is newer than the member's, or older
+  than the epoch the member got a committed partition at (KIP-1251); UNSUPPORTED_VERSION below
+  v9 for a consumer-protocol member. OffsetFetch v9+ checks the member id and epoch likewise.
 - OffsetDelete: GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP for a non-empty group
   whose subscriptions cannot be read, GROUP_SUBSCRIBED_TO_TOPIC per partition of a subscribed
   topic.
@@ -20,6 +24,7 @@ Version quirks:
 from __future__ import annotations
 
 from kbroker.coordinator.group import offsets, txn_offsets
+from kbroker.coordinator.group.consumer import offsets as consumer_offsets
 from kbroker.coordinator.runtime import now_ms
 from kbroker.handlers import handles
 from kbroker.protocol.errors import ErrorCode, Errors, KafkaError
@@ -63,11 +68,11 @@ def handle_offset_commit(ctx, request):
 
     def validate_and_commit(shard):
         # One operation: the group's checks see the state the commit is written against.
-        offsets.validate_commit(shard, request.group_id, request.generation_id_or_member_epoch,
-                                request.member_id,
-                                request.group_instance_id if v >= 7 else None,
-                                group_id_not_found=v >= 9)
-        return offsets.commit(shard, request.group_id, wanted, expire)
+        validator = offsets.validate_commit(
+            shard, request.group_id, request.generation_id_or_member_epoch, request.member_id,
+            request.group_instance_id if v >= 7 else None, group_id_not_found=v >= 9,
+            api_version=v)
+        return offsets.commit(shard, request.group_id, wanted, expire, validator)
 
     async def answer():
         group_error = Errors.NONE
@@ -102,11 +107,15 @@ def _commit_response(R, v, request, outcome, group_error, errors):
 
 # --- OffsetFetch -------------------------------------------------------------------------------
 
-def _fetch_group(ctx, group_id: str, topics, by_id: bool, require_stable: bool = False):
+def _fetch_group(ctx, group_id: str, topics, by_id: bool, require_stable: bool = False,
+                 member_id: str | None = None, member_epoch: int = -1):
     """[(name, topic_id, [(partition, CommittedOffset|None, error)])] and the group error."""
     try:
         check(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id)
         shard = ctx.groups.shard_for(group_id)
+        consumer_group = shard.consumer_groups.get(group_id)
+        if consumer_group is not None:  # v9+: a member fetches with its epoch (KIP-848)
+            consumer_offsets.validate_fetch(consumer_group, member_id, member_epoch)
     except KafkaError as exc:
         return [], exc.error
     found, error = _fetch_from_shard(ctx, shard, group_id, topics, by_id)
@@ -171,7 +180,9 @@ def handle_offset_fetch(ctx, request):
         groups = []
         for group in request.groups:
             found, error = _fetch_group(ctx, group.group_id, group.topics, v >= 10,
-                                        request.require_stable)
+                                        request.require_stable,
+                                        group.member_id if v >= 9 else None,
+                                        group.member_epoch if v >= 9 else -1)
             topics = [R.OffsetFetchResponseTopics(
                 name=name if v < 10 else "", topic_id=topic_id if v >= 10 else ZERO_UUID,
                 partitions=[_partition(R.OffsetFetchResponsePartitions, v, *p) for p in parts])

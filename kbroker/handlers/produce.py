@@ -56,14 +56,14 @@ def handle_produce(ctx, request):
     if order is not None and order.waiting():
         before, turn = order.take_turn()
         return _produce_in_turn(ctx, request, turn, before=before)
-    confirmed = _add_to_transaction(ctx, request)
+    confirmed = _confirm_transactional_batches(ctx, request)
     if inspect.isawaitable(confirmed):
         turn = order.take_turn()[1] if order is not None else None
         return _produce_in_turn(ctx, request, turn, confirmed=confirmed)
     return _produce(ctx, request, confirmed)
 
 
-def _add_to_transaction(ctx, request):
+def _confirm_transactional_batches(ctx, request):
     """KIP-890 for the request's transactional batches that would open a transaction:
     {(topic, index): (client error, guard)}, or an awaitable of it
     (:func:`kbroker.handlers.txn_verification.confirm`)."""
@@ -91,7 +91,7 @@ async def _produce_in_turn(ctx, request, turn, *, before=None, confirmed=None):
     try:
         if before is not None:
             await asyncio.wait([before])
-            confirmed = _add_to_transaction(ctx, request)
+            confirmed = _confirm_transactional_batches(ctx, request)
         if inspect.isawaitable(confirmed):
             confirmed = await confirmed
         response = _produce(ctx, request, confirmed)

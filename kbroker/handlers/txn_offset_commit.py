@@ -22,7 +22,9 @@ transaction. Coordinator busy or elsewhere: COORDINATOR_NOT_AVAILABLE (retriable
 group coordinator maps NOT_ENOUGH_REPLICAS); fenced epoch: INVALID_PRODUCER_EPOCH.
 ``transaction.partition.verification.enable=false`` skips the v0-4 check.
 
-Not supported: STALE_MEMBER_EPOCH (v6), which needs consumer-protocol groups (KIP-848).
+A consumer-protocol group (KIP-848) checks the member epoch as OffsetCommit does
+(:mod:`kbroker.coordinator.group.consumer.offsets`): STALE_MEMBER_EPOCH from v6 on,
+ILLEGAL_GENERATION before.
 """
 
 from __future__ import annotations
@@ -112,9 +114,16 @@ async def handle_txn_offset_commit(ctx, request):
     instance_id = request.group_instance_id if v >= 3 else None
 
     def validate_and_commit(shard):
-        offsets.validate_commit(shard, request.group_id, generation, member_id, instance_id,
-                                group_id_not_found=v >= 6, transactional=True)
-        result = offsets.commit(shard, request.group_id, wanted)
+        try:
+            validator = offsets.validate_commit(shard, request.group_id, generation, member_id,
+                                                instance_id, group_id_not_found=v >= 6,
+                                                transactional=True, api_version=v)
+            result = offsets.commit(shard, request.group_id, wanted, validator=validator)
+        except KafkaError as exc:
+            # v6 (KIP-1319) knows STALE_MEMBER_EPOCH; older versions get ILLEGAL_GENERATION.
+            if exc.error is Errors.STALE_MEMBER_EPOCH and v < 6:
+                raise KafkaError(Errors.ILLEGAL_GENERATION, exc.message) from None
+            raise
         result.producer_id = request.producer_id
         result.producer_epoch = request.producer_epoch
         return result

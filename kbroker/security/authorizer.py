@@ -336,9 +336,15 @@ def may_write_idempotently(ctx) -> bool:
 _CONFIG_TOPIC = 2
 
 
+_CONFIG_GROUP = 32  # ConfigResource.Type.GROUP
+
+
 def check_configs(ctx, op: int, config_resource_type: int, name: str) -> None:
-    """DESCRIBE_CONFIGS / ALTER_CONFIGS on a topic, else on the cluster (brokers, loggers)."""
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on a topic, on a group (GROUP configs, KIP-848), else on
+    the cluster (brokers, loggers)."""
     if config_resource_type == _CONFIG_TOPIC:
         check(ctx, op, ResourceType.TOPIC, name)
+    elif config_resource_type == _CONFIG_GROUP:
+        check(ctx, op, ResourceType.GROUP, name)
     else:
         check(ctx, op, ResourceType.CLUSTER)

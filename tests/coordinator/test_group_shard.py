@@ -386,7 +386,7 @@ def test_offset_expiry_and_delete():
         assert await do(shard, admin.delete_group, "e") is Errors.NONE
         assert await do(shard, admin.delete_group, "e") is Errors.GROUP_ID_NOT_FOUND
         assert "e" not in reload(shard).groups and "e" not in reload(shard).offsets
-        assert [g for g, _, _ in admin.list_groups(shard, {"completingrebalance"})] == ["g"]
+        assert [g for g, _, _, _ in admin.list_groups(shard, {"completingrebalance"})] == ["g"]
         assert a.error is Errors.NONE
         close(shard)
 

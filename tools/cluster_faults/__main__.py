@@ -29,10 +29,14 @@ def main(argv=None) -> int:
                     help="put proxies on every link, enabling network faults (launched only)")
     ap.add_argument("--workdir", help="default: a temp dir")
     ap.add_argument("--out", help="append one JSON line per schedule here")
+    ap.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                    help="the VerifiableConsumer's group protocol (consumer: KIP-848)")
     sub = ap.add_subparsers(dest="mode", required=True)
     m = sub.add_parser("matrix", help="each fault on each target, one at a time")
     m.add_argument("--hold", type=float, default=8.0)
     m.add_argument("--only", help="comma-separated fault names to keep")
+    m.add_argument("--targets", help="comma-separated targets to keep (leader, follower, "
+                                     "controller, coordinator, zookeeper)")
     r = sub.add_parser("random", help="seeded random schedules")
     r.add_argument("--schedules", type=int, default=10)
     r.add_argument("--seconds", type=float, default=60)
@@ -51,12 +55,16 @@ def main(argv=None) -> int:
             if args.only:
                 keep = set(args.only.split(","))
                 schedules = [s for s in schedules if s[0].fault in keep]
+            if args.targets:
+                keep = set(args.targets.split(","))
+                schedules = [s for s in schedules if s[0].target in keep]
         else:
             schedules = run.random_schedules(args.schedules, args.seconds, args.seed, proxied,
                                              cluster.session_timeout_s)
         report = run.run_all(cluster, schedules, workdir, Path(args.out) if args.out else None,
                              prefix="m" if args.mode == "matrix" else f"r{args.seed}-",
-                             strict=args.mode == "matrix")
+                             strict=args.mode == "matrix",
+                             group_protocol=args.group_protocol)
     finally:
         cluster.close()
     return 0 if not report["summary"]["failed"] else 1

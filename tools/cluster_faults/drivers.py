@@ -112,12 +112,19 @@ class ConsumerResult:
 class VerifiableConsumer(_JavaTool):
     """Kafka's VerifiableConsumer in a group, committing after each poll (autocommit off)."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, workdir: Path):
+    def __init__(self, bootstrap: str, topic: str, group: str, workdir: Path,
+                 group_protocol: str = "classic"):
         self.result = ConsumerResult()
         self._lock = threading.Lock()
-        super().__init__("org.apache.kafka.tools.VerifiableConsumer",
-                         ["--bootstrap-server", bootstrap, "--topic", topic, "--group-id", group,
-                          "--verbose", "--reset-policy", "earliest", "--session-timeout", "10000"],
+        args = ["--bootstrap-server", bootstrap, "--topic", topic, "--group-id", group,
+                "--verbose", "--reset-policy", "earliest"]
+        if group_protocol == "consumer":
+            # KIP-848: the broker sets the session timeout (group.consumer.session.timeout.ms);
+            # the client may not.
+            args += ["--group-protocol", "consumer"]
+        else:
+            args += ["--session-timeout", "10000"]
+        super().__init__("org.apache.kafka.tools.VerifiableConsumer", args,
                          workdir / f"{group}-consumer.log")
 
     def on_event(self, event: dict) -> None:

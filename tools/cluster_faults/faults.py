@@ -1,6 +1,6 @@
 """Fault actions. Each one applies a fault to a target and returns how to heal it; the target is
 resolved at the moment of the fault ("leader" = the current leader of the watched partition,
-read from ZooKeeper), so a schedule keeps hitting whoever holds the role now.
+read from ZooKeeper; "coordinator" = the leader of the group's __consumer_offsets partition), so a schedule keeps hitting whoever holds the role now.
 
 Faults on a broker: clean_stop, kill9, bounce, pause (SIGSTOP longer than the session timeout,
 then SIGCONT: a zombie must not acknowledge), session_expiry (the broker's ZooKeeper link cut
@@ -17,7 +17,7 @@ from typing import Callable
 
 from .cluster import Cluster
 
-BROKER_TARGETS = ("leader", "follower", "controller")
+BROKER_TARGETS = ("leader", "follower", "controller", "coordinator")
 PROCESS_FAULTS = ("clean_stop", "kill9", "bounce", "pause")
 NETWORK_FAULTS = ("session_expiry", "cut_clients", "cut_inter_broker", "cut_zookeeper", "isolate")
 
@@ -39,6 +39,14 @@ def resolve(cluster: Cluster, target: str, topic: str) -> int | None:
         broker = cluster.follower(topic, 0)
     elif target == "controller":
         broker = cluster.controller()
+    elif target == "coordinator":
+        # The group coordinator of the schedule's group ("group-<name>" for topic
+        # "faults-<name>"): the leader of the group's __consumer_offsets partition.
+        from kbroker.coordinator.group.records import partition_for
+        group = "group-" + topic.removeprefix("faults-")
+        partitions = len(cluster.assignment("__consumer_offsets"))
+        broker = cluster.leader("__consumer_offsets", partition_for(group, partitions)) \
+            if partitions else None
     else:
         raise ValueError(target)
     if broker is None:

@@ -91,7 +91,8 @@ def committed_offsets(cluster: Cluster, group: str, topic: str) -> dict[int, int
 
 
 def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
-                 log=print, settle: float = 4.0, strict: bool = False) -> dict:
+                 log=print, settle: float = 4.0, strict: bool = False,
+                 group_protocol: str = "classic") -> dict:
     """One schedule, checked. ``strict``: a step that could not be applied (say, no follower in
     the ISR at that moment) fails the schedule; random schedules just note it."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -102,7 +103,7 @@ def run_schedule(cluster: Cluster, steps: list[Step], name: str, workdir: Path,
     vp = VerifiableProducer(cluster.bootstrap, topic, workdir,
                             prefix=zlib.crc32(name.encode()) % 1_000_000)
     py = PythonProducer(cluster.bootstrap, topic, prefix=f"py{name}")
-    vc = VerifiableConsumer(cluster.bootstrap, topic, f"group-{name}", workdir)
+    vc = VerifiableConsumer(cluster.bootstrap, topic, f"group-{name}", workdir, group_protocol)
     applied_steps, errors, died = [], [], []
     started = time.monotonic()
     try:
@@ -168,13 +169,14 @@ def broker_logs(cluster: Cluster):
 
 
 def run_all(cluster: Cluster, schedules: list[list[Step]], workdir: Path, out: Path | None,
-            log=print, prefix: str = "s", strict: bool = False) -> dict:
+            log=print, prefix: str = "s", strict: bool = False,
+            group_protocol: str = "classic") -> dict:
     results = []
     for i, steps in enumerate(schedules):
         log(f"schedule {i + 1}/{len(schedules)}: {' '.join(map(str, steps))}")
         try:
             result = run_schedule(cluster, steps, f"{prefix}{i}", workdir / f"{prefix}{i}", log,
-                                  strict=strict)
+                                  strict=strict, group_protocol=group_protocol)
         except Exception as e:  # noqa: BLE001 - a schedule that cannot finish is a failure
             result = {"schedule": f"{prefix}{i}", "steps": [str(s) for s in steps],
                       "error": f"{type(e).__name__}: {e}", "ok": False}

@@ -1,4 +1,5 @@
-"""The classic group coordinator over ``__consumer_offsets``.
+"""The group coordinator over ``__consumer_offsets``: classic groups here, KIP-848 consumer
+groups in ``consumer/`` (same shards, same offsets; a group id is one or the other).
 
 Key files: ``coordinator`` (the facade the handlers call: group -> shard routing, offset expiry
 task), ``shard`` (one partition's groups and offsets, replay, the rebalance core and timers),

@@ -20,20 +20,32 @@ def describe(shard: GroupShard, group_id: str):
     return shard.group(group_id)
 
 
-def list_groups(shard: GroupShard, states: set[str] | None) -> list:
-    """[(group_id, protocol_type, state name)] of this shard, filtered by lower-cased states."""
+def list_groups(shard: GroupShard, states: set[str] | None, types: set[str] | None = None
+                ) -> list:
+    """[(group_id, protocol_type, state name, group type)] of this shard, filtered by lower-cased
+    states and types ("classic", "consumer")."""
     out = []
-    for group in shard.groups.values():
-        if group.is_in(S.DEAD):
-            continue
-        if states and group.state.value.lower() not in states:
-            continue
-        out.append((group.group_id, group.protocol_type or "", group.state.value))
+    if not types or "classic" in types:
+        for group in shard.groups.values():
+            if group.is_in(S.DEAD) or group.group_id in shard.consumer_groups:
+                continue
+            if states and group.state.value.lower() not in states:
+                continue
+            out.append((group.group_id, group.protocol_type or "", group.state.value, "classic"))
+    if not types or "consumer" in types:
+        for group in shard.consumer_groups.values():
+            state = group.state.value
+            if states and state.lower() not in states:
+                continue
+            out.append((group.group_id, "consumer", state, "consumer"))
     return out
 
 
 def delete_group(shard: GroupShard, group_id: str) -> CoordinatorResult:
     """The response is the group's error."""
+    consumer_group = shard.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        return _delete_consumer_group(shard, consumer_group)
     group = shard.group(group_id)
     if group is None:
         return respond(Errors.GROUP_ID_NOT_FOUND)
@@ -46,6 +58,26 @@ def delete_group(shard: GroupShard, group_id: str) -> CoordinatorResult:
     def deleted() -> None:
         shard.drop_group(group_id)
         log.info("deleted group %s and %d committed offset(s)", group_id, len(records) - 1)
+
+    return CoordinatorResult(records, Errors.NONE, on_committed=deleted,
+                             on_failed=lambda exc: exc.error)
+
+
+def _delete_consumer_group(shard: GroupShard, group) -> CoordinatorResult:
+    """DeleteGroups of a consumer group: only an Empty one (NON_EMPTY_GROUP otherwise); its
+    offsets and every record of the group are tombstoned."""
+    from kbroker.coordinator.group.consumer import records as consumer_records
+    if not group.is_empty:
+        return respond(Errors.NON_EMPTY_GROUP)
+    group_id = group.group_id
+    records = [(rec.offset_commit_key(group_id, topic, partition), None)
+               for topic, partition in shard.offsets.get(group_id, {})]
+    count = len(records)
+    records += consumer_records.group_tombstones(group)
+
+    def deleted() -> None:
+        shard.forget_classic_group(group_id)
+        log.info("deleted consumer group %s and %d committed offset(s)", group_id, count)
 
     return CoordinatorResult(records, Errors.NONE, on_committed=deleted,
                              on_failed=lambda exc: exc.error)

@@ -8,7 +8,7 @@ import logging
 
 from kbroker.coordinator.group import offsets
 from kbroker.coordinator.group.records import partition_for
-from kbroker.coordinator.group.shard import GroupShard
+from kbroker.coordinator.group.shard import GroupShard, TopicChanges
 from kbroker.coordinator.runtime import CoordinatorRuntime
 from kbroker.protocol.errors import KafkaError
 
@@ -20,16 +20,25 @@ TOPIC = "__consumer_offsets"
 class GroupCoordinator:
     def __init__(self, config, controller, partitions):
         self.config = config
+        self.controller = controller
+        self.topic_changes = TopicChanges()
+        from kbroker.coordinator.group.group_configs import GroupConfigStore
+        # Group configs (GROUP resource): durable in the data dir on a single node.
+        self.group_configs = GroupConfigStore(
+            None if config.get("zookeeper.connect") else config.log_dirs[0])
         topic_configs = {"cleanup.policy": "compact", "compression.type": "producer",
                          "segment.bytes": str(config.get("offsets.topic.segment.bytes"))}
         self.runtime = CoordinatorRuntime(
             controller, partitions, TOPIC, config.get("offsets.topic.num.partitions"), topic_configs,
-            lambda runtime, index: GroupShard(runtime, index, config),
+            lambda runtime, index: GroupShard(runtime, index, config, self.topic_changes,
+                                              lambda group_id: self.group_configs.get(
+                                                  group_id)),
             config.get("offsets.topic.replication.factor"))
         self._expiry: asyncio.Task | None = None
 
     def start(self) -> None:
         self.runtime.start()
+        self.controller.subscribe(_TopicListener(self))
         self._expiry = asyncio.get_running_loop().create_task(self._expire_periodically(),
                                                               name="offset expiry")
 
@@ -83,3 +92,43 @@ class GroupCoordinator:
                 log.warning("offset expiry: %s", exc)
             except Exception:
                 log.exception("offset expiry failed")
+
+
+class _TopicListener:
+    """Follows the metadata image for the consumer groups (Kafka's onMetadataUpdate): a group
+    subscribed to a topic that was created, changed or deleted re-checks its metadata hash at its
+    next heartbeat; groups with regexes re-resolve them once topics were created."""
+
+    def __init__(self, coordinator: GroupCoordinator):
+        self.coordinator = coordinator
+
+    def apply(self, old, new):
+        changes = self.coordinator.topic_changes
+        changes.version += 1
+        before, after = old.topics(), new.topics()
+        created = [n for n in after if n not in before]
+        if created:
+            changes.created_version = changes.version
+        changed = {n for n, t in after.items() if before.get(n) is not t}
+        changed |= {n for n in before if n not in after}
+        if changed:
+            for shard in list(self.coordinator.runtime.shards.values()):
+                if not shard.loading:
+                    consumer_topics_changed(shard, changed, bool(created))
+        yield from ()
+
+
+def consumer_topics_changed(shard, changed: set, created: bool) -> None:
+    from kbroker.coordinator.group.consumer import subscription
+    from kbroker.coordinator.group.consumer.regex import REFRESH_MIN_INTERVAL_MS
+    from kbroker.coordinator.runtime import CoordinatorResult, now_ms
+    now = now_ms()
+    for group in shard.consumer_groups.values():
+        if any(topic in group.subscribed for topic in changed):
+            group.metadata_refresh = (0, 0)
+        if created and group.regex_subscribers:
+            last, _ = group.last_regex_refresh()
+            delay = max(0, last + REFRESH_MIN_INTERVAL_MS + 1 - now)
+            gid = group.group_id
+            shard.schedule(("consumer-regex", gid), delay, lambda s, g=gid: CoordinatorResult(
+                subscription.refresh_regexes(s, g, now_ms())))

@@ -10,7 +10,7 @@ from kbroker.coordinator.group.shard import GroupShard
 from kbroker.coordinator.group.state import GroupState
 from kbroker.coordinator.group.sync import validate_member
 from kbroker.coordinator.runtime import CoordinatorResult, respond
-from kbroker.protocol.errors import Errors
+from kbroker.protocol.errors import Errors, KafkaError
 
 S = GroupState
 
@@ -22,6 +22,14 @@ def heartbeat(shard: GroupShard, group_id: str, generation_id: int, member_id: s
 
 def _heartbeat(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
                group_instance_id: str | None) -> Errors:
+    consumer_group = shard.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        from kbroker.coordinator.group.consumer import migration
+        try:
+            return migration.heartbeat(shard, consumer_group, member_id, group_instance_id,
+                                       generation_id)
+        except KafkaError as exc:
+            return exc.error
     group = shard.group(group_id)
     if group is None or group.is_in(S.EMPTY):
         return Errors.UNKNOWN_MEMBER_ID

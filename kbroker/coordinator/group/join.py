@@ -45,13 +45,28 @@ def join(shard: GroupShard, req: JoinRequest) -> CoordinatorResult:
     if not (config.get("group.min.session.timeout.ms") <= req.session_timeout_ms
             <= config.get("group.max.session.timeout.ms")):
         return respond(JoinResult(Errors.INVALID_SESSION_TIMEOUT, req.member_id))
+    consumer_group = shard.consumer_groups.get(req.group_id)
+    if consumer_group is not None and not consumer_group.is_empty:
+        # A classic member joining a consumer group (online migration, KIP-848).
+        from kbroker.coordinator.group.consumer import migration
+        try:
+            return migration.join(shard, consumer_group, req)
+        except KafkaError as exc:
+            log.info("JoinGroup of member %r to consumer group %s: %s (%s)", req.member_id,
+                     req.group_id, exc.error.name, exc.message)
+            return respond(JoinResult(exc.error, req.member_id))
     group = shard.group(req.group_id)
     if group is None:
         if req.member_id:
             return respond(JoinResult(Errors.UNKNOWN_MEMBER_ID, req.member_id))
         group_id = req.group_id
+        # An empty consumer group of that id is deleted (its offsets stay) for the classic one.
+        tombstones = []
+        if consumer_group is not None:
+            from kbroker.coordinator.group.consumer import records as consumer_records
+            tombstones = consumer_records.group_tombstones(consumer_group)
         return CoordinatorResult(
-            [shard.group_record(ClassicGroup(group_id))],
+            tombstones + [shard.group_record(ClassicGroup(group_id))],
             on_committed=lambda: shard.add_group(group_id),
             then=lambda s: _join(s, s.groups[group_id], req),
             on_failed=lambda exc: JoinResult(exc.error, req.member_id))

@@ -18,6 +18,10 @@ UNKNOWN_MEMBER_ID = ""
 def leave(shard: GroupShard, group_id: str, identities: list) -> CoordinatorResult:
     """``identities``: [(member_id, group_instance_id, reason)]. The response is the top-level
     error and one error per identity, in order."""
+    consumer_group = shard.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        from kbroker.coordinator.group.consumer import migration
+        return migration.leave(shard, consumer_group, identities)
     group = shard.group(group_id)
     if group is None:
         return respond((Errors.UNKNOWN_MEMBER_ID, [Errors.UNKNOWN_MEMBER_ID] * len(identities)))

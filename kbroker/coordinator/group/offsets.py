@@ -37,13 +37,20 @@ S = GroupState
 
 def validate_commit(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
                     group_instance_id: str | None, group_id_not_found: bool,
-                    transactional: bool = False) -> None:
+                    transactional: bool = False, api_version: int = -1):
     """Kafka's ClassicGroup.validateOffsetCommit. ``group_id_not_found``: a commit with a
     generation to a group that does not exist is GROUP_ID_NOT_FOUND (OffsetCommit v9+ and
     TxnOffsetCommit v6+, KIP-848 / KIP-1319) rather than the ILLEGAL_GENERATION older clients know.
     A ``transactional`` commit (TxnOffsetCommit) without a member is accepted whatever the group's
     state (a producer may send offsets for a group id alone), and is not held back by a
-    rebalance."""
+    rebalance. A consumer-protocol group has its own rules
+    (:func:`kbroker.coordinator.group.consumer.offsets.validate_commit`), which may return a
+    per-partition validator for :func:`commit`; a classic group returns None."""
+    consumer_group = shard.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        from kbroker.coordinator.group.consumer import offsets as consumer_offsets
+        return consumer_offsets.validate_commit(consumer_group, member_id, group_instance_id,
+                                                generation_id, transactional, api_version)
     group = shard.group(group_id)
     if group is None:
         if generation_id < 0:
@@ -68,9 +75,10 @@ def validate_commit(shard: GroupShard, group_id: str, generation_id: int, member
 
 
 def commit(shard: GroupShard, group_id: str, offsets: list,
-           expire_timestamp: int = -1) -> CoordinatorResult:
-    """``offsets``: [(topic, partition, topic_id, offset, leader_epoch, metadata)], already
-    validated, written as one batch. The response is one error per entry."""
+           expire_timestamp: int = -1, validator=None) -> CoordinatorResult:
+    """``offsets``: [(topic, partition, topic_id, offset, leader_epoch, metadata)], written as
+    one batch; ``validator(topic, topic_id, partition)`` (a consumer group's member epoch
+    check) raises KafkaError for the whole request. The response is one error per entry."""
     max_metadata = shard.config.get("offset.metadata.max.bytes")
     now = now_ms()
     records, errors = [], []
@@ -79,6 +87,8 @@ def commit(shard: GroupShard, group_id: str, offsets: list,
         if len(metadata.encode("utf-8")) > max_metadata:
             errors.append(Errors.OFFSET_METADATA_TOO_LARGE)
             continue
+        if validator is not None:
+            validator(topic, topic_id, partition)
         committed = rec.CommittedOffset(offset, leader_epoch, metadata, now, expire_timestamp,
                                         topic_id)
         records.append((rec.offset_commit_key(group_id, topic, partition),
@@ -105,12 +115,16 @@ def fetch(shard: GroupShard, group_id: str, wanted: list | None) -> list:
 
 def delete(shard: GroupShard, group_id: str, wanted: list) -> CoordinatorResult:
     """OffsetDelete: ``wanted`` [(topic, partition)]; the response is (group error, per-entry
-    errors)."""
+    errors). A consumer group's subscribed topics (by name or regex) answer
+    GROUP_SUBSCRIBED_TO_TOPIC, whatever its state."""
     group = shard.group(group_id)
-    if group is None:
+    consumer_group = shard.consumer_groups.get(group_id)
+    if group is None and consumer_group is None:
         return respond((Errors.GROUP_ID_NOT_FOUND, []))
     subscribed: set[str] = set()
-    if not group.is_in(S.EMPTY):
+    if consumer_group is not None:
+        subscribed = set(consumer_group.subscribed)
+    elif not group.is_in(S.EMPTY):
         topics = group.subscribed_topics()
         if topics is None:
             return respond((Errors.NON_EMPTY_GROUP, []))
@@ -135,13 +149,27 @@ def expire(shard: GroupShard, retention_ms: int, now: int | None = None) -> Coor
     all_records, dropped, logged = [], [], []
     for group_id in list(shard.offsets.keys() | shard.groups.keys()):
         group = shard.group(group_id)
+        consumer_group = shard.consumer_groups.get(group_id)
         committed = shard.offsets.get(group_id, {})
         records = []
         for (topic, partition), c in committed.items():
-            if _expired(group, topic, c, retention_ms, now):
+            if consumer_group is not None:
+                # A consumer group: offsets of topics it does not subscribe to expire a retention
+                # after their commit (Kafka's condition on the commit timestamp).
+                if topic not in consumer_group.subscribed and (
+                        now >= c.expire_timestamp if c.expire_timestamp >= 0
+                        else now - c.commit_timestamp >= retention_ms):
+                    records.append((rec.offset_commit_key(group_id, topic, partition), None))
+            elif _expired(group, topic, c, retention_ms, now):
                 records.append((rec.offset_commit_key(group_id, topic, partition), None))
         expired = len(records)
-        drop_group = group is not None and group.is_in(S.EMPTY) and expired == len(committed)
+        if consumer_group is not None:
+            if consumer_group.is_empty and expired == len(committed) and expired:
+                from kbroker.coordinator.group.consumer import records as consumer_records
+                records += consumer_records.group_tombstones(consumer_group)
+            drop_group = False
+        else:
+            drop_group = group is not None and group.is_in(S.EMPTY) and expired == len(committed)
         if drop_group:
             records.append((rec.group_metadata_key(group_id), None))
         if not records:

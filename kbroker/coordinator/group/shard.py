@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group import txn_offsets
+from kbroker.coordinator.group.consumer import replay as consumer_replay
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
 from kbroker.coordinator.runtime import CoordinatorResult, Shard, now_ms
 from kbroker.protocol.errors import Errors
@@ -50,13 +51,29 @@ class SyncResult:
     protocol_name: str | None = None
 
 
+class TopicChanges:
+    """What the shards need to know of metadata changes: a version that grows with every image
+    and the version at which topics were last created (regexes are re-resolved after it)."""
+
+    def __init__(self):
+        self.version = 0
+        self.created_version = 0
+
+
 class GroupShard(Shard):
-    def __init__(self, runtime, partition_index: int, config):
+    def __init__(self, runtime, partition_index: int, config, topic_changes=None,
+                 group_configs=None):
         super().__init__(runtime, partition_index)
         self.config = config
+        self.topic_changes = topic_changes if topic_changes is not None else TopicChanges()
+        self._group_configs = group_configs  # group id -> {name: value}, or None
         # durable: changed only by replay
         self.offsets: dict[str, dict[tuple[str, int], rec.CommittedOffset]] = {}
         self.persisted: dict[str, GroupMetadataValue] = {}
+        # consumer-protocol groups (KIP-848), wholly durable (kbroker.coordinator.group.consumer)
+        self.consumer_groups: dict = {}
+        # session timer key -> (deadline, when its timer fires), monotonic ms; in memory
+        self.session_deadlines: dict = {}
         # durable: transactional offsets waiting for their marker (producer id -> group -> tp)
         self.pending_txn_offsets: dict[int, dict[str, dict]] = {}
         # membership: in memory
@@ -67,6 +84,9 @@ class GroupShard(Shard):
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         record_type, k = rec.decode_key(key)
         if k is None:
+            if record_type in consumer_replay.TYPES:
+                consumer_replay.replay(self.consumer_groups, record_type, memoryview(key)[2:],
+                                       value)
             return
         if record_type == rec.OFFSET_COMMIT_TYPE:
             group_offsets = self.offsets.setdefault(k.group, {})
@@ -85,13 +105,15 @@ class GroupShard(Shard):
         # CommittedOffset and GroupMetadataValue objects are never changed once replayed, so
         # copying the maps is enough.
         return ({group: dict(committed) for group, committed in self.offsets.items()},
-                dict(self.persisted), txn_offsets.copy_pending(self.pending_txn_offsets))
+                dict(self.persisted), txn_offsets.copy_pending(self.pending_txn_offsets),
+                {gid: group.copy() for gid, group in self.consumer_groups.items()})
 
     def restore(self, snapshot) -> None:
-        offsets, persisted, pending = snapshot
+        offsets, persisted, pending, consumer_groups = snapshot
         self.offsets = {group: dict(committed) for group, committed in offsets.items()}
         self.persisted = dict(persisted)
         self.pending_txn_offsets = txn_offsets.copy_pending(pending)
+        self.consumer_groups = {gid: group.copy() for gid, group in consumer_groups.items()}
 
     # transactional offsets (kbroker.coordinator.group.txn_offsets)
     def replay_transactional(self, offset, producer_id, producer_epoch, key, value) -> None:
@@ -110,7 +132,11 @@ class GroupShard(Shard):
                 self.schedule_session_expiry(group, member)
         for group_id in self.offsets:
             # A standalone commit (no group management) makes an Empty group (Kafka).
-            self.groups.setdefault(group_id, ClassicGroup(group_id, state_timestamp=-1))
+            if group_id not in self.consumer_groups:
+                self.groups.setdefault(group_id, ClassicGroup(group_id, state_timestamp=-1))
+        from kbroker.coordinator.group.consumer import membership
+        for group in self.consumer_groups.values():
+            membership.on_loaded(self, group)
 
     def on_unloaded(self) -> None:
         """Members parked in JoinGroup/SyncGroup learn to find the new coordinator."""
@@ -123,6 +149,9 @@ class GroupShard(Shard):
     # --- groups --------------------------------------------------------------------------------
 
     def group(self, group_id: str) -> ClassicGroup | None:
+        """The classic group of that id (None for a consumer group)."""
+        if group_id in self.consumer_groups:
+            return None
         group = self.groups.get(group_id)
         return group if group is not None and group.state is not S.DEAD else None
 
@@ -130,8 +159,32 @@ class GroupShard(Shard):
         return (rec.group_metadata_key(group.group_id),
                 rec.group_metadata_value(group.to_record(assignments)))
 
-    def add_group(self, group_id: str) -> ClassicGroup:
-        """The live group of a group the log now has (created by a join or a commit)."""
+    # --- consumer groups and what they read -----------------------------------------------------
+
+    @property
+    def image(self):
+        """The current metadata image (topics by name and id)."""
+        return self.runtime.controller.image
+
+    def group_configs(self, group_id: str) -> dict:
+        """The group's dynamic configs (IncrementalAlterConfigs on the GROUP resource)."""
+        if self._group_configs is None:
+            return {}
+        return self._group_configs(group_id)
+
+    def forget_classic_group(self, group_id: str) -> None:
+        """The classic group became a consumer group (its GroupMetadata tombstone is on the
+        log): drop its live state."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._cancel_group_timers(group)
+            del self.groups[group_id]
+
+    def add_group(self, group_id: str) -> ClassicGroup | None:
+        """The live group of a group the log now has (created by a join or a commit); none for
+        a consumer group."""
+        if group_id in self.consumer_groups:
+            return None
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now_ms())

@@ -112,6 +112,9 @@ class ClassicGroup:
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
 
+    def is_empty(self) -> bool:
+        return self.state is GroupState.EMPTY
+
     # --- members -------------------------------------------------------------------------------
 
     def add(self, member: Member) -> None:

@@ -32,6 +32,16 @@ def sync(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
 def _sync(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
           group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
           assignments: dict[str, bytes]):
+    consumer_group = shard.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        if consumer_group.is_empty:
+            return SyncResult(Errors.UNKNOWN_MEMBER_ID)
+        from kbroker.coordinator.group.consumer import migration
+        try:
+            return migration.sync(shard, consumer_group, member_id, group_instance_id,
+                                  generation_id, protocol_type, protocol_name)
+        except KafkaError as exc:
+            return SyncResult(exc.error)
     group = shard.group(group_id)
     if group is None:
         return SyncResult(Errors.UNKNOWN_MEMBER_ID)

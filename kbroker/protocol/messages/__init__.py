@@ -160,6 +160,8 @@ ADVERTISED = {
     16: (0, 5),  # ListGroups
     42: (0, 3),  # DeleteGroups
     47: (0, 0),  # OffsetDelete
+    68: (0, 1),  # ConsumerGroupHeartbeat
+    69: (0, 1),  # ConsumerGroupDescribe
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn

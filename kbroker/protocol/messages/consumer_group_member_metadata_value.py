@@ -142,9 +142,8 @@ class ConsumerGroupMemberMetadataValue:
             tag, size, pos = read_tag_header(buf, pos)
             end = pos + size
             if tag == 0:
-                (present,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if present < 0:
+                present, pos = read_uvarint(buf, pos)
+                if present == 0:
                     self.classic_member_metadata = None
                 else:
                     self.classic_member_metadata, pos = _ConsumerGroupMemberMetadataValue_ClassicMemberMetadata._read(buf, pos, version)
@@ -180,7 +179,7 @@ class ConsumerGroupMemberMetadataValue:
         if self.classic_member_metadata != _ConsumerGroupMemberMetadataValue_ClassicMemberMetadata():
             field_out = bytearray()
             if self.classic_member_metadata is None:
-                field_out += b'\xff'
+                field_out += b'\x00'
             else:
                 field_out += b'\x01'
                 self.classic_member_metadata._write(field_out, version, splices)

@@ -1,0 +1,210 @@
+"""Consumer groups on the KIP-848 protocol (``group.protocol=consumer``): join and consume,
+commit and resume, three members moving partitions incrementally, and the online migration of a
+running classic group. Records come from the reference producer with explicit partitions; the
+client under test only consumes. Clients without the protocol are n/a with their reason
+(``drivers/registry.py``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from compat_tests import harness, reference
+from compat_tests.reference import ensure_topic
+from tests.integration.clients import Wire
+
+CONSUMER = ["--property", "group.protocol=consumer"]
+CLASSIC = ["--property", "group.protocol=classic"]
+
+
+@pytest.fixture
+def groups_ready(groups_pending, advertised):
+    if groups_pending:
+        pytest.skip(groups_pending)
+    if 68 not in advertised:
+        pytest.skip("pending: ConsumerGroupHeartbeat is not advertised")
+
+
+def values(records) -> list[str]:
+    return [r["value"] for r in records]
+
+
+def owners(bootstrap: str, group: str) -> tuple[str, dict]:
+    """(state, {member id: sorted [(topic, partition)]}) from ConsumerGroupDescribe."""
+    from kbroker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
+    with Wire(bootstrap) as wire:
+        g = wire.call(69, 1, ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
+    return g.group_state, {m.member_id: sorted((tp.topic_name, p)
+                                              for tp in m.assignment.topic_partitions
+                                              for p in tp.partitions) for m in g.members}
+
+
+@pytest.mark.compat("consumer protocol: join and consume")
+def test_join_and_consume(broker, groups_ready, driver, cell):
+    cell.need(driver, "groups.consumer-protocol")
+    topic, group = harness.unique("cp-join", driver.name), harness.unique("g", driver.name)
+    ensure_topic(broker.bootstrap, topic, partitions=3)
+    sent = [f"r{i}" for i in range(12)]
+    reference.produce(broker.bootstrap, topic, [(i % 3, v, None) for i, v in enumerate(sent)])
+    started = time.monotonic()
+    run = harness.consume(driver, broker.bootstrap, topic, len(sent), timeout=40, group=group,
+                          args=CONSUMER).ok()
+    assert sorted(values(run.records)) == sorted(sent)
+    cell.note(f"joined and read {len(sent)} records in {time.monotonic() - started:.1f} s")
+
+
+@pytest.mark.compat("consumer protocol: commit and resume")
+def test_commit_and_resume(broker, groups_ready, driver, cell):
+    cell.need(driver, "groups.consumer-protocol")
+    topic, group = harness.unique("cp-resume", driver.name), harness.unique("g", driver.name)
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    sent = [f"r{i}" for i in range(10)]
+    reference.produce(broker.bootstrap, topic, [(i % 2, v, None) for i, v in enumerate(sent)])
+    first = harness.consume(driver, broker.bootstrap, topic, 4, timeout=40, group=group,
+                            args=CONSUMER).ok()
+    later = [f"s{i}" for i in range(6)]
+    reference.produce(broker.bootstrap, topic, [(i % 2, v, None) for i, v in enumerate(later)])
+    sent += later
+    second = harness.consume(driver, broker.bootstrap, topic, len(sent) - len(first.records),
+                             timeout=40, group=group, args=CONSUMER).ok()
+    a, b = values(first.records), values(second.records)
+    assert not set(a) & set(b), f"re-read after the restart: {sorted(set(a) & set(b))}"
+    assert sorted(a + b) == sorted(sent), f"lost: {sorted(set(sent) - set(a) - set(b))}"
+    cell.note(f"first member read {len(a)}, the restarted one {len(b)}")
+
+
+def _keep_producing(bootstrap, topic, partitions, sent, stop):
+    n = 0
+    while not stop.is_set():
+        batch = [(p, f"round{n}-p{p}", None) for p in range(partitions)]
+        reference.produce(bootstrap, topic, batch)
+        sent.extend(v for _, v, _ in batch)
+        n += 1
+        time.sleep(0.3)
+
+
+def _watch_owners(bootstrap, group, stop, overlaps, states):
+    while not stop.is_set():
+        state, members = owners(bootstrap, group)
+        states.append((state, {m: len(p) for m, p in members.items()}))
+        owned = [tp for parts in members.values() for tp in parts]
+        if len(owned) != len(set(owned)):
+            overlaps.append(members)
+        time.sleep(0.1)
+
+
+@pytest.mark.compat("consumer protocol: three-member rebalance")
+def test_three_members_rebalance(broker, groups_ready, driver, cell):
+    cell.need(driver, "groups.consumer-protocol")
+    partitions = 6
+    topic, group = harness.unique("cp-three", driver.name), harness.unique("g", driver.name)
+    ensure_topic(broker.bootstrap, topic, partitions=partitions)
+    sent, overlaps, states = [], [], []
+    stop = threading.Event()
+    threads = [threading.Thread(target=_keep_producing, args=(broker.bootstrap, topic,
+                                                               partitions, sent, stop)),
+               threading.Thread(target=_watch_owners, args=(broker.bootstrap, group, stop,
+                                                             overlaps, states))]
+    for t in threads:
+        t.start()
+    members = []
+    try:
+        for _ in range(3):
+            members.append(harness.start(driver, "consume", broker.bootstrap, *CONSUMER,
+                                         timeout=120, topic=topic, count=1_000_000, group=group,
+                                         from_beginning=True, timeout_ms=120_000))
+            time.sleep(2)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state, described = owners(broker.bootstrap, group)
+            if state == "Stable" and sorted(len(p) for p in described.values()) == [2, 2, 2]:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"no Stable 2/2/2 split within 60 s: {owners(broker.bootstrap, group)}")
+        time.sleep(2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(15)
+    got = lambda: [v for m in members for v in values(m.events("record"))]  # noqa: E731
+    deadline = time.monotonic() + 20
+    while set(sent) - set(got()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for m in members:
+        m.stop()
+    missing = sorted(set(sent) - set(got()))
+    assert not missing, f"{len(missing)} records never consumed: {missing[:8]}"
+    assert not overlaps, f"a partition had two owners at once: {overlaps[0]}"
+    read = got()
+    cell.note(f"{len(sent)} records, {len(read) - len(set(read))} read twice (the client's "
+              f"commit policy), 0 missed; no partition ever had two owners")
+
+
+@pytest.mark.compat("consumer protocol: migration of a running classic group")
+def test_migration_of_a_running_classic_group(broker, groups_ready, driver, cell):
+    cell.need(driver, "groups.consumer-protocol")
+    cell.need(driver, "groups")
+    partitions = 4
+    topic, group = harness.unique("cp-mig", driver.name), harness.unique("g", driver.name)
+    ensure_topic(broker.bootstrap, topic, partitions=partitions)
+    sent = []
+    stop = threading.Event()
+    producer = threading.Thread(target=_keep_producing, args=(broker.bootstrap, topic,
+                                                               partitions, sent, stop))
+    producer.start()
+    started = []
+    try:
+        # The classic member stops by itself after 25 s, committing and leaving the group as a
+        # restarted consumer would.
+        old = harness.start(driver, "consume", broker.bootstrap, *CLASSIC, timeout=60,
+                            topic=topic, count=1_000_000, group=group, from_beginning=True,
+                            timeout_ms=25_000)
+        started.append(old)
+        old.wait_for(lambda: len(old.events("record")) > 0, 40, "the classic member's records")
+        # The rolling restart: a consumer-protocol member joins the running classic group...
+        new = harness.start(driver, "consume", broker.bootstrap, *CONSUMER, timeout=120,
+                            topic=topic, count=1_000_000, group=group, from_beginning=True,
+                            timeout_ms=120_000)
+        started.append(new)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state, described = owners(broker.bootstrap, group)
+            if state == "Stable" and len(described) == 2 and \
+                    sorted(len(p) for p in described.values()) == [2, 2]:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"the mixed group did not settle: {owners(broker.bootstrap, group)}")
+        # ...then the classic member is restarted on the consumer protocol too.
+        old.wait()
+        newer = harness.start(driver, "consume", broker.bootstrap, *CONSUMER, timeout=120,
+                              topic=topic, count=1_000_000, group=group, from_beginning=True,
+                              timeout_ms=120_000)
+        started.append(newer)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state, described = owners(broker.bootstrap, group)
+            if state == "Stable" and sorted(len(p) for p in described.values()) == [2, 2]:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"the upgraded group did not settle: {owners(broker.bootstrap, group)}")
+        time.sleep(2)
+    finally:
+        stop.set()
+        producer.join(15)
+    got = lambda: [v for m in started for v in values(m.events("record"))]  # noqa: E731
+    deadline = time.monotonic() + 20
+    while set(sent) - set(got()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for m in started:
+        if m.run.rc is None:
+            m.stop()
+    missing = sorted(set(sent) - set(got()))
+    assert not missing, f"{len(missing)} records never consumed: {missing[:8]}"
+    read = got()
+    cell.note(f"classic -> mixed -> consumer: {len(sent)} records, 0 missed, "
+              f"{len(read) - len(set(read))} read twice")

@@ -1,0 +1,231 @@
+"""Members leaving a consumer group: a leave heartbeat (epoch -1, or -2 for a static member's
+temporary leave), fencing (session or rebalance timeout), and the timers that fence.
+
+Removing members writes their tombstones (current assignment, target, subscription), the
+tombstones of regexes nobody subscribes to any more, and a new group epoch: the remaining members
+get a new target assignment at their next heartbeat. When only classic-protocol members remain and
+the migration policy allows it, the group goes back to the classic protocol instead
+(:mod:`kbroker.coordinator.group.consumer.migration`).
+
+Timers live in the runtime, keyed per shard, and die with it: ``("consumer-session", group,
+member)``, ``("consumer-rebalance", group, member)`` (a member that does not revoke within its
+rebalance timeout), and for classic-protocol members ``("consumer-join", ...)`` /
+``("consumer-sync", ...)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+
+from kbroker.coordinator.group.consumer import records as rec
+from kbroker.coordinator.group.consumer import settings
+from kbroker.coordinator.group.consumer.group import ConsumerGroup, group_hash
+from kbroker.coordinator.group.consumer.member import (EMPTY, STATIC_LEAVE_EPOCH, freeze)
+from kbroker.coordinator.runtime import CoordinatorResult
+from kbroker.protocol.errors import Errors, KafkaError
+
+log = logging.getLogger("kbroker.coordinator.group")
+
+SESSION, REBALANCE, JOIN, SYNC = ("consumer-session", "consumer-rebalance", "consumer-join",
+                                  "consumer-sync")
+
+
+def consumer_group(shard, group_id: str) -> ConsumerGroup:
+    group = shard.consumer_groups.get(group_id)
+    if group is None:
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+    return group
+
+
+def member_of(group: ConsumerGroup, member_id: str):
+    member = group.members.get(member_id)
+    if member is None:
+        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
+                         f"Member {member_id} is not a member of group {group.group_id}.")
+    return member
+
+
+def static_member_of(group: ConsumerGroup, instance_id: str, member_id: str):
+    member = group.static_member(instance_id)
+    if member is None:
+        raise KafkaError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+    if member.member_id != member_id:
+        log.info("group %s: static member %s with instance id %s is fenced by existing member "
+                 "%s", group.group_id, member_id, instance_id, member.member_id)
+        raise KafkaError(Errors.FENCED_INSTANCE_ID,
+                         f"Static member {member_id} with instance id {instance_id} was fenced "
+                         f"by member {member.member_id}.")
+    return member
+
+
+# --- leaving -------------------------------------------------------------------------------------
+
+def leave(shard, group_id: str, member_id: str, instance_id: str | None, epoch: int, response):
+    group = consumer_group(shard, group_id)
+    if instance_id is None:
+        member = member_of(group, member_id)
+        log.info("group %s: member %s left the consumer group", group_id, member_id)
+        return fence(shard, group, [member], response)
+    member = static_member_of(group, instance_id, member_id)
+    if epoch == STATIC_LEAVE_EPOCH:
+        log.info("group %s: static member %s with instance id %s temporarily left the consumer "
+                 "group", group_id, member_id, instance_id)
+        # It keeps its partitions (at assignment epoch 0: commits of the old instance are
+        # fenced) until it rejoins or its session expires.
+        leaving = replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation=EMPTY,
+                          assigned=freeze({t: {p: 0 for p in parts}
+                                           for t, parts in member.assigned.items()}))
+        return CoordinatorResult([rec.current_assignment(group_id, leaving)],
+                                 response(member_id, STATIC_LEAVE_EPOCH))
+    log.info("group %s: static member %s with instance id %s left the consumer group", group_id,
+             member_id, instance_id)
+    return fence(shard, group, [member], response)
+
+
+def fence(shard, group: ConsumerGroup, members: list, response, reason: str = "") -> \
+        CoordinatorResult:
+    """Remove ``members``; ``response`` is a callable (member id, epoch) -> response, or the
+    response itself."""
+    if not members:
+        return CoordinatorResult([], _answer(response, members))
+    from kbroker.coordinator.group.consumer import migration
+    if migration.can_downgrade(shard, group, members):
+        return migration.downgrade(shard, group, members, None, _answer(response, members),
+                                   f"Downgrade group {group.group_id} from consumer to classic "
+                                   f"for member leaving.")
+    records = fence_records(shard, group, members)
+    for member in members:
+        cancel_timers(shard, group.group_id, member.member_id)
+    return CoordinatorResult(records, _answer(response, members))
+
+
+def fence_records(shard, group: ConsumerGroup, members: list) -> list:
+    gid = group.group_id
+    records = []
+    for member in members:
+        records += remove_member_records(gid, member.member_id)
+    leaving_regexes: dict = {}
+    for member in members:
+        if member.regex:
+            leaving_regexes[member.regex] = leaving_regexes.get(member.regex, 0) + 1
+    deleted = [r for r, n in leaving_regexes.items() if group.regex_subscribers.get(r) == n]
+    records += [rec.regex_tombstone(gid, r) for r in deleted]
+    counts = group.subscribed_names_without(members, deleted)
+    epoch = group.group_epoch + 1
+    records.append(rec.group_epoch(gid, epoch, group_hash(shard.image, counts)))
+    log.info("group %s: bumped the group epoch to %d (%d member(s) removed)", gid, epoch,
+             len(members))
+    return records
+
+
+def remove_member_records(group_id: str, member_id: str) -> list:
+    return [rec.current_assignment_tombstone(group_id, member_id),
+            rec.target_member_tombstone(group_id, member_id),
+            rec.member_subscription_tombstone(group_id, member_id)]
+
+
+def _answer(response, members):
+    if callable(response):
+        member = members[0] if members else None
+        return response(member.member_id if member else "", -1)
+    return response
+
+
+# --- timers --------------------------------------------------------------------------------------
+
+def schedule_session(shard, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
+    """(Re)start a member's session. Heartbeats only move its deadline; the one timer of the
+    session re-arms itself for what is left when it fires early, so a heartbeat costs no timer
+    churn."""
+    if timeout_ms is None:
+        timeout_ms = settings.session_timeout_ms(shard, group_id)
+    key = (SESSION, group_id, member_id)
+    deadline = _monotonic_ms() + timeout_ms
+    armed = shard.session_deadlines.get(key)
+    if armed is not None and armed[1] <= deadline and \
+            shard.runtime.has_timer(shard.partition_index, key):
+        shard.session_deadlines[key] = (deadline, armed[1])
+        return
+    _arm_session(shard, key, deadline, timeout_ms)
+
+
+def _arm_session(shard, key, deadline: float, delay_ms: float) -> None:
+    _, group_id, member_id = key
+    shard.session_deadlines[key] = (deadline, _monotonic_ms() + delay_ms)
+
+    def check(s):
+        entry = s.session_deadlines.get(key)
+        if entry is None:
+            return CoordinatorResult()
+        left = entry[0] - _monotonic_ms()
+        if left > 0:
+            _arm_session(s, key, entry[0], left)
+            return CoordinatorResult()
+        del s.session_deadlines[key]
+        return fence_op(s, group_id, member_id, "the member session expired")
+
+    shard.schedule(key, int(delay_ms) + 1, check)
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000
+
+
+def schedule_rebalance(shard, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
+    def expired(s):
+        group = s.consumer_groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is None or member.member_epoch != epoch:
+            return CoordinatorResult()
+        log.info("group %s: member %s fenced: it failed to transition from epoch %d within "
+                 "%d ms", group_id, member_id, epoch, timeout_ms)
+        return fence(s, group, [member], None)
+
+    shard.schedule((REBALANCE, group_id, member_id), max(timeout_ms, 0), expired)
+
+
+def schedule_join_if_absent(shard, group_id: str, member_id: str, timeout_ms: int) -> None:
+    key = (JOIN, group_id, member_id)
+    if key not in shard.runtime.timer_keys(shard.partition_index):
+        shard.schedule(key, timeout_ms, lambda s: fence_op(
+            s, group_id, member_id, "the classic member failed to join within the rebalance "
+                                    "timeout"))
+
+
+def schedule_sync(shard, group_id: str, member_id: str, timeout_ms: int) -> None:
+    shard.schedule((SYNC, group_id, member_id), timeout_ms, lambda s: fence_op(
+        s, group_id, member_id, "the member failed to sync within timeout"))
+
+
+def cancel_timers(shard, group_id: str, member_id: str) -> None:
+    for kind in (SESSION, REBALANCE, JOIN, SYNC):
+        shard.cancel((kind, group_id, member_id))
+    shard.session_deadlines.pop((SESSION, group_id, member_id), None)
+
+
+def fence_op(shard, group_id: str, member_id: str, reason: str) -> CoordinatorResult:
+    group = shard.consumer_groups.get(group_id)
+    member = group.members.get(member_id) if group is not None else None
+    if member is None:
+        return CoordinatorResult()
+    log.info("group %s: member %s fenced from the group because %s", group_id, member_id, reason)
+    return fence(shard, group, [member], None)
+
+
+def on_loaded(shard, group: ConsumerGroup) -> None:
+    """A loaded group's members get their session timeouts (and rebalance timeouts when they
+    were revoking), as if they had just heartbeated."""
+    from kbroker.coordinator.group.consumer.member import MemberState
+    log.info("loaded consumer group %s with %d member(s) at epoch %d", group.group_id,
+             len(group.members), group.group_epoch)
+    for member in group.members.values():
+        timeout = member.classic.session_timeout_ms if member.classic is not None else None
+        schedule_session(shard, group.group_id, member.member_id, timeout)
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            schedule_rebalance(shard, group.group_id, member.member_id, member.member_epoch,
+                               member.rebalance_timeout_ms)
+    if group.members and group.group_epoch > group.assignment_epoch:
+        from kbroker.coordinator.group.consumer.heartbeat import assign_later
+        assign_later(shard, group.group_id, 0)  # the target it was waiting for

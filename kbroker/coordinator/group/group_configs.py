@@ -1,0 +1,116 @@
+"""Group configs (KIP-848): ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``
+and ``consumer.assignment.interval.ms`` per group, set through IncrementalAlterConfigs on the
+GROUP resource and read by the consumer-group coordinator
+(:mod:`kbroker.coordinator.group.consumer.settings`).
+
+Validation is Kafka's GroupConfig: an unknown name is INVALID_CONFIG ("Unknown group config
+name: N"), a value must be an INT at least its minimum, and within the broker's
+``group.consumer.min.*`` / ``group.consumer.max.*`` bounds (INVALID_CONFIG "N must be greater than
+or equal to B"). Kafka's share.* and streams.* group configs are refused with INVALID_CONFIG:
+kbroker has no share or streams groups, and a setting is never accepted to be ignored.
+
+Storage: Kafka keeps group configs in its metadata log. On a single node they are a file in the
+first log dir (``group-configs.json``: {group: {name: value}}, written atomically: temp file,
+fsync, rename), loaded at start-up. In a cluster they would need the ZooKeeper-backed metadata
+store, which does not hold them yet: altering one there is INVALID_REQUEST, and DescribeConfigs
+shows the broker defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from kbroker.protocol.errors import Errors, KafkaError
+
+log = logging.getLogger("kbroker.coordinator.group")
+FILE = "group-configs.json"
+
+# name -> (broker synonym, least value, broker lower bound key, broker upper bound key, doc)
+GROUP_CONFIGS = {
+    "consumer.session.timeout.ms": (
+        "group.consumer.session.timeout.ms", 1, "group.consumer.min.session.timeout.ms",
+        "group.consumer.max.session.timeout.ms",
+        "The timeout to detect client failures when using the consumer group protocol."),
+    "consumer.heartbeat.interval.ms": (
+        "group.consumer.heartbeat.interval.ms", 1, "group.consumer.min.heartbeat.interval.ms",
+        "group.consumer.max.heartbeat.interval.ms",
+        "The heartbeat interval given to the members."),
+    "consumer.assignment.interval.ms": (
+        "group.consumer.assignment.interval.ms", 0, "group.consumer.min.assignment.interval.ms",
+        "group.consumer.max.assignment.interval.ms",
+        "The least time between two target assignments of the group."),
+}
+UNSUPPORTED_PREFIXES = {"share.": "share", "streams.": "streams"}
+KNOWN_ELSEWHERE = {"errors.deadletterqueue.topic.name", "errors.deadletterqueue.copy.record.enable"}
+
+
+def check(config, overrides: dict) -> dict:
+    """The overrides as ints, or KafkaError INVALID_CONFIG (Kafka's messages)."""
+    out = {}
+    for name, raw in overrides.items():
+        definition = GROUP_CONFIGS.get(name)
+        if definition is None:
+            for prefix, kind in UNSUPPORTED_PREFIXES.items():
+                if name.startswith(prefix) or name in KNOWN_ELSEWHERE:
+                    raise KafkaError(Errors.INVALID_CONFIG,
+                                     f"{name} is not supported by kbroker: it has no "
+                                     f"{kind if name.startswith(prefix) else 'streams'} groups")
+            raise KafkaError(Errors.INVALID_CONFIG, f"Unknown group config name: {name}")
+        synonym, least, lower, upper, _ = definition
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {raw} for configuration "
+                                                    f"{name}: Not a number of type INT") from None
+        if value < least:
+            raise KafkaError(Errors.INVALID_CONFIG, f"Invalid value {value} for configuration "
+                                                    f"{name}: Value must be at least {least}")
+        if value < config.get(lower):
+            raise KafkaError(Errors.INVALID_CONFIG,
+                             f"{name} must be greater than or equal to {lower}")
+        if value > config.get(upper):
+            raise KafkaError(Errors.INVALID_CONFIG, f"{name} must be less than or equal to {upper}")
+        out[name] = value
+    return out
+
+
+class GroupConfigStore:
+    """Group id -> {config name: int}; durable in ``directory`` (None: a cluster, read-only)."""
+
+    def __init__(self, directory: str | Path | None):
+        self.path = Path(directory) / FILE if directory is not None else None
+        self.configs: dict[str, dict] = {}
+        if self.path is not None and self.path.exists():
+            try:
+                self.configs = {g: dict(c) for g, c in json.loads(self.path.read_text()).items()}
+            except (OSError, ValueError) as exc:
+                log.error("cannot read %s (%s): group configs start empty", self.path, exc)
+
+    def get(self, group_id: str) -> dict:
+        return self.configs.get(group_id, {})
+
+    def put(self, group_id: str, overrides: dict) -> None:
+        if self.path is None:
+            raise KafkaError(Errors.INVALID_REQUEST, "Group configs cannot be altered in a "
+                                                     "kbroker cluster yet: its metadata store "
+                                                     "does not hold them")
+        new = {g: dict(c) for g, c in self.configs.items()}
+        if overrides:
+            new[group_id] = dict(overrides)
+        else:
+            new.pop(group_id, None)
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            with open(tmp, "w") as f:
+                json.dump(new, f, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            raise KafkaError(Errors.KAFKA_STORAGE_ERROR,
+                             f"Could not persist the group configs: {exc}") from None
+        self.configs = new
+        log.info("group %s configs are now %s", group_id, overrides)
