@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh machine, and nothing twice:
 #   - a virtualenv in .venv with kbroker (editable) and the Python clients under test;
-#   - kcat from Debian's packages;
+#   - kcat from Debian's packages; MIT Kerberos (KDC, admin and client tools, libkrb5-dev for the
+#     gssapi package, Cyrus SASL's GSSAPI plugin) for the GSSAPI tests;
 #   - the Java driver (Apache Kafka's kafka-clients from Maven Central), built with Maven;
 #   - Spark's Kafka connector jars for compat_tests/spark (Maven Central, copied by Maven).
 #   - Apache Kafka's own jars (DumpLogSegments for tests/log, the reference broker for tools/bench),
@@ -15,6 +16,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
+
+# MIT Kerberos (tests/security/test_gssapi.py, kbroker.testing.kdc): the KDC and admin tools for
+# a throwaway realm, the client tools, libkrb5-dev for the gssapi package (built by pip below,
+# so even --python-only needs it), and Cyrus SASL's GSSAPI plugin that Debian's librdkafka
+# (kcat) loads for sasl.mechanisms=GSSAPI.
+KRB5_PACKAGES="krb5-kdc krb5-admin-server krb5-user libkrb5-dev libsasl2-modules-gssapi-mit"
+krb5_missing() {
+  [ -x /usr/sbin/krb5kdc ] && [ -x /usr/sbin/kadmin.local ] && command -v kinit >/dev/null &&
+    command -v krb5-config >/dev/null && ls /usr/lib/*/sasl2/libgssapiv2.so >/dev/null 2>&1 &&
+    return 1
+  return 0
+}
+if krb5_missing; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  # krb5-kdc's post-install wants to start a KDC (there is no realm yet): policy-rc.d refuses in
+  # containers, which is fine; the tests run their own.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $KRB5_PACKAGES >/dev/null
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"

@@ -47,7 +47,14 @@ FEATURES = {
     "security.sasl-plain": "produce/consume over SASL_SSL with PLAIN",
     "security.sasl-scram-sha-512": "produce/consume over SASL_SSL with SCRAM-SHA-512",
     "security.mtls": "produce/consume over SSL with a client certificate",
+    "security.gssapi": "produce/consume over SASL_PLAINTEXT with GSSAPI (Kerberos, a keytab)",
+    "security.oauthbearer-jwks": "produce/consume over SASL_PLAINTEXT with OAUTHBEARER, a signed "
+                                 "token from an identity provider (client credentials)",
+    "security.delegation-token": "produce/consume with a delegation token (SCRAM, tokenauth)",
 }
+NO_CYRUS = ("confluent-kafka's wheels bundle a librdkafka built without Cyrus SASL (\"No provider "
+            "for SASL mechanism GSSAPI\"); librdkafka's GSSAPI is the kcat column")
+
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,7 @@ INSTALL = "run scripts/install-test-deps.sh"
 
 DRIVERS: list[Driver] = [
     Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent"),
-           config_style="librdkafka"),
+           lacks={"security.gssapi": NO_CYRUS}, config_style="librdkafka"),
     Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python",
            lacks={"groups.consumer-protocol": NO_KIP848.format(client="aiokafka 0.14.0") +
                   ": its consumer speaks the classic JoinGroup/SyncGroup protocol only"}),
@@ -127,6 +134,9 @@ DRIVERS: list[Driver] = [
                   **{f"admin.{op}": KCAT_NO_ADMIN for op in (
                       "create-topic", "delete-topic", "create-partitions", "describe-configs",
                       "alter-configs", "delete-records")},
+                  "security.oauthbearer-jwks": "Debian's librdkafka (which kcat links) is "
+                                               "built without libcurl: no "
+                                               "sasl.oauthbearer.method=oidc",
                   "groups.consumer-protocol": "kcat links the system librdkafka (2.0.2 on "
                   "Debian), which predates KIP-848 support (librdkafka 2.12)",
                   **_kcat_scram_lack()},
@@ -136,9 +146,13 @@ DRIVERS: list[Driver] = [
            timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",
                                     "--property", f"request.timeout.ms={ms // 2}",
                                     "--property", f"delivery.timeout.ms={ms}"]),
-    Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL)),
+    Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL),
+           todo={"security.gssapi": "franz-go has sasl/kerberos (gokrb5); the driver does not "
+                                    "map Krb5LoginModule settings to it"}),
     Driver("kafkajs", "KafkaJS", ("node", "compat_tests/js/driver.js"),
-           lacks={"groups.consumer-protocol": NO_KIP848.format(client="KafkaJS 2.2") +
+           lacks={"security.gssapi": "KafkaJS has no GSSAPI mechanism (plain, scram, aws, "
+                                     "oauthbearer only)",
+                  "groups.consumer-protocol": NO_KIP848.format(client="KafkaJS 2.2") +
                   " (classic JoinGroup/SyncGroup only)"},
            unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
     # Spark registers here the same way.

@@ -46,6 +46,7 @@ class Broker:
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
         self.cluster = None  # kbroker.metadata.zk_cluster.ZkCluster with zookeeper.connect
         self._tasks: list[asyncio.Task] = []
+        self._jwks_tasks: list[asyncio.Task] = []  # JWKS refreshers (OAUTHBEARER, KIP-768)
         self._stopped = asyncio.Event()
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -96,6 +97,8 @@ class Broker:
             name = endpoint.name
             security = listener_security.build(self.config, name, self._scram_credential,
                                                failures)
+            if security.jwks_refresher is not None:  # OAUTHBEARER with signed tokens
+                await self._start_jwks(security.jwks_refresher, name)
             try:
                 server = await listen(endpoint.bind_host, endpoint.port,
                                       self._connection_factory(security),
@@ -119,7 +122,7 @@ class Broker:
             self.replicas.start_replication(self.controller.write_isr, security=inter_broker)
         from kbroker.server.http import start_http_server
         self.http = await start_http_server(self)  # None unless http.port is set or in dev mode
-        self._tasks = [
+        self._tasks = self._jwks_tasks + [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self.replicas.enforce_retention), name="retention"),
             asyncio.create_task(self._every(self.config.get("log.flush.scheduler.interval.ms"),
@@ -131,6 +134,21 @@ class Broker:
         if self.config.get("log.cleaner.enable"):
             self.log_cleaner = self.replicas.log_cleaner(self.config.get("log.cleaner.backoff.ms"))
             self._tasks.append(asyncio.create_task(self.log_cleaner.run(), name="log-cleaner"))
+
+    async def _start_jwks(self, refresher, listener: str) -> None:
+        """Kafka's broker reads the JWKS before it serves; then it is refreshed in the
+        background (kbroker.server.jwks)."""
+        from kbroker.server.jwks import JwksReadError
+
+        try:
+            count = await refresher.load()
+        except JwksReadError as exc:
+            raise StartupError(f"listener {listener}: {exc}",
+                               "check sasl.oauthbearer.jwks.endpoint.url and the identity "
+                               "provider", EXIT_LISTENER) from None
+        log.info("listener %s: %d keys from the JWKS at %s", listener, count,
+                 refresher.keys.location)
+        self._jwks_tasks.append(asyncio.create_task(refresher.run(), name=f"jwks-{listener}"))
 
     async def stop(self) -> None:
         if self.cluster is not None:  # controlled shutdown while still serving, then leave

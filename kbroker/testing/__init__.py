@@ -11,6 +11,8 @@ Key files:
   shared with ``kbroker serve --dev``.
 * ``security.py`` / ``certs.py``: secured brokers (SSL, mTLS, SASL listeners; certificates and
   users made at start) and the client settings for them.
+* ``oauth_idp.py``: ``IdentityProvider``, a client-credentials token endpoint and a JWKS on
+  127.0.0.1 for OAUTHBEARER with signed tokens (KIP-768).
 * ``cluster.py``: ``KafkaCluster``, ``kbroker cluster up`` as a child, with kill and restart.
 * ``helpers.py``: ``KafkaHelpers`` (create topics, produce, consume all, wait for lag 0).
 * ``procfs.py``: a process's liveness (zombies count as gone), memory and CPU time from /proc.
