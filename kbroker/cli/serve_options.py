@@ -36,7 +36,7 @@ def overrides(args: argparse.Namespace) -> list[str]:
     """``key=value`` overrides for load_config: the dev profile first, so the user's win."""
     if not args.dev:
         return list(args.overrides)
-    from kbroker.testing.profile import DEV_PROFILE
+    from kbroker.config.profile import DEV_PROFILE
 
     return [f"{k}={v}" for k, v in DEV_PROFILE.items()] + list(args.overrides)
 

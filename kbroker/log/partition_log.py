@@ -71,7 +71,7 @@ log = logging.getLogger("kbroker.log")
 @dataclass
 class LogConfig:
     """The per-topic settings the log needs (Kafka names and defaults, Kafka 4). Built from the
-    config tables by ``kbroker.config.log_settings``; a test checks each field has a table key."""
+    config tables by ``kbroker.replica.log_settings``; a test checks each field has a table key."""
 
     segment_bytes: int = 1024 * 1024 * 1024           # segment.bytes
     segment_ms: int = 7 * 24 * 3600 * 1000            # segment.ms

@@ -61,7 +61,7 @@ class ReplicaManager:
     def open(cls, broker_config, image: "MetadataImage", node_id: int) -> "ReplicaManager":
         """Open (and recover) the logs in ``log.dirs`` with each topic's own settings, then bring
         them to ``image`` (see :meth:`start`). The broker's one way to get at its storage."""
-        from kbroker.config.log_settings import log_config_factory
+        from kbroker.replica.log_settings import log_config_factory
         from kbroker.log.log_manager import LogManager
 
         log_config_for = log_config_factory(broker_config)
