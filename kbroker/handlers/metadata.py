@@ -23,6 +23,7 @@ import logging
 
 from kbroker.handlers import handles
 from kbroker.metadata.image import topic_name_problem
+from kbroker.metadata.topic_policy import NewTopic
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.primitives import ZERO_UUID
 from kbroker.security.authorizer import (Op, ResourceType, allowed, authorized_operations,
@@ -145,10 +146,8 @@ def _cluster_operations(ctx, request, response) -> None:
 
 
 async def auto_create_topic(ctx, name: str):
-    partitions = ctx.config.get("num.partitions")
-    topic = await ctx.controller.create_topic_async(
-        name, partitions, {}, ctx.config.get("default.replication.factor"))
-    log.info("auto-created topic %s with %d partition(s) (id %s)", name, partitions,
+    topic = await ctx.controller.create_topic(NewTopic(name))  # the broker's defaults
+    log.info("auto-created topic %s with %d partition(s) (id %s)", name, topic.num_partitions,
              topic.topic_id)
     return topic
 

@@ -96,8 +96,7 @@ def test_every_rule_names_a_layer_that_exists():
     assert named <= layers, sorted(named - layers)
 
 
-STORE_WRITES = {"create_topic", "delete_topic", "set_partition_count", "set_topic_configs",
-                "set_broker_configs", "allocate_producer_id_block", "set_scram_credentials"}
+STORE_WRITES = {"commit", "allocate_producer_ids"}
 
 
 def test_only_the_controller_writes_the_metadata_store():

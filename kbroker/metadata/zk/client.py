@@ -1,16 +1,29 @@
-"""Connecting to ZooKeeper the way Kafka does: ``zookeeper.connect`` with an optional chroot,
-``zookeeper.session.timeout.ms`` and ``zookeeper.connection.timeout.ms``.
+"""Connecting to ZooKeeper the way Kafka does, and awaiting kazoo's answers from asyncio.
+
+``zookeeper.connect`` with an optional chroot, ``zookeeper.session.timeout.ms`` and
+``zookeeper.connection.timeout.ms``.
 
 ``zookeeper.connect`` is ``host:port[,host:port...][/chroot]``. Like Kafka (KafkaServer's
 ``createZkClient``), the chroot path is created if it is missing before the real session starts
 inside it, so a fresh ZooKeeper needs no preparation. The session timeout asked for is bounded
 by the server (2 to 20 ticks: 4 s to 40 s at the default 2 s tick); ``negotiated_timeout_ms``
 says what the server granted.
+
+**No ZooKeeper call blocks the event loop.** kazoo's ``*_async`` calls only queue a request for
+its connection thread; :func:`aio` turns the answer into an asyncio future (resolved through
+``call_soon_threadsafe`` from kazoo's callback thread) and :func:`gather` awaits many at once
+with a single wake-up of the loop, so reading 20,000 partition states costs one loop turn, not
+20,000. Every await is bounded by ``READ_TIMEOUT_S``: kazoo fails requests when the connection
+drops, but a stalled server would otherwise hold the caller for ever. Blocking kazoo calls are
+left to code on kazoo's own threads (election, registration) and to start-up in a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import threading
+from typing import Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
@@ -23,6 +36,67 @@ DEFAULT_SESSION_TIMEOUT_MS = 18000
 # What a ZooKeeper call raises when the server is unreachable or the session is gone: kazoo's
 # own errors, and its handler's timeout (not a KazooException) from a read bounded with get().
 ZK_ERRORS = (KazooException, KazooTimeoutError)
+# The longest one request may wait for ZooKeeper (seconds).
+READ_TIMEOUT_S = 15.0
+
+
+async def aio(result):
+    """The value of a kazoo asynchronous call (``client.get_async(...)``), awaited; its
+    exception (NoNodeError, ...) raised."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def done(result):
+        _call_soon(loop, _settle, future, result)
+
+    result.rawlink(done)
+    async with asyncio.timeout(READ_TIMEOUT_S):
+        return await future
+
+
+async def gather(results: Sequence) -> list:
+    """The outcomes of many kazoo asynchronous calls, in order: each call's value, or the
+    exception it failed with (returned, not raised). One wake-up of the loop for them all."""
+    if not results:
+        return []
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    remaining = [len(results)]
+    lock = threading.Lock()
+
+    def done(_result):
+        with lock:
+            remaining[0] -= 1
+            last = remaining[0] == 0
+        if last:
+            _call_soon(loop, _finish, future)
+
+    for result in results:
+        result.rawlink(done)
+    async with asyncio.timeout(READ_TIMEOUT_S):
+        await future
+    return [r.value if r.successful() else r.exception for r in results]
+
+
+def _call_soon(loop, callback, *args) -> None:
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:  # the loop closed meanwhile (shutdown): nobody waits any more
+        pass
+
+
+def _settle(future: asyncio.Future, result) -> None:
+    if future.done():
+        return
+    if result.successful():
+        future.set_result(result.value)
+    else:
+        future.set_exception(result.exception)
+
+
+def _finish(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def split_chroot(connect: str) -> tuple[str, str]:
