@@ -80,12 +80,14 @@ class ZkReader:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.versions = versions
+        self.reads = 0  # znodes read (data, stat or children), for the scale benchmark
 
     # --- primitives ------------------------------------------------------------------------------
 
     async def get_many(self, paths: Iterable[str], watch: Watch = None) -> dict:
         """path -> (data, stat) of each znode of ``paths`` that exists."""
         paths = list(paths)
+        self.reads += len(paths)
         results = await gather([self._zk.get_async(p, watch=watch) for p in paths])
         found = {}
         for path, result in zip(paths, results):
@@ -97,6 +99,7 @@ class ZkReader:
         return found
 
     async def children(self, path: str, watch: Watch = None) -> list[str]:
+        self.reads += 1
         try:
             return await aio(self._zk.get_children_async(path, watch=watch))
         except NoNodeError:
@@ -106,6 +109,7 @@ class ZkReader:
         """path -> stat of each znode of ``paths`` that exists (setting ``watch`` on every
         one, present or not)."""
         paths = list(paths)
+        self.reads += len(paths)
         results = await gather([self._zk.exists_async(p, watch=watch) for p in paths])
         found = {}
         for path, result in zip(paths, results):

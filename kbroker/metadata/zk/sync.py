@@ -88,7 +88,8 @@ class ZkSync:
         self._last_seen: dict[str, str | None] = {}
         self._next_full = 0.0
         self._full_interval = FULL_READ_INTERVAL_S
-        # What the sync has read, for the scale benchmark: notifications handled, znodes read.
+        # For the scale benchmark and /metrics: watch events handled (a burst of events of one
+        # kind is handled once), and differences the safety net found.
         self.handled = 0
         self.differences = 0
 
@@ -108,6 +109,10 @@ class ZkSync:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+    @property
+    def reads(self) -> int:
+        return self._reader.reads
 
     def nudge(self, *key) -> None:
         """Queue ``key`` for the sync task; callable from any thread."""
