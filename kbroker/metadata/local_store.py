@@ -27,7 +27,6 @@ always the controller.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import uuid
@@ -35,14 +34,9 @@ from dataclasses import replace
 
 from kbroker.metadata.delta import NO_CHANGE, MetadataDelta
 from kbroker.metadata.image import MetadataImage, TopicMetadata
-from kbroker.metadata.store import Commit
+from kbroker.metadata.store import Commit, new_cluster_id
 
 FILE_NAME = "kbroker-metadata.json"
-
-
-def new_cluster_id() -> str:
-    """Kafka's format: a random UUID in URL-safe base64 without padding (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def write_atomically(path: str, data: bytes) -> None:

@@ -24,6 +24,8 @@ controller (:mod:`kbroker.metadata.controller`) calls ``commit`` (a test checks 
 
 from __future__ import annotations
 
+import base64
+import uuid
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping, Protocol
@@ -58,6 +60,11 @@ class MetadataStore(Protocol):
 
     @property
     def controller_epoch(self) -> int: ...
+
+
+def new_cluster_id() -> str:
+    """Kafka's format: a random UUID in URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 # The writing methods, for the import rule test (only the controller calls them).

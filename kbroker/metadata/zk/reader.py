@@ -219,7 +219,11 @@ class ZkReader:
         found = await self.get_many([path], watch)
         entry = found.get(path)
         current = image.topic(name)
-        if entry is None or current is None or not self.versions.newer(path, entry[1]):
+        if entry is None:
+            # Deleted: an exists watch (a failed read leaves none) fires if it comes back.
+            await self.exists_many([path], watch)
+            return MetadataDelta()
+        if current is None or not self.versions.newer(path, entry[1]):
             return MetadataDelta()
         topic_id, assignments = zn.decode_topic(entry[0])
         if topic_id != current.topic_id:

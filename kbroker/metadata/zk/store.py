@@ -48,9 +48,8 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MISSING_STATE, MetadataImage, PartitionState, TopicMetadata
-from kbroker.metadata.local_store import new_cluster_id
 from kbroker.metadata.store import (AlreadyExistsError, Commit, FencedError, StaleMetadataError,
-                                    StoreUnavailableError)
+                                    StoreUnavailableError, new_cluster_id)
 from kbroker.metadata.zk import security
 from kbroker.metadata.zk import znodes as zn
 from kbroker.metadata.zk.client import ZK_ERRORS, aio, gather
@@ -335,6 +334,11 @@ class ZkMetadataStore:
                     held[p] = replace(states[p], version=0)
                 except AlreadyExistsError:
                     existing.append(p)
+        if existing:
+            # Written by a creator that may have died before announcing them: every broker
+            # reads them now, rather than at its next full read.
+            await aio(self._zk.create_async(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change(
+                [(name, p) for p in existing]), sequence=True))
         paths = {p: zn.partition_state_path(name, p) for p in existing}
         found = await self.reader.get_many(paths.values())
         for p, path in paths.items():

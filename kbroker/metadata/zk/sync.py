@@ -225,7 +225,10 @@ class ZkSync:
 
     async def _read_topics(self, image: MetadataImage) -> MetadataDelta:
         names = set(await self._reader.children(zn.TOPICS, self._watcher("topics")))
-        new, gone = names - self._topics, self._topics - names
+        # New children, and topics listed both times that the image lacks (deleted and created
+        # again between two listings).
+        new = (names - self._topics) | {n for n in names if image.topic(n) is None}
+        gone = self._topics - names
         self._topics = names
         topics = await self._reader.read_topics(sorted(new - self._deleting),
                                                 self._watcher("topic"))
