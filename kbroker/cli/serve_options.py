@@ -67,6 +67,7 @@ def ready_info(broker, config) -> dict:
         "data_dirs": [os.path.abspath(d) for d in config.log_dirs],
         "cluster_id": broker.controller.image.cluster_id,
         "node_id": broker.node_id,
+        "http": broker.http.url if broker.http is not None else None,  # console and /metrics
         "version": VERSION,
     }
 

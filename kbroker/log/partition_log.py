@@ -708,6 +708,7 @@ class PartitionLog:
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every segment with data past the recovery point; move the recovery point."""
         end = self.log_end_offset
+        self.leader_epoch_cache.sync()  # never data whose epoch could be lost in a crash
         for segment in self.segments:
             if segment.next_offset > self.recovery_point or segment is self.active_segment:
                 segment.flush()

@@ -54,6 +54,9 @@ class PartitionState:
     isr: tuple[int, ...]
     version: int = 0
     controller_epoch: int = 0
+    # The zxid of the znode's last change, as read (0: not read, e.g. written here); what a
+    # notification created at or before it names, this state has already.
+    zxid: int = field(default=0, compare=False)
 
     @property
     def missing(self) -> bool:

@@ -37,7 +37,7 @@ from kbroker.metadata.image import (MISSING_STATE, BrokerInfo, MetadataImage, Pa
                                     TopicMetadata)
 from kbroker.metadata.zk import security
 from kbroker.metadata.zk import znodes as zn
-from kbroker.metadata.zk.client import aio, gather
+from kbroker.metadata.zk.client import aio, gather, submit
 
 log = logging.getLogger("kbroker.metadata.zk")
 
@@ -88,7 +88,9 @@ class ZkReader:
         """path -> (data, stat) of each znode of ``paths`` that exists."""
         paths = list(paths)
         self.reads += len(paths)
-        results = await gather([self._zk.get_async(p, watch=watch) for p in paths])
+        zk = self._zk
+        results = await gather(submit(zk, [lambda p=p: zk.get_async(p, watch=watch)
+                                           for p in paths]))
         found = {}
         for path, result in zip(paths, results):
             if isinstance(result, NoNodeError):
@@ -110,7 +112,9 @@ class ZkReader:
         one, present or not)."""
         paths = list(paths)
         self.reads += len(paths)
-        results = await gather([self._zk.exists_async(p, watch=watch) for p in paths])
+        zk = self._zk
+        results = await gather(submit(zk, [lambda p=p: zk.exists_async(p, watch=watch)
+                                           for p in paths]))
         found = {}
         for path, result in zip(paths, results):
             if isinstance(result, Exception):
@@ -332,4 +336,5 @@ def _state(entry) -> PartitionState:
     if entry is None:
         return MISSING_STATE  # being created: not led yet
     s = zn.PartitionState.decode(entry[0], entry[1].version)
-    return PartitionState(s.leader, s.leader_epoch, s.isr, s.zk_version, s.controller_epoch)
+    return PartitionState(s.leader, s.leader_epoch, s.isr, s.zk_version, s.controller_epoch,
+                          entry[1].mzxid)

@@ -52,7 +52,7 @@ from kbroker.metadata.store import (AlreadyExistsError, Commit, FencedError, Sta
                                     StoreUnavailableError, new_cluster_id)
 from kbroker.metadata.zk import security
 from kbroker.metadata.zk import znodes as zn
-from kbroker.metadata.zk.client import ZK_ERRORS, aio, gather
+from kbroker.metadata.zk.client import ZK_ERRORS, aio, gather, submit
 from kbroker.metadata.zk.reader import ZkReader, ZnodeVersions
 
 log = logging.getLogger("kbroker.metadata.zk")
@@ -63,6 +63,11 @@ _PRODUCER_ID_RETRIES = 20
 STATES_PER_TRANSACTION = 500
 # Znodes deleted per transaction when a topic goes (a path is ~60 bytes).
 DELETES_PER_TRANSACTION = 5000
+_NOTIFICATION_PREFIXES = (zn.ISR_CHANGE_PREFIX, zn.CONFIG_CHANGE_PREFIX,
+                          f"{zn.ACL_CHANGES}/{zn.ACL_CHANGE_SEQUENCE}",
+                          f"{zn.EXTENDED_ACL_CHANGES}/{zn.ACL_CHANGE_SEQUENCE}")
+# Own notifications remembered until the sync sees them (a bound: one it never sees is dropped).
+_OWN_NOTIFICATIONS_KEPT = 10_000
 
 
 class ZkMetadataStore:
@@ -74,6 +79,8 @@ class ZkMetadataStore:
         self.cluster_id = cluster_id
         self.versions = ZnodeVersions()
         self.reader = ZkReader(client, cluster_id, node_id, self.versions)
+        # Sequential notifications this store created, oldest first (path -> None).
+        self.own_notifications: dict[str, None] = {}
         # (controller epoch, /controller_epoch's znode version) while this broker is controller;
         # replaced whole from the election's thread, read once per transaction.
         self._fencing: tuple[int, int] | None = None
@@ -158,23 +165,36 @@ class ZkMetadataStore:
 
     async def run(self, txn, what: str) -> list:
         """Commit ``txn``; on any failed operation raise StaleMetadataError (or the kind naming
-        the cause) with the cause in its message. The versions it wrote are remembered."""
+        the cause) with the cause in its message."""
         results = await aio(txn.commit_async())
         self._check(txn, results, what)
+        return results
+
+    def _committed(self, txn, results: list) -> None:
+        """What a transaction that committed wrote: the versions (the next conditional write
+        names them), and the notifications it created (this broker's sync skips them: the
+        image has their content already)."""
         for op, result in zip(txn.operations, results):
             kind, path = type(op).__name__, self._zk.unchroot(op.path)
             if kind == "SetData":
                 self.versions.remember(path, result)
             elif kind == "Create":
-                self.versions.wrote(path, 0)
+                if path.startswith(_NOTIFICATION_PREFIXES):
+                    self.own_notifications[result] = None  # kazoo answers it unchrooted
+                else:
+                    self.versions.wrote(path, 0)
             elif kind == "Delete":
                 self.versions.forget(path)
-        return results
+        while len(self.own_notifications) > _OWN_NOTIFICATIONS_KEPT:
+            del self.own_notifications[next(iter(self.own_notifications))]
 
     def _check(self, txn, results: list, what: str) -> None:
+        """Raise the error of a transaction that did not commit; take in what one that did
+        wrote."""
         failures = [r for r in results if isinstance(r, Exception)
                     and not isinstance(r, RolledBackError)]
         if not failures:
+            self._committed(txn, results)
             return
         failure = failures[0]
         op = txn.operations[results.index(failure)]
@@ -313,7 +333,7 @@ class ZkMetadataStore:
             txn.create(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change([(name, p) for p in chunk]),
                        sequence=True)
             txns.append(txn)
-        results = await gather([txn.commit_async() for txn in txns])
+        results = await gather(submit(self._zk, [txn.commit_async for txn in txns]))
         held, existing = {}, []
         for chunk, txn, result in zip(chunks, txns, results):
             if isinstance(result, Exception):
@@ -449,7 +469,7 @@ class ZkMetadataStore:
             written.update({(name, p): s for p, s in held.items()})
         chunks = _chunks(updates, size)
         txns = [self._states_transaction(chunk, states, isr_only) for chunk in chunks]
-        results = await gather([txn.commit_async() for txn in txns])
+        results = await gather(submit(self._zk, [txn.commit_async for txn in txns]))
         for chunk, txn, result in zip(chunks, txns, results):
             if isinstance(result, Exception):
                 raise result

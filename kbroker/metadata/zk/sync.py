@@ -88,6 +88,8 @@ class ZkSync:
         self._last_seen: dict[str, str | None] = {}
         self._next_full = 0.0
         self._full_interval = FULL_READ_INTERVAL_S
+        self._verifying: asyncio.Task | None = None
+        self._session_lost = False  # set from kazoo's thread, read there too
         # For the scale benchmark and /metrics: watch events handled (a burst of events of one
         # kind is handled once), and differences the safety net found.
         self.handled = 0
@@ -106,9 +108,10 @@ class ZkSync:
     async def stop(self) -> None:
         self._stopping = True
         self._zk.remove_listener(self._on_session)
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for task in (self._task, self._verifying):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     @property
     def reads(self) -> int:
@@ -146,7 +149,7 @@ class ZkSync:
     def _on_session(self, state: str) -> None:
         if state == KazooState.LOST:
             self._session_lost = True
-        elif state == KazooState.CONNECTED and getattr(self, "_session_lost", False):
+        elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
             log.info("new ZooKeeper session: re-arming the metadata watches")
             self.nudge("catch-up")
@@ -155,10 +158,11 @@ class ZkSync:
 
     async def _run(self) -> None:
         while not self._stopping:
-            timeout = max(0.0, self._next_full - self._loop.time())
+            due = self._next_full  # infinite while a full read runs
             if not self._pending:
                 try:
-                    async with asyncio.timeout(timeout):
+                    async with asyncio.timeout(None if due == float("inf")
+                                               else max(0.0, due - self._loop.time())):
                         await self._wake.wait()
                 except TimeoutError:
                     self._pending[("full",)] = None
@@ -200,13 +204,31 @@ class ZkSync:
         elif kind in _NOTIFICATIONS:
             await self._notifications(kind)
         elif kind == "full":
-            started = self._loop.time()
+            # Beside the notifications, not before them: on a large cluster the full read takes
+            # seconds, which a new topic must not wait for.
+            if self._verifying is None or self._verifying.done():
+                self._next_full = float("inf")
+                self._verifying = asyncio.create_task(self._scheduled_verify(),
+                                                      name="zk-sync-full-read")
+        elif kind == "catch-up":
+            await self._catch_up()
+
+    async def _scheduled_verify(self) -> None:
+        started = self._loop.time()
+        try:
             await self._verify(quiet=False)
+        except asyncio.CancelledError:
+            raise
+        except (*ZK_ERRORS, TimeoutError) as exc:
+            log.warning("the periodic full read of ZooKeeper failed (%s); next round retries",
+                        type(exc).__name__)
+        except Exception:
+            log.exception("the periodic full read of ZooKeeper failed")
+        finally:
             self._full_interval = max(FULL_READ_INTERVAL_S,
                                       (self._loop.time() - started) * FULL_READ_BUDGET)
             self._next_full = self._loop.time() + self._full_interval
-        elif kind == "catch-up":
-            await self._catch_up()
+            self._wake.set()
 
     async def _catch_up(self) -> None:
         """Arm every watch and bring the image to what ZooKeeper holds now, quietly (start-up,
@@ -230,6 +252,18 @@ class ZkSync:
         new = (names - self._topics) | {n for n in names if image.topic(n) is None}
         gone = self._topics - names
         self._topics = names
+        # A new child the image has already (this broker created it) is not read again: its
+        # topic znode alone says whether it is that topic, unchanged since, and arms its data
+        # watch.
+        known = sorted(n for n in new if image.topic(n) is not None)
+        found = await self._reader.get_many([zn.topic_path(n) for n in known],
+                                            self._watcher("topic"))
+        for name in known:
+            entry = found.get(zn.topic_path(name))
+            if (entry is not None and entry[1].version == 0
+                    and zn.decode_topic(entry[0])[0] == image.topic(name).topic_id):
+                self._reader.versions.remember(zn.topic_path(name), entry[1])
+                new.discard(name)
         topics = await self._reader.read_topics(sorted(new - self._deleting),
                                                 self._watcher("topic"))
         created = {n: t for n, t in topics.items()
@@ -247,47 +281,61 @@ class ZkSync:
 
     async def _notifications(self, kind: str) -> None:
         path = _NOTIFICATIONS[kind]
-        children = sorted(await self._reader.children(path, self._watcher(kind)))
-        last = self._last_seen.get(path)
-        new = [c for c in children if last is None or c > last]
-        if not new:
-            return
-        self._last_seen[path] = new[-1]
-        if last is not None and last not in children and children[0] > last:
-            # The newest one processed was deleted: older unprocessed ones may have been too.
+        missed = []
+
+        async def read(image):
+            # Listed under the write lock: a notification this broker's own commit created is
+            # known by then (store.own_notifications), and skipped.
+            children = sorted(await self._reader.children(path, self._watcher(kind)))
+            last = self._last_seen.get(path)
+            new = [c for c in children if last is None or c > last]
+            if not new:
+                return None
+            self._last_seen[path] = new[-1]
+            if last is not None and last not in children and children[0] > last:
+                missed.append(last)  # deleted before it was read: older ones may have been too
+                return None
+            own, theirs = self._store.own_notifications, []
+            for child in new:
+                if f"{path}/{child}" in own:
+                    del own[f"{path}/{child}"]
+                else:
+                    theirs.append(child)
+            if not theirs:
+                return None
+            found = await self._reader.get_many(f"{path}/{c}" for c in theirs)
+            notes = [found[f"{path}/{c}"] for c in theirs if f"{path}/{c}" in found]
+            return await self._read_named(kind, path, notes, image)
+
+        await self._controller.follow(read)
+        if missed:
             log.info("%s: notifications were purged before this broker read them; "
                      "re-reading everything", path)
             await self._verify(quiet=True)
-            return
-        found = await self._reader.get_many(f"{path}/{c}" for c in new)
-        data = [found[f"{path}/{c}"][0] for c in new if f"{path}/{c}" in found]
+
+    async def _read_named(self, kind: str, path: str, notes: list, image) -> MetadataDelta:
+        """The delta of what the notifications (``notes``: (data, stat) each) name."""
         reader = self._reader
+        data = [d for d, _ in notes]
         if kind == "isr":
-            partitions = {(p["topic"], p["partition"]) for d in data
-                          for p in _decoded(zn.decode_isr_change, d, path, [])}
-
-            async def read(image):
-                return MetadataDelta(states=await reader.read_states(image, sorted(partitions)))
-        elif kind == "config":
-            entities = list(dict.fromkeys(e for d in data if (
-                e := _decoded(zn.decode_config_change, d, path, None)) is not None))
-
-            async def read(image):
-                delta = MetadataDelta()
-                for entity in entities:
-                    delta = delta.merged(await reader.read_entity(image.apply(delta), entity))
-                return delta
-        else:
-            resources = list(dict.fromkeys(
-                r for d in data if (r := security.acl_change_resource(path, d)) is not None))
-
-            async def read(image):
-                delta = MetadataDelta()
-                for resource in resources:
-                    delta = delta.merged(await security.read_acl_resource(
-                        self._zk, image.apply(delta), *resource))
-                return delta
-        await self._controller.follow(read)
+            # A notification names states written in its own transaction: one the image holds
+            # as read at that zxid or later (a new topic's later transactions, read with the
+            # topic) is skipped.
+            partitions = {(p["topic"], p["partition"]) for d, stat in notes
+                          for p in _decoded(zn.decode_isr_change, d, path, [])
+                          if _held_zxid(image, p["topic"], p["partition"]) < stat.czxid}
+            return MetadataDelta(states=await reader.read_states(image, sorted(partitions)))
+        delta = MetadataDelta()
+        if kind == "config":
+            for entity in dict.fromkeys(e for d in data if (
+                    e := _decoded(zn.decode_config_change, d, path, None)) is not None):
+                delta = delta.merged(await reader.read_entity(image.apply(delta), entity))
+            return delta
+        for resource in dict.fromkeys(
+                r for d in data if (r := security.acl_change_resource(path, d)) is not None):
+            delta = delta.merged(await security.read_acl_resource(self._zk, image.apply(delta),
+                                                                  *resource))
+        return delta
 
     # --- the safety net ----------------------------------------------------------------------------
 
@@ -335,6 +383,13 @@ class ZkSync:
             return delta
 
         await self._controller.follow(read)
+
+
+def _held_zxid(image: MetadataImage, name: str, index) -> int:
+    topic = image.topic(name)
+    if topic is None or not isinstance(index, int) or not 0 <= index < topic.num_partitions:
+        return -1
+    return topic.state(index).zxid
 
 
 def _decoded(decode, data: bytes, path: str, default):
