@@ -230,9 +230,17 @@ def measure(cluster: Cluster, shape: Shape, probes: int, kill: bool) -> dict:
 
 
 def _reconnect(wires: dict[int, Wire], cluster: Cluster, broker: int) -> None:
+    """A new connection to a restarted broker (Kafka registers before its listener accepts)."""
     wires[broker].close()
-    wires[broker] = Wire(endpoints(cluster)[broker], timeout=600)
-    wires[broker].api_versions()
+
+    def connected():
+        try:
+            wire = Wire(endpoints(cluster)[broker], timeout=600)
+            wire.api_versions()
+            return wire
+        except OSError:
+            return None
+    wires[broker] = wait_for(connected, f"broker {broker} to accept connections", 600, 0.2)
 
 
 def kill_controller(cluster: Cluster, wires: dict[int, Wire], shape: Shape) -> dict:

@@ -261,11 +261,12 @@ class Broker:
 
 async def _open_cluster(config, node_id: int):
     """Cluster mode's metadata (ZooKeeper), or a StartupError naming ZooKeeper and the fix."""
+    from kbroker.metadata.store import StoreUnavailableError
     from kbroker.metadata.zk.cluster import ZkCluster, ZkUnavailable
 
     try:
         return await ZkCluster.open(config, node_id)
-    except ZkUnavailable as exc:
+    except (ZkUnavailable, StoreUnavailableError) as exc:
         raise StartupError(str(exc), "start ZooKeeper or fix zookeeper.connect",
                            EXIT_METADATA) from None
     except ValueError as exc:  # a cluster.id that does not match /cluster/id

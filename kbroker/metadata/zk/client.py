@@ -90,7 +90,9 @@ async def aio(result):
 
 async def gather(results: Sequence) -> list:
     """The outcomes of many kazoo asynchronous calls, in order: each call's value, or the
-    exception it failed with (returned, not raised). One wake-up of the loop for them all."""
+    exception it failed with (returned, not raised). One wake-up of the loop for them all.
+    TimeoutError only when none of them answered for READ_TIMEOUT_S: 30,000 reads on a loaded
+    machine take longer than that, and are still making progress."""
     if not results:
         return []
     loop = asyncio.get_running_loop()
@@ -107,8 +109,17 @@ async def gather(results: Sequence) -> list:
 
     for result in results:
         result.rawlink(done)
-    async with asyncio.timeout(READ_TIMEOUT_S):
-        await future
+    waiting = None
+    while waiting != remaining[0]:
+        waiting = remaining[0]
+        try:
+            await asyncio.wait_for(asyncio.shield(future), READ_TIMEOUT_S)
+            break
+        except TimeoutError:
+            continue  # compared with what was left: another round if some answered meanwhile
+    else:
+        raise TimeoutError(f"ZooKeeper answered none of {waiting} request(s) in "
+                           f"{READ_TIMEOUT_S} s")
     return [r.value if r.successful() else r.exception for r in results]
 
 

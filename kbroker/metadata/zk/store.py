@@ -132,12 +132,12 @@ class ZkMetadataStore:
 
     async def load(self) -> MetadataImage:
         await self._guarded(self._finish_deletions())
-        return await self._guarded(self.reader.read_image())
+        return await self._guarded(self.reader.read_image(), writes=False)
 
     async def reread(self, delta: MetadataDelta) -> MetadataDelta:
         """The current content of what ``delta`` touches: its topics whole (or gone), its
         config entities, its features."""
-        return await self._guarded(self._reread(delta))
+        return await self._guarded(self._reread(delta), writes=False)
 
     async def _reread(self, delta: MetadataDelta) -> MetadataDelta:
         names = (set(delta.created) | set(delta.assignments) | set(delta.topic_configs)
@@ -215,7 +215,7 @@ class ZkMetadataStore:
             reason = f"{path}: {type(failure).__name__}"
         raise error(f"{what} refused: {reason}")
 
-    async def _guarded(self, work):
+    async def _guarded(self, work, writes: bool = True):
         """``work`` awaited, a lost connection (or a server that stopped answering) raised as
         StoreUnavailableError."""
         try:
@@ -223,8 +223,9 @@ class ZkMetadataStore:
         except (StaleMetadataError, ValueError):
             raise
         except (*ZK_ERRORS, TimeoutError) as exc:
-            raise StoreUnavailableError(f"ZooKeeper did not answer ({type(exc).__name__}); "
-                                        "the change may or may not be made") from None
+            raise StoreUnavailableError(
+                f"ZooKeeper did not answer ({type(exc).__name__}: {exc})"
+                + ("; the change may or may not be made" if writes else "")) from None
 
     async def _version(self, path: str) -> int | None:
         """The version a write of ``path`` names: the one last read or written, or read now."""
