@@ -116,3 +116,28 @@ def test_only_the_controller_writes_the_metadata_store():
                     offenders.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} "
                                      f"{receiver}.{node.func.attr}(...)")
     assert not offenders, "\n".join(offenders)
+
+
+def test_only_the_zk_package_knows_zookeeper():
+    """kazoo is imported in kbroker/metadata/zk/ alone (and by the test tooling of
+    kbroker/testing/); the mode-independent metadata modules (the controller, images, deltas,
+    policies, the local store) import nothing from it: the store is the one thing that
+    differs between modes, and the server wires the ZooKeeper one in."""
+    zk_package = ROOT / "metadata" / "zk"
+    offenders = []
+    for path in _modules():
+        tree = ast.parse(path.read_text(), str(path))
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+        if zk_package in path.parents or _layer(path) == "testing":
+            continue
+        if any(n == "kazoo" or n.startswith("kazoo.") for n in names):
+            offenders.append(f"{path.relative_to(ROOT.parent)} imports kazoo")
+        if path.parent == ROOT / "metadata" and any(
+                n.startswith("kbroker.metadata.zk") for n in names):
+            offenders.append(f"{path.relative_to(ROOT.parent)} imports the ZooKeeper side")
+    assert not offenders, "\n".join(offenders)
