@@ -266,7 +266,7 @@ async def _open_cluster(config, node_id: int):
 
     try:
         return await ZkCluster.open(config, node_id)
-    except (ZkUnavailable, StoreUnavailableError) as exc:
+    except (ZkUnavailable, StoreUnavailableError) as exc:  # the second: finishing a deletion
         raise StartupError(str(exc), "start ZooKeeper or fix zookeeper.connect",
                            EXIT_METADATA) from None
     except ValueError as exc:  # a cluster.id that does not match /cluster/id

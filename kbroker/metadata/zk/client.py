@@ -41,15 +41,30 @@ READ_TIMEOUT_S = 15.0
 
 
 class _DeferredWake:
-    """Stands in for kazoo's wake-up socket while a batch of requests is queued: it counts the
-    wake-ups owed (kazoo sends one request per byte it reads from the socket pair)."""
+    """Stands in for kazoo's wake-up socket while a batch of requests is queued: it keeps the
+    wake-ups owed (kazoo sends one request per byte it reads from the socket pair). Another
+    thread may queue a request meanwhile, and may still hold this stand-in after the batch:
+    every byte must reach the socket, or the connection's queue stays one request behind for
+    good (each later wake-up sending the request before it)."""
 
-    def __init__(self):
-        self.owed: list[bytes] = []  # list.append is atomic: other threads may queue too
+    def __init__(self, socket):
+        self._socket = socket
+        self._lock = threading.Lock()
+        self._owed: list[bytes] = []
+        self._closed = False
 
     def send(self, data: bytes) -> int:
-        self.owed.append(data)
-        return len(data)
+        with self._lock:
+            if not self._closed:
+                self._owed.append(data)
+                return len(data)
+        return self._socket.send(data)
+
+    def close(self) -> bytes:
+        """The bytes owed; later sends go straight to the socket."""
+        with self._lock:
+            self._closed = True
+            return b"".join(self._owed)
 
 
 def submit(client, calls: Sequence) -> list:
@@ -62,14 +77,14 @@ def submit(client, calls: Sequence) -> list:
     wake = getattr(connection, "_write_sock", None)
     if wake is None or len(calls) < 2:
         return [call() for call in calls]
-    deferred = _DeferredWake()
+    deferred = _DeferredWake(wake)
     connection._write_sock = deferred
     try:
         return [call() for call in calls]
     finally:
         connection._write_sock = wake
         try:
-            wake.sendall(b"".join(deferred.owed))
+            wake.sendall(deferred.close())
         except OSError:  # closed meanwhile: the queued requests fail as any would
             pass
 

@@ -5,8 +5,9 @@
 1. :meth:`open` connects (``zookeeper.connect`` with its chroot,
    ``zookeeper.session.timeout.ms``, ``zookeeper.connection.timeout.ms``; in a thread, since
    kazoo's connect blocks), opens the ZooKeeper store (the persistent paths, ``/cluster/id``)
-   and reads the first image. The broker builds its :class:`Controller` on that store and
-   image, exactly as a single node does on its file.
+   and reads the first image with every watch armed (:meth:`ZkSync.load`). The broker builds
+   its :class:`Controller` on that store and image, exactly as a single node does on its
+   file.
 2. :meth:`start` (once the listeners are bound, so the advertised ports are known) registers
    ``/brokers/ids/N`` (again after every lost session, :mod:`.registration`), competes for
    ``/controller`` (:mod:`.election`), starts following ZooKeeper (:mod:`.sync`: every watch
@@ -55,17 +56,17 @@ class ZkUnavailable(RuntimeError):
 
 
 class ZkCluster:
-    def __init__(self, config, node_id: int, client, store: ZkMetadataStore,
+    def __init__(self, config, node_id: int, client, store: ZkMetadataStore, sync: ZkSync,
                  image: MetadataImage):
         self.config = config
         self.node_id = node_id
         self.client = client
         self.store = store
+        self.sync = sync
         self.image = image  # the first image, read at open
         self.controller = None
         self.registration: BrokerRegistration | None = None
         self.election: ControllerElection | None = None
-        self.sync: ZkSync | None = None
         self.duties: ControllerDuties | None = None
         self._purger = NotificationPurger(client)
         self._purging: asyncio.Task | None = None
@@ -84,11 +85,16 @@ class ZkCluster:
                                 f"({type(exc).__name__}: {exc})") from None
         try:
             store = await ZkMetadataStore.open(client, node_id, config.get("cluster.id"))
-            image = await store.load()
+            sync = ZkSync(client, store)
+            image = await sync.load()
+        except (*zk_client.ZK_ERRORS, TimeoutError) as exc:
+            await asyncio.to_thread(_close, client)
+            raise ZkUnavailable(f"ZooKeeper at {connect} did not answer the first read "
+                                f"({type(exc).__name__}: {exc})") from None
         except BaseException:
             await asyncio.to_thread(_close, client)
             raise
-        return cls(config, node_id, client, store, image)
+        return cls(config, node_id, client, store, sync, image)
 
     # --- start -------------------------------------------------------------------------------
 
@@ -97,13 +103,12 @@ class ZkCluster:
         self.controller = controller
         self.registration = BrokerRegistration(self.client, self.node_id, endpoints, rack)
         await asyncio.to_thread(self.registration.register)
-        self.sync = ZkSync(self.client, self.store, controller)
         self.duties = ControllerDuties(controller, self.store, self.client, self.config)
         controller.subscribe(self.duties)
         self.election = ControllerElection(self.client, self.node_id, self.store,
                                            on_change=lambda _: self._election_changed())
         await asyncio.to_thread(self.election.start)
-        await self.sync.start()
+        await self.sync.start(controller)
         await self.duties.start()
         self._purging = asyncio.create_task(self._purge_every(PURGE_INTERVAL_S),
                                             name="zk-purge")
@@ -155,8 +160,7 @@ class ZkCluster:
             await asyncio.gather(self._purging, return_exceptions=True)
         if self.duties is not None:
             await self.duties.stop()
-        if self.sync is not None:
-            await self.sync.stop()
+        await self.sync.stop()
         if self.election is not None:
             self.election.stop()
         if self.registration is not None:

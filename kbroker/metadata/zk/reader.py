@@ -125,15 +125,22 @@ class ZkReader:
 
     # --- the whole tree --------------------------------------------------------------------------
 
-    async def read_image(self) -> MetadataImage:
-        """Everything, as one image (versions remembered)."""
-        ids = [c for c in await self.children(zn.BROKER_IDS) if c.isdigit()]
-        names = await self.children(zn.TOPICS)
-        deleting = set(await self.children(zn.DELETE_TOPICS))
+    async def read_image(self, watches=None) -> MetadataImage:
+        """Everything, as one image (versions remembered). ``watches(kind)`` gives the watch to
+        arm on each read ("brokers", "controller", "feature", "topics", "deleting", "topic"),
+        so that whatever changes after it is read fires one (the sync's first read)."""
+        watch = watches or (lambda kind: None)
+        ids = [c for c in await self.children(zn.BROKER_IDS, watch("brokers")) if c.isdigit()]
+        names = await self.children(zn.TOPICS, watch("topics"))
+        deleting = set(await self.children(zn.DELETE_TOPICS, watch("deleting")))
         brokers = await self._brokers(ids)
+        for path, kind in ((zn.CONTROLLER, "controller"), (zn.FEATURE, "feature")):
+            if watch(kind) is not None:  # an exists watch fires on creation too
+                await self.exists_many([path], watch(kind))
         found = await self.get_many([zn.CONTROLLER, zn.FEATURE, zn.broker_config_path(None),
                                      zn.broker_config_path(self.node_id)])
-        topics = await self.read_topics([n for n in names if n not in deleting])
+        topics = await self.read_topics([n for n in names if n not in deleting],
+                                        watch("topic"))
         credentials, acls, quotas = await security.read_all(self._zk)
         controller = found.get(zn.CONTROLLER)
         feature = found.get(zn.FEATURE)

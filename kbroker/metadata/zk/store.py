@@ -131,8 +131,12 @@ class ZkMetadataStore:
     # --- reads ----------------------------------------------------------------------------------
 
     async def load(self) -> MetadataImage:
-        await self._guarded(self._finish_deletions())
+        await self.finish_deletions()
         return await self._guarded(self.reader.read_image(), writes=False)
+
+    async def finish_deletions(self) -> None:
+        """Complete the topic deletions a crash interrupted (``/admin/delete_topics/T`` left)."""
+        await self._guarded(self._finish_deletions())
 
     async def reread(self, delta: MetadataDelta) -> MetadataDelta:
         """The current content of what ``delta`` touches: its topics whole (or gone), its

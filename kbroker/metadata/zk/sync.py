@@ -72,18 +72,18 @@ _NOTIFICATIONS = {"isr": zn.ISR_CHANGE, "config": zn.CONFIG_CHANGES,
 
 
 class ZkSync:
-    def __init__(self, client, store, controller):
+    def __init__(self, client, store):
         self._zk = client
         self._store = store
         self._reader = store.reader
-        self._controller = controller
+        self._controller = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: dict[tuple, None] = {}  # work keys in arrival order
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
         self._watchers: dict[tuple, object] = {}
-        self._topics: set[str] = set(controller.image.topics())  # the last listing
+        self._topics: set[str] = set()  # the last listing of /brokers/topics
         self._deleting: set[str] = set()
         self._last_seen: dict[str, str | None] = {}
         self._next_full = 0.0
@@ -97,11 +97,25 @@ class ZkSync:
 
     # --- lifecycle -----------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def load(self) -> MetadataImage:
+        """The first image, read with every watch armed as it reads (the notification paths
+        first): whatever changes from then on fires a watch, and is handled once the sync
+        starts; nothing between this read and the start (log recovery: seconds on a large
+        broker) is missed."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        await self._store.finish_deletions()
+        for kind, path in _NOTIFICATIONS.items():
+            children = sorted(await self._reader.children(path, self._watcher(kind)))
+            self._last_seen[path] = children[-1] if children else None
+        image = await self._reader.read_image(lambda kind: self._watcher(kind))
+        self._topics = set(image.topics()) | set(await self._reader.children(zn.TOPICS))
+        return image
+
+    async def start(self, controller) -> None:
+        """Follow ZooKeeper for ``controller`` (whose first image :meth:`load` read)."""
+        self._controller = controller
         self._zk.add_listener(self._on_session)
-        await self._catch_up()
         self._next_full = self._loop.time() + self._full_interval
         self._task = asyncio.create_task(self._run(), name="zk-sync")
 
