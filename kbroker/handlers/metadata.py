@@ -162,6 +162,9 @@ def broker_endpoint(broker, listener: str | None) -> tuple[str, int] | None:
 
 
 def describe_topic(R, ctx, topic, request=None):
+    with_operations = getattr(request, "include_topic_authorized_operations", False)
+    if topic.states and not with_operations and ctx.api_version is not None:
+        return _encoded_cluster_topic(R, ctx, topic)
     if topic.states:
         partitions = _cluster_partitions(R, ctx, topic)
     else:
@@ -170,22 +173,49 @@ def describe_topic(R, ctx, topic, request=None):
         error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
         is_internal=topic.is_internal, partitions=partitions,
         topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, topic.name)
-        if getattr(request, "include_topic_authorized_operations", False) else NOT_REQUESTED)
+        if with_operations else NOT_REQUESTED)
 
 
-# topic -> (live brokers, its partition entries): a topic object never changes, so its entries
-# are built once per set of live brokers, not on every Metadata request (100,000 partitions
-# took about a second to build).
-_ENTRIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# A cluster topic's entry depends only on the topic (an immutable object), the live brokers and
+# the version: it is encoded once and its bytes reused until one of them changes (building and
+# encoding 100,000 partition entries took over a second on every Metadata request).
+# topic -> {(live brokers, version): bytes}
+_ENCODED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+class EncodedEntry:
+    """A response entry already encoded: the generated ``_write`` of its container appends it."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def _write(self, out, version, splices) -> None:
+        out += self.data
+
+
+def _encoded_cluster_topic(R, ctx, topic) -> EncodedEntry:
+    live, version = frozenset(ctx.metadata.brokers), ctx.api_version
+    by_key = _ENCODED.get(topic)
+    if not by_key or next(iter(by_key))[0] != live:
+        by_key = _ENCODED[topic] = {}
+    data = by_key.get((live, version))
+    if data is None:
+        entry = R.MetadataResponseTopic(
+            error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
+            is_internal=topic.is_internal, partitions=_cluster_partitions(R, ctx, topic),
+            topic_authorized_operations=NOT_REQUESTED)
+        out = bytearray()
+        entry._write(out, version, [])
+        data = by_key[(live, version)] = bytes(out)
+    return EncodedEntry(data)
 
 
 def _cluster_partitions(R, ctx, topic):
     """From the partition states: an offline partition (leader -1) is LEADER_NOT_AVAILABLE;
     replicas whose broker is not live are listed as offline (Kafka's MetadataCache)."""
     live = ctx.metadata.brokers
-    cached = _ENTRIES.get(topic)
-    if cached is not None and cached[0] == live.keys():
-        return cached[1]
     partitions = []
     for index, replicas in enumerate(topic.assignments):
         state = topic.state(index)
@@ -195,7 +225,6 @@ def _cluster_partitions(R, ctx, topic):
             leader_id=state.leader if state.leader in live else -1,
             leader_epoch=max(state.leader_epoch, 0), replica_nodes=list(replicas),
             isr_nodes=list(state.isr), offline_replicas=[r for r in replicas if r not in live]))
-    _ENTRIES[topic] = (frozenset(live), partitions)
     return partitions
 
 
