@@ -2,10 +2,11 @@
 
 Entries ``(epoch, start_offset)`` are kept ascending in both fields and persisted to the partition's
 ``leader-epoch-checkpoint`` (format in :mod:`kbroker.log.checkpoint`) on every change, with an
-fsync, except the first epoch of an empty log (a new partition's first leadership: thousands at
-once when a large topic is created), which is written through and made durable by
-:meth:`LeaderEpochCache.sync` before the log's data is (``PartitionLog.flush``) or by the log
-dir's next ``syncfs``, as the new partition's directory itself. They answer
+fsync, except the epoch a new leadership starts at the log end (thousands at once when a large
+topic is created or a broker's partitions fail over), which is written through without one:
+no data of that epoch exists yet, :meth:`LeaderEpochCache.sync` makes it durable before any is
+flushed (``PartitionLog.flush``), and recovery re-reads the epochs of unflushed data from its
+batches. They answer
 OffsetsForLeaderEpoch (:meth:`end_offset_for`), ListOffsets' leader epochs, and tell a truncating
 follower where its history diverges.
 """
@@ -53,7 +54,7 @@ class LeaderEpochCache:
 
         Entries that the new one contradicts (an epoch >= it, or a start offset >= it) are dropped,
         as Kafka does, so the cache stays ascending in both fields. ``durable=False`` (only for
-        an empty log) leaves the fsync to :meth:`sync`."""
+        an epoch starting at the log end) leaves the fsync to :meth:`sync`."""
         if epoch < 0:
             return
         if self._epochs and self._epochs[-1] == epoch and self._starts[-1] <= start_offset:
