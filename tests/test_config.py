@@ -426,7 +426,7 @@ def test_cli_import_is_cheap():
 def test_every_log_config_field_comes_from_one_table_entry():
     from dataclasses import fields
 
-    from kbroker.config.log_settings import BROKER_LOG_FIELDS, TOPIC_LOG_FIELDS
+    from kbroker.replica.log_settings import BROKER_LOG_FIELDS, TOPIC_LOG_FIELDS
     from kbroker.log.partition_log import LogConfig
 
     assert not TOPIC_LOG_FIELDS.keys() & BROKER_LOG_FIELDS.keys()
@@ -441,7 +441,7 @@ def test_every_topic_key_reaches_the_log_or_is_refused_or_explained():
 
 
 def test_log_config_derived_from_overrides_and_broker_synonyms():
-    from kbroker.config.log_settings import log_config
+    from kbroker.replica.log_settings import log_config
 
     broker = BrokerConfig({"log.index.size.max.bytes": "4096", "producer.id.expiration.ms": "1000",
                            "log.roll.hours": "2"})

@@ -13,8 +13,12 @@ One definition per key (:class:`ConfigDef`) in two tables, and everything else d
 * ``describe``     DescribeConfigs entries (sources, synonyms, documentation) and
                    :class:`TopicConfig`.
 * ``dynamic``      what a dynamic broker update may change, with Kafka's error texts.
-* ``log_settings`` a topic's :class:`~kbroker.log.partition_log.LogConfig`, field by field from
-                   the tables.
+* ``profile``      the dev/test profile (Kafka's defaults changed where a developer waits) and
+                   the warning for an unknown setting.
+* ``suggest``      the closest valid name for a misspelt setting, flag or subcommand.
+
+A topic's LogConfig is derived from the tables in ``kbroker.replica.log_settings``: this package
+imports no broker layer, not even ``log``.
 
 Concurrency rule: configs are plain objects owned by the event loop thread.
 """

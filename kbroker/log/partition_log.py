@@ -74,7 +74,7 @@ log = logging.getLogger("kbroker.log")
 @dataclass
 class LogConfig:
     """The per-topic settings the log needs (Kafka names and defaults, Kafka 4). Built from the
-    config tables by ``kbroker.config.log_settings``; a test checks each field has a table key."""
+    config tables by ``kbroker.replica.log_settings``; a test checks each field has a table key."""
 
     segment_bytes: int = 1024 * 1024 * 1024           # segment.bytes
     segment_ms: int = 7 * 24 * 3600 * 1000            # segment.ms
@@ -740,6 +740,7 @@ class PartitionLog:
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every segment with data past the recovery point; move the recovery point."""
         end = self.log_end_offset
+        self.leader_epoch_cache.sync()  # never data whose epoch could be lost in a crash
         for segment in self.segments:
             if segment.next_offset > self.recovery_point or segment is self.active_segment:
                 segment.flush()

@@ -25,7 +25,9 @@ Names (Kafka's MBean -> Prometheus, lower-cased):
   Kafka's is averaged over the quota window) -- kafka.server:type=Produce|Fetch|Request;
 - ``kafka_consumergroup_lag{consumergroup,topic,partition}`` and
   ``kafka_consumergroup_current_offset`` (Kafka has no broker-side lag metric; these are the
-  names kafka_exporter made standard).
+  names kafka_exporter made standard);
+- cluster mode only, kbroker's own: ``kbroker_zookeeper_sync_events_total``,
+  ``kbroker_zookeeper_znode_reads_total``, ``kbroker_zookeeper_sync_differences_total``.
 """
 
 from __future__ import annotations
@@ -127,6 +129,25 @@ class BrokerCollector:
         yield from self._partitions()
         yield from self._groups()
         yield from self._quotas()
+        yield from self._cluster_sync()
+
+    def _cluster_sync(self):
+        """How a cluster broker follows ZooKeeper (kbroker's own: Kafka's brokers do not read
+        ZooKeeper for metadata): watch events handled, znodes read, and the differences the
+        periodic full read found (each one a lost watch)."""
+        sync = getattr(getattr(self.broker, "cluster", None), "sync", None)
+        if sync is None:
+            return
+        for name, text, value in (
+                ("kbroker_zookeeper_sync_events_total", "ZooKeeper watch events handled.",
+                 sync.handled),
+                ("kbroker_zookeeper_znode_reads_total", "Znodes read to follow ZooKeeper.",
+                 sync.reads),
+                ("kbroker_zookeeper_sync_differences_total",
+                 "Differences the periodic full read found (lost watches).", sync.differences)):
+            counter = CounterMetricFamily(name, text)
+            counter.add_metric([], value)
+            yield counter
 
     def _quotas(self):
         dispatcher = getattr(self.broker, "dispatcher", None)

@@ -24,7 +24,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
-from kbroker.metadata import zk_znodes as zn
+from kbroker.metadata.zk import znodes as zn
 
 log = logging.getLogger("kbroker.metadata.zk")
 

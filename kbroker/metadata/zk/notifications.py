@@ -2,14 +2,14 @@
 
 A config, SCRAM or quota change adds a sequential ``/config/changes/config_change_N`` znode, an
 ACL change an ``acl_changes_N`` under ``/kafka-acl-changes`` or ``/kafka-acl-extended-changes``
-(``zk_store``, ``zk_security``). Brokers never need a notification's content (each one re-reads
-the tree), only its arrival; but left alone the znodes pile up in ZooKeeper's memory and in every
-listing. Kafka 3.x's listener (``kafka.common.ZkNodeChangeNotificationListener``) purges them
+(:mod:`.store`, :mod:`.security`). Brokers read a notification once, when it arrives
+(:mod:`.sync`); left alone the znodes pile up in ZooKeeper's memory and in every listing.
+Kafka 3.x's listener (``kafka.common.ZkNodeChangeNotificationListener``) purges them
 after processing a change, and :class:`NotificationPurger` does the same, step for step:
 
 - it runs when the children of a notification path changed (Kafka: on the child watch and after a
   new session) — here, when the path's children version (``cversion``) moved since its last
-  round, checked on each of the broker's metadata re-reads;
+  round, checked on each round of the broker's metadata sync;
 - ``now`` is taken once, before the listing; each child's creation time is read from its
   ``Stat`` (``ctime``, ZooKeeper's clock in ms) and a child with ``now - ctime >
   changeExpirationMs`` (15 minutes, :data:`CHANGE_EXPIRATION_MS`) is deleted. Unlike Kafka, a
@@ -19,10 +19,12 @@ after processing a change, and :class:`NotificationPurger` does the same, step f
 - every broker purges, so a child may vanish between the listing and its stat or delete: that is
   skipped, never an error (Kafka's ``deletePath`` ignores NoNode).
 
-``/isr_change_notification`` is not here: the controller trims it (``zk_cluster``), as Kafka's
-controller deletes ISR notifications once it has processed them.
+``/isr_change_notification`` is trimmed by the elected controller (:func:`trim`), as Kafka's
+controller deletes ISR notifications once it has processed them; here every broker reads them,
+so the newest ``KEEP_ISR_NOTIFICATIONS`` stay, and the oldest go first (a broker that finds the
+newest one it processed gone knows it may have missed some, and re-reads everything).
 
-kazoo calls block; the cluster's sync loop runs :meth:`NotificationPurger.purge` in a thread.
+Both are coroutines over kazoo's asynchronous calls: nothing blocks the event loop.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from typing import Callable, Iterable
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from kbroker.metadata import zk_znodes as zn
+from kbroker.metadata.zk import znodes as zn
+from kbroker.metadata.zk.client import aio, gather
 
 log = logging.getLogger("kbroker.metadata.zk")
 
@@ -45,7 +48,8 @@ PURGED_PATHS = (zn.CONFIG_CHANGES, zn.ACL_CHANGES, zn.EXTENDED_ACL_CHANGES)
 # Notifications read (their Stat) and deleted per path per round, at most: a burst of thousands
 # is purged over several rounds (each follows at once: the deletions fire the child watch).
 PURGE_BATCH = 500
-_TIMEOUT_S = 15
+# ISR change notifications the controller leaves in place (the newest ones).
+KEEP_ISR_NOTIFICATIONS = 1000
 
 
 def _wall_clock_ms() -> int:
@@ -67,17 +71,18 @@ class NotificationPurger:
         # once, not on every round as Kafka does (5,000 notifications cost 2 s of kazoo's time).
         self._ctimes: dict[str, dict[str, int]] = {path: {} for path in self._paths}
 
-    def purge(self) -> int:
+    async def purge(self) -> int:
         """One round over the paths whose children changed since the last full round; the
         number of notifications this call deleted."""
         now = self._clock_ms()
-        pending = {path: self._zk.exists_async(path) for path in self._paths}
+        stats = await gather([self._zk.exists_async(path) for path in self._paths])
         deleted = 0
-        for path, result in pending.items():
-            stat = result.get(timeout=_TIMEOUT_S)
+        for path, stat in zip(self._paths, stats):
+            if isinstance(stat, Exception):
+                raise stat
             if stat is None or self._purged_at.get(path) == stat.cversion:
                 continue
-            done, count = self._purge_children(path, now)
+            done, count = await self._purge_children(path, now)
             deleted += count
             if done:
                 # The version seen before listing: a notification added meanwhile brings a
@@ -86,35 +91,49 @@ class NotificationPurger:
                 self._purged_at[path] = stat.cversion
         return deleted
 
-    def _purge_children(self, path: str, now: int) -> tuple[bool, int]:
+    async def _purge_children(self, path: str, now: int) -> tuple[bool, int]:
         """(whether every child was looked at, how many were deleted). At most ``batch``
         reads and ``batch`` deletes, so one round never holds the broker's metadata sync long;
         a round that stops short leaves the path for the next one."""
-        try:
-            children = sorted(self._zk.get_children(path))  # sequence order: oldest first
+        try:  # sequence order: oldest first
+            children = sorted(await aio(self._zk.get_children_async(path)))
         except NoNodeError:
             return True, 0
         ctimes = self._ctimes[path]
         for gone in ctimes.keys() - set(children):
             del ctimes[gone]
-        unknown = [child for child in children if child not in ctimes]
-        reads = {child: self._zk.exists_async(f"{path}/{child}")
-                 for child in unknown[:self._batch]}
-        for child, result in reads.items():
-            stat = result.get(timeout=_TIMEOUT_S)
+        unknown = [child for child in children if child not in ctimes][:self._batch]
+        stats = await gather([self._zk.exists_async(f"{path}/{c}") for c in unknown])
+        for child, stat in zip(unknown, stats):
+            if isinstance(stat, Exception):
+                raise stat
             if stat is not None:  # else another broker purged it meanwhile
                 ctimes[child] = stat.ctime
         expired = [child for child in children
                    if child in ctimes and now - ctimes[child] > self._expiration_ms]
-        deletions = [(child, self._zk.delete_async(f"{path}/{child}"))
-                     for child in expired[:self._batch]]
+        batch = expired[:self._batch]
+        results = await gather([self._zk.delete_async(f"{path}/{c}") for c in batch])
         deleted = 0
-        for child, result in deletions:
+        for child, result in zip(batch, results):
             ctimes.pop(child, None)
-            try:
-                result.get(timeout=_TIMEOUT_S)
-            except NoNodeError:
+            if isinstance(result, NoNodeError):
                 continue  # another broker purged it first
+            if isinstance(result, Exception):
+                raise result
             log.debug("purged change notification %s/%s", path, child)
             deleted += 1
-        return len(unknown) <= self._batch and len(expired) <= self._batch, deleted
+        return (len([c for c in children if c not in ctimes]) == 0
+                and len(expired) <= self._batch), deleted
+
+
+async def trim(zk: KazooClient, parent: str = zn.ISR_CHANGE,
+               keep: int = KEEP_ISR_NOTIFICATIONS) -> int:
+    """Delete the oldest children of ``parent`` beyond the newest ``keep`` (in sequence order,
+    oldest first: see the module docstring); how many went."""
+    try:
+        children = sorted(await aio(zk.get_children_async(parent)))
+    except NoNodeError:
+        return 0
+    doomed = children[:-keep] if len(children) > keep else []
+    results = await gather([zk.delete_async(f"{parent}/{c}") for c in doomed])
+    return sum(1 for r in results if not isinstance(r, Exception))

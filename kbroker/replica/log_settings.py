@@ -3,6 +3,7 @@
 Every table entry with a ``log_field`` feeds that :class:`LogConfig` field: a topic key with the
 topic's effective value (override -> broker synonyms -> default), a broker key (such as
 ``producer.id.expiration.ms``) with the broker's current value. No hand-written list to drift.
+It lives in ``replica`` because it is where config meets log: ``config`` imports no broker layer.
 """
 
 from __future__ import annotations

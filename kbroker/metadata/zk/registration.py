@@ -23,7 +23,7 @@ from typing import Sequence
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError
 
-from kbroker.metadata import zk_znodes as zn
+from kbroker.metadata.zk import znodes as zn
 
 log = logging.getLogger("kbroker.metadata.zk")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Mapping
 
-from kbroker.cli.suggest import did_you_mean
+from kbroker.config.suggest import did_you_mean
 
 log = logging.getLogger("kbroker.config")
 
@@ -33,7 +33,7 @@ DEV_PROFILE: dict[str, str] = {
 
 def with_dev_profile(settings: Mapping[str, object]) -> dict[str, str]:
     """The dev profile under ``settings`` (settings win), values as strings."""
-    return {**DEV_PROFILE, **{key: _as_string(value) for key, value in settings.items()}}
+    return {**DEV_PROFILE, **{key: as_string(value) for key, value in settings.items()}}
 
 
 def warn_unknown(settings: Mapping[str, object]) -> list[str]:
@@ -49,7 +49,8 @@ def warn_unknown(settings: Mapping[str, object]) -> list[str]:
     return unknown
 
 
-def _as_string(value: object) -> str:
+def as_string(value: object) -> str:
+    """A setting as the text a properties file holds (booleans lower-case, lists comma-joined)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):

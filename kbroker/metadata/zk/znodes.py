@@ -211,10 +211,24 @@ def encode_config_change(entity_path: str) -> bytes:
     return _json({"version": 2, "entity_path": entity_path})
 
 
+def decode_config_change(data: bytes) -> str:
+    """The entity path a /config/changes notification names (version 2; version 1 named the
+    entity type and name apart)."""
+    value = _parse(data)
+    if "entity_path" in value:
+        return value["entity_path"]
+    return f"{value['entity_type']}/{value['entity_name']}"
+
+
 def encode_isr_change(partitions) -> bytes:
     """Kafka's IsrChangeNotificationSequenceZNode: the partitions whose state changed."""
     return _json({"version": 1, "partitions": [{"topic": t, "partition": p}
                                                 for t, p in partitions]})
+
+
+def decode_isr_change(data: bytes) -> list[dict]:
+    """The partitions ({"topic", "partition"}) an ISR change notification names."""
+    return list(_parse(data).get("partitions") or ())
 
 
 def encode_producer_id_block(broker_id: int, first: int, size: int) -> bytes:

@@ -1,5 +1,8 @@
 """The admin calls the CLI and the test helpers share, on kafka-python's clients.
 
+Below both ``kbroker.cli`` and ``kbroker.testing`` (neither imports the other) and above nothing:
+it imports no other kbroker module.
+
 kafka-python is pure Python, kept up to date with Kafka's protocol (it ships the message schemas
 our generator reads) and works against any Kafka-compatible broker, so the CLI is as useful
 against Apache Kafka or Redpanda as against kbroker. It is imported lazily: ``kbroker serve``
