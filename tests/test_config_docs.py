@@ -44,7 +44,7 @@ EXISTING_FEATURES = [
     ("kbroker.log.recompression", [r"recompressing on the broker", r"which compression.type="
                                                                    r"producer never does"]),
     ("kbroker.log.segment", [r"preallocating segment files"]),
-    ("kbroker.metadata.zk_store", [r"ZooKeeper[^.]{0,40}not implemented"]),
+    ("kbroker.metadata.zk.store", [r"ZooKeeper[^.]{0,40}not implemented"]),
 ]
 
 

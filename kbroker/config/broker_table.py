@@ -86,7 +86,7 @@ class KerberosRules:
     """Each rule of sasl.kerberos.principal.to.local.rules parses (Kafka's KerberosShortNamer)."""
 
     def __call__(self, value: list[str]) -> None:
-        from kbroker.security.kerberos import check_rules
+        from kbroker.config.kerberos_rules import check_rules
         check_rules(value)
 
     def __str__(self) -> str:

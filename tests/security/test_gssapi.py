@@ -28,7 +28,7 @@ import pytest
 
 from kbroker.config import BrokerConfig, ConfigError
 from kbroker.protocol.errors import Errors
-from kbroker.security.kerberos import KerberosName, NoMatchingRule, ShortNamer
+from kbroker.config.kerberos_rules import KerberosName, NoMatchingRule, ShortNamer
 from kbroker.testing.kdc import TestKdc
 from tests.integration.clients import Wire
 from tests.broker_process import BrokerProcess

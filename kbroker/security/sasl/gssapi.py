@@ -16,7 +16,7 @@ The exchange, as Java's ``GssKrb5Server`` (Kafka's broker) runs it:
    service).
 
 The authenticated Kerberos principal maps to ``User:<short name>`` through
-``sasl.kerberos.principal.to.local.rules`` (:mod:`kbroker.security.kerberos`). A malformed or
+``sasl.kerberos.principal.to.local.rules`` (:mod:`kbroker.config.kerberos_rules`). A malformed or
 forged token fails the exchange with Kafka's generic message (the GSS error goes to the log);
 no rule mapping the principal fails it too.
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 
-from kbroker.security.kerberos import KerberosName, NoMatchingRule, ShortNamer
+from kbroker.config.kerberos_rules import KerberosName, NoMatchingRule, ShortNamer
 from kbroker.security.sasl import InvalidCredentials
 
 MECHANISM = "GSSAPI"

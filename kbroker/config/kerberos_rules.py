@@ -13,6 +13,9 @@ principal ``User:<short name>`` by the first rule that applies:
   error (Kafka's "Non-simple name").
 
 No rule applying is an error too (:class:`NoMatchingRule`): the authentication fails.
+
+The rules are a configuration language: they live here, below every layer, so that the config
+table can refuse a malformed rule at start-up as Kafka does; ``security/sasl/gssapi.py`` applies them.
 """
 
 from __future__ import annotations
