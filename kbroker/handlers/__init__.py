@@ -50,6 +50,7 @@ MODULES = (
     "scram_credentials",
     "acls",
     "client_quotas",
+    "client_metrics",
 )
 
 
