@@ -49,6 +49,10 @@ SCENARIOS = {
                     "(transaction.version finalized at 2, as Kafka 4.x: the Java producer uses "
                     "transactions v2, the others v1); read_committed sees only the committed "
                     "records, read_uncommitted both, in log order",
+    "client telemetry (KIP-714)": "a client-metrics subscription (every metric, every 200 ms) "
+                                  "matches the client's id; a consumer waiting for records "
+                                  "pushes its metrics: the broker accepts the pushes and exports "
+                                  "the metrics on /metrics with the client's id",
     "kafka streams: exactly_once_v2 count": "a Kafka Streams app with processing.guarantee="
                                             "exactly_once_v2 counts records per key (record "
                                             "cache off, so one output record per input record) "

@@ -46,7 +46,9 @@ FEATURES = {
     "security.sasl-plain": "produce/consume over SASL_SSL with PLAIN",
     "security.sasl-scram-sha-512": "produce/consume over SASL_SSL with SCRAM-SHA-512",
     "security.mtls": "produce/consume over SSL with a client certificate",
+    "telemetry": "the client pushes its own metrics to the broker (KIP-714)",
 }
+NO_KIP_714 = "the client does not implement KIP-714 (GetTelemetrySubscriptions/PushTelemetry)"
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,21 @@ def _needs_program(program: str, how: str) -> Callable[[], str | None]:
     return lambda: None if shutil.which(program) else f"{program} is not installed: {how}"
 
 
+def _kcat_librdkafka() -> tuple[int, ...] | None:
+    out = subprocess.run(["kcat", "-V"], capture_output=True, text=True).stdout
+    found = re.search(r"librdkafka (\d+)\.(\d+)\.(\d+)", out)
+    return None if found is None else tuple(map(int, found.groups()))
+
+
+def _kcat_telemetry_lack() -> dict[str, str]:
+    """librdkafka pushes its metrics (KIP-714) from 2.5.0 on."""
+    version = _kcat_librdkafka() if shutil.which("kcat") else None
+    if version is None or version >= (2, 5, 0):
+        return {}
+    return {"telemetry": f"kcat links librdkafka {'.'.join(map(str, version))}; librdkafka "
+                         "pushes its metrics (KIP-714) from 2.5.0 on"}
+
+
 def _kcat_scram_lack() -> dict[str, str]:
     """librdkafka before 2.6.1 sends the client nonce twice in SCRAM's client-final message
     (librdkafka#4895); Kafka checks the nonce strictly, as RFC 5802 says, and so does kbroker.
@@ -113,15 +130,17 @@ INSTALL = "run scripts/install-test-deps.sh"
 DRIVERS: list[Driver] = [
     Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent"),
            config_style="librdkafka"),
-    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python"),
-    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python"),
+    Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python",
+           lacks={"telemetry": NO_KIP_714}),
+    Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python",
+           lacks={"telemetry": NO_KIP_714}),
     Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
            lacks={"timestamps": "kcat -P cannot set per-message timestamps",
                   "transactions": "kcat has no transactional producer",
                   **{f"admin.{op}": KCAT_NO_ADMIN for op in (
                       "create-topic", "delete-topic", "create-partitions", "describe-configs",
                       "alter-configs", "delete-records")},
-                  **_kcat_scram_lack()},
+                  **_kcat_scram_lack(), **_kcat_telemetry_lack()},
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
            unavailable=_needs_file(JAVA_JAR, INSTALL),
@@ -130,7 +149,8 @@ DRIVERS: list[Driver] = [
                                     "--property", f"delivery.timeout.ms={ms}"]),
     Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL)),
     Driver("kafkajs", "KafkaJS", ("node", "compat_tests/js/driver.js"),
-           unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
+           unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL),
+           lacks={"telemetry": NO_KIP_714}),
     # Spark registers here the same way.
 ]
 

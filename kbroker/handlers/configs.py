@@ -82,7 +82,7 @@ def handle_describe_configs(ctx, request):
 
     results = []
     for resource in request.resources:
-        result = R.DescribeConfigsResult(error_code=Errors.NONE.code, error_message=None,
+        result = R.DescribeConfigsResult(error_code=Errors.NONE.code, error_message="",
                                          resource_type=resource.resource_type,
                                          resource_name=resource.resource_name, configs=[])
         try:

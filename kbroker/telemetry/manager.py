@@ -179,11 +179,11 @@ class ClientMetricsManager:
         if instance_id is None or instance_id == ZERO_ID:
             instance_id = self._new_id()
         instance = self._instance(instance_id, info, connection, now)
-        last = max(instance.last_get_ms, instance.last_push_ms)
-        if now - last < instance.interval_ms and instance.last_error not in (
-                Errors.UNKNOWN_SUBSCRIPTION_ID.code, Errors.UNSUPPORTED_COMPRESSION_TYPE.code):
+        if now - max(instance.last_get_ms, instance.last_push_ms) >= instance.interval_ms:
+            instance.last_get_ms = now
+        elif instance.last_error not in (Errors.UNKNOWN_SUBSCRIPTION_ID.code,
+                                         Errors.UNSUPPORTED_COMPRESSION_TYPE.code):
             return R(error_code=Errors.THROTTLING_QUOTA_EXCEEDED.code)
-        instance.last_get_ms = now
         instance.last_error = 0
         return R(error_code=0, client_instance_id=instance_id,
                  subscription_id=instance.subscription_id,
