@@ -10,6 +10,9 @@
 #   - Apache Kafka 3.9 (ZooKeeper mode) for the reference cluster of tools/kafka_ref/zk_cluster.py.
 #   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
 #     (npm ci, native lz4/zstd codecs built by node-gyp).
+#   - the pipeline around the broker (tests/pipeline): Kafka Connect with the FileStream and
+#     MirrorMaker 2 connectors and Debezium's PostgreSQL connector (Maven Central), PostgreSQL
+#     (Debian) for Debezium.
 # --python-only skips the system packages and the Java build (not Kafka's jars).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,6 +84,22 @@ if [ -f tools/kafka_ref/zk_mode/pom.xml ]; then
     (cd tools/kafka_ref/zk_mode && mvn -q -B dependency:copy-dependencies)
     touch "$k39_stamp"
   fi
+fi
+
+# Kafka Connect (runtime, FileStream, MirrorMaker 2) and Debezium's PostgreSQL connector as a
+# plugin, for tests/pipeline; PostgreSQL from Debian for Debezium (logical decoding).
+for pom in tools/connect/pom.xml tools/connect/debezium/pom.xml; do
+  dir=$(dirname "$pom")
+  if [ -f "$pom" ] && { [ ! -e "$dir/target/jars.stamp" ] || [ "$pom" -nt "$dir/target/jars.stamp" ]; }; then
+    rm -rf "$dir/target/jars" "$dir/target/plugins"
+    (cd "$dir" && mvn -q -B dependency:copy-dependencies)
+    touch "$dir/target/jars.stamp"
+  fi
+done
+if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
 fi
 
 # Spark's Kafka connector and the jars it needs beyond the pyspark wheel, for spark.jars.
