@@ -10,7 +10,7 @@
 #   - Apache Kafka 3.9 (ZooKeeper mode) for the reference cluster of tools/kafka_ref/zk_cluster.py.
 #   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
 #     (npm ci, native lz4/zstd codecs built by node-gyp).
-#   - the pipeline around the broker (tests/pipeline): Kafka Connect with the FileStream and
+#   - the pipeline around the broker (compat_tests/pipeline): Kafka Connect with the FileStream and
 #     MirrorMaker 2 connectors and Debezium's PostgreSQL connector (Maven Central), PostgreSQL
 #     (Debian) for Debezium.
 # --python-only skips the system packages and the Java build (not Kafka's jars).
@@ -87,7 +87,7 @@ if [ -f tools/kafka_ref/zk_mode/pom.xml ]; then
 fi
 
 # Kafka Connect (runtime, FileStream, MirrorMaker 2) and Debezium's PostgreSQL connector as a
-# plugin, for tests/pipeline; PostgreSQL from Debian for Debezium (logical decoding).
+# plugin, for compat_tests/pipeline; PostgreSQL from Debian for Debezium (logical decoding).
 for pom in tools/connect/pom.xml tools/connect/debezium/pom.xml; do
   dir=$(dirname "$pom")
   if [ -f "$pom" ] && { [ ! -e "$dir/target/jars.stamp" ] || [ "$pom" -nt "$dir/target/jars.stamp" ]; }; then

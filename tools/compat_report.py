@@ -53,6 +53,20 @@ SCENARIOS = {
                                   "matches the client's id; a consumer waiting for records "
                                   "pushes its metrics: the broker accepts the pushes and exports "
                                   "the metrics on /metrics with the client's id",
+    "connect: FileStream source (exactly-once) and sink, 2 workers, restarts, kill -9":
+        "Kafka Connect in distributed mode, two workers, driven through its REST API: a "
+        "FileStream source with exactly.once.support=required (KIP-618) and a FileStream sink; "
+        "a connector restart (includeTasks), a task restart and a kill -9 of the worker running "
+        "the source task; the sink file gets every line, the topic read_committed has each line "
+        "exactly once, in order",
+    "connect: a non-compacted config topic refused as by Kafka 4.4.0":
+        "a worker whose config.storage.topic has cleanup.policy=delete: the worker refuses it "
+        "with the same ConfigException line against kbroker and Apache Kafka 4.4.0",
+    "debezium postgres: change events exactly once across a worker kill -9":
+        "Debezium's PostgreSQL connector (pgoutput, PostgreSQL from Debian with "
+        "wal_level=logical), exactly-once source delivery: 50 rows snapshotted, 50 streamed, "
+        "the worker killed -9, 50 inserted while it is down, 50 after it is back; "
+        "read_committed, one event per row, in commit order",
     "kafka streams: exactly_once_v2 count": "a Kafka Streams app with processing.guarantee="
                                             "exactly_once_v2 counts records per key (record "
                                             "cache off, so one output record per input record) "

@@ -12,13 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import wait_until
-from tests.pipeline.connect import ConnectWorker, RestError, free_port, missing, \
-    worker_properties
+from compat_tests.pipeline.connect import CONNECT_VERSION, ConnectWorker, RestError, free_port, \
+    missing, worker_properties
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
@@ -42,14 +42,18 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs) -> N
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[str]:
-    """Every committed value of ``topic``, partition by partition, in offset order."""
+    """Every committed value of ``topic``, partition by partition, in offset order (none while
+    the topic does not exist)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4()}",
                          "isolation.level": "read_committed", "enable.auto.commit": False,
                          "enable.partition.eof": True})
     values = []
     try:
         for partition in range(partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
+            try:
+                consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
+            except KafkaException:  # not created yet
+                return []
             consumer.assign([TopicPartition(topic, partition, 0)])
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
@@ -85,6 +89,8 @@ def running(worker: ConnectWorker, name: str, tasks: int = 1) -> dict | None:
     return status if ok else None
 
 
+@pytest.mark.compat("connect: FileStream source (exactly-once) and sink, 2 workers, restarts, "
+                    "kill -9", client="kafka-connect", version=CONNECT_VERSION)
 def test_filestream_exactly_once_through_restarts_and_a_worker_kill(kbroker, tmp_path):
     group = f"connect-{uuid.uuid4().hex[:6]}"
     workers = [ConnectWorker(tmp_path, f"worker{i}", worker_properties(
@@ -156,6 +162,8 @@ def test_filestream_exactly_once_through_restarts_and_a_worker_kill(kbroker, tmp
             worker.kill()
 
 
+@pytest.mark.compat("connect: a non-compacted config topic refused as by Kafka 4.4.0",
+                    client="kafka-connect", version=CONNECT_VERSION)
 def test_a_config_topic_that_is_not_compacted_is_refused_as_kafka_refuses_it(kbroker, tmp_path):
     sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
     import run_kafka

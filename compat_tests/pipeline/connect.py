@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 JARS = ROOT / "tools" / "connect" / "target" / "jars"
 PLUGINS = ROOT / "tools" / "connect" / "debezium" / "target" / "plugins"
 INSTALL = "run scripts/install-test-deps.sh (it resolves tools/connect/pom.xml)"
+CONNECT_VERSION = "4.3.1"  # tools/connect/pom.xml's connect.version
+DEBEZIUM_VERSION = "3.6.1.Final"  # tools/connect/debezium/pom.xml
 
 LOG4J2 = """\
 status = error
@@ -47,7 +49,7 @@ def free_port() -> int:
 
 def missing() -> str | None:
     """Why workers cannot start here, or None."""
-    if not (JARS / "connect-runtime-4.3.1.jar").exists():
+    if not (JARS / f"connect-runtime-{CONNECT_VERSION}.jar").exists():
         return f"Kafka Connect's jars are not resolved: {INSTALL}"
     return None
 
