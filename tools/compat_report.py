@@ -67,6 +67,11 @@ SCENARIOS = {
         "wal_level=logical), exactly-once source delivery: 50 rows snapshotted, 50 streamed, "
         "the worker killed -9, 50 inserted while it is down, 50 after it is back; "
         "read_committed, one event per row, in commit order",
+    "mirrormaker 2: Kafka 4.4.0 <-> kbroker, configs, offsets, failover":
+        "MirrorMaker 2 (dedicated mode) from Apache Kafka 4.4.0 to kbroker and from kbroker to "
+        "Kafka at once: each side's topic (2 partitions, its own retention.ms) is mirrored with "
+        "its config; a group that consumed 60 of 100 records gets translated offsets on the "
+        "other cluster (never ahead of its own), and resumes there with nothing lost",
     "kafka streams: exactly_once_v2 count": "a Kafka Streams app with processing.guarantee="
                                             "exactly_once_v2 counts records per key (record "
                                             "cache off, so one output record per input record) "
