@@ -12,7 +12,7 @@
 #     (npm ci, native lz4/zstd codecs built by node-gyp).
 #   - the pipeline around the broker (compat_tests/pipeline): Kafka Connect with the FileStream and
 #     MirrorMaker 2 connectors and Debezium's PostgreSQL connector (Maven Central), PostgreSQL
-#     (Debian) for Debezium.
+#     (Debian) for Debezium, Quix Streams and Faust (PyPI, in .venv-processors).
 # --python-only skips the system packages and the Java build (not Kafka's jars).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +41,20 @@ fi
 "$VENV/bin/python" tools/kafka_ref/run_kafka.py fetch >/dev/null
 
 [ "${1:-}" = "--python-only" ] && exit 0
+
+# The Python stream processors of compat_tests/pipeline (Quix Streams, Faust) in a virtualenv of
+# their own, from pyproject's processors extra: Quix Streams requires confluent-kafka < 2.13,
+# while the test extra pins the confluent-kafka the matrix reports.
+PVENV=${PVENV:-.venv-processors}
+if [ ! -x "$PVENV/bin/python" ]; then
+  "$PYTHON" -m venv "$PVENV"
+fi
+pstamp="$PVENV/.processors-$(sha1sum pyproject.toml | cut -c1-12)"
+if [ ! -e "$pstamp" ]; then
+  "$PVENV/bin/pip" install -q --upgrade pip
+  "$PVENV/bin/pip" install -q ".[processors]"
+  touch "$pstamp"
+fi
 
 if ! command -v kcat >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

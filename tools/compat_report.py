@@ -72,6 +72,16 @@ SCENARIOS = {
         "Kafka at once: each side's topic (2 partitions, its own retention.ms) is mirrored with "
         "its config; a group that consumed 60 of 100 records gets translated offsets on the "
         "other cluster (never ahead of its own), and resumes there with nothing lost",
+    "quix streams: exactly-once count with state, broker kill -9, restore":
+        "a Quix Streams application (processing_guarantee=exactly-once, RocksDB state with its "
+        "changelog topic) counts 600 records of 10 keys in three rounds: the broker killed -9 "
+        "and restarted under it, then the application killed -9 and started with its state "
+        "directory gone (restored from the changelog); read_committed, each key's counts are "
+        "exactly 1..60 in order",
+    "faust: agent with a table, exactly-once, broker kill -9, restore":
+        "the same three rounds with a Faust (faust-streaming) agent counting in a table "
+        "(processing_guarantee=exactly_once, in-memory store rebuilt from its changelog topic at "
+        "each start)",
     "kafka streams: exactly_once_v2 count": "a Kafka Streams app with processing.guarantee="
                                             "exactly_once_v2 counts records per key (record "
                                             "cache off, so one output record per input record) "
