@@ -116,6 +116,17 @@ if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
 fi
 
+# The Flink job of compat_tests/pipeline/test_flink.py (Flink and its Kafka connector from Maven
+# Central), compiled with its class path copied into target/jars.
+if [ -f compat_tests/pipeline/flink/pom.xml ]; then
+  flink_class=compat_tests/pipeline/flink/target/classes/dev/kbroker/flink/CopyJob.class
+  if [ ! -e "$flink_class" ] || [ compat_tests/pipeline/flink/pom.xml -nt "$flink_class" ] || \
+     [ -n "$(find compat_tests/pipeline/flink/src -newer "$flink_class" -type f | head -n 1)" ]; then
+    rm -rf compat_tests/pipeline/flink/target/jars
+    (cd compat_tests/pipeline/flink && mvn -q -B package dependency:copy-dependencies -DskipTests)
+  fi
+fi
+
 # Spark's Kafka connector and the jars it needs beyond the pyspark wheel, for spark.jars.
 if [ -f compat_tests/spark/pom.xml ]; then
   spark_stamp=compat_tests/spark/target/jars.stamp

@@ -82,6 +82,12 @@ SCENARIOS = {
         "the same three rounds with a Faust (faust-streaming) agent counting in a table "
         "(processing_guarantee=exactly_once, in-memory store rebuilt from its changelog topic at "
         "each start)",
+    "flink: KafkaSink exactly-once, kill -9, restart from checkpoint":
+        "a Flink job in a local mini-cluster (parallelism 2, checkpoints every 500 ms, retained) "
+        "copies a 2-partition topic with Flink's Kafka source and KafkaSink at "
+        "DeliveryGuarantee.EXACTLY_ONCE; killed -9 part-way, restarted from its latest "
+        "checkpoint while more records arrive: read_committed, the output is the 1,000 input "
+        "records, each exactly once",
     "kafka streams: exactly_once_v2 count": "a Kafka Streams app with processing.guarantee="
                                             "exactly_once_v2 counts records per key (record "
                                             "cache off, so one output record per input record) "
