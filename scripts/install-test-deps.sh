@@ -11,6 +11,9 @@
 #   - Apache Kafka 3.9 (ZooKeeper mode) for the reference cluster of tools/kafka_ref/zk_cluster.py.
 #   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
 #     (npm ci, native lz4/zstd codecs built by node-gyp).
+#   - the pipeline around the broker (compat_tests/pipeline): Kafka Connect with the FileStream and
+#     MirrorMaker 2 connectors and Debezium's PostgreSQL connector (Maven Central), PostgreSQL
+#     (Debian) for Debezium, Quix Streams and Faust (PyPI, in .venv-processors).
 # --python-only skips the system packages and the Java build (not Kafka's jars).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +62,20 @@ fi
 
 [ "${1:-}" = "--python-only" ] && exit 0
 
+# The Python stream processors of compat_tests/pipeline (Quix Streams, Faust) in a virtualenv of
+# their own, from pyproject's processors extra: Quix Streams requires confluent-kafka < 2.13,
+# while the test extra pins the confluent-kafka the matrix reports.
+PVENV=${PVENV:-.venv-processors}
+if [ ! -x "$PVENV/bin/python" ]; then
+  "$PYTHON" -m venv "$PVENV"
+fi
+pstamp="$PVENV/.processors-$(sha1sum pyproject.toml | cut -c1-12)"
+if [ ! -e "$pstamp" ]; then
+  "$PVENV/bin/pip" install -q --upgrade pip
+  "$PVENV/bin/pip" install -q ".[processors]"
+  touch "$pstamp"
+fi
+
 if ! command -v kcat >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
@@ -100,6 +117,33 @@ if [ -f tools/kafka_ref/zk_mode/pom.xml ]; then
     rm -rf tools/kafka_ref/zk_mode/target/jars
     (cd tools/kafka_ref/zk_mode && mvn -q -B dependency:copy-dependencies)
     touch "$k39_stamp"
+  fi
+fi
+
+# Kafka Connect (runtime, FileStream, MirrorMaker 2) and Debezium's PostgreSQL connector as a
+# plugin, for compat_tests/pipeline; PostgreSQL from Debian for Debezium (logical decoding).
+for pom in tools/connect/pom.xml tools/connect/debezium/pom.xml; do
+  dir=$(dirname "$pom")
+  if [ -f "$pom" ] && { [ ! -e "$dir/target/jars.stamp" ] || [ "$pom" -nt "$dir/target/jars.stamp" ]; }; then
+    rm -rf "$dir/target/jars" "$dir/target/plugins"
+    (cd "$dir" && mvn -q -B dependency:copy-dependencies)
+    touch "$dir/target/jars.stamp"
+  fi
+done
+if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
+fi
+
+# The Flink job of compat_tests/pipeline/test_flink.py (Flink and its Kafka connector from Maven
+# Central), compiled with its class path copied into target/jars.
+if [ -f compat_tests/pipeline/flink/pom.xml ]; then
+  flink_class=compat_tests/pipeline/flink/target/classes/dev/kbroker/flink/CopyJob.class
+  if [ ! -e "$flink_class" ] || [ compat_tests/pipeline/flink/pom.xml -nt "$flink_class" ] || \
+     [ -n "$(find compat_tests/pipeline/flink/src -newer "$flink_class" -type f | head -n 1)" ]; then
+    rm -rf compat_tests/pipeline/flink/target/jars
+    (cd compat_tests/pipeline/flink && mvn -q -B package dependency:copy-dependencies -DskipTests)
   fi
 fi
 

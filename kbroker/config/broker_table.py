@@ -428,6 +428,15 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("producer.id.expiration.ms", I, 86400000, "Idle producer ids expire after this.", LOW, _AT1,
        update_mode=CW, log_field="producer_id_expiration_ms"),
     _d("producer.id.expiration.check.interval.ms", I, 600000, "How often producer ids expire.", LOW, _AT1),
+    # client telemetry (KIP-714; kbroker.telemetry, docs/observability.md)
+    _d("telemetry.max.bytes", I, 1048576, "The maximum size (after compression if compression is "
+       "used) of telemetry metrics pushed from a client to the broker.", MEDIUM, _AT1),
+    _d("kbroker.telemetry.max.series", I, 20000, "kbroker extension: most client metric series "
+       "(metric name and attributes, per client instance) kept for the console and /metrics; a "
+       "push's series past the limit are dropped and counted, so clients cannot grow the "
+       "exporter without bound.", LOW, _AT0),
+    _d("kbroker.telemetry.max.series.per.client", I, 2000, "kbroker extension: most metric "
+       "series kept for one client instance.", LOW, _AT0),
     # dev/CI tooling (kbroker extensions; docs/observability.md)
     _d("dev.mode", B, False, "kbroker extension: a development broker. Enables fault injection "
        "(kbroker.fault.<name>) and the HTTP port by default.", LOW),

@@ -42,6 +42,7 @@ class Broker:
         self.dispatcher: Dispatcher | None = None
         self.group_coordinator = None
         self.txn_coordinator = None
+        self.client_metrics = None  # kbroker.telemetry.manager.ClientMetricsManager (KIP-714)
         self.log_cleaner = None
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
         self.cluster = None  # kbroker.metadata.zk.cluster.ZkCluster with zookeeper.connect
@@ -89,6 +90,14 @@ class Broker:
         # role before its shard loads.
         self.controller.subscribe(self.group_coordinator.runtime)
         self.controller.subscribe(self.txn_coordinator.runtime)
+        from kbroker.handlers.client_metrics import ClientMetricsFollower
+        from kbroker.telemetry.manager import ClientMetricsManager
+        self.client_metrics = ClientMetricsManager(
+            self.config.get("telemetry.max.bytes"), self.config.get("kbroker.telemetry.max.series"),
+            self.config.get("kbroker.telemetry.max.series.per.client"))
+        follower = ClientMetricsFollower(self.client_metrics)
+        follower.apply(None, self.controller.image)  # the subscriptions stored so far
+        self.controller.subscribe(follower)
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         self.connection_limits.image = lambda: self.controller.image  # ip quotas (KIP-612)
         failures = FailureLog()
@@ -225,7 +234,7 @@ class Broker:
             config=self.config, partitions=self.replicas, controller=self.controller,
             groups=self.group_coordinator, producer_ids=self.producer_ids,
             cluster=ClusterView(self.node_id, rack, self.advertised_endpoint),
-            txn=self.txn_coordinator)
+            txn=self.txn_coordinator, client_metrics=self.client_metrics)
 
     # --- what connections call -----------------------------------------------------------------
 
