@@ -4,7 +4,7 @@
 VENV ?= .venv
 PYTHON ?= python3
 
-.PHONY: run test test-fast compat install regenerate clean
+.PHONY: run test test-long test-fast compat install regenerate clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,12 @@ run: $(VENV)/.installed
 test:
 	bash scripts/install-test-deps.sh
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+# Scenarios too long for `make test` (tests/long, ignored otherwise): the whole CDC pipeline,
+# PostgreSQL -> Debezium -> kbroker -> the PySpark example -> kbroker (docs/pipeline.md).
+test-long:
+	bash scripts/install-test-deps.sh
+	KBROKER_LONG_TESTS=1 $(VENV)/bin/python -m pytest tests/long $(PYTEST_ARGS)
 
 # Protocol and unit tests only: no client installs beyond the Python ones.
 test-fast:

@@ -1,4 +1,5 @@
-"""Produce then consume with one client, and every producer x every consumer per codec.
+"""Produce then consume with one client, every producer x every consumer per codec, and each
+client reading back a topic whose ``compression.type`` makes the broker recompress (per codec).
 
 Records follow the driver contract (key ``key-i``, a null key every 3rd, headers ``h-index`` and
 ``h-client``, timestamps ``base + i`` where the producer can set them) and are checked exactly on
@@ -75,3 +76,31 @@ def test_cross_client(broker, producer, consumer, codec, cell):
     if codecs != {CODEC_IDS[codec]}:
         names = sorted(n for n, i in CODEC_IDS.items() if i in codecs)
         pytest.fail(f"{producer.name} asked for {codec} but the batches on disk are {names}")
+
+
+# A topic's compression.type for each codec cell; "none" is the topic type "uncompressed".
+TOPIC_TYPES = {"none": "uncompressed", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4",
+               "zstd": "zstd"}
+
+
+@pytest.mark.compat("topic-level ({codec})")
+def test_topic_level_compression(broker, driver, codec, cell):
+    """The broker recompresses every batch (Kafka's LogValidator): the client produces
+    uncompressed into a topic of ``codec`` (gzip into an ``uncompressed`` one) and reads back what
+    the broker stored, which is ``codec`` on disk."""
+    cell.need(driver)
+    topic = harness.unique("tl", driver.name, codec)
+    ensure_topic(broker.bootstrap, topic, partitions=1,
+                 config={"compression.type": TOPIC_TYPES[codec]})
+    sent_as = "gzip" if codec == "none" else "none"
+    spec = Spec(count=6, compression=sent_as, value_prefix=COMPRESSIBLE,
+                timestamp=explicit_timestamps(driver))
+    started = harness.now_ms()
+    produced = harness.produce(driver, broker.bootstrap, topic, spec).ok()
+    window = (started, harness.now_ms())
+    consumed = harness.consume(driver, broker.bootstrap, topic, spec.count).ok()
+    problems = harness.compare(spec, driver, produced, consumed.records, window)
+    assert not problems, "; ".join(problems[:5])
+    codecs = {b.attributes & 0x07 for path in segment_files(broker, topic, 0)
+              for b in segment_batches(path)}
+    assert codecs == {CODEC_IDS[codec]}, f"the batches on disk are {sorted(codecs)}"

@@ -1,6 +1,11 @@
 """PySpark Structured Streaming against kbroker: read a topic, aggregate, write to a topic.
 
-The input topic holds page views as JSON, e.g. ``{"page": "/home", "ms": 120}``. The query
+The input topic holds page views as JSON, e.g. ``{"page": "/home", "ms": 120}``, or, with
+``--input debezium``, the change events Debezium's PostgreSQL connector writes for a table
+``page_views(id, page, ms)`` (JSON converter without schemas: each insert's row is in ``after``,
+``op`` is ``r`` for a snapshot row and ``c`` for an insert; updates and deletes are not views).
+That makes the pipeline our users run: PostgreSQL -> Debezium (Kafka Connect) -> kbroker ->
+Spark -> kbroker (docs/pipeline.md). The query
 counts the views of each page and averages their latency, and writes one JSON record per page
 whose numbers changed (output mode ``update``, the page as the key) to the output topic. Spark
 keeps its offsets and the running aggregates in the checkpoint directory, so a second run picks
@@ -51,16 +56,26 @@ def spark_session(jars_dir: Path):
     return session
 
 
-def page_stats(spark, bootstrap: str, source: str):
+VIEW = "page STRING, ms INT"
+CHANGE_EVENT = "op STRING, after STRUCT<id: INT, page: STRING, ms: INT>"
+
+
+def page_stats(spark, bootstrap: str, source: str, input_format: str = "json"):
     """The streaming DataFrame of per-page statistics, as Kafka key/value columns."""
     from pyspark.sql import functions as F
 
-    return (spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", source)
-            .option("startingOffsets", "earliest")     # the first run reads the whole topic
-            .load()
-            .selectExpr("from_json(CAST(value AS STRING), 'page STRING, ms INT') AS view")
+    records = (spark.readStream.format("kafka")
+               .option("kafka.bootstrap.servers", bootstrap)
+               .option("subscribe", source)
+               .option("startingOffsets", "earliest")     # the first run reads the whole topic
+               .load())
+    if input_format == "debezium":  # a row inserted (or snapshotted) is a view
+        views = (records.selectExpr(f"from_json(CAST(value AS STRING), '{CHANGE_EVENT}') AS event")
+                 .where("event.op IN ('c', 'r')")
+                 .selectExpr("event.after AS view"))
+    else:
+        views = records.selectExpr(f"from_json(CAST(value AS STRING), '{VIEW}') AS view")
+    return (views
             .where("view.page IS NOT NULL")             # skip records that are not page views
             .groupBy("view.page")
             .agg(F.count("*").alias("views"), F.avg("view.ms").alias("avg_ms"))
@@ -75,6 +90,9 @@ def main() -> None:
     parser.add_argument("--source", default="page-views", help="topic of JSON page views")
     parser.add_argument("--sink", default="page-stats", help="topic the statistics go to")
     parser.add_argument("--checkpoint", required=True, help="Spark's checkpoint directory")
+    parser.add_argument("--input", choices=("json", "debezium"), default="json",
+                        help="page views as JSON, or Debezium change events of a page_views "
+                             "table")
     parser.add_argument("--jars", type=Path, default=DEFAULT_JARS,
                         help="directory of the Kafka connector jars")
     parser.add_argument("--forever", action="store_true",
@@ -83,7 +101,7 @@ def main() -> None:
     args = parser.parse_args()
 
     spark = spark_session(args.jars)
-    writer = (page_stats(spark, args.bootstrap, args.source).writeStream
+    writer = (page_stats(spark, args.bootstrap, args.source, args.input).writeStream
               .format("kafka")
               .option("kafka.bootstrap.servers", args.bootstrap)
               .option("topic", args.sink)

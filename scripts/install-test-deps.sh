@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh machine, and nothing twice:
 #   - a virtualenv in .venv with kbroker (editable) and the Python clients under test;
-#   - kcat from Debian's packages;
+#   - kcat from Debian's packages; MIT Kerberos (KDC, admin and client tools, libkrb5-dev for the
+#     gssapi package, Cyrus SASL's GSSAPI plugin) for the GSSAPI tests;
 #   - the Java driver (Apache Kafka's kafka-clients from Maven Central), built with Maven;
 #   - Spark's Kafka connector jars for compat_tests/spark (Maven Central, copied by Maven).
 #   - Apache Kafka's own jars (DumpLogSegments for tests/log, the reference broker for tools/bench),
@@ -10,11 +11,33 @@
 #   - Apache Kafka 3.9 (ZooKeeper mode) for the reference cluster of tools/kafka_ref/zk_cluster.py.
 #   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
 #     (npm ci, native lz4/zstd codecs built by node-gyp).
+#   - the pipeline around the broker (compat_tests/pipeline): Kafka Connect with the FileStream and
+#     MirrorMaker 2 connectors and Debezium's PostgreSQL connector (Maven Central), PostgreSQL
+#     (Debian) for Debezium, Quix Streams and Faust (PyPI, in .venv-processors).
 # --python-only skips the system packages and the Java build (not Kafka's jars).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
+
+# MIT Kerberos (tests/security/test_gssapi.py, kbroker.testing.kdc): the KDC and admin tools for
+# a throwaway realm, the client tools, libkrb5-dev for the gssapi package (built by pip below,
+# so even --python-only needs it), and Cyrus SASL's GSSAPI plugin that Debian's librdkafka
+# (kcat) loads for sasl.mechanisms=GSSAPI.
+KRB5_PACKAGES="krb5-kdc krb5-admin-server krb5-user libkrb5-dev libsasl2-modules-gssapi-mit"
+krb5_missing() {
+  [ -x /usr/sbin/krb5kdc ] && [ -x /usr/sbin/kadmin.local ] && command -v kinit >/dev/null &&
+    command -v krb5-config >/dev/null && ls /usr/lib/*/sasl2/libgssapiv2.so >/dev/null 2>&1 &&
+    return 1
+  return 0
+}
+if krb5_missing; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  # krb5-kdc's post-install wants to start a KDC (there is no realm yet): policy-rc.d refuses in
+  # containers, which is fine; the tests run their own.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $KRB5_PACKAGES >/dev/null
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
@@ -38,6 +61,20 @@ fi
 "$VENV/bin/python" tools/kafka_ref/run_kafka.py fetch >/dev/null
 
 [ "${1:-}" = "--python-only" ] && exit 0
+
+# The Python stream processors of compat_tests/pipeline (Quix Streams, Faust) in a virtualenv of
+# their own, from pyproject's processors extra: Quix Streams requires confluent-kafka < 2.13,
+# while the test extra pins the confluent-kafka the matrix reports.
+PVENV=${PVENV:-.venv-processors}
+if [ ! -x "$PVENV/bin/python" ]; then
+  "$PYTHON" -m venv "$PVENV"
+fi
+pstamp="$PVENV/.processors-$(sha1sum pyproject.toml | cut -c1-12)"
+if [ ! -e "$pstamp" ]; then
+  "$PVENV/bin/pip" install -q --upgrade pip
+  "$PVENV/bin/pip" install -q ".[processors]"
+  touch "$pstamp"
+fi
 
 if ! command -v kcat >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
@@ -80,6 +117,33 @@ if [ -f tools/kafka_ref/zk_mode/pom.xml ]; then
     rm -rf tools/kafka_ref/zk_mode/target/jars
     (cd tools/kafka_ref/zk_mode && mvn -q -B dependency:copy-dependencies)
     touch "$k39_stamp"
+  fi
+fi
+
+# Kafka Connect (runtime, FileStream, MirrorMaker 2) and Debezium's PostgreSQL connector as a
+# plugin, for compat_tests/pipeline; PostgreSQL from Debian for Debezium (logical decoding).
+for pom in tools/connect/pom.xml tools/connect/debezium/pom.xml; do
+  dir=$(dirname "$pom")
+  if [ -f "$pom" ] && { [ ! -e "$dir/target/jars.stamp" ] || [ "$pom" -nt "$dir/target/jars.stamp" ]; }; then
+    rm -rf "$dir/target/jars" "$dir/target/plugins"
+    (cd "$dir" && mvn -q -B dependency:copy-dependencies)
+    touch "$dir/target/jars.stamp"
+  fi
+done
+if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
+fi
+
+# The Flink job of compat_tests/pipeline/test_flink.py (Flink and its Kafka connector from Maven
+# Central), compiled with its class path copied into target/jars.
+if [ -f compat_tests/pipeline/flink/pom.xml ]; then
+  flink_class=compat_tests/pipeline/flink/target/classes/dev/kbroker/flink/CopyJob.class
+  if [ ! -e "$flink_class" ] || [ compat_tests/pipeline/flink/pom.xml -nt "$flink_class" ] || \
+     [ -n "$(find compat_tests/pipeline/flink/src -newer "$flink_class" -type f | head -n 1)" ]; then
+    rm -rf compat_tests/pipeline/flink/target/jars
+    (cd compat_tests/pipeline/flink && mvn -q -B package dependency:copy-dependencies -DskipTests)
   fi
 fi
 

@@ -20,10 +20,14 @@ READY = re.compile(r"kbroker ready: .* listening on \S+://[^:]+:(\d+)")
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, overrides: dict | None = None, port: int = 0):
+    def __init__(self, data_dir: Path, overrides: dict | None = None, port: int = 0,
+                 crash_at: tuple[str, str] | None = None):
         self.data_dir = Path(data_dir)
         self.overrides = dict(overrides or {})
         self.port = port
+        # (step, write): the process dies at that step of the metadata write whose description
+        # holds ``write`` (tests.metadata.crashing_broker); None runs plain ``kbroker serve``.
+        self.crash_at = crash_at
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
         self._reader: threading.Thread | None = None
@@ -39,6 +43,8 @@ class BrokerProcess:
             **self.overrides,
         }
         args = [sys.executable, "-m", "kbroker.cli.main", "serve"]
+        if self.crash_at is not None:
+            args[2:3] = ["tests.metadata.crashing_broker", *self.crash_at]
         for key, value in settings.items():
             args += ["--set", f"{key}={value}"]
         log_file = open(self.log_path, "ab")
@@ -96,3 +102,9 @@ class BrokerProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def wait_dead(self, timeout: float = 20.0) -> int:
+        """The exit code of a process expected to die on its own (a crash test)."""
+        code = self.proc.wait(timeout)
+        self._reader.join(5)
+        return code

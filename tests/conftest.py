@@ -1,8 +1,12 @@
+import os
 import shutil
 
 import pytest
 
 from tests.broker_process import BrokerProcess
+
+# tests/long: scenarios too long for `make test`, run by `make test-long`.
+collect_ignore = [] if os.environ.get("KBROKER_LONG_TESTS") else ["long"]
 
 
 @pytest.fixture

@@ -125,7 +125,10 @@ def _compress(codec: str, data: bytes) -> bytes:
     if codec == "zstd":
         return bytes(cramjam.zstd.compress(data))
     if codec == "lz4":
-        return bytes(cramjam.lz4.compress(data))
+        # Independent blocks, as Kafka's clients write and its reader requires (KIP-57).
+        compressor = cramjam.lz4.Compressor(block_linked=False)
+        compressor.compress(data)
+        return bytes(compressor.finish())
     if codec == "snappy":
         return bytes(cramjam.snappy.compress_raw(data))
     raise ValueError(codec)

@@ -426,7 +426,7 @@ def test_cli_import_is_cheap():
 def test_every_log_config_field_comes_from_one_table_entry():
     from dataclasses import fields
 
-    from kbroker.config.log_settings import BROKER_LOG_FIELDS, TOPIC_LOG_FIELDS
+    from kbroker.replica.log_settings import BROKER_LOG_FIELDS, TOPIC_LOG_FIELDS
     from kbroker.log.partition_log import LogConfig
 
     assert not TOPIC_LOG_FIELDS.keys() & BROKER_LOG_FIELDS.keys()
@@ -441,7 +441,7 @@ def test_every_topic_key_reaches_the_log_or_is_refused_or_explained():
 
 
 def test_log_config_derived_from_overrides_and_broker_synonyms():
-    from kbroker.config.log_settings import log_config
+    from kbroker.replica.log_settings import log_config
 
     broker = BrokerConfig({"log.index.size.max.bytes": "4096", "producer.id.expiration.ms": "1000",
                            "log.roll.hours": "2"})
@@ -452,8 +452,6 @@ def test_log_config_derived_from_overrides_and_broker_synonyms():
 
 
 @pytest.mark.parametrize("key, value, words", [
-    ("compression.type", "lz4", "recompressing"),
-    ("preallocate", "true", "preallocating"),
     ("remote.storage.enable", "true", "Tiered Storage functionality is disabled in the broker"),
 ])
 def test_topic_values_kbroker_cannot_honour_are_refused(key, value, words):
@@ -465,15 +463,12 @@ def test_topic_values_kbroker_cannot_honour_are_refused(key, value, words):
 
 
 @pytest.mark.parametrize("props, key, feature", [
-    ({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093"}, "sasl.enabled.mechanisms", "GSSAPI"),
     ({"listeners": "SASL_PLAINTEXT://:9093", "sasl.enabled.mechanisms": "OAUTHBEARER,SCRAM-SHA-1"},
      "sasl.enabled.mechanisms", "SCRAM-SHA-1"),
-    ({"sasl.oauthbearer.jwks.endpoint.url": "http://x"}, "sasl.oauthbearer.jwks.endpoint.url", "JWKS"),
+    ({"sasl.oauthbearer.token.endpoint.url": "http://x"}, "sasl.oauthbearer.token.endpoint.url",
+     "between brokers"),
     ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "x.Y"},
      "oauthbearer.sasl.server.callback.handler.class", "callback handler"),
-    ({"listener.name.sasl_plaintext.gssapi.connections.max.reauth.ms": "1000"},
-     "gssapi.connections.max.reauth.ms", "GSSAPI"),
-    ({"listener.name.plaintext.gssapi.sasl.jaas.config": "x"}, "listener.name.plaintext", "GSSAPI"),
     ({"listener.name.plaintext.ssl.engine.factory.class": "x"}, "ssl.engine.factory.class",
      "per-listener"),
     ({"authorizer.class.name": "com.example.CustomAuthorizer"},
@@ -562,7 +557,6 @@ def test_dynamic_modes_follow_kafka():
      "Dynamic thread count update validation failed for num.io.threads=17, value should not be greater "
      "than double the current value 8"),
     ({"num.io.threads": "3"}, False, "value should be at least half the current value 8"),
-    ({"compression.type": "gzip"}, True, "recompressing"),
     ({"no.such.key": "1"}, False, "Unknown broker configs: Set(no.such.key)"),
 ])
 def test_dynamic_update_refusals_use_kafkas_words(changes, cluster_default, message):
@@ -601,9 +595,9 @@ def test_cluster_mode_takes_secured_inter_broker_listeners_and_the_authorizer(tm
                "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN",
                "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
                "listener.name.sasl_ssl.ssl.keystore.location": str(tmp_path / "missing.pem")}
-    # GSSAPI, Kafka's default inter-broker mechanism, is refused by name.
-    with pytest.raises(ConfigError, match="SASL mechanism GSSAPI .*by default.*PLAIN, "
-                                          "SCRAM-SHA-256, SCRAM-SHA-512") as info:
+    # GSSAPI, Kafka's default inter-broker mechanism, must be enabled on the listener.
+    with pytest.raises(ConfigError, match="GSSAPI must be included in sasl.enabled.mechanisms "
+                                          "of the inter-broker listener SASL_SSL") as info:
         BrokerConfig(secured)
     assert info.value.key == "sasl.mechanism.inter.broker.protocol"
     config = BrokerConfig({**secured, "sasl.mechanism.inter.broker.protocol": "PLAIN"})
@@ -636,3 +630,51 @@ def test_cluster_mode_takes_secured_inter_broker_listeners_and_the_authorizer(tm
     # A single node keeps both (no inter-broker traffic; ACLs in the local store).
     BrokerConfig({"log.dirs": str(tmp_path), "authorizer.class.name":
                   "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+
+
+def test_security_inter_broker_protocol_names_the_inter_broker_listener():
+    """Kafka's alternative to inter.broker.listener.name: the listener named after the protocol;
+    setting both, or naming a listener that does not exist, gets Kafka's words."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="b" '
+            'password="s" user_b="s";')
+    cfg = BrokerConfig({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9093",
+                        "ssl.keystore.location": "/k.pem", "ssl.keystore.type": "PEM",
+                        "sasl.enabled.mechanisms": "PLAIN",
+                        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+                        "security.inter.broker.protocol": "SASL_SSL"})
+    assert cfg.inter_broker_listener_name == "SASL_SSL"
+    assert cfg.security_protocol(cfg.inter_broker_listener_name) == "SASL_SSL"
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig({"listeners": "PLAINTEXT://:9092,INTERNAL://:9093",
+                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                      "inter.broker.listener.name": "INTERNAL",
+                      "security.inter.broker.protocol": "PLAINTEXT"})
+    assert "Only one of inter.broker.listener.name and security.inter.broker.protocol should " \
+           "be set." in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig({"listeners": "PLAINTEXT://:9092", "security.inter.broker.protocol": "SSL"})
+    assert "inter.broker.listener.name must be a listener name defined in advertised.listeners" \
+        in str(info.value)
+
+
+def test_inter_broker_client_follows_security_inter_broker_protocol(tmp_path):
+    """kbroker.security.inter_broker reads the listener the protocol names (TLS client context
+    and SASL credentials), as with inter.broker.listener.name."""
+    from kbroker.security.inter_broker import from_config
+    from kbroker.testing.certs import make_certificates
+
+    certs = make_certificates(tmp_path)
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="broker" password="secret" user_broker="secret";')
+    cfg = BrokerConfig({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9093",
+                        "ssl.keystore.location": str(certs.server_keystore),
+                        "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM",
+                        "ssl.truststore.location": str(certs.ca_file),
+                        "sasl.enabled.mechanisms": "PLAIN",
+                        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+                        "security.inter.broker.protocol": "SASL_SSL"})
+    security = from_config(cfg)
+    assert (security.listener, security.protocol, security.mechanism, security.username) == \
+        ("SASL_SSL", "SASL_SSL", "PLAIN", "broker")
+    assert security.ssl_context is not None

@@ -63,6 +63,45 @@ SCENARIOS = {
                     "(transaction.version finalized at 2, as Kafka 4.x: the Java producer uses "
                     "transactions v2, the others v1); read_committed sees only the committed "
                     "records, read_uncommitted both, in log order",
+    "client telemetry (KIP-714)": "a client-metrics subscription (every metric, every 200 ms) "
+                                  "matches the client's id; a consumer waiting for records "
+                                  "pushes its metrics: the broker accepts the pushes and exports "
+                                  "the metrics on /metrics with the client's id",
+    "connect: FileStream source (exactly-once) and sink, 2 workers, restarts, kill -9":
+        "Kafka Connect in distributed mode, two workers, driven through its REST API: a "
+        "FileStream source with exactly.once.support=required (KIP-618) and a FileStream sink; "
+        "a connector restart (includeTasks), a task restart and a kill -9 of the worker running "
+        "the source task; the sink file gets every line, the topic read_committed has each line "
+        "exactly once, in order",
+    "connect: a non-compacted config topic refused as by Kafka 4.4.0":
+        "a worker whose config.storage.topic has cleanup.policy=delete: the worker refuses it "
+        "with the same ConfigException line against kbroker and Apache Kafka 4.4.0",
+    "debezium postgres: change events exactly once across a worker kill -9":
+        "Debezium's PostgreSQL connector (pgoutput, PostgreSQL from Debian with "
+        "wal_level=logical), exactly-once source delivery: 50 rows snapshotted, 50 streamed, "
+        "the worker killed -9, 50 inserted while it is down, 50 after it is back; "
+        "read_committed, one event per row, in commit order",
+    "mirrormaker 2: Kafka 4.4.0 <-> kbroker, configs, offsets, failover":
+        "MirrorMaker 2 (dedicated mode) from Apache Kafka 4.4.0 to kbroker and from kbroker to "
+        "Kafka at once: each side's topic (2 partitions, its own retention.ms) is mirrored with "
+        "its config; a group that consumed 60 of 100 records gets translated offsets on the "
+        "other cluster (never ahead of its own), and resumes there with nothing lost",
+    "quix streams: exactly-once count with state, broker kill -9, restore":
+        "a Quix Streams application (processing_guarantee=exactly-once, RocksDB state with its "
+        "changelog topic) counts 600 records of 10 keys in three rounds: the broker killed -9 "
+        "and restarted under it, then the application killed -9 and started with its state "
+        "directory gone (restored from the changelog); read_committed, each key's counts are "
+        "exactly 1..60 in order",
+    "faust: agent with a table, exactly-once, broker kill -9, restore":
+        "the same three rounds with a Faust (faust-streaming) agent counting in a table "
+        "(processing_guarantee=exactly_once, in-memory store rebuilt from its changelog topic at "
+        "each start)",
+    "flink: KafkaSink exactly-once, kill -9, restart from checkpoint":
+        "a Flink job in a local mini-cluster (parallelism 2, checkpoints every 500 ms, retained) "
+        "copies a 2-partition topic with Flink's Kafka source and KafkaSink at "
+        "DeliveryGuarantee.EXACTLY_ONCE; killed -9 part-way, restarted from its latest "
+        "checkpoint while more records arrive: read_committed, the output is the 1,000 input "
+        "records, each exactly once",
     "kafka streams: exactly_once_v2 count": "a Kafka Streams app with processing.guarantee="
                                             "exactly_once_v2 counts records per key (record "
                                             "cache off, so one output record per input record) "

@@ -71,7 +71,11 @@ async def _produce(bootstrap, topic, recs, codec, acks, config, timeout,
                 results.append(Failed(job.exception()))
             else:
                 md = job.result()
-                results.append(Ack(md.partition, md.offset, md.timestamp))
+                # aiokafka 0.14 (_ProducerBatch.done) hands every record of a CreateTime batch
+                # the first record's timestamp, so only a broker-assigned LogAppendTime is a
+                # timestamp the client really had acknowledged.
+                acked = md.timestamp if md.timestamp_type == 1 else None
+                results.append(Ack(md.partition, md.offset, acked))
         return results
     finally:
         await asyncio.wait_for(client.stop(), 10)

@@ -88,7 +88,52 @@ def python_client_settings(a) -> dict:
 
 
 def python_properties(a) -> dict:
-    return {k.replace(".", "_"): typed(v) for k, v in properties(a.property).items()}
+    kwargs = {k.replace(".", "_"): typed(v) for k, v in properties(a.property).items()}
+    _oidc_token_provider(a.client, kwargs)
+    return kwargs
+
+
+def _oidc_token_provider(client: str, kwargs: dict) -> None:
+    """kafka-python and aiokafka take OAUTHBEARER tokens from a token-provider object: given
+    librdkafka's oidc settings (``sasl.oauthbearer.token.endpoint.url``, ``.client.id``,
+    ``.client.secret``, ``.scope``), build one that asks the endpoint for a client-credentials
+    token (HTTP Basic, as Kafka's and librdkafka's logins do) each time a connection logs in."""
+    url = kwargs.pop("sasl_oauthbearer_token_endpoint_url", None)
+    if url is None:
+        return
+    import base64
+    import json
+    import urllib.parse
+    import urllib.request
+
+    client_id = str(kwargs.pop("sasl_oauthbearer_client_id"))
+    secret = str(kwargs.pop("sasl_oauthbearer_client_secret"))
+    scope = kwargs.pop("sasl_oauthbearer_scope", None)
+
+    def fetch() -> str:
+        form = {"grant_type": "client_credentials", **({"scope": scope} if scope else {})}
+        basic = base64.b64encode(f"{urllib.parse.quote_plus(client_id)}:"
+                                 f"{urllib.parse.quote_plus(secret)}".encode()).decode()
+        request = urllib.request.Request(url, urllib.parse.urlencode(form).encode(),
+                                         {"Authorization": f"Basic {basic}"})
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            return json.load(response)["access_token"]
+
+    if client == "aiokafka":
+        import asyncio
+
+        from aiokafka.abc import AbstractTokenProvider
+
+        class Provider(AbstractTokenProvider):
+            async def token(self):
+                return await asyncio.to_thread(fetch)
+    else:
+        from kafka.net.sasl.oauth import AbstractTokenProvider
+
+        class Provider(AbstractTokenProvider):
+            def token(self):
+                return fetch()
+    kwargs["sasl_oauth_token_provider"] = Provider()
 
 
 def aiokafka_properties(a) -> dict:

@@ -47,7 +47,16 @@ FEATURES = {
     "security.sasl-plain": "produce/consume over SASL_SSL with PLAIN",
     "security.sasl-scram-sha-512": "produce/consume over SASL_SSL with SCRAM-SHA-512",
     "security.mtls": "produce/consume over SSL with a client certificate",
+    "security.gssapi": "produce/consume over SASL_PLAINTEXT with GSSAPI (Kerberos, a keytab)",
+    "security.oauthbearer-jwks": "produce/consume over SASL_PLAINTEXT with OAUTHBEARER, a signed "
+                                 "token from an identity provider (client credentials)",
+    "security.delegation-token": "produce/consume with a delegation token (SCRAM, tokenauth)",
+    "telemetry": "the client pushes its own metrics to the broker (KIP-714)",
 }
+NO_KIP_714 = "the client does not implement KIP-714 (GetTelemetrySubscriptions/PushTelemetry)"
+NO_CYRUS = ("confluent-kafka's wheels bundle a librdkafka built without Cyrus SASL (\"No provider "
+            "for SASL mechanism GSSAPI\"); librdkafka's GSSAPI is the kcat column")
+
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,21 @@ def _needs_program(program: str, how: str) -> Callable[[], str | None]:
     return lambda: None if shutil.which(program) else f"{program} is not installed: {how}"
 
 
+def _kcat_librdkafka() -> tuple[int, ...] | None:
+    out = subprocess.run(["kcat", "-V"], capture_output=True, text=True).stdout
+    found = re.search(r"librdkafka (\d+)\.(\d+)\.(\d+)", out)
+    return None if found is None else tuple(map(int, found.groups()))
+
+
+def _kcat_telemetry_lack() -> dict[str, str]:
+    """librdkafka pushes its metrics (KIP-714) from 2.5.0 on."""
+    version = _kcat_librdkafka() if shutil.which("kcat") else None
+    if version is None or version >= (2, 5, 0):
+        return {}
+    return {"telemetry": f"kcat links librdkafka {'.'.join(map(str, version))}; librdkafka "
+                         "pushes its metrics (KIP-714) from 2.5.0 on"}
+
+
 def _kcat_scram_lack() -> dict[str, str]:
     """librdkafka before 2.6.1 sends the client nonce twice in SCRAM's client-final message
     (librdkafka#4895); Kafka checks the nonce strictly, as RFC 5802 says, and so does kbroker.
@@ -114,32 +138,42 @@ INSTALL = "run scripts/install-test-deps.sh"
 
 DRIVERS: list[Driver] = [
     Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent"),
-           config_style="librdkafka"),
+           lacks={"security.gssapi": NO_CYRUS}, config_style="librdkafka"),
     Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python",
            lacks={"groups.consumer-protocol": NO_KIP848.format(client="aiokafka 0.14.0") +
-                  ": its consumer speaks the classic JoinGroup/SyncGroup protocol only"}),
+                  ": its consumer speaks the classic JoinGroup/SyncGroup protocol only",
+                  "telemetry": NO_KIP_714}),
     Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python",
            lacks={"groups.consumer-protocol": NO_KIP848.format(client="kafka-python 3.0.12") +
-                  ": its KafkaConsumer has no group.protocol setting"}),
+                  ": its KafkaConsumer has no group.protocol setting",
+                  "telemetry": NO_KIP_714}),
     Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
            lacks={"timestamps": "kcat -P cannot set per-message timestamps",
                   "transactions": "kcat has no transactional producer",
                   **{f"admin.{op}": KCAT_NO_ADMIN for op in (
                       "create-topic", "delete-topic", "create-partitions", "describe-configs",
                       "alter-configs", "delete-records")},
+                  "security.oauthbearer-jwks": "Debian's librdkafka (which kcat links) is "
+                                               "built without libcurl: no "
+                                               "sasl.oauthbearer.method=oidc",
                   "groups.consumer-protocol": "kcat links the system librdkafka (2.0.2 on "
                   "Debian), which predates KIP-848 support (librdkafka 2.12)",
-                  **_kcat_scram_lack()},
+                  **_kcat_scram_lack(), **_kcat_telemetry_lack()},
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
            unavailable=_needs_file(JAVA_JAR, INSTALL),
            timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",
                                     "--property", f"request.timeout.ms={ms // 2}",
                                     "--property", f"delivery.timeout.ms={ms}"]),
-    Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL)),
+    Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL),
+           todo={"security.gssapi": "franz-go has sasl/kerberos (gokrb5); the driver does not "
+                                    "map Krb5LoginModule settings to it"}),
     Driver("kafkajs", "KafkaJS", ("node", "compat_tests/js/driver.js"),
-           lacks={"groups.consumer-protocol": NO_KIP848.format(client="KafkaJS 2.2") +
-                  " (classic JoinGroup/SyncGroup only)"},
+           lacks={"security.gssapi": "KafkaJS has no GSSAPI mechanism (plain, scram, aws, "
+                                     "oauthbearer only)",
+                  "groups.consumer-protocol": NO_KIP848.format(client="KafkaJS 2.2") +
+                  " (classic JoinGroup/SyncGroup only)",
+                  "telemetry": NO_KIP_714},
            unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
     # Spark registers here the same way.
 ]

@@ -179,7 +179,9 @@ function properties (a) {
       case 'ssl.keystore.location':
       case 'ssl.keystore.type':
       case 'sasl.mechanism':
-      case 'sasl.jaas.config': out.security[k] = v; break
+      case 'sasl.jaas.config':
+      case 'sasl.login.callback.handler.class':
+      case 'sasl.oauthbearer.token.endpoint.url': out.security[k] = v; break
       case 'allow.auto.create.topics': out.allowAutoTopicCreation = v === 'true'; break
       case 'request.timeout.ms': out.requestTimeout = Number(v); break
       case 'session.timeout.ms': out.sessionTimeout = Number(v); break
@@ -241,6 +243,10 @@ function securityConfig (s) {
     const jaas = {}
     for (const m of (s['sasl.jaas.config'] || '').matchAll(/(\w+)\s*=\s*"([^"]*)"/g)) jaas[m[1]] = m[2]
     const mechanism = (s['sasl.mechanism'] || 'GSSAPI').toLowerCase()
+    if (mechanism === 'oauthbearer' && s['sasl.oauthbearer.token.endpoint.url']) {
+      out.sasl = { mechanism, oauthBearerProvider: tokenEndpointProvider(s['sasl.oauthbearer.token.endpoint.url'], jaas) }
+      return out
+    }
     if (!['plain', 'scram-sha-256', 'scram-sha-512'].includes(mechanism)) {
       throw new Usage(`--property sasl.mechanism=${mechanism}: not mapped by the KafkaJS driver`)
     }
@@ -248,6 +254,21 @@ function securityConfig (s) {
     out.sasl = { mechanism, username: jaas.username, password: jaas.password }
   }
   return out
+}
+
+/**
+ * Kafka's OAuthBearerLoginCallbackHandler settings (the token endpoint, clientId, clientSecret and
+ * scope of the OAuthBearerLoginModule entry) as KafkaJS's oauthBearerProvider: a client-credentials
+ * token (HTTP Basic) for each login.
+ */
+function tokenEndpointProvider (url, jaas) {
+  return async () => {
+    const basic = Buffer.from(`${encodeURIComponent(jaas.clientId)}:${encodeURIComponent(jaas.clientSecret)}`).toString('base64')
+    const form = new URLSearchParams({ grant_type: 'client_credentials', ...(jaas.scope ? { scope: jaas.scope } : {}) })
+    const response = await fetch(url, { method: 'POST', body: form, headers: { Authorization: `Basic ${basic}` } })
+    if (!response.ok) throw new Error(`token endpoint ${url} answered ${response.status}`)
+    return { value: (await response.json()).access_token }
+  }
 }
 
 /** An error event: KafkaJS's error class, its message and the Kafka error name when it has one. */

@@ -97,7 +97,7 @@ def serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"kbroker: bad config: {exc}", file=sys.stderr)
         return 2
-    from kbroker.testing.profile import warn_unknown
+    from kbroker.config.profile import warn_unknown
     from kbroker.server.broker import run_broker
     from kbroker.startup import EXIT_INTERNAL, StartupError
 

@@ -36,7 +36,7 @@ def overrides(args: argparse.Namespace) -> list[str]:
     """``key=value`` overrides for load_config: the dev profile first, so the user's win."""
     if not args.dev:
         return list(args.overrides)
-    from kbroker.testing.profile import DEV_PROFILE
+    from kbroker.config.profile import DEV_PROFILE
 
     return [f"{k}={v}" for k, v in DEV_PROFILE.items()] + list(args.overrides)
 
@@ -67,6 +67,7 @@ def ready_info(broker, config) -> dict:
         "data_dirs": [os.path.abspath(d) for d in config.log_dirs],
         "cluster_id": broker.controller.image.cluster_id,
         "node_id": broker.node_id,
+        "http": broker.http.url if broker.http is not None else None,  # console and /metrics
         "version": VERSION,
     }
 

@@ -4,8 +4,8 @@ One definition per key (:class:`ConfigDef`) in two tables, and everything else d
 
 * ``types``        value types, sources, parsers, validators, :class:`ConfigDef` itself.
 * ``broker_table`` ``BROKER_CONFIGS``: ``server.properties`` keys with Kafka 4's dynamic update
-                   modes; keys for unimplemented features (ZooKeeper, TLS, SASL, ACLs, plugins)
-                   are refused when set.
+                   modes; keys for unimplemented features (Java plugins, tiered storage,
+                   delegation tokens) are refused when set.
 * ``topic_table``  ``TOPIC_CONFIGS``: every Kafka topic key with its broker synonyms in Kafka's
                    order, and the LogConfig field it feeds (or why it is refused / has no effect).
 * ``properties``, ``listeners``  the two text formats a config file holds.
@@ -13,8 +13,12 @@ One definition per key (:class:`ConfigDef`) in two tables, and everything else d
 * ``describe``     DescribeConfigs entries (sources, synonyms, documentation) and
                    :class:`TopicConfig`.
 * ``dynamic``      what a dynamic broker update may change, with Kafka's error texts.
-* ``log_settings`` a topic's :class:`~kbroker.log.partition_log.LogConfig`, field by field from
-                   the tables.
+* ``profile``      the dev/test profile (Kafka's defaults changed where a developer waits) and
+                   the warning for an unknown setting.
+* ``suggest``      the closest valid name for a misspelt setting, flag or subcommand.
+
+A topic's LogConfig is derived from the tables in ``kbroker.replica.log_settings``: this package
+imports no broker layer, not even ``log``.
 
 Concurrency rule: configs are plain objects owned by the event loop thread.
 """

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 
 from kbroker.config.broker_table import (BROKER_CONFIGS, FAULT_PREFIX, INTER_BROKER_MECHANISMS,
                                          security_feature)
-from kbroker.config.listeners import (REAUTH_KEY, SASL_MECHANISMS, SECURITY_PROTOCOLS, Endpoint,
+from kbroker.config.listeners import (CALLBACK_KEY, OAUTHBEARER_CALLBACK_HANDLERS, REAUTH_KEY, SASL_MECHANISMS, SECURITY_PROTOCOLS, Endpoint,
                                       jaas_mechanism, parse_listeners, reauth_mechanism,
                                       split_listener_key, uses_sasl, uses_tls)
 from kbroker.config.properties import parse_properties
@@ -110,6 +110,22 @@ class BrokerConfig:
         """``listener.name.<listener>.<mechanism>.sasl.jaas.config``, or None."""
         return self._per_listener.get(listener.upper(), {}).get(f"{mechanism.upper()}.jaas")
 
+    def mechanism_get(self, listener: str, mechanism: str, name: str) -> Any:
+        """``name`` for one mechanism on one listener: ``listener.name.<l>.<mechanism>.<name>``,
+        then ``listener.name.<l>.<name>``, then the broker-wide value (Kafka's prefixes)."""
+        overrides = self._per_listener.get(listener.upper(), {})
+        key = f"{mechanism.upper()}.{name}"
+        return overrides[key] if key in overrides else self.listener_get(listener, name)
+
+    def callback_handler(self, listener: str, mechanism: str) -> str | None:
+        """``listener.name.<l>.<mechanism>.sasl.server.callback.handler.class``, or None."""
+        return self._per_listener.get(listener.upper(), {}).get(f"{mechanism.upper()}."
+                                                                f"{CALLBACK_KEY}")
+
+    def mechanism_is_set(self, listener: str, mechanism: str, name: str) -> bool:
+        return f"{mechanism.upper()}.{name}" in self._per_listener.get(listener.upper(), {}) \
+            or self.listener_is_set(listener, name)
+
     def max_reauth_ms(self, listener: str, mechanism: str) -> int:
         """``connections.max.reauth.ms`` for one mechanism on one listener, as Kafka resolves it:
         ``listener.name.<l>.<mechanism>.``, then ``listener.name.<l>.``, then the broker-wide
@@ -129,9 +145,28 @@ class BrokerConfig:
             overrides[f"{mechanism}.jaas"] = str(raw)
             return
         if rest.endswith("sasl.server.callback.handler.class"):
-            raise ConfigError(f"refused '{key}': loading Java callback handler classes is not "
-                              "implemented by kbroker (OAUTHBEARER is served with Kafka's "
-                              "unsecured JWS validator, the default without this setting)", key)
+            if rest.lower() != "oauthbearer." + CALLBACK_KEY or str(raw).strip() not in \
+                    OAUTHBEARER_CALLBACK_HANDLERS:
+                raise ConfigError(
+                    f"refused '{key}': loading Java callback handler classes is not implemented "
+                    f"by kbroker (for OAUTHBEARER it serves Kafka's own "
+                    f"{' and '.join(OAUTHBEARER_CALLBACK_HANDLERS)})", key)
+            overrides[f"OAUTHBEARER.{CALLBACK_KEY}"] = str(raw).strip()
+            return
+        mechanism, _, name = rest.partition(".")
+        if mechanism.upper() in SASL_MECHANISMS and name.startswith(("sasl.oauthbearer.",
+                                                                     "sasl.kerberos.")):
+            # Kafka's mechanism prefix (listener.name.<l>.<mechanism>.<key>) for a mechanism's
+            # own settings (ConfigurationUtils, SaslChannelBuilder).
+            definition = BROKER_CONFIGS.get(name)
+            if definition is None:
+                raise ConfigError(f"refused '{key}': the per-listener setting '{name}' is not "
+                                  f"implemented by kbroker yet", key)
+            try:
+                overrides[f"{mechanism.upper()}.{name}"] = definition.parse(raw)
+            except ConfigError as exc:
+                raise ConfigError(str(exc).replace(f"'{name}'", f"'{key}'"), key) from None
+            return
         mechanism = reauth_mechanism(rest)
         if mechanism is not None:
             if mechanism not in SASL_MECHANISMS:
@@ -343,6 +378,21 @@ class BrokerConfig:
         if inter_broker is not None and inter_broker.upper() not in names:
             raise ConfigError(f"invalid value for 'inter.broker.listener.name': {inter_broker} "
                               "is not a listener name in 'listeners'", "inter.broker.listener.name")
+        if self.is_set("security.inter.broker.protocol"):
+            # Kafka's AbstractKafkaConfig / KafkaConfig rules for the alternative key.
+            if inter_broker is not None:
+                raise ConfigError("Only one of inter.broker.listener.name and "
+                                  "security.inter.broker.protocol should be set.",
+                                  "security.inter.broker.protocol")
+            by_protocol = self.get("security.inter.broker.protocol").upper()
+            advertised = [e.name for e in self.advertised_listeners]
+            if by_protocol not in advertised:
+                raise ConfigError(
+                    f"inter.broker.listener.name must be a listener name defined in "
+                    f"advertised.listeners. The valid options based on currently configured "
+                    f"listeners are {','.join(advertised)} (security.inter.broker.protocol="
+                    f"{by_protocol} names the listener {by_protocol})",
+                    "security.inter.broker.protocol")
         if self.get("group.min.session.timeout.ms") > self.get("group.max.session.timeout.ms"):
             raise ConfigError("'group.min.session.timeout.ms' must not exceed "
                               "'group.max.session.timeout.ms'", "group.min.session.timeout.ms")
@@ -404,6 +454,19 @@ class BrokerConfig:
                                   f"kbroker (set sasl.enabled.mechanisms or {prefix}"
                                   f"sasl.enabled.mechanisms to some of "
                                   f"{', '.join(SASL_MECHANISMS)})", "sasl.enabled.mechanisms")
+            if "GSSAPI" in mechanisms:
+                if self.jaas_config(name, "GSSAPI") is None:
+                    raise ConfigError(
+                        f"listener {endpoint} enables SASL GSSAPI but has no Kerberos login: set "
+                        f"{prefix}gssapi.sasl.jaas.config (com.sun.security.auth.module."
+                        "Krb5LoginModule required useKeyTab=true storeKey=true keyTab=\"...\" "
+                        "principal=\"kafka/host@REALM\";)", f"{prefix}gssapi.sasl.jaas.config")
+                if not self.mechanism_get(name, "GSSAPI", "sasl.kerberos.service.name"):
+                    # Kafka's SaslChannelBuilder: "No serviceName defined in either JAAS or
+                    # Kafka config"
+                    raise ConfigError(f"listener {endpoint} enables SASL GSSAPI: No serviceName "
+                                      "defined in either JAAS or Kafka config (set "
+                                      "sasl.kerberos.service.name)", "sasl.kerberos.service.name")
             if "PLAIN" in mechanisms and self.jaas_config(name, "PLAIN") is None:
                 raise ConfigError(f"listener {endpoint} enables SASL PLAIN but has no users: set "
                                   f"{prefix}plain.sasl.jaas.config (org.apache.kafka.common."

@@ -12,8 +12,8 @@ Deliberate differences from Kafka, for a single-node dev/CI broker:
   KIP-1030) so tests can roll segments cheaply.
 * ``cluster.id`` is our extension (Kafka keeps it in ``meta.properties``).
 
-A key whose value asks for a feature kbroker lacks (ZooKeeper, TLS, SASL, ACLs, plugins) is
-refused at start-up and by AlterConfigs with a message naming it. A key marked ``no_effect`` is
+A key whose value asks for a feature kbroker lacks (Java plugin classes, tiered storage, delegation
+tokens, ...) is refused at start-up and by AlterConfigs with a message naming it. A key marked ``no_effect`` is
 accepted without effect, only where Kafka itself shows none we could emulate; the reason is in
 its DescribeConfigs documentation.
 """
@@ -44,8 +44,7 @@ CW, PB = CLUSTER_WIDE, PER_BROKER
 THREADS = "kbroker serves every request on one asyncio event loop; it has no thread pool to size"
 NO_REPLICATION = "a single node has no followers, so there is no replication to tune"
 NO_TIERED = "kbroker has no tiered storage (remote.storage.enable is refused)"
-TLS = not_implemented_if_set("TLS (SSL listeners)")
-SASL = not_implemented_if_set("SASL authentication")
+DELEGATION_TOKENS = not_implemented_if_set("the delegation token API (KIP-48)")
 AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                "kafka.security.authorizer.AclAuthorizer")
 
@@ -69,17 +68,44 @@ def _replica_selector(value: Any) -> str | None:
     return f"only {RACK_AWARE_SELECTOR} is supported; loading Java plugin classes is not " \
            f"implemented by kbroker yet"
 def _sasl_mechanisms(value: Any) -> str | None:
-    missing = [m for m in value
-               if m.upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")]
+    served = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+    missing = [m for m in value if m.upper() not in served]
     if not missing:
         return None
     return (f"the SASL mechanism{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-            "(kbroker serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER) is not "
-            "implemented by kbroker yet")
+            f"(kbroker serves {', '.join(served)}) is not implemented by kbroker yet")
+
+
+# A broker logs in from its keytab: MIT Kerberos reads the keytab whenever it needs a ticket,
+# so there is no login thread, kinit or renewal to tune (Kafka's KerberosLogin).
+KEYTAB_LOGIN = ("kbroker's Kerberos credentials come from the keytab, which MIT Kerberos reads "
+                "whenever a ticket is needed: there is no login thread, kinit or ticket renewal")
+
+
+class KerberosRules:
+    """Each rule of sasl.kerberos.principal.to.local.rules parses (Kafka's KerberosShortNamer)."""
+
+    def __call__(self, value: list[str]) -> None:
+        from kbroker.config.kerberos_rules import check_rules
+        check_rules(value)
+
+    def __str__(self) -> str:
+        return "[DEFAULT, RULE:[n:format](match)s/from/to/[g][/L|/U], ...]"
+
+
+JWT_VALIDATORS = ("org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
+                  "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator")
+
+
+def _jwt_validator(value: Any) -> str | None:
+    if value in JWT_VALIDATORS:
+        return None
+    return f"only {' or '.join(JWT_VALIDATORS)} is supported; loading Java plugin classes is " \
+           f"not implemented by kbroker yet"
 
 
 # What a broker's inter-broker client speaks (kbroker.security.inter_broker).
-INTER_BROKER_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+INTER_BROKER_MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 def _inter_broker_mechanism(value: Any) -> str | None:
@@ -92,9 +118,6 @@ def _inter_broker_mechanism(value: Any) -> str | None:
 _SECURITY_AT_RUN_TIME = ("changing a listener's security settings at run time is not implemented yet; "
                         "restart the broker with the new settings")
 KRAFT = "kbroker has no KRaft controller; it is always a broker"
-RECOMPRESSION = only("producer", "recompressing on the broker (only 'producer' is accepted, which keeps "
-                                 "the producer's codec)")
-PREALLOCATE = only(False, "preallocating segment files")
 
 
 def _ignored(name: str, type_: ConfigType, default: Any, doc: str,
@@ -125,9 +148,9 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        update_refused="changing listeners at run time is not implemented yet; restart the broker"),
     _d("inter.broker.listener.name", S, None, "The listener brokers use to talk to each other."),
     _d("security.inter.broker.protocol", S, "PLAINTEXT",
-       "Security protocol between brokers when inter.broker.listener.name is unset.", MEDIUM,
-       OneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
-       unsupported=only("PLAINTEXT", "TLS and SASL between brokers")),
+       "Security protocol between brokers, Kafka's alternative to inter.broker.listener.name: the "
+       "listener named after it (which must exist) is the inter-broker listener. Setting both is "
+       "an error, as in Kafka.", MEDIUM, OneOf("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     # ZooKeeper (cluster mode: kbroker.metadata.cluster)
     _d("zookeeper.connect", S, None,
        "host:port[,host:port][/chroot] of ZooKeeper; unset means the embedded single-node store.", HIGH),
@@ -231,15 +254,16 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        update_mode=CW),
     _d("unclean.leader.election.enable", B, False, "Allow out-of-sync replicas to become leader.", HIGH,
        update_mode=CW),
-    _d("compression.type", S, "producer", "Final compression of topic data; producer keeps the "
-       "producer's codec.", HIGH, OneOf(*COMPRESSION_TYPES), update_mode=CW,
-       unsupported=RECOMPRESSION),
-    _d("compression.gzip.level", I, -1, "gzip level for compression.type=gzip.", MEDIUM, GzipLevel(),
-       update_mode=CW),
-    _d("compression.lz4.level", I, 9, "lz4 level for compression.type=lz4.", MEDIUM, Range(1, 17),
-       update_mode=CW),
-    _d("compression.zstd.level", I, 3, "zstd level for compression.type=zstd.", MEDIUM,
-       Range(-131072, 22), update_mode=CW),
+    _d("compression.type", S, "producer", "Default final compression of topics' data: producer "
+       "keeps the producer's codec; another type recompresses each batch whose codec differs.",
+       HIGH, OneOf(*COMPRESSION_TYPES), update_mode=CW),
+    _d("compression.gzip.level", I, -1, "Default gzip level of topics that recompress to gzip "
+       "(-1: Deflater's default, 6).", MEDIUM, GzipLevel(), update_mode=CW),
+    _d("compression.lz4.level", I, 9, "Default lz4 level of topics that recompress to lz4 (9: "
+       "lz4's fast compressor, as Kafka; other levels its high-compression one).", MEDIUM,
+       Range(1, 17), update_mode=CW),
+    _d("compression.zstd.level", I, 3, "Default zstd level of topics that recompress to zstd.",
+       MEDIUM, Range(-131072, 22), update_mode=CW),
     _d("log.dir", LS, ["./kbroker-data"], "Data directory, used when log.dirs is unset.", HIGH),
     _d("log.dirs", LS, None, "Comma-separated data directories; overrides log.dir.", HIGH),
     _d("log.segment.bytes", I, 1073741824, "Maximum size of one log segment file.", HIGH, Range(14),
@@ -271,8 +295,8 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        HIGH, _AT0),
     _d("log.flush.start.offset.checkpoint.interval.ms", I, 60000,
        "How often log start offsets are written.", HIGH, _AT0),
-    _d("log.preallocate", B, False, "Preallocate segment files.", MEDIUM, update_mode=CW,
-       unsupported=PREALLOCATE),
+    _d("log.preallocate", B, False, "Default of topics' preallocate: create segment files at "
+       "segment.bytes.", MEDIUM, update_mode=CW),
     _d("log.message.timestamp.type", S, "CreateTime", "Timestamp stored in records.", MEDIUM,
        OneOf(*TIMESTAMP_TYPES), update_mode=CW),
     _d("log.message.timestamp.before.max.ms", L, LONG_MAX,
@@ -457,6 +481,15 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("producer.id.expiration.ms", I, 86400000, "Idle producer ids expire after this.", LOW, _AT1,
        update_mode=CW, log_field="producer_id_expiration_ms"),
     _d("producer.id.expiration.check.interval.ms", I, 600000, "How often producer ids expire.", LOW, _AT1),
+    # client telemetry (KIP-714; kbroker.telemetry, docs/observability.md)
+    _d("telemetry.max.bytes", I, 1048576, "The maximum size (after compression if compression is "
+       "used) of telemetry metrics pushed from a client to the broker.", MEDIUM, _AT1),
+    _d("kbroker.telemetry.max.series", I, 20000, "kbroker extension: most client metric series "
+       "(metric name and attributes, per client instance) kept for the console and /metrics; a "
+       "push's series past the limit are dropped and counted, so clients cannot grow the "
+       "exporter without bound.", LOW, _AT0),
+    _d("kbroker.telemetry.max.series.per.client", I, 2000, "kbroker extension: most metric "
+       "series kept for one client instance.", LOW, _AT0),
     # dev/CI tooling (kbroker extensions; docs/observability.md)
     _d("dev.mode", B, False, "kbroker extension: a development broker. Enables fault injection "
        "(kbroker.fault.<name>) and the HTTP port by default.", LOW),
@@ -472,23 +505,70 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "Kafka's protocol, e.g. Produce,Fetch); empty means all.", LOW, update_mode=CW),
     _d("kbroker.trace.client.ids", LS, [], "kbroker extension: trace only requests from these "
        "client ids; empty means all.", LOW, update_mode=CW),
-    # security: TLS and SASL (PLAIN, SCRAM) work per listener (kbroker.security); each key below
-    # may also be set for one listener as listener.name.<listener>.<key>. Changing them at run
-    # time is refused (the listener would keep its old settings); ACLs are not implemented yet.
+    # security: TLS and SASL (GSSAPI, PLAIN, SCRAM, OAUTHBEARER) work per listener
+    # (kbroker.security); each key below may also be set for one listener as
+    # listener.name.<listener>.<key>. Changing them at run time is refused (the listener would
+    # keep its old settings).
     _d("sasl.enabled.mechanisms", LS, ["GSSAPI"],
-       "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
-       "OAUTHBEARER (with Kafka's unsecured JWS validator; GSSAPI, Kafka's default, is not "
-       "implemented).", MEDIUM, update_mode=PB,
+       "SASL mechanisms offered on SASL listeners: GSSAPI (Kerberos, with the listener's "
+       "Krb5LoginModule keytab), PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (Kafka's "
+       "unsecured JWS validator, or signed tokens checked against a JWKS).", MEDIUM, update_mode=PB,
        unsupported=_sasl_mechanisms, update_refused=_SECURITY_AT_RUN_TIME),
     _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism brokers authenticate "
-       "to each other with on a SASL inter-broker listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, "
-       "with the username and password of that listener's JAAS entry for the mechanism.", MEDIUM,
+       "to each other with on a SASL inter-broker listener: GSSAPI (the principal and keytab of the "
+       "listener's Krb5LoginModule entry), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (the username and "
+       "password of that listener's JAAS entry for the mechanism).", MEDIUM,
        update_mode=PB, unsupported=_inter_broker_mechanism, update_refused=_SECURITY_AT_RUN_TIME),
     _d("sasl.jaas.config", P, None, "JAAS login context; a broker reads it only with a listener "
        "and mechanism prefix (listener.name.<l>.<mechanism>.sasl.jaas.config).", MEDIUM,
        update_mode=PB, unsupported=not_implemented_if_set(
            "an unprefixed sasl.jaas.config (set listener.name.<listener>.<mechanism>."
            "sasl.jaas.config, as Kafka brokers require)")),
+    # OAUTHBEARER with signed tokens (KIP-768): the broker's validator, used on a listener whose
+    # listener.name.<l>.oauthbearer.sasl.server.callback.handler.class is Kafka's
+    # OAuthBearerValidatorCallbackHandler (kbroker.security.sasl.jwt). Each may also be set as
+    # listener.name.<l>.sasl.oauthbearer.<key> or listener.name.<l>.oauthbearer.sasl.oauthbearer.<key>.
+    _d("sasl.oauthbearer.jwks.endpoint.url", S, None, "Where the identity provider publishes "
+       "its signing keys (a JWKS): http://, https:// or file://. Read at start-up, then every "
+       "sasl.oauthbearer.jwks.endpoint.refresh.ms and at once when a token names a key id the "
+       "set lacks (at most once a minute per key id).", MEDIUM),
+    _d("sasl.oauthbearer.jwks.endpoint.refresh.ms", L, 3600000, "How often the JWKS is read "
+       "again.", LOW, _AT1),
+    _d("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", L, 100, "First wait before retrying a "
+       "failed JWKS read.", LOW, _AT0),
+    _d("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", L, 10000, "Longest wait between "
+       "retries of a failed JWKS read; a refresh gives up (keeping the keys it has) after it.",
+       LOW, _AT0),
+    _d("sasl.oauthbearer.expected.audience", LS, [], "Audiences a token's aud claim must "
+       "include one of; empty: a token with an aud claim is refused, as Kafka does.", LOW),
+    _d("sasl.oauthbearer.expected.issuer", S, None, "The iss claim a token must carry; unset: "
+       "any issuer.", LOW),
+    _d("sasl.oauthbearer.clock.skew.seconds", I, 30, "Leeway for the exp, nbf and iat checks.",
+       LOW, _AT0),
+    _d("sasl.oauthbearer.scope.claim.name", S, "scope", "The claim holding the token's scopes.",
+       LOW),
+    _d("sasl.oauthbearer.sub.claim.name", S, "sub", "The claim holding the principal name.", LOW),
+    _d("sasl.oauthbearer.jwt.validator.class", C,
+       "org.apache.kafka.common.security.oauthbearer.DefaultJwtValidator",
+       "The broker's JWT validator: Kafka's DefaultJwtValidator (or BrokerJwtValidator, which it "
+       "uses when a JWKS endpoint is set).", LOW, unsupported=_jwt_validator),
+    # GSSAPI (Kerberos): the listener's Krb5LoginModule JAAS entry names the keytab and principal
+    # (kbroker.security.sasl.gssapi, on MIT Kerberos through the gssapi package).
+    _d("sasl.kerberos.service.name", S, None, "The Kerberos service name brokers run as (the "
+       "first component of their principal, e.g. kafka); required with GSSAPI, as in Kafka.",
+       MEDIUM, update_mode=PB, update_refused=_SECURITY_AT_RUN_TIME),
+    _d("sasl.kerberos.principal.to.local.rules", LS, ["DEFAULT"], "Rules mapping a Kerberos "
+       "principal to the short name of User:<name> (DEFAULT, RULE:[n:format](match)s/from/to/g "
+       "/L /U), first match wins.", MEDIUM, KerberosRules(), update_mode=PB,
+       update_refused=_SECURITY_AT_RUN_TIME),
+    _ignored("sasl.kerberos.kinit.cmd", S, "/usr/bin/kinit", "Kerberos kinit command path.",
+             why=KEYTAB_LOGIN, update_mode=PB),
+    _ignored("sasl.kerberos.min.time.before.relogin", L, 60000, "Login thread sleep time "
+             "between refresh attempts.", why=KEYTAB_LOGIN, update_mode=PB),
+    _ignored("sasl.kerberos.ticket.renew.jitter", D, 0.05, "Random jitter added to the renewal "
+             "time.", why=KEYTAB_LOGIN, update_mode=PB),
+    _ignored("sasl.kerberos.ticket.renew.window.factor", D, 0.8, "Share of the ticket's lifetime "
+             "after which it is renewed.", why=KEYTAB_LOGIN, update_mode=PB),
     _d("sasl.server.max.receive.size", I, 524288,
        "The largest request a client may send before and during SASL authentication.", LOW, _AT1),
     _d("connection.failed.authentication.delay.ms", I, 100,
@@ -536,7 +616,14 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("super.users", S, None, "Semicolon-separated principals that pass every ACL check.", LOW),
     _d("allow.everyone.if.no.acl.found", B, False, "Allow access to resources without ACLs.", LOW),
     _d("delegation.token.secret.key", P, None, "Secret for delegation tokens.", MEDIUM,
-       unsupported=SASL),
+       unsupported=DELEGATION_TOKENS),
+    _d("delegation.token.max.lifetime.ms", L, 604800000, "Longest life of a delegation token.",
+       MEDIUM, _AT1, unsupported=only(604800000, "the delegation token API (KIP-48)")),
+    _d("delegation.token.expiry.time.ms", L, 86400000, "How long a delegation token lives "
+       "without renewal.", MEDIUM, _AT1, unsupported=only(86400000, "the delegation token API (KIP-48)")),
+    _d("delegation.token.expiry.check.interval.ms", L, 3600000, "How often expired delegation "
+       "tokens are removed.", LOW, _AT1, unsupported=only(3600000,
+                                                          "the delegation token API (KIP-48)")),
     _d("connections.max.reauth.ms", L, 0, "Longest SASL session (KIP-368): clients (SaslAuthenticate "
        "v1+) are told to re-authenticate within it, and a connection that has not is closed at its "
        "next request. 0 means no limit (an OAUTHBEARER token's expiry still bounds a session). "
@@ -591,9 +678,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _BrokerTable((d.name, d) for d in _BROKER
 # Keys outside the table that still name a security feature: the rest of the ssl.* / sasl.*
 # families (and per-listener keys the config layer does not accept). They are refused rather than
 # kept as unknown keys.
-SECURITY_PREFIXES = {"sasl.oauthbearer.": "validating signed OAUTHBEARER tokens (JWKS, issuers, "
-                                         "audiences; kbroker serves OAUTHBEARER with Kafka's "
-                                         "unsecured JWS validator only)",
+SECURITY_PREFIXES = {"sasl.oauthbearer.": "this OAUTHBEARER setting (a broker validates tokens; "
+                                         "the client side, token endpoints and credentials, is "
+                                         "for OAUTHBEARER between brokers)",
                      "ssl.": "this TLS setting", "sasl.": "this SASL setting",
                      "listener.name.": "this per-listener setting"}
 

@@ -48,7 +48,7 @@ def parse_listeners(key: str, entries: list[str]) -> list[Endpoint]:
 
 # What a listener may be (Kafka's SecurityProtocol) and the SASL mechanisms kbroker serves.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+SASL_MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 LISTENER_PREFIX = "listener.name."
 # The per-mechanism JAAS key Kafka brokers read: listener.name.<l>.<mechanism>.sasl.jaas.config.
 JAAS_SUFFIX = ".sasl.jaas.config"
@@ -75,6 +75,13 @@ def split_listener_key(key: str) -> tuple[str, str] | None:
 
 
 REAUTH_KEY = "connections.max.reauth.ms"
+CALLBACK_KEY = "sasl.server.callback.handler.class"
+# OAUTHBEARER's server callback handlers kbroker has: Kafka's default unsecured validator, and
+# the JWKS validator of KIP-768 (kbroker.security.sasl.jwt).
+UNSECURED_VALIDATOR = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+                       "OAuthBearerUnsecuredValidatorCallbackHandler")
+JWKS_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+OAUTHBEARER_CALLBACK_HANDLERS = (UNSECURED_VALIDATOR, JWKS_VALIDATOR)
 
 
 def reauth_mechanism(rest: str) -> str | None:

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kbroker.config.broker_table import (COMPRESSION_TYPES, NO_REPLICATION, NO_TIERED, PREALLOCATE,
-                                         RECOMPRESSION, TIMESTAMP_TYPES)
+from kbroker.config.broker_table import (COMPRESSION_TYPES, NO_REPLICATION, NO_TIERED,
+                                         TIMESTAMP_TYPES)
 from kbroker.config.types import (LONG_MAX, MS_PER_HOUR, MS_PER_MINUTE, ConfigDef, ConfigType,
                                   GzipLevel, Importance, ListOf, OneOf, Range, Scope)
 
 B, S, I, L, D, LS = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
                      ConfigType.DOUBLE, ConfigType.LIST)
 _AT0, _AT1 = Range(0), Range(1)
-# Levels only matter when the broker recompresses, and compression.type=producer never does (in
-# Kafka too).
-LEVEL_UNUSED = "levels apply only when the broker recompresses, which compression.type=producer never does"
 
 
 def _no_tiered_storage(enabled: bool) -> str | None:
@@ -40,14 +37,16 @@ def _t(name: str, type_: ConfigType, default: Any, doc: str, *synonyms: tuple[st
 _TOPIC_TABLE: tuple[ConfigDef, ...] = (
     _t("cleanup.policy", LS, ["delete"], "delete, compact, or both.", "log.cleanup.policy",
        validator=ListOf("compact", "delete"), log_field="cleanup_policy"),
-    _t("compression.type", S, "producer", "Final compression of the topic's data.", "compression.type",
-       validator=OneOf(*COMPRESSION_TYPES), unsupported=RECOMPRESSION),
-    _t("compression.gzip.level", I, -1, "gzip level.", "compression.gzip.level", validator=GzipLevel(),
-       no_effect=LEVEL_UNUSED),
-    _t("compression.lz4.level", I, 9, "lz4 level.", "compression.lz4.level", validator=Range(1, 17),
-       no_effect=LEVEL_UNUSED),
-    _t("compression.zstd.level", I, 3, "zstd level.", "compression.zstd.level",
-       validator=Range(-131072, 22), no_effect=LEVEL_UNUSED),
+    _t("compression.type", S, "producer", "Final compression of the topic's data: producer keeps "
+       "the producer's codec; another type recompresses each batch whose codec differs, as it is "
+       "appended (Kafka's LogValidator).", "compression.type", validator=OneOf(*COMPRESSION_TYPES),
+       log_field="compression_type"),
+    _t("compression.gzip.level", I, -1, "gzip level when the topic recompresses to gzip.",
+       "compression.gzip.level", validator=GzipLevel(), log_field="compression_gzip_level"),
+    _t("compression.lz4.level", I, 9, "lz4 level when the topic recompresses to lz4.",
+       "compression.lz4.level", validator=Range(1, 17), log_field="compression_lz4_level"),
+    _t("compression.zstd.level", I, 3, "zstd level when the topic recompresses to zstd.",
+       "compression.zstd.level", validator=Range(-131072, 22), log_field="compression_zstd_level"),
     _t("delete.retention.ms", L, 86400000, "How long tombstones are kept on compacted topics.",
        "log.cleaner.delete.retention.ms", validator=_AT0, log_field="delete_retention_ms"),
     _t("file.delete.delay.ms", L, 60000, "Delay before a deleted segment's files are removed.",
@@ -87,8 +86,9 @@ _TOPIC_TABLE: tuple[ConfigDef, ...] = (
        "log.cleaner.min.compaction.lag.ms", validator=_AT0, log_field="min_compaction_lag_ms"),
     _t("min.insync.replicas", I, 1, "Minimum in-sync replicas for acks=all writes.",
        "min.insync.replicas", validator=_AT1, log_field="min_insync_replicas"),
-    _t("preallocate", B, False, "Preallocate segment files.", "log.preallocate",
-       unsupported=PREALLOCATE),
+    _t("preallocate", B, False, "Create each segment's .log file at segment.bytes (cut back to "
+       "its data when rolled or closed), as Kafka does.", "log.preallocate",
+       log_field="preallocate"),
     _t("remote.log.copy.disable", B, False, "Tiered storage: stop uploading.", no_effect=NO_TIERED),
     _t("remote.log.delete.on.disable", B, False, "Tiered storage: delete remote data on disable.",
        no_effect=NO_TIERED),

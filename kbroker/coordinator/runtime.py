@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kbroker.metadata.topic_policy import NewTopic
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.records import (CONTROL_COMMIT, CorruptRecordError, RecordBatchBuilder,
                                       decode_records, iter_batches, parse_control_record)
@@ -167,6 +168,7 @@ class CoordinatorRuntime:
         self._load_tasks: dict[int, asyncio.Task] = {}
         self._timers: dict[int, dict] = {}  # shard index -> key -> TimerHandle
         self._pending: dict[int, list[_PendingWrite]] = {}  # shard index -> writes in offset order
+        self._creating: asyncio.Task | None = None  # the internal topic's creation, if under way
 
     @property
     def num_partitions(self) -> int:
@@ -187,21 +189,33 @@ class CoordinatorRuntime:
         if self.exists:
             self._load_all()
 
-    def create_topic_if_missing(self) -> None:
-        """FindCoordinator's step: create the internal topic on first use, as Kafka does, and
-        start loading the shards this broker leads. Raises the controller's KafkaError (in a
-        cluster: another broker created it first, too few brokers, the controller moved)."""
+    async def create_topic_if_missing(self) -> None:
+        """FindCoordinator's step: create the internal topic on first use, as Kafka does; the
+        shards this broker leads load as the new image reaches the runtime (:meth:`apply`).
+        Raises the controller's KafkaError (in a cluster: another broker created it first, too
+        few brokers, the controller moved)."""
         if not self.exists:
-            topic = self.controller.create_topic(self.topic, self.default_partitions,
-                                                 dict(self.topic_configs),
-                                                 self.replication_factor)
-            log.info("created internal topic %s with %d partitions", self.topic,
-                     topic.num_partitions)
+            # One creation for every request that finds the topic missing meanwhile (a burst of
+            # pipelined JoinGroups): the others wait for it rather than collide with it.
+            if self._creating is None or self._creating.done():
+                self._creating = asyncio.ensure_future(self._create_topic())
+            try:
+                await asyncio.shield(self._creating)
+            except KafkaError:
+                if not self.exists:  # else another path created it first: all the same
+                    raise
         if len(self.shards) < self.num_partitions:
             self._load_all()
 
-    def ensure_topic(self) -> None:
-        """Before any other coordinator request: the topic exists (a single node creates it on
+    async def _create_topic(self) -> None:
+        topic = await self.controller.create_topic(NewTopic(
+            self.topic, self.default_partitions, self.replication_factor,
+            configs=dict(self.topic_configs)))
+        log.info("created internal topic %s with %d partitions", self.topic,
+                 topic.num_partitions)
+
+    async def ensure_topic(self) -> None:
+        """Before any other coordinator write: the topic exists (a single node creates it on
         first use, whatever the request). A broker that cannot create it is, for this request,
         not the coordinator: NOT_COORDINATOR sends the client back to FindCoordinator, as Kafka
         answers a broker that hosts no shard of the group. The controller's own error would be
@@ -209,12 +223,19 @@ class CoordinatorRuntime:
         TOPIC_ALREADY_EXISTS (the race with another broker creating it) or
         INVALID_REPLICATION_FACTOR."""
         try:
-            self.create_topic_if_missing()
+            await self.create_topic_if_missing()
         except KafkaError as exc:
             log.debug("%s is not available on this broker yet (%s: %s): NOT_COORDINATOR",
                       self.topic, exc.error.name, exc.message)
             raise KafkaError(Errors.NOT_COORDINATOR,
                              f"{self.topic} is not available on this broker yet") from None
+
+    def require_topic(self) -> None:
+        """For a read or an in-line step that cannot wait for a creation: NOT_COORDINATOR while
+        the internal topic does not exist (the client finds its coordinator, which creates it)."""
+        if not self.exists:
+            raise KafkaError(Errors.NOT_COORDINATOR,
+                             f"{self.topic} is not available on this broker yet")
 
     async def stop(self) -> None:
         tasks = list(self._load_tasks.values())
@@ -238,10 +259,10 @@ class CoordinatorRuntime:
         return topic is not None and (node is None or topic.state(index).leader == node)
 
     def apply(self, old, new):
-        """Image listener (cluster mode): load the shards whose partition this broker came to
-        lead, unload those it no longer leads (their groups' clients get NOT_COORDINATOR and
-        find the new coordinator). Subscribed after the replica manager, so the partition has
-        its new role before its shard loads."""
+        """Image listener: load the shards whose partition this broker came to lead (on a single
+        node: every one, once the topic exists), unload those it no longer leads (their groups'
+        clients get NOT_COORDINATOR and find the new coordinator). Subscribed after the replica
+        manager, so the partition has its new role before its shard loads."""
         before, after = old.topic(self.topic), new.topic(self.topic)
         if after is None or before is after:
             return

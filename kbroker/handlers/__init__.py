@@ -52,6 +52,7 @@ MODULES = (
     "scram_credentials",
     "acls",
     "client_quotas",
+    "client_metrics",
 )
 
 

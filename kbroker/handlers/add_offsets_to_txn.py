@@ -17,7 +17,7 @@ async def handle_add_offsets_to_txn(ctx, request):
     try:
         check(ctx, Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
         check(ctx, Op.READ, ResourceType.GROUP, request.group_id)
-        ctx.groups.runtime.ensure_topic()
+        await ctx.groups.runtime.ensure_topic()
         error = await ctx.txn.add_offsets(request.transactional_id, request.producer_id,
                                           request.producer_epoch, request.group_id)
     except KafkaError as exc:

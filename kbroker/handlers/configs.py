@@ -1,9 +1,10 @@
 """DescribeConfigs (key 32) v1-4, AlterConfigs (key 33) v0-2, IncrementalAlterConfigs (key 44) v0-1.
 
-Resources: TOPIC (2), BROKER (4), BROKER_LOGGER (8) and GROUP (32, KIP-848 / KIP-1071 group
-configs: the consumer.* and streams.* configs of :mod:`kbroker.coordinator.group.group_configs`,
-set with IncrementalAlterConfigs SET/DELETE, APPEND/SUBTRACT for the LIST one; AlterConfigs on a
-GROUP is INVALID_REQUEST); any other type is INVALID_REQUEST
+Resources: TOPIC (2), BROKER (4), BROKER_LOGGER (8), CLIENT_METRICS (16, KIP-714: client-metrics
+subscriptions, kbroker.handlers.client_metrics) and GROUP (32, KIP-848 / KIP-1071 group configs:
+the consumer.* and streams.* configs of :mod:`kbroker.coordinator.group.group_configs`, set with
+IncrementalAlterConfigs SET/DELETE, APPEND/SUBTRACT for the LIST one; AlterConfigs on a GROUP is
+INVALID_REQUEST); any other type is INVALID_REQUEST
 ("Unsupported resource type: N"). A resource named twice in one alter request is INVALID_REQUEST
 ("Duplicate resource.").
 
@@ -45,14 +46,14 @@ from kbroker.config import (BROKER_CONFIGS, TOPIC_CONFIGS, ConfigEntry, ConfigEr
                             ConfigType, TopicConfig, describe_broker_configs,
                             validate_topic_configs)
 from kbroker.config.dynamic import DynamicUpdateError, check_update
-from kbroker.handlers import handles
+from kbroker.handlers import client_metrics, handles
 from kbroker.metadata.image import topic_name_problem
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, check_configs
 
 log = logging.getLogger("kbroker.configs")
 
-TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 OPERATIONS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
@@ -84,7 +85,7 @@ def handle_describe_configs(ctx, request):
 
     results = []
     for resource in request.resources:
-        result = R.DescribeConfigsResult(error_code=Errors.NONE.code, error_message=None,
+        result = R.DescribeConfigsResult(error_code=Errors.NONE.code, error_message="",
                                          resource_type=resource.resource_type,
                                          resource_name=resource.resource_name, configs=[])
         try:
@@ -130,6 +131,9 @@ def _describe(broker, resource, include_synonyms: bool, include_documentation: b
         return _describe_loggers(names)
     if kind == GROUP:
         return _describe_group(broker, name, names, include_synonyms, include_documentation)
+    if kind == CLIENT_METRICS:
+        return client_metrics.describe(broker, name, names, include_synonyms,
+                                       include_documentation)
     raise KafkaError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
 
@@ -281,6 +285,8 @@ async def _apply(broker, resource, changes: dict, replace_all: bool, validate_on
         _alter_loggers(changes, validate_only)
     elif kind == GROUP and not replace_all:
         _alter_group(broker, name, changes, validate_only)
+    elif kind == CLIENT_METRICS:
+        await client_metrics.alter(broker, name, changes, replace_all, validate_only)
     else:
         raise KafkaError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
@@ -380,9 +386,13 @@ async def _alter_broker(broker, cluster_default: bool, changes: dict, replace_al
         _apply_dynamic(config, config.dynamic_configs(cluster_default=cluster_default), current,
                        cluster_default)
         raise KafkaError(Errors.INVALID_CONFIG, str(exc)) from None
-    # Kept in the metadata store, like Kafka's dynamic configs, so a restart keeps them.
+    # Kept in the metadata store, like Kafka's dynamic configs, so a restart keeps them (with the
+    # client-metrics subscriptions stored beside the cluster default's).
+    stored = dict(new)
+    if cluster_default:
+        stored.update(client_metrics.subscriptions_kept(broker.metadata))
     try:
-        await broker.controller.alter_broker_configs(new, cluster_default=cluster_default)
+        await broker.controller.alter_broker_configs(stored, cluster_default=cluster_default)
     except KafkaError:  # not stored: the change is refused, so this broker does not keep it
         _apply_dynamic(config, config.dynamic_configs(cluster_default=cluster_default), current,
                        cluster_default)
@@ -401,7 +411,8 @@ def _apply_dynamic(config, current: dict, new: dict, cluster_default: bool) -> N
 def restore_dynamic_configs(config, store) -> None:
     """At start-up: re-apply the dynamic broker configs the metadata store kept."""
     for cluster_default in (True, False):
-        stored = store.broker_configs(cluster_default=cluster_default)
+        stored = client_metrics.broker_configs_only(
+            store.broker_configs(cluster_default=cluster_default))
         _apply_dynamic(config, {}, stored, cluster_default)
 
 
@@ -419,7 +430,8 @@ class DynamicConfigFollower:
         if old.dynamic_broker_configs != new.dynamic_broker_configs:
             for cluster_default in (True, False):
                 current = self.config.dynamic_configs(cluster_default=cluster_default)
-                wanted = new.broker_configs(cluster_default=cluster_default)
+                wanted = client_metrics.broker_configs_only(
+                    new.broker_configs(cluster_default=cluster_default))
                 if current == wanted:
                     continue
                 try:

@@ -12,7 +12,10 @@ A handler names exactly what it uses through this context and nothing else of th
 - the request's own facts: api key and version, correlation id, client id, the client's host,
   the listener it came in on and the authenticated principal;
 - ``session`` — what handlers keep per client connection (:mod:`kbroker.handlers.session`), None
-  for a request that came from no connection.
+  for a request that came from no connection;
+- ``client_metrics`` — client telemetry (KIP-714, :mod:`kbroker.telemetry`); ``connection`` — the
+  client's connection as an opaque object (telemetry keys its client instances by it and reads
+  its ``port`` and ``client_software``), None without one.
 
 ``BrokerServices`` is built once at start-up; :meth:`RequestContext.for_request` makes a context per
 request by copying those references (cheap: a handful of attribute stores).
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from kbroker.metadata.controller import Controller
     from kbroker.metadata.producer_ids import ProducerIdManager
     from kbroker.replica.replica_manager import ReplicaManager
+    from kbroker.telemetry.manager import ClientMetricsManager
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -60,17 +64,18 @@ class BrokerServices:
     producer_ids: "ProducerIdManager"
     cluster: ClusterView
     txn: "TransactionCoordinator | None" = None
+    client_metrics: "ClientMetricsManager | None" = None
 
 
 class RequestContext:
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
                  "listener", "principal", "config", "partitions", "controller", "groups",
-                 "producer_ids", "cluster", "txn", "session")
+                 "producer_ids", "cluster", "txn", "session", "client_metrics", "connection")
 
     def __init__(self, services: BrokerServices | None, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, client_host: str = "?",
                  listener: str | None = None, principal: str = ANONYMOUS,
-                 session: "ClientSession | None" = None):
+                 session: "ClientSession | None" = None, connection=None):
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
@@ -79,6 +84,7 @@ class RequestContext:
         self.listener = listener
         self.principal = principal
         self.session = session
+        self.connection = connection
         if services is not None:
             self.config = services.config
             self.partitions = services.partitions
@@ -87,6 +93,7 @@ class RequestContext:
             self.producer_ids = services.producer_ids
             self.cluster = services.cluster
             self.txn = services.txn
+            self.client_metrics = services.client_metrics
 
     @property
     def node_id(self) -> int:

@@ -29,27 +29,27 @@ log = logging.getLogger("kbroker.find_coordinator")
 GROUP, TRANSACTION = 0, 1
 
 
-def _find(ctx, key: str | None, key_type: int) -> tuple[Errors, object]:
+async def _find(ctx, key: str | None, key_type: int) -> tuple[Errors, object]:
     if key_type == GROUP:
         if key is None:
             return Errors.INVALID_REQUEST, "a group id is required"
         if not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, key):
             return Errors.GROUP_AUTHORIZATION_FAILED, None
-        return _ensure(ctx, ctx.groups, key)
+        return await _ensure(ctx, ctx.groups, key)
     if key_type == TRANSACTION:
         if not key:
             return Errors.INVALID_REQUEST, "a transactional id is required"
         if not allowed(ctx, Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
             return Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
-        return _ensure(ctx, ctx.txn, key)
+        return await _ensure(ctx, ctx.txn, key)
     return Errors.INVALID_REQUEST, f"unsupported coordinator key type {key_type}"
 
 
-def _ensure(ctx, coordinator, key: str):
+async def _ensure(ctx, coordinator, key: str):
     """(error, message) or (NONE, (node, host, port)) of the coordinator of ``key``."""
     cluster = bool(ctx.metadata.brokers)
     try:
-        coordinator.runtime.create_topic_if_missing()
+        await coordinator.runtime.create_topic_if_missing()
     except KafkaError as exc:
         # TOPIC_ALREADY_EXISTS: another broker created it first and this one has not seen it
         # yet; the client retries, as on Kafka (COORDINATOR_NOT_AVAILABLE until it is known).
@@ -71,27 +71,27 @@ def _ensure(ctx, coordinator, key: str):
     return Errors.NONE, (leader, *endpoint)
 
 
-def _answer(ctx, key, key_type):
+async def _answer(ctx, key, key_type):
     """(error, message, node id, host, port) for one key."""
-    error, found = _find(ctx, key, key_type)
+    error, found = await _find(ctx, key, key_type)
     if error is Errors.NONE:
         return error, None, *found
     return error, found, -1, "", -1
 
 
 @handles("FindCoordinator")
-def handle_find_coordinator(ctx, request):
+async def handle_find_coordinator(ctx, request):
     from kbroker.protocol.messages.find_coordinator import FindCoordinatorResponse as R
 
     if ctx.api_version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
-            error, message, node, host, port = _answer(ctx, key, request.key_type)
+            error, message, node, host, port = await _answer(ctx, key, request.key_type)
             coordinators.append(R.Coordinator(
                 key=key, node_id=node, host=host, port=port, error_code=error.code,
                 error_message=message))
         return R(throttle_time_ms=0, coordinators=coordinators)
-    error, message, node, host, port = _answer(ctx, request.key, request.key_type)
+    error, message, node, host, port = await _answer(ctx, request.key, request.key_type)
     return R(throttle_time_ms=0, error_code=error.code,
              error_message=message if ctx.api_version >= 1 else None,
              node_id=node, host=host, port=port)

@@ -26,18 +26,22 @@ MAX_EPOCH = 32767
 
 
 @handles("InitProducerId")
-def handle_init_producer_id(ctx, request):
+async def handle_init_producer_id(ctx, request):
     from kbroker.protocol.messages.init_producer_id import InitProducerIdResponse as R
 
     if request.transactional_id is not None:
-        return _transactional(ctx, request, R)
+        return await _transactional(ctx, request, R)
     if not may_write_idempotently(ctx):
         return R(error_code=Errors.CLUSTER_AUTHORIZATION_FAILED.code, producer_id=-1,
                  producer_epoch=-1)
     ids = ctx.producer_ids
     if request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         return R(producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
-    return R(producer_id=ids.next_id(), producer_epoch=0)
+    try:
+        await ids.ready()
+        return R(producer_id=ids.next_id(), producer_epoch=0)
+    except KafkaError as exc:
+        return R(error_code=exc.code, producer_id=-1, producer_epoch=-1)
 
 
 async def _transactional(ctx, request, R):

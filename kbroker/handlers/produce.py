@@ -11,6 +11,7 @@ Per-partition errors carry Kafka's code and, from v8, a message. Behaviour by ac
 - acks=0: no answer; if any partition failed, the connection is closed so the client notices,
   as Kafka does.
 - any other acks: INVALID_REQUIRED_ACKS for every partition.
+v3-6 may not carry ZStandard batches (UNSUPPORTED_COMPRESSION_TYPE, KIP-110).
 v13 names topics by id (UNKNOWN_TOPIC_ID when unknown). In a cluster, a partition this broker
 does not lead answers NOT_LEADER_OR_FOLLOWER with ``current_leader`` and the leader's
 ``node_endpoints`` (v10+, KIP-951); an acks=-1 produce whose ISR shrank below
@@ -43,6 +44,7 @@ from kbroker.handlers.leader_hint import current_leader, missing_partition_error
 from kbroker.handlers.topic_ids import resolve_topic
 from kbroker.handlers import txn_verification as txn_check
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.protocol.records import zstd_batch
 
 log = logging.getLogger("kbroker.produce")
 DENIED = Errors.TOPIC_AUTHORIZATION_FAILED
@@ -131,6 +133,10 @@ def _produce(ctx, request, confirmed: dict):
                                      f"topic {name or topic_data.topic_id}")
                 if data.records is None or len(data.records) == 0:
                     raise KafkaError(Errors.INVALID_RECORD, "no record batch in the request")
+                if ctx.api_version < 7 and zstd_batch(data.records):  # KIP-110
+                    raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
+                                     f"Produce requests with version {ctx.api_version} are not "
+                                     f"allowed to use ZStandard compression")
                 if acks == -1:
                     partition.check_min_insync_replicas()
                 confirmation = confirmed.get((name, data.index))

@@ -1,52 +1,41 @@
 """CreateTopics (key 19) v2-7, DeleteTopics (key 20) v1-6, CreatePartitions (key 37) v0-3.
 
-Behaviour follows Kafka's KRaft controller (ControllerApis, ReplicationControlManager), with one
-broker: every partition's replica list is ``[this node]``.
-
-CreateTopics, per topic, in Kafka's order: a name given twice in one request gets INVALID_REQUEST
-("Duplicate topic name."); an illegal name, or one colliding with an existing topic once '.' and
-'_' are unified, INVALID_TOPIC_EXCEPTION; an existing one TOPIC_ALREADY_EXISTS; a null config
-value or a config that fails validation INVALID_CONFIG naming the key. Then the layout: manual
-assignments need num_partitions and replication_factor of -1 and may only name this node, once,
-for partitions 0..n-1 (INVALID_REPLICA_ASSIGNMENT otherwise); without them -1 means
-``num.partitions`` / ``default.replication.factor``, 0 or below -1 is INVALID_PARTITIONS /
-INVALID_REPLICATION_FACTOR, and a replication factor above 1 is INVALID_REPLICATION_FACTOR with
-Kafka's "cannot be reached because only 1 broker(s) are registered" message. ``validate_only``
-(v1+) answers the same without creating anything. v5+ (KIP-525) returns the partition count,
-replication factor and the effective configs with their sources; v7 the topic id (KIP-516).
+Thin: each handler checks what only the request can tell (a name given twice in one request is
+INVALID_REQUEST "Duplicate topic name."; the principal's CREATE / DELETE / ALTER on the topic,
+checked before its existence so it does not leak) and hands the rest to the controller, whose
+rules (:mod:`kbroker.metadata.topic_policy`) are Kafka's ``ReplicationControlManager``'s in
+Kafka's order: illegal or colliding names, existing topics, config validation, manual
+assignments over the live brokers, default partition counts and replication factors, the
+partition limit (POLICY_VIOLATION before anything is made), internal topics (never deleted or
+grown). ``validate_only`` (v1+) answers the same without creating anything. CreateTopics v5+
+(KIP-525) returns the partition count, replication factor and the effective configs with their
+sources; v7 the topic id (KIP-516). A creation answers once this broker holds the partitions;
+one that fails on disk (descriptors, space) is undone and answered KAFKA_STORAGE_ERROR.
 
 DeleteTopics: by name (v0-5, ``topic_names``) or by name or id (v6, ``topics``, KIP-516). Unknown
 names get UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID, duplicates and
 name-plus-id INVALID_REQUEST. With ``delete.topic.enable=false`` every topic gets
-TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3, as Kafka). Internal topics
-(``__consumer_offsets``, ``__transaction_state``) get the same TOPIC_DELETION_DISABLED with a
-message naming the topic: Kafka 4's controller deletes them (only ``kafka-topics.sh`` refuses,
-client-side), losing every group's state; we refuse (see kbroker.metadata.controller). The topic
-leaves the metadata store first, then its logs are deleted in steps; a crash between the two
-leaves stray logs that start-up removes.
+TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3, as Kafka). Internal topics get the same
+TOPIC_DELETION_DISABLED with a message naming the topic (Kafka 4's controller deletes them,
+losing every group's state). The topic leaves the metadata store first, then its logs are
+deleted in steps; a crash between the two leaves stray logs that start-up removes.
 
 CreatePartitions: the count must exceed the current one (INVALID_PARTITIONS with Kafka's "Topic
 currently has N partitions, which is higher than the requested M." / "Topic already has N
-partition(s)."); assignments, if given, must be one ``[this node]`` list per new partition.
-An internal topic cannot grow (POLICY_VIOLATION: coordinators hash over its partition count).
-``validate_only`` creates nothing.
-
-Partitions at scale: creation never holds the event loop (the controller creates partition dirs
-in steps and yields between them); a count that would take the broker past
-``kbroker.metadata.controller.MAX_PARTITIONS`` is POLICY_VIOLATION before anything is made; a
-creation that fails on disk (descriptors, space) is undone and answered KAFKA_STORAGE_ERROR.
+partition(s)."); assignments, if given, one replica list of live brokers per new partition.
 
 Not supported: CreateTopicPolicy / AlterConfigPolicy plugins, controller mutation quotas
-(throttle_time_ms is always 0), authorization (no ACLs yet: every topic is creatable and its
-configs describable, so topic_config_error_code is always NONE).
+(throttle_time_ms is always 0); topic_config_error_code is always NONE.
 """
 
 from __future__ import annotations
 
 import logging
 
+from types import SimpleNamespace
+
 from kbroker.handlers import handles
-from kbroker.metadata.image import topic_name_problem
+from kbroker.metadata.topic_policy import NewTopic
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.primitives import ZERO_UUID
 from kbroker.security.authorizer import Op, ResourceType, allowed, check, may_create_topic
@@ -76,124 +65,33 @@ async def handle_create_topics(ctx, request):
                     error_message="Duplicate topic name."))
             continue
         try:
-            partitions, replication_factor, configs, assignments = _check_new_topic(ctx, wanted)
+            if not may_create_topic(ctx, name):
+                raise KafkaError(DENIED, f"Not authorized to create {name}.")
+            topic = await ctx.controller.create_topic(NewTopic(
+                name, wanted.num_partitions, wanted.replication_factor,
+                {a.partition_index: list(a.broker_ids) for a in wanted.assignments}
+                if wanted.assignments else None,
+                {c.name: c.value for c in wanted.configs}), request.validate_only)
         except KafkaError as exc:
             log.info("CreateTopics %s from %s refused: %s", name, ctx.client_id, exc)
             results.append(R.CreatableTopicResult(name=name, error_code=exc.code,
                                                   error_message=exc.message))
             continue
-        topic_id = ZERO_UUID
         if not request.validate_only:
-            try:
-                topic = await ctx.controller.create_topic_async(
-                    name, partitions, configs, replication_factor, assignments)
-            except KafkaError as exc:
-                log.warning("CreateTopics %s from %s failed: %s", name, ctx.client_id, exc)
-                results.append(R.CreatableTopicResult(name=name, error_code=exc.code,
-                                                      error_message=exc.message))
-                continue
-            topic_id = topic.topic_id
             log.info("created topic %s with %d partition(s) (id %s), configs %s", name,
-                     partitions, topic_id, configs)
+                     topic.num_partitions, topic.topic_id, dict(topic.configs))
         from kbroker.handlers.configs import describe_topic_configs
-        entries = describe_topic_configs(ctx.config, configs)
+        entries = describe_topic_configs(ctx.config, dict(topic.configs))
         results.append(R.CreatableTopicResult(
-            name=name, topic_id=topic_id, error_code=Errors.NONE.code, error_message=None,
-            num_partitions=partitions, replication_factor=replication_factor,
+            name=name, topic_id=ZERO_UUID if request.validate_only else topic.topic_id,
+            error_code=Errors.NONE.code, error_message=None,
+            num_partitions=topic.num_partitions,
+            replication_factor=len(topic.assignments[0]) if topic.assignments else 0,
             configs=[R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
                                              config_source=int(e.source),
                                              is_sensitive=e.is_sensitive)
                      for e in entries]))
     return R(throttle_time_ms=0, topics=results)
-
-
-def _check_new_topic(ctx, wanted) -> tuple[int, int, dict, list | None]:
-    """(partitions, replication factor, config overrides, manual assignments or None) of a
-    topic to create, or KafkaError."""
-    name = wanted.name
-    if not may_create_topic(ctx, name):
-        raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED, f"Not authorized to create {name}.")
-    problem = topic_name_problem(name)
-    if problem is not None:
-        raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, problem)
-    store = ctx.metadata
-    if store.topic(name) is not None:
-        raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-    if "." in name or "_" in name:
-        unified = name.replace(".", "_")
-        for existing in store.topics():
-            if existing.replace(".", "_") == unified:
-                raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION,
-                                 f"Topic '{name}' collides with existing topic: {existing}")
-    nulls = [c.name for c in wanted.configs if c.value is None]
-    if nulls:
-        raise KafkaError(Errors.INVALID_CONFIG,
-                         "Null value not supported for topic configs: " + ",".join(nulls))
-    from kbroker.handlers.configs import validate_overrides
-    configs = validate_overrides(ctx.config, {c.name: c.value for c in wanted.configs})
-
-    if wanted.assignments:
-        assignments = _manual_layout(ctx, wanted)
-        ctx.controller.check_new_partitions(len(assignments))
-        return len(assignments), len(assignments[0]), configs, assignments
-    if wanted.replication_factor < -1 or wanted.replication_factor == 0:
-        raise KafkaError(Errors.INVALID_REPLICATION_FACTOR,
-                         "Replication factor must be larger than 0, or -1 to use the default "
-                         "value.")
-    if wanted.num_partitions < -1 or wanted.num_partitions == 0:
-        raise KafkaError(Errors.INVALID_PARTITIONS,
-                         "Number of partitions was set to an invalid non-positive value.")
-    partitions = wanted.num_partitions
-    if partitions == -1:
-        partitions = ctx.config.get("num.partitions")
-    replication_factor = wanted.replication_factor
-    if replication_factor == -1:
-        replication_factor = ctx.config.get("default.replication.factor")
-    ctx.controller.check_new_partitions(partitions)
-    ctx.controller.check_replication_factor(replication_factor)
-    return partitions, replication_factor, configs, None
-
-
-def _manual_layout(ctx, wanted) -> list[list[int]]:
-    """Check manual assignments (live brokers, each once); the replica lists by partition."""
-    if wanted.replication_factor != -1:
-        raise KafkaError(Errors.INVALID_REQUEST, "A manual partition assignment was specified, "
-                                                 "but replication factor was not set to -1.")
-    if wanted.num_partitions != -1:
-        raise KafkaError(Errors.INVALID_REQUEST, "A manual partition assignment was specified, "
-                                                 "but numPartitions was not set to -1.")
-    layout = {}
-    live = ctx.controller.live_brokers()
-    for assignment in wanted.assignments:
-        if assignment.partition_index in layout:
-            raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
-                             "Found multiple manual partition assignments for partition "
-                             f"{assignment.partition_index}")
-        layout[assignment.partition_index] = _check_replicas(live, assignment.broker_ids)
-    if set(layout) != set(range(len(layout))):
-        raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
-                         "partitions should be a consecutive 0-based integer sequence")
-    return [layout[p] for p in range(len(layout))]
-
-
-def _check_replicas(live: set[int], broker_ids) -> list[int]:
-    """Kafka's validateManualPartitionAssignment: live brokers, each named once."""
-    if not broker_ids:
-        raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
-                         "The manual partition assignment includes an empty replica list.")
-    for node in broker_ids:
-        if node not in live:
-            raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
-                             f"The manual partition assignment includes broker {node}, but no "
-                             "such broker is registered.")
-    seen = set()
-    for node in broker_ids:
-        if node in seen:
-            raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
-                             "The manual partition assignment includes the broker "
-                             f"{node} more than once.")
-        seen.add(node)
-    return list(broker_ids)
 
 
 # --- DeleteTopics ------------------------------------------------------------------------------
@@ -302,50 +200,19 @@ async def handle_create_partitions(ctx, request):
                     name=name, error_code=Errors.INVALID_REQUEST.code,
                     error_message="Duplicate topic name."))
             continue
+        old = (ctx.metadata.topic(name) or SimpleNamespace(num_partitions=0)).num_partitions
         try:
-            topic = _check_new_partitions(ctx, wanted)
+            check(ctx, Op.ALTER, ResourceType.TOPIC, name)  # before existence: it must not leak
+            await ctx.controller.create_partitions(
+                name, wanted.count, [list(a.broker_ids) for a in wanted.assignments]
+                if wanted.assignments is not None else None, request.validate_only)
         except KafkaError as exc:
             log.info("CreatePartitions %s from %s refused: %s", name, ctx.client_id, exc)
             results.append(R.CreatePartitionsTopicResult(name=name, error_code=exc.code,
                                                          error_message=exc.message))
             continue
         if not request.validate_only:
-            old = topic.num_partitions
-            try:
-                topic = await ctx.controller.create_partitions(
-                    name, wanted.count, [list(a.broker_ids) for a in wanted.assignments]
-                    if wanted.assignments is not None else None)
-            except KafkaError as exc:
-                log.warning("CreatePartitions %s from %s failed: %s", name, ctx.client_id, exc)
-                results.append(R.CreatePartitionsTopicResult(name=name, error_code=exc.code,
-                                                             error_message=exc.message))
-                continue
             log.info("topic %s now has %d partition(s) (was %d)", name, wanted.count, old)
         results.append(R.CreatePartitionsTopicResult(name=name, error_code=Errors.NONE.code,
                                                      error_message=None))
     return R(throttle_time_ms=0, results=results)
-
-
-def _check_new_partitions(ctx, wanted):
-    check(ctx, Op.ALTER, ResourceType.TOPIC, wanted.name)  # before existence: it must not leak
-    topic = ctx.metadata.topic(wanted.name)
-    if topic is None:
-        raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION)
-    current = topic.num_partitions
-    if wanted.count == current:
-        raise KafkaError(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
-    if wanted.count < current:
-        raise KafkaError(Errors.INVALID_PARTITIONS,
-                         f"Topic currently has {current} partitions, which is higher than the "
-                         f"requested {wanted.count}.")
-    if wanted.assignments is not None:
-        added = wanted.count - current
-        if len(wanted.assignments) != added:
-            raise KafkaError(Errors.INVALID_REPLICA_ASSIGNMENT,
-                             f"Attempted to add {added} additional partition(s), but only "
-                             f"{len(wanted.assignments)} assignment(s) were specified.")
-        live = ctx.controller.live_brokers()
-        for assignment in wanted.assignments:
-            _check_replicas(live, assignment.broker_ids)
-    ctx.controller.check_new_partitions_of(topic, wanted.count)
-    return topic

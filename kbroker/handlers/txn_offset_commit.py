@@ -56,9 +56,7 @@ def _in_transaction(ctx, request):
                                              request.producer_id, request.producer_epoch,
                                              [offsets_partition], verify_only)
     if not verify_only:
-        ctx.groups.runtime.ensure_topic()
-        return txn_check.add_partitions(ctx, request.transactional_id, request.producer_id,
-                                        request.producer_epoch, [offsets_partition])
+        return _add_offsets_partition(ctx, request, offsets_partition)
     if not ctx.config.get("transaction.partition.verification.enable"):
         return Errors.NONE
     try:
@@ -67,6 +65,18 @@ def _in_transaction(ctx, request):
                                          [offsets_partition])[offsets_partition]
     except KafkaError as exc:
         return exc.error
+
+
+async def _add_offsets_partition(ctx, request, offsets_partition):
+    """v5+: the group's offsets partition joins the transaction, ``__consumer_offsets`` made
+    first where this broker is to make it."""
+    try:
+        await ctx.groups.runtime.ensure_topic()
+    except KafkaError as exc:
+        return exc.error
+    answer = txn_check.add_partitions(ctx, request.transactional_id, request.producer_id,
+                                      request.producer_epoch, [offsets_partition])
+    return await answer if inspect.isawaitable(answer) else answer
 
 
 async def _transaction_error(ctx, request) -> Errors:

@@ -9,6 +9,8 @@ Key files:
   ``meta.properties``, the offset checkpoint files and the clean-shutdown marker.
 - ``segment`` - one ``.log`` segment with its ``.index`` / ``.timeindex`` (``index``).
 - ``validation`` - checks on a produced batch, from its header (Kafka's LogValidator).
+- ``recompression`` - a produced batch rebuilt in the topic's ``compression.type`` when that
+  names another codec (LogValidator's rebuild: offsets, timestamps, producer fields).
 - ``producer_state`` - idempotent producers' sequences, each producer's open transaction (the
   first unstable offset) and the ``.snapshot`` files.
 - ``txn_index`` - the aborted-transaction index (``.txnindex``) that read_committed fetches use.

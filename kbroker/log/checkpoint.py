@@ -127,10 +127,11 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
 
 # --- leader-epoch-checkpoint -------------------------------------------------------------------
 
-def write_leader_epoch_checkpoint(path: str, entries: list[tuple[int, int]]) -> None:
+def write_leader_epoch_checkpoint(path: str, entries: list[tuple[int, int]],
+                                  durable: bool = True) -> None:
     lines = [str(LEADER_EPOCH_CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{epoch} {start_offset}" for epoch, start_offset in entries]
-    write_atomic(path, ("\n".join(lines) + "\n").encode())
+    write_atomic(path, ("\n".join(lines) + "\n").encode(), durable=durable)
 
 
 def read_leader_epoch_checkpoint(path: str) -> list[tuple[int, int]]:

@@ -1,7 +1,12 @@
 """Leader epoch cache: which leader epoch started at which offset (Kafka's LeaderEpochFileCache).
 
 Entries ``(epoch, start_offset)`` are kept ascending in both fields and persisted to the partition's
-``leader-epoch-checkpoint`` (format in :mod:`kbroker.log.checkpoint`) on every change. They answer
+``leader-epoch-checkpoint`` (format in :mod:`kbroker.log.checkpoint`) on every change, with an
+fsync, except the epoch a new leadership starts at the log end (thousands at once when a large
+topic is created or a broker's partitions fail over), which is written through without one:
+no data of that epoch exists yet, :meth:`LeaderEpochCache.sync` makes it durable before any is
+flushed (``PartitionLog.flush``), and recovery re-reads the epochs of unflushed data from its
+batches. They answer
 OffsetsForLeaderEpoch (:meth:`end_offset_for`), ListOffsets' leader epochs, and tell a truncating
 follower where its history diverges.
 """
@@ -23,6 +28,7 @@ class LeaderEpochCache:
         self.path = os.path.join(dir_path, LEADER_EPOCH_CHECKPOINT) if dir_path else None
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        self._unsynced = False  # written without an fsync since the last durable write
         for epoch, start in entries or ():
             self._epochs.append(epoch)
             self._starts.append(start)
@@ -43,11 +49,12 @@ class LeaderEpochCache:
     def earliest_entry(self) -> tuple[int, int] | None:
         return (self._epochs[0], self._starts[0]) if self._epochs else None
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, durable: bool = True) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (a batch of a new epoch was appended).
 
         Entries that the new one contradicts (an epoch >= it, or a start offset >= it) are dropped,
-        as Kafka does, so the cache stays ascending in both fields."""
+        as Kafka does, so the cache stays ascending in both fields. ``durable=False`` (only for
+        an epoch starting at the log end) leaves the fsync to :meth:`sync`."""
         if epoch < 0:
             return
         if self._epochs and self._epochs[-1] == epoch and self._starts[-1] <= start_offset:
@@ -57,7 +64,7 @@ class LeaderEpochCache:
             self._starts.pop()
         self._epochs.append(epoch)
         self._starts.append(start_offset)
-        self.flush()
+        self.flush(durable)
 
     def epoch_for_offset(self, offset: int) -> int | None:
         """The epoch of the leader that wrote ``offset`` (the entry starting at or below it)."""
@@ -103,6 +110,12 @@ class LeaderEpochCache:
         self._starts.clear()
         self.flush()
 
-    def flush(self) -> None:
+    def flush(self, durable: bool = True) -> None:
         if self.path is not None:
-            write_leader_epoch_checkpoint(self.path, self.entries())
+            write_leader_epoch_checkpoint(self.path, self.entries(), durable)
+            self._unsynced = not durable
+
+    def sync(self) -> None:
+        """Make a write left without an fsync durable (before the log's data is)."""
+        if self._unsynced:
+            self.flush()

@@ -22,6 +22,8 @@ synchronous; the I/O is a few ``pwrite``/``pread`` calls per request (and ``fsyn
 Appends validate the single produced batch from its header (:mod:`kbroker.log.validation`),
 check the idempotent producer's sequence (:mod:`kbroker.log.producer_state`), copy the batch once
 into a ``bytearray``, stamp its base offset and leader epoch (and LogAppendTime), and write it.
+A batch whose codec is not the topic's ``compression.type`` is rebuilt instead
+(:mod:`kbroker.log.recompression`).
 Reads return :class:`~kbroker.log.file_region.FileRegion` slices of whole batches from one
 segment (as Kafka does: at most one segment per partition per fetch).
 """
@@ -46,7 +48,8 @@ from kbroker.log.producer_state import VERIFICATION_OFF, ProducerStateManager
 from kbroker.log.txn_index import AbortedTxn, TransactionIndexes
 from kbroker.log.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
                                  TornBatch)
-from kbroker.log.validation import MAX_UNCOMPRESSED_BATCH_BYTES, validate_batch
+from kbroker.log.recompression import rebuild_batch
+from kbroker.log.validation import MAX_UNCOMPRESSED_BATCH_BYTES, check_batch
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.records import (CONTROL_ABORT, LOG_APPEND_TIME, BatchHeader,
                                       CorruptRecordError,
@@ -71,7 +74,7 @@ log = logging.getLogger("kbroker.log")
 @dataclass
 class LogConfig:
     """The per-topic settings the log needs (Kafka names and defaults, Kafka 4). Built from the
-    config tables by ``kbroker.config.log_settings``; a test checks each field has a table key."""
+    config tables by ``kbroker.replica.log_settings``; a test checks each field has a table key."""
 
     segment_bytes: int = 1024 * 1024 * 1024           # segment.bytes
     segment_ms: int = 7 * 24 * 3600 * 1000            # segment.ms
@@ -93,6 +96,11 @@ class LogConfig:
     min_compaction_lag_ms: int = 0                    # min.compaction.lag.ms
     max_compaction_lag_ms: int = LONG_MAX             # max.compaction.lag.ms
     min_insync_replicas: int = 1                      # min.insync.replicas (acks=all, replica layer)
+    compression_type: str = "producer"                # compression.type (kbroker.log.recompression)
+    compression_gzip_level: int = -1                  # compression.gzip.level (KIP-390)
+    compression_lz4_level: int = 9                    # compression.lz4.level
+    compression_zstd_level: int = 3                   # compression.zstd.level
+    preallocate: bool = False                         # preallocate (segment files)
 
 
 @dataclass(slots=True)
@@ -116,6 +124,11 @@ class ReadResult:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _preallocation(config: "LogConfig") -> int:
+    """Bytes a new segment's .log file starts with: segment.bytes with preallocate=true."""
+    return config.segment_bytes if config.preallocate else 0
 
 
 class PartitionLog:
@@ -271,7 +284,8 @@ class PartitionLog:
         if not segments:
             base = max(log_start_offset, 0)
             segments = [LogSegment.create(self.dir_path, base, config.index_interval_bytes,
-                                          config.segment_index_bytes, now_ms)]
+                                          config.segment_index_bytes, now_ms,
+                                          _preallocation(config))]
         self.segments = segments
         self.log_end_offset = segments[-1].next_offset
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
@@ -362,7 +376,8 @@ class PartitionLog:
         a transactional batch was confirmed under (:mod:`kbroker.log.producer_state`);
         ``transaction_version``: the transaction version of a marker's transaction."""
         now_ms = _now_ms() if now_ms is None else now_ms
-        header = validate_batch(records, self.config, now_ms, self.name, from_client)
+        valid = check_batch(records, self.config, now_ms, self.name, from_client)
+        header = valid.header
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
         producer_id = header.producer_id
         marker = None
@@ -379,18 +394,23 @@ class PartitionLog:
                 return AppendResult(duplicate.first_offset, duplicate.last_offset,
                                     duplicate.timestamp if log_append_time else -1,
                                     self.log_start_offset, [], True)
-        batch = header.view()
-        if not in_place or batch.readonly:
-            batch = bytearray(batch)
         first_offset = self.log_end_offset
         last_offset = first_offset + header.last_offset_delta
-        set_base_offset(batch, 0, first_offset)
-        set_partition_leader_epoch(batch, 0, leader_epoch)
-        if log_append_time:
-            set_max_timestamp_and_log_append_time(batch, 0, now_ms)
-            max_timestamp = now_ms
+        if valid.target_codec is not None:
+            # compression.type names another codec: one new batch, same producer fields.
+            batch, max_timestamp = rebuild_batch(valid, self.config, first_offset, leader_epoch,
+                                                 now_ms, self.name)
         else:
-            max_timestamp = header.max_timestamp
+            batch = header.view()
+            if not in_place or batch.readonly:
+                batch = bytearray(batch)
+            set_base_offset(batch, 0, first_offset)
+            set_partition_leader_epoch(batch, 0, leader_epoch)
+            if log_append_time:
+                set_max_timestamp_and_log_append_time(batch, 0, now_ms)
+                max_timestamp = now_ms
+            else:
+                max_timestamp = header.max_timestamp
         size_before = None
         try:
             self._maybe_roll(len(batch), max_timestamp, last_offset, now_ms)
@@ -495,7 +515,8 @@ class PartitionLog:
         base = self.log_end_offset
         self.producer_state.take_snapshot(base)
         segment = LogSegment.create(self.dir_path, base, self.config.index_interval_bytes,
-                                    self.config.segment_index_bytes, now_ms)
+                                    self.config.segment_index_bytes, now_ms,
+                                    _preallocation(self.config))
         self.segments.append(segment)
         return segment
 
@@ -719,6 +740,7 @@ class PartitionLog:
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every segment with data past the recovery point; move the recovery point."""
         end = self.log_end_offset
+        self.leader_epoch_cache.sync()  # never data whose epoch could be lost in a crash
         for segment in self.segments:
             if segment.next_offset > self.recovery_point or segment is self.active_segment:
                 segment.flush()
@@ -762,7 +784,8 @@ class PartitionLog:
         self.txn_indexes.delete_segments([s.base_offset for s in self.segments])
         self.segments = [LogSegment.create(self.dir_path, offset,
                                            self.config.index_interval_bytes,
-                                           self.config.segment_index_bytes, _now_ms())]
+                                           self.config.segment_index_bytes, _now_ms(),
+                                           _preallocation(self.config))]
         self.log_start_offset = offset
         self.log_end_offset = offset
         self.leader_epoch_cache.clear()

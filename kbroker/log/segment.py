@@ -80,14 +80,22 @@ class LogSegment:
         self._file = None
         self._dirty = False
         self.needs_recovery = False
+        self.preallocated = False  # the .log file is longer than its data until trim()
 
     # --- opening -----------------------------------------------------------------------------
 
     @classmethod
     def create(cls, dir_path: str, base_offset: int, index_interval_bytes: int,
-               max_index_size: int, now_ms: int) -> "LogSegment":
+               max_index_size: int, now_ms: int, preallocate: int = 0) -> "LogSegment":
+        """A new, empty segment. ``preallocate`` (``preallocate=true``: the topic's
+        ``segment.bytes``) sets the .log file's length up front, as Kafka's
+        ``FileRecords.openChannel`` does; :meth:`trim` cuts it back to the data when the segment
+        is rolled or closed, and recovery truncates the zeros a crash leaves."""
         segment = cls(dir_path, base_offset, index_interval_bytes, max_index_size, now_ms)
         segment._file = open(segment.log_path, "w+b", buffering=0)
+        if preallocate > 0:
+            os.ftruncate(segment._file.fileno(), preallocate)
+            segment.preallocated = True
         open_files.touch(segment)
         segment.index.reset()
         segment.time_index.reset()
@@ -319,16 +327,26 @@ class LogSegment:
             os.ftruncate(self.file.fileno(), position)
             self.size = position
             self._dirty = True
+            self.preallocated = False
         if position == 0:
             self._first_batch_timestamp = None
         self.load_tail()
         return removed
 
     def on_become_inactive(self) -> None:
-        """Rolled: make the time index end with the segment's max timestamp (Kafka does too)."""
+        """Rolled: make the time index end with the segment's max timestamp (Kafka does too),
+        and cut a preallocated file back to its data."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
                                          skip_full_check=True)
+        self.trim()
+
+    def trim(self) -> None:
+        """A preallocated .log file is cut back to the bytes written (Kafka's ``trim``)."""
+        if self.preallocated:
+            os.ftruncate(self.file.fileno(), self.size)
+            self.preallocated = False
+            self._dirty = True
 
     @property
     def can_index(self) -> bool:

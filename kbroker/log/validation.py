@@ -12,14 +12,21 @@ Checks, in Kafka's order, each with the error Kafka 4 answers:
 4. batch size <= ``max.message.bytes`` -> MESSAGE_TOO_LARGE;
 5. CRC32C -> CORRUPT_MESSAGE;
 6. records count > 0 and == lastOffsetDelta + 1; no control batch from clients; a producer id
-   needs a base sequence >= 0 -> INVALID_RECORD; an unknown codec -> CORRUPT_MESSAGE;
+   needs a base sequence >= 0 -> INVALID_RECORD; an unknown codec (ids 5-7) ->
+   UNKNOWN_SERVER_ERROR (Kafka's IllegalArgumentException);
 7. records: a batch's records (decompressed, bounded, when compressed; a batch that does not
-   decompress -> CORRUPT_MESSAGE) are walked field by field without copying (every field inside
+   decompress -> UNKNOWN_SERVER_ERROR, as Kafka answers its decompression exceptions; one that
+   inflates past 64 MiB -> CORRUPT_MESSAGE, a bound Kafka lacks) are walked field by field without copying (every field inside
    its record, the count matching the header) -> INVALID_RECORD; on a compacted topic every
    record is decoded and must have a key
    (INVALID_RECORD with per-record errors); timestamps (CreateTime) must lie within
    ``[now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]`` -> INVALID_TIMESTAMP
    with per-record errors, and a producer may not mark a batch LogAppendTime.
+
+When the topic's ``compression.type`` names a codec other than the batch's, the batch will be
+rebuilt (:mod:`kbroker.log.recompression`): :func:`check_batch` then keeps the uncompressed records
+it walked (or decoded, on a compacted topic) and says whether they are already in the form Kafka's
+rebuild writes them (:func:`record_layout`), so they are neither decompressed nor walked twice.
 
 Deliberate difference: timestamps are checked from the header (base timestamp and max timestamp);
 only when that check fails are the records decoded to name the offending ones.
@@ -30,6 +37,7 @@ from __future__ import annotations
 import functools
 import re
 import struct
+from dataclasses import dataclass
 
 from kbroker.protocol import compression
 from kbroker.protocol.errors import Errors, KafkaError
@@ -74,9 +82,29 @@ def _first_batch_size(buf, pos: int) -> int | None:
     return length + LOG_OVERHEAD
 
 
+@dataclass(slots=True)
+class ValidBatch:
+    """A validated batch. ``target_codec`` is None when the batch is appended as it came (offsets
+    and epoch stamped in place); otherwise the codec it is rebuilt with, from ``records`` (its
+    uncompressed record bytes, ``canonical`` when they are exactly what Kafka's rebuild writes)
+    or from ``decoded`` (its records, on a compacted topic)."""
+
+    header: BatchHeader
+    target_codec: int | None = None
+    records: object = None
+    canonical: bool = False
+    decoded: list | None = None
+
+
 def validate_batch(records, config, now_ms: int, topic_partition: str,
                    from_client: bool = True) -> BatchHeader:
     """Validate the single batch in ``records``; returns its header (a view of ``records``)."""
+    return check_batch(records, config, now_ms, topic_partition, from_client).header
+
+
+def check_batch(records, config, now_ms: int, topic_partition: str,
+                from_client: bool = True) -> ValidBatch:
+    """Validate the single batch in ``records`` for an append; see :class:`ValidBatch`."""
     size = _first_batch_size(records, 0)
     if size is None:
         raise KafkaError(Errors.INVALID_RECORD,
@@ -121,7 +149,13 @@ def validate_batch(records, config, now_ms: int, topic_partition: str,
                          f"producerId {header.producer_id} in topic partition {topic_partition}")
     codec = header.compression
     if codec not in _KNOWN_CODECS:
-        raise KafkaError(Errors.CORRUPT_MESSAGE, f"Unknown compression type id {codec}")
+        # Kafka's CompressionType.forId throws IllegalArgumentException: UNKNOWN_SERVER_ERROR.
+        raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"Unknown compression type id: {codec}")
+    target = target_codec(config.compression_type, codec)
+    # Kafka keeps control batches as they were written (LogValidator: "Do not compress control
+    # records unless they are written compressed"); clients cannot send them.
+    rebuild = target != codec and not header.is_control
+    valid = ValidBatch(header, target if rebuild else None)
 
     compacted = "compact" in config.cleanup_policy
     decoded = None
@@ -138,6 +172,7 @@ def validate_batch(records, config, now_ms: int, topic_partition: str,
                 f"One or more records have been rejected due to {len(missing)} record errors "
                 f"in total, and only showing the first three errors at most: {missing[:3]}",
                 missing)
+        valid.decoded = decoded
     else:
         if codec == compression.NONE:
             data = header.records_view()
@@ -148,11 +183,13 @@ def validate_batch(records, config, now_ms: int, topic_partition: str,
                 data = compression.decompress(codec, header.records_view(),
                                               MAX_DECOMPRESSED_FOR_VALIDATION)
             except DecodeError as e:
-                raise KafkaError(Errors.CORRUPT_MESSAGE,
-                                 f"Record batch in {topic_partition} does not decompress with "
-                                 f"{compression.CODEC_NAMES[codec]}: {e}") from None
+                raise _undecompressable(e, codec, topic_partition) from None
         try:
-            counted = check_record_structure(data)
+            if rebuild:
+                counted, valid.canonical = record_layout(data)
+                valid.records = data
+            else:
+                counted = check_record_structure(data)
         except DecodeError as e:
             raise KafkaError(Errors.INVALID_RECORD,
                              f"Found invalid record structure in {topic_partition}: {e}") from None
@@ -160,7 +197,17 @@ def validate_batch(records, config, now_ms: int, topic_partition: str,
             raise _count_mismatch(count, counted, topic_partition)
 
     _validate_timestamps(header, config, now_ms, topic_partition, decoded)
-    return header
+    return valid
+
+
+def target_codec(compression_type: str, source_codec: int) -> int:
+    """The codec a batch is stored with: the producer's for ``producer``, none for
+    ``uncompressed``, else the topic's (Kafka's ``BrokerCompressionType.targetCompression``)."""
+    if compression_type == "producer":
+        return source_codec
+    if compression_type == "uncompressed":
+        return compression.NONE
+    return compression.CODEC_IDS[compression_type]
 
 
 def check_record_structure(data) -> int:
@@ -182,6 +229,77 @@ def check_record_structure(data) -> int:
 def _uniform_record_count(data) -> int | None:
     """The record count when every record has the shape of the first one (same key and value
     lengths, no headers), else None."""
+    shape = _first_record_shape(data)
+    if shape is None:
+        return None
+    whole, one = _record_shape_patterns(*shape)
+    if whole.fullmatch(data) is None:
+        return None
+    # The matches tile ``data`` exactly as the walk would: at any position at most one branch
+    # can match (the varints' continuation bits fix which), so subn counts the same records.
+    return one.subn(b"", data)[1]
+
+
+def record_layout(data) -> tuple[int, bool]:
+    """``(count, canonical)`` of uncompressed records, checked as :func:`check_record_structure`
+    does (the same errors). ``canonical``: the records are byte for byte what Kafka's
+    ``MemoryRecordsBuilder`` writes when it rebuilds them at the same base timestamp -- record
+    attributes 0, offset deltas 0, 1, 2, ... and a first timestamp delta of 0 -- as every
+    producer writes them; then a rebuild only has to compress them.
+
+    Records of one shape (see :func:`_uniform_record_count`) are checked by regular expressions,
+    in C: one with the attributes byte fixed to 0 tiles ``data``, and the offset deltas it
+    captures, joined, must equal the canonical sequence. Other records are walked."""
+    shape = _first_record_shape(data)
+    if shape is not None:
+        whole, one = _canonical_shape_patterns(*shape)
+        if whole.fullmatch(data) is not None:
+            # The tiling is unique (see _uniform_record_count), so findall returns one offset
+            # delta per record, in order.
+            deltas = one.findall(data)
+            count = len(deltas)
+            return count, (b"".join(deltas) == _canonical_offset_deltas(count)
+                           and _first_timestamp_delta(data) == 0)
+    count = _walk_records(data)
+    return count, _offsets_canonical(data)
+
+
+def _first_timestamp_delta(data) -> int:
+    pos = read_varint(data, 0)[1] + 1
+    return read_varlong(data, pos)[0]
+
+
+def _offsets_canonical(data) -> bool:
+    """Whether records (already walked, so well formed) have attributes 0, offset deltas
+    0, 1, 2, ... and a first timestamp delta of 0: one jump per record by its length."""
+    end = len(data)
+    pos = 0
+    expected = 0
+    while pos < end:
+        size, pos = read_varint(data, pos)
+        record_end = pos + size
+        if data[pos] != 0:
+            return False
+        delta, at = read_varlong(data, pos + 1)
+        if expected == 0 and delta != 0:
+            return False
+        if read_varint(data, at)[0] != expected:
+            return False
+        expected += 1
+        pos = record_end
+    return True
+
+
+@functools.lru_cache(maxsize=32)
+def _canonical_offset_deltas(count: int) -> bytes:
+    out = bytearray()
+    for delta in range(count):
+        write_varint(out, delta)
+    return bytes(out)
+
+
+def _first_record_shape(data) -> tuple[int, int] | None:
+    """``(key length, value length)`` of the first record when it has no headers, else None."""
     try:
         pos = read_varint(data, 0)[1] + 1                  # length, attributes
         pos = read_varlong(data, pos)[1]                    # timestamp delta
@@ -192,12 +310,7 @@ def _uniform_record_count(data) -> int | None:
             return None
     except (IndexError, DecodeError):
         return None
-    whole, one = _record_shape_patterns(key_length, value_length)
-    if whole.fullmatch(data) is None:
-        return None
-    # The matches tile ``data`` exactly as the walk would: at any position at most one branch
-    # can match (the varints' continuation bits fix which), so subn counts the same records.
-    return one.subn(b"", data)[1]
+    return key_length, value_length
 
 
 @functools.lru_cache(maxsize=64)
@@ -205,6 +318,27 @@ def _record_shape_patterns(key_length: int, value_length: int):
     """Regexes for records with these key/value lengths and no headers: one branch per size of
     the timestamp delta (1-4 bytes) and offset delta (1-3 bytes) varints, each with the record
     length those sizes imply, all varints in canonical form."""
+    return _shape_patterns(key_length, value_length, b".")
+
+
+@functools.lru_cache(maxsize=64)
+def _canonical_shape_patterns(key_length: int, value_length: int):
+    """For :func:`record_layout`: the whole-data pattern of :func:`_record_shape_patterns` with
+    the attributes byte fixed to 0, and a single-record pattern capturing the offset delta in its
+    one group. That one is loose (any of the record lengths with any varint sizes) but, on data
+    the strict pattern tiles, matches exactly where the strict one does: varints and the
+    alternatives of the length are prefix-free, so each part has one way to match."""
+    whole, _ = _shape_patterns(key_length, value_length, rb"\x00")
+    key, value = _varint_bytes(key_length), _varint_bytes(value_length)
+    fixed = 1 + len(key) + max(key_length, 0) + len(value) + max(value_length, 0) + 1
+    lengths = b"|".join(re.escape(_varint_bytes(fixed + size)) for size in range(2, 8))
+    one = (b"(?:" + lengths + rb")\x00[\x80-\xff]{0,3}[\x00-\x7f]([\x80-\xff]{0,2}[\x00-\x7f])"
+           + re.escape(key) + b".{%d}" % max(key_length, 0)
+           + re.escape(value) + b".{%d}" % max(value_length, 0) + rb"\x00")
+    return whole, re.compile(one, re.DOTALL)
+
+
+def _shape_patterns(key_length: int, value_length: int, attributes: bytes):
     key, value = _varint_bytes(key_length), _varint_bytes(value_length)
     # attributes, key length, key, value length, value, header count (0)
     fixed = 1 + len(key) + max(key_length, 0) + len(value) + max(value_length, 0) + 1
@@ -212,7 +346,7 @@ def _record_shape_patterns(key_length: int, value_length: int):
     for ts_size in range(1, 5):
         for offset_size in range(1, 4):
             branches.append(
-                re.escape(_varint_bytes(fixed + ts_size + offset_size)) + b"."
+                re.escape(_varint_bytes(fixed + ts_size + offset_size)) + attributes
                 + rb"[\x80-\xff]" * (ts_size - 1) + rb"[\x00-\x7f]"
                 + rb"[\x80-\xff]" * (offset_size - 1) + rb"[\x00-\x7f]"
                 + re.escape(key) + b".{%d}" % max(key_length, 0)
@@ -299,9 +433,21 @@ def _skip_headers(data, pos: int, record_end: int, count: int) -> int:
     return pos
 
 
+def _undecompressable(error: DecodeError, codec: int, topic_partition: str) -> KafkaError:
+    """A batch that does not decompress. Kafka's decompressing stream throws a KafkaException,
+    which its produce path answers UNKNOWN_SERVER_ERROR; a batch that inflates past kbroker's
+    bound (no Kafka equivalent: a decompression bomb) is CORRUPT_MESSAGE."""
+    bomb = isinstance(error, compression.DecompressedSizeError)
+    return KafkaError(Errors.CORRUPT_MESSAGE if bomb else Errors.UNKNOWN_SERVER_ERROR,
+                      f"Record batch in {topic_partition} does not decompress with "
+                      f"{compression.CODEC_NAMES[codec]}: {error}")
+
+
 def _decode(header: BatchHeader, topic_partition: str):
     try:
         return decode_records(header, MAX_UNCOMPRESSED_BATCH_BYTES)
+    except compression.CompressionError as e:
+        raise _undecompressable(e, header.compression, topic_partition) from None
     except DecodeError as e:
         raise KafkaError(Errors.INVALID_RECORD,
                          f"Found invalid record structure in {topic_partition}: {e}") from None

@@ -1,43 +1,40 @@
-"""The controller: the only writer of topics, partitions, assignments, configs, SCRAM
-credentials, ACLs and client quotas.
+"""The controller: the one pipeline every metadata change takes, in both modes.
 
-Handlers translate requests into the calls below; nothing else writes the metadata store (a
-test checks it). Each change persists to the store, then publishes a new immutable
-:class:`MetadataImage` (``controller.image``); listeners — the replica manager — bring the log
-dirs from the old image to the new one through ``apply(old, new)``, a generator that yields
-between pieces of disk work. The same ``apply`` runs at start-up, from the image of what is on
-disk to the stored image, so start-up repairs whatever a crash left half done.
+A change goes through four steps, one change at a time (an asyncio lock serialises them):
 
-Order of the steps, and why nothing is ever half visible:
+1. **validate** the request against the current image (all policy lives here and in
+   :mod:`topic_policy` / :mod:`partition_changes`, none in handlers) and express it as a
+   :class:`MetadataDelta`;
+2. **commit** the delta in the store (``await store.commit(delta)``): the local JSON file, or a
+   ZooKeeper transaction conditional on znode versions and fenced by the controller epoch;
+3. **publish** ``image.apply(committed delta)`` as the current image: every reader sees the
+   change from now on, all of it at once;
+4. **reconcile**: listeners (replica manager, coordinators, dynamic configs) bring local state
+   from the last image they applied to the current one, in steps that give the event loop a
+   turn (``apply(old, new)`` generators), by a single reconciler task, so reconciliations run in
+   order and a burst of changes is applied in one go.
 
-- **Create a topic / add partitions**: partitions are created on disk *first* (``apply`` from
-  the current image to the image with the change, driven in steps so the event loop keeps
-  serving other clients between them), *then* the change is persisted, *then* the new image is
-  published. If creating a partition fails (EMFILE, ENOSPC, a file in the way), the same
-  ``apply`` runs backwards (new image to old) and deletes what was made; nothing was persisted,
-  so nothing is left that could stop the broker from starting. A crash before the persist
-  leaves partition dirs no image names: start-up deletes them as strays. A crash after it
-  leaves a stored topic whose dirs start-up creates if missing. Until the image is published
-  the topic is invisible to clients (they read topics only through the image).
-- **Delete a topic**: persisted first and published (the topic is gone for everyone at once),
-  then its partitions are deleted on disk in steps. A crash midway leaves strays that start-up
-  deletes.
-- **Configs**: persisted, published, applied (setting new LogConfigs is quick).
+A change committed by another broker (cluster mode) takes steps 3 and 4 the same way:
+:meth:`follow` reads it from the store under the same lock (so it never interleaves with a
+commit of this broker) and publishes it. The elected controller's duties
+(:mod:`kbroker.metadata.zk.duties`) and a partition leader's ISR change are writes like any
+other. The store is the only thing that differs between modes.
 
-Limits (Kafka's own guards are similar: its controller refuses a request that would generate
-more than 10,000 metadata records with POLICY_VIOLATION): a change that would bring this broker
-past ``MAX_PARTITIONS`` partitions is refused with POLICY_VIOLATION before anything is
-allocated, so a fuzzed count of 15 million costs nothing.
+**Crash safety.** Each step is durable or repeatable: a crash before the commit leaves nothing
+(the file is replaced atomically; a ZooKeeper transaction is all or nothing); a crash after it
+leaves a stored change that start-up publishes (the first image *is* the store) and reconciles
+(``ReplicaManager.open`` brings the log dirs from what is on disk to the stored image: missing
+partitions made, strays deleted). A topic creation that fails on this broker's disk (EMFILE,
+ENOSPC, a file in the way) is undone by a second change (the deletion) and answered
+KAFKA_STORAGE_ERROR; a crash between the two leaves a stored topic that start-up tries again.
 
-Internal topics (``__consumer_offsets``, ``__transaction_state``): Kafka 4's controller lets a
-client delete them or add partitions to them (only ``kafka-topics.sh`` refuses, client-side),
-which silently loses every group's offsets or moves groups to other coordinator partitions. We
-refuse both: DeleteTopics gets TOPIC_DELETION_DISABLED, CreatePartitions POLICY_VIOLATION, and
-altering ``cleanup.policy`` so it no longer compacts gets INVALID_CONFIG — each with a message
-naming the topic and the reason.
-
-Concurrency: one event loop; the image is replaced, never changed. A topic with a change in
-progress on disk is "busy": a second change to it is refused instead of interleaved.
+**Failures.** A commit that loses a conditional write (another broker changed the znode first)
+re-reads what the change touches, publishes that, and decides once more; a second loss, or a
+controller epoch that moved on, is refused (NOT_CONTROLLER for a fenced controller, so the
+client asks again elsewhere). A lost ZooKeeper connection is REQUEST_TIMED_OUT (the change may
+or may not be made; the next read says). A failed file write is KAFKA_STORAGE_ERROR, with
+nothing changed. A client that goes away mid-change does not stop it: each write runs in a task
+of its own, shielded from the request's cancellation.
 """
 
 from __future__ import annotations
@@ -45,33 +42,45 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
-from typing import Generator, Iterator, Mapping, Protocol
+from typing import Awaitable, Callable, Iterator, Mapping, Protocol
 
-from kbroker.metadata.image import MetadataImage, TopicMetadata
-from kbroker.metadata.placement import check_replication_factor, reassignment_problem
+from kbroker.metadata import partition_changes, topic_policy
+from kbroker.metadata.delta import MetadataDelta
+from kbroker.metadata.image import MetadataImage, PartitionState, TopicMetadata
+from kbroker.metadata.store import (AlreadyExistsError, Commit, FencedError, StaleMetadataError,
+                                    StoreUnavailableError)
+from kbroker.metadata.topic_policy import MAX_PARTITIONS, NewTopic  # noqa: F401  (re-exported)
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.controller")
 
-# The most partitions one broker hosts; beyond it a change is refused before any work.
-MAX_PARTITIONS = 200_000
-# How long a step of disk work may hold the event loop before the controller yields (seconds).
+# How long a step of reconciliation may hold the event loop before the reconciler yields (s).
 STEP_BUDGET = 0.01
+
+Decide = Callable[[MetadataImage], "MetadataDelta | None"]
 
 
 class ImageListener(Protocol):
     def apply(self, old: MetadataImage, new: MetadataImage) -> Iterator[None]:
-        """Bring local state from ``old`` to ``new``; yield between pieces of disk work."""
+        """Bring local state from ``old`` to ``new``; yield between pieces of disk work. May
+        return ``{topic: OSError}`` for topics it could not apply (the rest are applied)."""
 
 
 class Controller:
-    def __init__(self, store, node_id: int):
+    def __init__(self, store, node_id: int, image: MetadataImage, config=None):
         self._store = store
         self._node_id = node_id
-        self._image: MetadataImage = store.load()
+        self._config = config
+        self._image = image
+        self._version = 0  # of the published image
         self._listeners: list[ImageListener] = []
-        self._busy: set[str] = set()  # topics with a change in progress on disk
+        self._lock = asyncio.Lock()
+        self._applied = image  # what listeners have reconciled to, at _applied_version
+        self._applied_version = 0
+        self._reconciler: asyncio.Task | None = None
+        self._writes: set[asyncio.Task] = set()
+        # Topics this broker could not apply locally (creation failed on disk), with why.
+        self._apply_failures: dict[str, OSError] = {}
 
     @property
     def image(self) -> MetadataImage:
@@ -82,336 +91,384 @@ class Controller:
     def cluster_id(self) -> str:
         return self._image.cluster_id
 
+    @property
+    def node_id(self) -> int:
+        return self._node_id
+
     def subscribe(self, listener: ImageListener) -> None:
+        """Listeners reconcile in subscription order, from the current image on."""
         self._listeners.append(listener)
 
-    # --- topics --------------------------------------------------------------------------------
+    def is_active(self) -> bool:
+        """Whether this broker makes the elected controller's writes (a single node always)."""
+        return self._store.is_controller
 
-    # A single node: every replica list is [this node] (the handlers checked a replication
-    # factor of 1 and manual assignments naming this node); the cluster controller
-    # (zk_controller) places replicas over the live brokers.
+    def live_brokers(self) -> dict[int, str | None]:
+        """Live broker id -> rack: the registered brokers of a cluster, or this node alone."""
+        brokers = self._image.brokers
+        if brokers or self._store.replicated:
+            return {b.node_id: b.rack for b in brokers.values()}
+        rack = self._config.get("broker.rack") if self._config is not None else None
+        return {self._node_id: rack or None}
 
-    def live_brokers(self) -> set[int]:
-        return {self._node_id}
+    def _setting(self, name: str, default):
+        return self._config.get(name) if self._config is not None else default
 
-    def check_replication_factor(self, replication_factor: int) -> None:
-        check_replication_factor(replication_factor, 1)
+    # --- the pipeline ----------------------------------------------------------------------------
 
-    def create_topic(self, name: str, num_partitions: int, configs: Mapping,
-                     replication_factor: int = 1, assignments=None) -> TopicMetadata:
-        """Create a topic in one go, for callers that cannot wait: internal topics at first use
-        (their partition count is the broker's own config). Requests use create_topic_async."""
-        return _run_now(self._create_topic(name, num_partitions, configs))
+    async def write(self, decide: Decide, what: str = "metadata change") -> Commit | None:
+        """Validate (``decide(image)`` -> delta, or None for nothing to do; raises KafkaError),
+        commit, publish, reconcile. Returns the commit (None when there was nothing to do)."""
+        task = asyncio.ensure_future(self._write(decide, what))
+        self._writes.add(task)
+        task.add_done_callback(_forget(self._writes))
+        return await asyncio.shield(task)
 
-    async def create_topic_async(self, name: str, num_partitions: int, configs: Mapping,
-                                 replication_factor: int = 1, assignments=None) -> TopicMetadata:
-        """Create a topic, giving the event loop a turn between steps of disk work."""
-        return await _run(self._create_topic(name, num_partitions, configs))
+    async def follow(self, read: Callable[[MetadataImage], Awaitable["MetadataDelta | None"]]
+                     ) -> None:
+        """Publish and reconcile a change committed elsewhere: ``read(image)`` reads it from the
+        store (under the write lock, so no commit of this broker interleaves) as a delta."""
+        async with self._lock:
+            delta = await read(self._image)
+            if delta is None or delta.empty:
+                return
+            version = self._publish(delta)
+        await self._reconciled(version)
 
-    async def create_partitions(self, name: str, count: int, assignments=None) -> TopicMetadata:
-        return await _run(self._create_partitions(name, count))
+    async def _write(self, decide: Decide, what: str) -> Commit | None:
+        async with self._lock:
+            delta = decide(self._image)
+            if delta is None or delta.empty:
+                return None
+            self._between_steps("decided", what)
+            commit = await self._commit(delta, decide, what)
+            if commit is None:
+                return None
+            self._between_steps("committed", what)
+            version = self._publish(commit.delta)
+        self._between_steps("published", what)
+        await self._reconciled(version)
+        self._between_steps("reconciled", what)
+        return commit
 
-    def list_reassignments(self, partitions=None) -> dict:
-        return {}  # one replica per partition: nothing to move
+    async def _commit(self, delta: MetadataDelta, decide: Decide, what: str) -> Commit | None:
+        for attempt in (1, 2):
+            try:
+                return await self._store.commit(delta)
+            except AlreadyExistsError as exc:
+                if delta.created:
+                    name = next(iter(delta.created))
+                    raise KafkaError(Errors.TOPIC_ALREADY_EXISTS,
+                                     f"Topic '{name}' already exists.") from None
+                stale = exc
+            except FencedError as exc:
+                log.warning("%s refused: %s", what, exc)
+                raise KafkaError(Errors.NOT_CONTROLLER, str(exc)) from None
+            except StaleMetadataError as exc:
+                stale = exc
+            except StoreUnavailableError as exc:
+                log.warning("%s not confirmed: %s", what, exc)
+                raise KafkaError(Errors.REQUEST_TIMED_OUT, str(exc)) from None
+            except OSError as exc:
+                log.error("cannot write the metadata store: %s; %s is refused", exc, what)
+                raise KafkaError(Errors.KAFKA_STORAGE_ERROR,
+                                 f"Could not persist the change: {exc.strerror or exc}") from None
+            if delta.isr_only or attempt == 2:
+                break
+            # Another writer changed what this change is conditional on: take in what it wrote
+            # and decide again (a creation may now collide, a config change apply on top).
+            fresh = await self._store.reread(delta)
+            if not fresh.empty:
+                self._publish(fresh)
+            delta = decide(self._image)
+            if delta is None or delta.empty:
+                return None
+        if delta.isr_only:
+            raise stale
+        log.warning("%s refused: %s", what, stale)
+        raise KafkaError(Errors.NOT_CONTROLLER if self._store.is_controller
+                         else Errors.UNKNOWN_SERVER_ERROR, str(stale))
 
-    async def alter_reassignments(self, wanted, allow_replication_factor_change=True) -> dict:
-        """A single node: the only valid target is the current one (this node)."""
-        results = {}
-        for name, index, target in wanted:
-            topic = self._image.topic(name)
-            if topic is None or not 0 <= index < topic.num_partitions:
-                results[(name, index)] = (Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                          f"The partition {name}-{index} does not exist.")
-            elif target is None:
-                results[(name, index)] = (Errors.NO_REASSIGNMENT_IN_PROGRESS, None)
-            elif (problem := reassignment_problem(target, {self._node_id})) is not None:
-                results[(name, index)] = (Errors.INVALID_REPLICA_ASSIGNMENT, problem)
-            else:
-                results[(name, index)] = (Errors.NONE, None)
-        return results
+    def _publish(self, delta: MetadataDelta) -> int:
+        self._image = self._image.apply(delta)
+        self._version += 1
+        for name in delta.deleted:
+            self._apply_failures.pop(name, None)
+        return self._version
 
-    async def elect_leaders(self, preferred: bool, partitions) -> dict:
-        """ElectLeaders on a single node: every partition is led by its only (preferred)
-        replica, so no election is ever needed."""
-        if partitions is None:
-            partitions = [(t.name, i) for t in self._image.topics().values()
-                          for i in range(t.num_partitions)]
-        results = {}
-        for name, index in partitions:
-            topic = self._image.topic(name)
-            if topic is None or not 0 <= index < topic.num_partitions:
-                results[(name, index)] = (Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                          f"The partition {name}-{index} does not exist.")
-            else:
-                results[(name, index)] = (Errors.ELECTION_NOT_NEEDED, None)
-        return results
+    def _between_steps(self, step: str, what: str) -> None:
+        """A seam between the pipeline's steps: crash tests stop the process here."""
+
+    async def _reconciled(self, version: int) -> None:
+        """Wait until listeners have applied image ``version`` (or a later one)."""
+        while self._applied_version < version:
+            if self._reconciler is None or self._reconciler.done():
+                self._reconciler = asyncio.ensure_future(self._reconcile())
+            await asyncio.shield(self._reconciler)
+
+    async def _reconcile(self) -> None:
+        """The reconciler: brings every listener from the last applied image to the newest,
+        in steps, until no newer image is waiting."""
+        while self._applied_version < self._version:
+            old, new, version = self._applied, self._image, self._version
+            failures = {}
+            for listener in self._listeners:
+                failures.update(await _drive(listener, old, new))
+            self._apply_failures.update(failures)
+            self._applied, self._applied_version = new, version
+
+    async def close(self) -> None:
+        """Let writes in flight finish (their changes are committed or not, never half)."""
+        pending = list(self._writes) + ([self._reconciler] if self._reconciler else [])
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    # --- topics ----------------------------------------------------------------------------------
+
+    async def create_topic(self, wanted: NewTopic, validate_only: bool = False) -> TopicMetadata:
+        """CreateTopics of one topic (rules in :mod:`topic_policy`). Answers once the topic is
+        published and this broker holds its partitions; a creation that fails on this broker's
+        disk is undone and answered KAFKA_STORAGE_ERROR."""
+        created: dict[str, TopicMetadata] = {}
+
+        def decide(image):
+            topic = topic_policy.new_topic(
+                image, self.live_brokers(), wanted, self._setting("num.partitions", 1),
+                self._setting("default.replication.factor", 1), self._store.controller_epoch)
+            created["topic"] = topic
+            return None if validate_only else MetadataDelta(created={topic.name: topic})
+
+        commit = await self.write(decide, f"creating topic {wanted.name}")
+        if commit is None:
+            return created["topic"]
+        topic = commit.delta.created[wanted.name]
+        failure = self._apply_failures.pop(wanted.name, None)
+        if failure is not None:
+            await self._undo_creation(topic, failure)
+        return self._image.topic(wanted.name) or topic
+
+    async def _undo_creation(self, topic: TopicMetadata, failure: OSError) -> None:
+        log.error("cannot create topic %s on disk: %s; deleting it again", topic.name, failure)
+
+        def decide(image):
+            current = image.topic(topic.name)
+            if current is None or current.topic_id != topic.topic_id:
+                return None
+            return MetadataDelta(deleted=frozenset({topic.name}))
+
+        await self.write(decide, f"undoing the creation of {topic.name}")
+        raise KafkaError(Errors.KAFKA_STORAGE_ERROR,
+                         f"Could not create topic {topic.name}: {failure.strerror or failure} "
+                         f"({failure.filename or ''}); nothing was created.")
+
+    async def create_partitions(self, name: str, count: int, assignments=None,
+                                validate_only: bool = False) -> TopicMetadata:
+        def decide(image):
+            delta = topic_policy.new_partitions(image, self.live_brokers(), name, count,
+                                                assignments, self._store.controller_epoch)
+            return None if validate_only else delta
+
+        await self.write(decide, f"adding partitions to {name}")
+        return self._image.topic(name)
 
     async def delete_topic(self, name: str) -> None:
-        await _run(self._delete_topic(name))
+        def decide(image):
+            topic_policy.check_deletable(topic_policy.existing(image, name))
+            return MetadataDelta(deleted=frozenset({name}))
+
+        await self.write(decide, f"deleting topic {name}")
 
     async def alter_topic_configs(self, name: str, configs: Mapping) -> TopicMetadata:
-        topic = self._existing(name)
-        if topic.is_internal:
-            _check_internal_configs(topic, configs)
-        await self._persist_async(lambda: self._store.set_topic_configs(name, configs))
-        # The image may have moved on during the write (new partition states): change that one.
-        changed = self._existing(name).with_configs(configs)
-        _run_now(self._publish(self._image.with_topic(changed)))
-        return changed
+        def decide(image):
+            topic_policy.check_topic_configs(topic_policy.existing(image, name), configs)
+            return MetadataDelta(topic_configs={name: dict(configs)})
 
-    def check_new_partitions(self, count: int) -> None:
-        """POLICY_VIOLATION if ``count`` more partitions would exceed MAX_PARTITIONS."""
-        hosted = self._image.partition_count()
-        if count > MAX_PARTITIONS - hosted:
-            raise KafkaError(Errors.POLICY_VIOLATION,
-                             f"Creating {count} partition(s) would bring this broker to "
-                             f"{hosted + count} partitions; it hosts at most {MAX_PARTITIONS}.")
+        await self.write(decide, f"altering the configs of {name}")
+        return self._image.topic(name)
 
-    def check_new_partitions_of(self, topic: TopicMetadata, count: int) -> None:
-        """Whether ``topic`` may grow to ``count`` partitions (the request checked the count
-        itself): never for an internal topic, and within MAX_PARTITIONS."""
-        if topic.is_internal:
-            raise KafkaError(Errors.POLICY_VIOLATION,
-                             f"Cannot add partitions to internal topic {topic.name}: "
-                             f"coordinators find their partition by hashing over its partition "
-                             f"count, so every group or transaction would move.")
-        self.check_new_partitions(count - topic.num_partitions)
-
-    # --- broker configs and producer ids -------------------------------------------------------
+    # --- broker configs, producer ids, features --------------------------------------------------
 
     async def alter_broker_configs(self, configs: Mapping, *, cluster_default: bool) -> None:
-        await self._persist_async(lambda: self._store.set_broker_configs(
-            configs, cluster_default=cluster_default))
-        # Topic settings derive from broker configs: listeners re-derive every topic's.
-        _run_now(self._publish(self._image.with_broker_configs(
-            configs, cluster_default=cluster_default)))
+        scope = "cluster" if cluster_default else "broker"
+        await self.write(lambda image: MetadataDelta(broker_configs={scope: dict(configs)}),
+                         f"altering {scope} broker configs")
 
-    def allocate_producer_id_block(self, size: int) -> int:
-        return self._store.allocate_producer_id_block(size)
-
-    # --- SCRAM credentials ---------------------------------------------------------------------
-
-    async def alter_scram_credentials(self, upserts: Mapping[tuple[str, str], str],
-                                deletions: set[tuple[str, str]]) -> None:
-        """Set ``(user, mechanism) -> credential string`` and remove ``(user, mechanism)`` pairs,
-        in one persisted change (the handler validated them)."""
-        credentials = {user: dict(m) for user, m in self._image.scram_credentials.items()}
-        for user, mechanism in deletions:
-            credentials.get(user, {}).pop(mechanism, None)
-        for (user, mechanism), credential in upserts.items():
-            credentials.setdefault(user, {})[mechanism] = credential
-        credentials = {user: m for user, m in credentials.items() if m}
-        await self._persist_async(lambda: self._store.set_scram_credentials(credentials))
-        _run_now(self._publish(self._image.with_scram_credentials(credentials)))
-
-    # --- ACLs ---------------------------------------------------------------------------------
-
-    async def create_acls(self, acls) -> dict:
-        """Add ACL bindings (validated by the handler); one already present is not duplicated.
-        Returns ACL -> KafkaError for each one not stored: none here, the local store writes
-        every ACL in one file (a failed write raises KafkaError for all); the ZooKeeper
-        controller writes one resource at a time and can fail some."""
-        current = list(self._image.acls)
-        present = set(current)
-        current += [a for a in dict.fromkeys(tuple(a) for a in acls) if a not in present]
-        await self._set_acls(current)
-        return {}
-
-    async def delete_acls(self, acls) -> dict:
-        """Remove exactly these ACL bindings; returns those not removed, as create_acls."""
-        gone = {tuple(a) for a in acls}
-        await self._set_acls([a for a in self._image.acls if a not in gone])
-        return {}
-
-    async def _set_acls(self, acls) -> None:
-        await self._persist_async(lambda: self._store.set_acls(acls))
-        _run_now(self._publish(self._image.with_acls(acls)))
-
-    # --- feature levels (UpdateFeatures) ------------------------------------------------------
+    async def allocate_producer_ids(self, size: int) -> int:
+        """Reserve ``size`` producer ids, durably, through the store; the first."""
+        async with self._lock:
+            try:
+                return await self._store.allocate_producer_ids(size)
+            except (StaleMetadataError, StoreUnavailableError) as exc:
+                raise KafkaError(Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                                 f"no producer id block could be reserved: {exc}") from None
+            except OSError as exc:
+                raise KafkaError(Errors.KAFKA_STORAGE_ERROR,
+                                 f"Could not reserve producer ids: {exc.strerror or exc}") from None
 
     async def update_features(self, levels: Mapping[str, int]) -> None:
         """Finalize these feature levels (validated by the handler), kept across restarts."""
-        merged = {**self._image.finalized_features, **levels}
-        if merged == dict(self._image.finalized_features):
-            return
-        epoch = None
+        def decide(image):
+            merged = {**image.finalized_features, **levels}
+            if merged == dict(image.finalized_features):
+                return None
+            return MetadataDelta(features=merged, features_epoch=image.features_epoch + 1)
 
-        def write():
-            nonlocal epoch
-            epoch = self._store.set_finalized_features(merged)
-        await self._persist_async(write)
-        _run_now(self._publish(self._image.with_finalized_features(merged, epoch)))
+        await self.write(decide, "updating finalized features")
 
-    # --- client quotas -------------------------------------------------------------------------
+    # --- SCRAM credentials, ACLs, client quotas --------------------------------------------------
+
+    async def alter_scram_credentials(self, upserts: Mapping[tuple[str, str], str],
+                                      deletions: set[tuple[str, str]]) -> None:
+        """Set ``(user, mechanism) -> credential string`` and remove ``(user, mechanism)`` pairs,
+        in one change (the handler validated them)."""
+        changes = {pair: None for pair in deletions}
+        changes.update(upserts)
+        await self.write(lambda image: MetadataDelta(scram=changes),
+                         "altering SCRAM credentials")
+
+    async def create_acls(self, acls) -> dict:
+        """Add ACL bindings (validated by the handler); one already present is not duplicated.
+        Returns ACL -> KafkaError for each one not stored (the ZooKeeper store writes one
+        resource at a time, as Kafka's AclAuthorizer, and can fail some)."""
+        added = tuple(dict.fromkeys(tuple(a) for a in acls))
+
+        def decide(image):
+            present = set(image.acls)
+            wanted = tuple(a for a in added if a not in present)
+            return MetadataDelta(acls_added=wanted) if wanted else None
+
+        return _refused_acls(await self.write(decide, "creating ACLs"))
+
+    async def delete_acls(self, acls) -> dict:
+        """Remove exactly these ACL bindings; returns those not removed, as create_acls."""
+        gone = tuple(dict.fromkeys(tuple(a) for a in acls))
+        return _refused_acls(await self.write(lambda image: MetadataDelta(acls_removed=gone),
+                                              "deleting ACLs"))
 
     async def alter_client_quotas(self, changes: Mapping[tuple, Mapping[str, float | None]]
                                   ) -> None:
         """Apply ``entity -> {key: value, or None to remove}`` (validated by the handler) in one
-        persisted change; an entity left with no quota disappears, as in Kafka."""
-        quotas = {entity: dict(values) for entity, values in self._image.client_quotas.items()}
-        changed = []
-        for entity, ops in changes.items():
-            entity = tuple(sorted(entity))
-            values = quotas.setdefault(entity, {})
-            before = dict(values)
-            for key, value in ops.items():
-                if value is None:
-                    values.pop(key, None)
-                else:
-                    values[key] = float(value)
-            if values != before:
-                changed.append(entity)
-        if not changed:
-            return
-        quotas = {entity: values for entity, values in quotas.items() if values}
-        await self._persist_async(lambda: self._store.set_client_quotas(quotas, changed))
-        _run_now(self._publish(self._image.with_client_quotas(quotas)))
+        change; an entity left with no quota disappears, as in Kafka."""
+        def decide(image):
+            quotas = {}
+            for entity, ops in changes.items():
+                entity = tuple(sorted(entity))
+                values = dict(quotas.get(entity, image.client_quotas.get(entity, {})))
+                for key, value in ops.items():
+                    if value is None:
+                        values.pop(key, None)
+                    else:
+                        values[key] = float(value)
+                quotas[entity] = values
+            changed = {e: v for e, v in quotas.items()
+                       if v != dict(image.client_quotas.get(e, {}))}
+            return MetadataDelta(client_quotas=changed) if changed else None
 
-    # --- the steps -----------------------------------------------------------------------------
+        await self.write(decide, "altering client quotas")
 
-    def _create_topic(self, name, num_partitions, configs) -> Generator[None, None, TopicMetadata]:
-        if name in self._busy or self._image.topic(name) is not None:
-            raise KafkaError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        self.check_new_partitions(num_partitions)
-        topic_id = uuid.uuid4()
-        while topic_id in self._image.topics_by_id or topic_id.int == 0:
-            topic_id = uuid.uuid4()
-        topic = TopicMetadata(name, topic_id, ((self._node_id,),) * num_partitions, configs)
-        with self._busy_topic(name):
-            before = self._image
-            after = before.with_topic(topic)
-            yield from self._prepare(before, after, f"create topic {name}")
-            try:
-                self._persist(lambda: self._store.create_topic(topic))
-            except KafkaError:
-                yield from self._apply(after, before)
-                raise
-            yield from self._publish(self._image.with_topic(topic), prepared=after)
-        return topic
+    # --- partitions: elections, reassignments, ISR changes ---------------------------------------
 
-    def _create_partitions(self, name, count) -> Generator[None, None, TopicMetadata]:
-        topic = self._existing(name)
-        self.check_new_partitions_of(topic, count)
-        if name in self._busy:
-            raise KafkaError(Errors.INVALID_REQUEST, f"Topic '{name}' is being changed.")
-        added = count - topic.num_partitions
-        grown = topic.with_assignments(topic.assignments + ((self._node_id,),) * added)
-        with self._busy_topic(name):
-            before = self._image
-            after = before.with_topic(grown)
-            yield from self._prepare(before, after, f"add partitions to {name}")
-            try:
-                self._persist(lambda: self._store.set_assignments(name, grown.assignments))
-            except KafkaError:
-                yield from self._apply(after, before)
-                raise
-            # Configs may have changed while partitions were being made: keep the newest.
-            current = self._image.topic(name).with_assignments(grown.assignments)
-            yield from self._publish(self._image.with_topic(current), prepared=after)
-        return current
+    def _check_active(self) -> None:
+        if not self.is_active():
+            raise KafkaError(Errors.NOT_CONTROLLER,
+                             f"broker {self._node_id} is not the controller")
 
-    def _delete_topic(self, name) -> Generator[None, None, None]:
-        topic = self._existing(name)
-        if topic.is_internal:
-            raise KafkaError(Errors.TOPIC_DELETION_DISABLED,
-                             f"Topic {name} is an internal topic and cannot be deleted: it holds "
-                             f"the state of the broker's coordinators.")
-        if name in self._busy:
-            raise KafkaError(Errors.INVALID_REQUEST, f"Topic '{name}' is being changed.")
-        self._persist(lambda: self._store.delete_topic(name))
-        with self._busy_topic(name):  # its partition dirs are still on disk until apply ends
-            yield from self._publish(self._image.without_topic(name))
+    def unclean_allowed(self, topic: TopicMetadata) -> bool:
+        value = topic.configs.get("unclean.leader.election.enable")
+        if value is not None:
+            return value.strip().lower() == "true"
+        return bool(self._setting("unclean.leader.election.enable", False))
 
-    def _existing(self, name: str) -> TopicMetadata:
-        topic = self._image.topic(name)
-        if topic is None:
-            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"The topic '{name}' does not exist.")
-        return topic
+    async def elect_leaders(self, preferred: bool, partitions) -> dict:
+        """ElectLeaders on the controller: ``(topic, index) -> (error, message)`` for
+        ``partitions`` (None: every partition); answers once the new leaders are published."""
+        self._check_active()
+        outcomes: dict = {}
 
-    def _busy_topic(self, name: str):
-        controller = self
+        def decide(image):
+            found, states = partition_changes.elections(
+                image, set(self.live_brokers()), preferred, partitions,
+                self._store.controller_epoch, self.unclean_allowed)
+            outcomes.clear()
+            outcomes.update(found)
+            outcomes.update({key: (Errors.NONE, None) for key in states})
+            return MetadataDelta(states=states) if states else None
 
-        class Busy:
-            def __enter__(self):
-                controller._busy.add(name)
+        commit = await self.write(decide, "electing leaders")
+        for key in (commit.refused if commit else {}):
+            outcomes[key] = (Errors.NOT_CONTROLLER,
+                             f"the state of {key[0]}-{key[1]} changed under the election; retry")
+        return outcomes
 
-            def __exit__(self, *exc):
-                controller._busy.discard(name)
+    def list_reassignments(self, partitions=None) -> dict:
+        """(topic, index) -> (replicas, adding, removing) of each reassignment in progress."""
+        self._check_active()
+        return partition_changes.reassignments(self._image, partitions)
 
-        return Busy()
+    async def alter_reassignments(self, wanted, allow_replication_factor_change=True) -> dict:
+        """Start (target replicas) or cancel (None) reassignments: ``[(topic, index, replicas
+        or None)]`` -> ``{(topic, index): (error, message)}``. The elected controller's duties
+        finish each once its target replicas are in sync."""
+        self._check_active()
+        outcomes: dict = {}
 
-    def _prepare(self, before: MetadataImage, after: MetadataImage, what: str):
-        """Make ``after``'s partitions on disk before anything is persisted; on failure undo it
-        with the same apply, backwards, and refuse with KAFKA_STORAGE_ERROR."""
+        def decide(image):
+            found, delta = partition_changes.alter_reassignments(
+                image, set(self.live_brokers()), wanted, allow_replication_factor_change)
+            outcomes.clear()
+            outcomes.update(found)
+            return delta if delta.assignments else None
+
         try:
-            yield from self._apply(before, after)
-        except OSError as exc:
-            log.error("cannot %s: %s; deleting the partitions made so far", what, exc)
-            yield from self._apply(after, before)
-            raise KafkaError(Errors.KAFKA_STORAGE_ERROR,
-                             f"Could not {what}: {exc.strerror or exc} ({exc.filename or ''}); "
-                             f"nothing was created.") from None
+            await self.write(decide, "altering reassignments")
+        except KafkaError as exc:
+            for key, outcome in outcomes.items():
+                if outcome[0] is Errors.NONE:
+                    outcomes[key] = (exc.error, exc.message)
+        return outcomes
 
-    async def _persist_async(self, write) -> None:
-        """A change an admin request makes (configs, credentials, ACLs, quotas, features). The
-        local store writes one small file at once; the ZooKeeper controller's round trips run in
-        a thread, so the broker keeps serving while they take."""
-        self._persist(write)
-
-    def _persist(self, write) -> None:
-        try:
-            write()
-        except OSError as exc:
-            log.error("cannot write the metadata store: %s; the change is refused", exc)
-            raise KafkaError(Errors.KAFKA_STORAGE_ERROR,
-                             f"Could not persist the change: {exc.strerror or exc}") from None
-
-    def _publish(self, new: MetadataImage, prepared: MetadataImage | None = None):
-        """Make ``new`` the current image, then let listeners apply it. ``prepared`` is the image
-        the disk already matches (creations apply before persisting); from there to ``new`` is
-        usually nothing, or a config change that landed meanwhile."""
-        old = self._image if prepared is None else prepared
-        self._image = new
-        try:
-            yield from self._apply(old, new)
-        except OSError as exc:  # the change is durable: start-up finishes what is left
-            log.error("applying a metadata change failed: %s; a restart completes it", exc)
-
-    def _apply(self, old: MetadataImage, new: MetadataImage):
-        for listener in self._listeners:
-            yield from listener.apply(old, new)
+    async def change_isr(self, topic: str, index: int, proposed: PartitionState
+                         ) -> PartitionState:
+        """A partition leader's ISR change, committed if the state is still at
+        ``proposed.version``; the state as written (with its new version). Raises
+        StaleMetadataError when the state moved on (the leader waits for the next image)."""
+        commit = await self.write(
+            lambda image: MetadataDelta(states={(topic, index): proposed}, isr_only=True),
+            f"changing the ISR of {topic}-{index}")
+        return commit.delta.states[(topic, index)]
 
 
-def _check_internal_configs(topic: TopicMetadata, configs: Mapping) -> None:
-    policy = configs.get("cleanup.policy", "compact")
-    if "compact" not in [p.strip() for p in policy.split(",")]:
-        raise KafkaError(Errors.INVALID_CONFIG,
-                         f"cleanup.policy of internal topic {topic.name} must include 'compact': "
-                         f"with '{policy}' retention would delete coordinator state.")
+def _refused_acls(commit: Commit | None) -> dict:
+    if commit is None:
+        return {}
+    return {acl: exc if isinstance(exc, KafkaError)
+            else KafkaError(Errors.UNKNOWN_SERVER_ERROR, str(exc))
+            for acl, exc in commit.refused.items()}
 
 
-async def _run(steps: Generator):
-    """Drive ``steps`` to the end in a task of its own, giving the event loop a turn whenever a
-    step ran past STEP_BUDGET. Shielded: a client that goes away does not leave a change half
-    made (the change finishes, or fails and undoes itself, either way)."""
-    async def drive():
-        started = time.monotonic()
-        try:
-            while True:
-                next(steps)
-                if time.monotonic() - started > STEP_BUDGET:
-                    await asyncio.sleep(0)
-                    started = time.monotonic()
-        except StopIteration as done:
-            return done.value
-
-    return await asyncio.shield(asyncio.ensure_future(drive()))
-
-
-def _run_now(steps: Generator):
+async def _drive(listener: ImageListener, old: MetadataImage, new: MetadataImage) -> dict:
+    """Run ``listener.apply(old, new)`` to the end, giving the event loop a turn whenever a step
+    ran past STEP_BUDGET; its failures ({topic: OSError})."""
+    steps = listener.apply(old, new)
+    started = time.monotonic()
     try:
         while True:
             next(steps)
+            if time.monotonic() - started > STEP_BUDGET:
+                await asyncio.sleep(0)
+                started = time.monotonic()
     except StopIteration as done:
-        return done.value
+        return dict(done.value or {})
+    except OSError as exc:  # the change is durable: a restart completes it
+        log.error("applying a metadata change failed: %s; a restart completes it", exc)
+    except Exception:
+        log.exception("a metadata listener (%s) failed; continuing with the next image",
+                      type(listener).__name__)
+    return {}
+
+
+def _forget(tasks: set):
+    def done(task: asyncio.Task) -> None:
+        tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller may have gone (it sees it through shield)
+    return done

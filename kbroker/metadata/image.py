@@ -1,9 +1,12 @@
 """The metadata image: one immutable, consistent view of the cluster's topics and configs.
 
-The controller publishes a new :class:`MetadataImage` after every persisted change; everyone
-else only reads images. A reader that keeps a reference keeps one consistent view: nothing in an
-image (or in the :class:`TopicMetadata` it holds) ever changes, and two images share every topic
-a change did not touch, so the replica manager finds what changed by identity (``is``).
+The controller publishes ``image.apply(delta)`` after every committed change (its own, or one
+read from ZooKeeper); everyone else only reads images. A reader that keeps a reference keeps one
+consistent view: nothing in an image (or in the :class:`TopicMetadata` it holds) ever changes,
+and an image shares with the one before it every part a delta did not touch: the topics, and
+within a topic the replica lists and each partition's :class:`PartitionState`. Listeners find
+what changed by identity (``is``), so a leader change in a topic of 20,000 partitions costs
+them one partition's work.
 """
 
 from __future__ import annotations
@@ -51,6 +54,20 @@ class PartitionState:
     isr: tuple[int, ...]
     version: int = 0
     controller_epoch: int = 0
+    # The zxid of the znode's last change, as read (0: not read, e.g. written here); what a
+    # notification created at or before it names, this state has already.
+    zxid: int = field(default=0, compare=False)
+
+    @property
+    def missing(self) -> bool:
+        """The state znode is not written yet (a creation in progress, or interrupted)."""
+        return self.leader_epoch < 0
+
+
+# A partition whose state znode is not written yet: no leader, and a version below any real
+# one, so the first state read or written for it is newer. In a delta, a state at this version
+# asks the store to create the znode rather than update it.
+MISSING_STATE = PartitionState(-1, -1, (), -1, -1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,22 +92,42 @@ class TopicMetadata:
     # Leader, epoch and ISR per partition (a cluster's partition state znodes). Empty on a single
     # node, where every partition is led by its only replica: see :meth:`state`.
     states: tuple[PartitionState, ...] = ()
+    # Reassignments in progress (KIP-455): partition -> (adding replicas, removing replicas);
+    # ``assignments`` then holds the full replica set, target and original.
+    reassigning: Mapping[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(
+        default_factory=lambda: _EMPTY)
 
     def __post_init__(self):
-        object.__setattr__(self, "assignments", tuple(tuple(r) for r in self.assignments))
+        if not (isinstance(self.assignments, tuple)
+                and all(isinstance(r, tuple) for r in self.assignments)):
+            object.__setattr__(self, "assignments", tuple(tuple(r) for r in self.assignments))
         if not isinstance(self.configs, MappingProxyType):
             object.__setattr__(self, "configs", frozen_mapping(self.configs))
-        object.__setattr__(self, "states", tuple(self.states))
+        if not isinstance(self.states, tuple):
+            object.__setattr__(self, "states", tuple(self.states))
+        if not isinstance(self.reassigning, MappingProxyType):
+            object.__setattr__(self, "reassigning", frozen_mapping(self.reassigning))
 
     def state(self, index: int) -> PartitionState:
         """Partition ``index``'s state; without stored states, the first replica leads at epoch
         0 with every replica in sync (a single node: itself)."""
         if self.states:
-            return self.states[index]
+            return self.states[index] if index < len(self.states) else MISSING_STATE
         replicas = self.assignments[index]
         return PartitionState(replicas[0] if replicas else -1, 0, replicas)
 
     def with_states(self, states) -> "TopicMetadata":
+        return replace(self, states=tuple(states))
+
+    def with_states_at(self, changes: Mapping[int, PartitionState]) -> "TopicMetadata":
+        """The topic with the states of some partitions replaced; every other partition keeps
+        its state object (listeners skip it by identity)."""
+        states = list(self.states)
+        if len(states) < self.num_partitions:
+            states += [MISSING_STATE] * (self.num_partitions - len(states))
+        for index, state in changes.items():
+            if index < len(states):
+                states[index] = state
         return replace(self, states=tuple(states))
 
     @property
@@ -101,11 +138,29 @@ class TopicMetadata:
     def is_internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
 
-    def with_assignments(self, assignments) -> "TopicMetadata":
-        return replace(self, assignments=tuple(assignments))
+    def with_assignments(self, assignments, reassigning: Mapping | None = None
+                         ) -> "TopicMetadata":
+        """New replica lists (and reassignments in progress); a partition whose list did not
+        change keeps its tuple, and a partition added has no state yet (a cluster's topic)."""
+        assignments = tuple(old if old == new else tuple(new) for old, new in
+                            zip(self.assignments, assignments)) + \
+            tuple(tuple(r) for r in assignments[len(self.assignments):])
+        states = self.states
+        if states and len(states) < len(assignments):
+            states = states + (MISSING_STATE,) * (len(assignments) - len(states))
+        return replace(self, assignments=assignments, states=states[:len(assignments)],
+                       reassigning=self.reassigning if reassigning is None
+                       else frozen_mapping(reassigning))
 
     def with_configs(self, configs: Mapping) -> "TopicMetadata":
         return replace(self, configs=frozen_mapping(configs))
+
+    def same_as(self, other: "TopicMetadata | None") -> bool:
+        """Equal in everything a reader sees (the class compares by identity)."""
+        return (other is not None and self.topic_id == other.topic_id
+                and self.assignments == other.assignments
+                and dict(self.configs) == dict(other.configs) and self.states == other.states
+                and dict(self.reassigning) == dict(other.reassigning))
 
     def __repr__(self) -> str:
         return (f"TopicMetadata({self.name!r}, {self.topic_id}, partitions={self.num_partitions},"
@@ -221,6 +276,75 @@ class MetadataImage:
         scopes = dict(self.dynamic_broker_configs)
         scopes["cluster" if cluster_default else "broker"] = frozen_mapping(configs)
         return replace(self, dynamic_broker_configs=MappingProxyType(scopes))
+
+    # --- the next image from a delta ----------------------------------------------------------
+
+    def apply(self, delta) -> "MetadataImage":
+        """The image after ``delta`` (a :class:`kbroker.metadata.delta.MetadataDelta`). A delta
+        may name a topic this image no longer has (a notification read after the topic went):
+        that part is skipped, the rest applies."""
+        changes = {}
+        if delta.touches_topics:
+            changes.update(self._topic_changes(delta))
+        if delta.broker_configs:
+            scopes = dict(self.dynamic_broker_configs)
+            scopes.update({scope: frozen_mapping(c) for scope, c in delta.broker_configs.items()})
+            changes["dynamic_broker_configs"] = MappingProxyType(scopes)
+        if delta.scram:
+            credentials = {user: dict(m) for user, m in self.scram_credentials.items()}
+            for (user, mechanism), credential in delta.scram.items():
+                if credential is None:
+                    credentials.get(user, {}).pop(mechanism, None)
+                else:
+                    credentials.setdefault(user, {})[mechanism] = credential
+            changes["scram_credentials"] = MappingProxyType(
+                {user: frozen_mapping(m) for user, m in credentials.items() if m})
+        if delta.acls_added or delta.acls_removed:
+            removed = set(delta.acls_removed)
+            kept = [a for a in self.acls if a not in removed]
+            present = set(kept)
+            changes["acls"] = tuple(kept) + tuple(a for a in dict.fromkeys(delta.acls_added)
+                                                  if a not in present)
+        if delta.client_quotas:
+            quotas = dict(self.client_quotas)
+            quotas.update(delta.client_quotas)
+            changes["client_quotas"] = _frozen_quotas(quotas)
+        if delta.features is not None:
+            changes["finalized_features"] = frozen_mapping(delta.features)
+            changes["features_epoch"] = delta.features_epoch
+        if delta.brokers:
+            brokers = dict(self.brokers)
+            for node_id, info in delta.brokers.items():
+                if info is None:
+                    brokers.pop(node_id, None)
+                else:
+                    brokers[node_id] = info
+            changes["brokers"] = MappingProxyType(dict(sorted(brokers.items())))
+        if delta.controller_changed:
+            changes["controller_id"] = delta.controller_id
+        return replace(self, **changes) if changes else self
+
+    def _topic_changes(self, delta) -> dict:
+        by_name = dict(self.topics_by_name)
+        for name in delta.deleted:
+            by_name.pop(name, None)
+        by_name.update(delta.created)
+        for name, assignment in delta.assignments.items():
+            if name in by_name:
+                by_name[name] = by_name[name].with_assignments(assignment.replicas,
+                                                               assignment.reassigning)
+        for name, configs in delta.topic_configs.items():
+            if name in by_name:
+                by_name[name] = by_name[name].with_configs(configs)
+        states: dict[str, dict[int, PartitionState]] = {}
+        for (name, index), state in delta.states.items():
+            states.setdefault(name, {})[index] = state
+        for name, changed in states.items():
+            topic = by_name.get(name)
+            if topic is not None and topic.states:
+                by_name[name] = topic.with_states_at(changed)
+        return {"topics_by_name": MappingProxyType(by_name),
+                "topics_by_id": MappingProxyType({t.topic_id: t for t in by_name.values()})}
 
 
 def _frozen_quotas(quotas: Mapping) -> Mapping:

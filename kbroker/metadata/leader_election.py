@@ -1,7 +1,8 @@
 """Leader election: which partition states the controller changes, decided from one image.
 
-Pure functions over an image and the set of live brokers; the controller (``zk_controller``)
-writes what they return, each write conditional on the state version the image shows. Kafka's
+Pure functions over an image and the set of live brokers; the elected controller
+(``zk.duties``) and ElectLeaders (``partition_changes``) write what they return through the
+controller, each write conditional on the state version the image shows. Kafka's
 ZooKeeper controller rules (``PartitionStateMachine``, ``Election.scala``,
 ``KafkaController.onReplicasBecomeOffline``):
 

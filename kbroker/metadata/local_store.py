@@ -14,26 +14,29 @@ File ``<log.dir>/kbroker-metadata.json``::
 
 ``replicas`` holds each partition's replica list (Kafka's assignment); files written before it
 existed have only ``partitions`` and mean ``[this node]`` for each. The file is rewritten
-atomically (temporary file, fsync, rename, fsync of the directory) on every change, so a change
-is either wholly on disk or not at all. Kafka's log-dir scan ignores plain files, so the file
+atomically (temporary file, fsync, rename, fsync of the directory) on every commit, so a delta
+is either wholly on disk or not at all; the rewrite runs in a thread, so the event loop keeps
+serving while a large file is written. Kafka's log-dir scan ignores plain files, so the file
 does not disturb Kafka's layout.
+
+A single node leads every partition with its only replica: partition states are not stored
+(a delta's states are dropped, and topics are committed without them), and this broker is
+always the controller.
 """
 
 from __future__ import annotations
 
-import base64
+import asyncio
 import json
 import os
 import uuid
+from dataclasses import replace
 
+from kbroker.metadata.delta import NO_CHANGE, MetadataDelta
 from kbroker.metadata.image import MetadataImage, TopicMetadata
+from kbroker.metadata.store import Commit, new_cluster_id
 
 FILE_NAME = "kbroker-metadata.json"
-
-
-def new_cluster_id() -> str:
-    """Kafka's format: a random UUID in URL-safe base64 without padding (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def write_atomically(path: str, data: bytes) -> None:
@@ -51,6 +54,10 @@ def write_atomically(path: str, data: bytes) -> None:
 
 
 class LocalMetadataStore:
+    replicated = False
+    is_controller = True
+    controller_epoch = 0
+
     def __init__(self, log_dir: str, cluster_id: str | None = None, node_id: int = 0):
         os.makedirs(log_dir, exist_ok=True)
         self.path = os.path.join(log_dir, FILE_NAME)
@@ -67,23 +74,20 @@ class LocalMetadataStore:
             self._state = {"version": 1, "cluster_id": self.cluster_id,
                            "next_producer_id_block": 0,
                            "broker_configs": {"cluster": {}, "broker": {}}, "topics": {}}
-            self._save()
+            write_atomically(self.path, self._encode(self._state))
 
-    def _save(self, state: dict | None = None) -> None:
+    @staticmethod
+    def _encode(state: dict) -> bytes:
+        # Compact: with 100,000 partitions the replica lists dominate the file.
+        return json.dumps(state, separators=(",", ":"), sort_keys=True).encode()
+
+    async def _save(self, state: dict) -> None:
         """Write ``state`` (a new version of the whole file) and only then make it current, so a
-        failed write (disk full) changes nothing. Compact: with 100,000 partitions the replica
-        lists dominate the file."""
-        state = self._state if state is None else state
-        write_atomically(self.path, json.dumps(state, separators=(",", ":"),
-                                               sort_keys=True).encode())
+        failed write (disk full) changes nothing."""
+        await asyncio.to_thread(lambda: write_atomically(self.path, self._encode(state)))
         self._state = state
 
-    def _with_topics(self, change) -> None:
-        topics = dict(self._state["topics"])  # shallow: untouched entries are shared
-        change(topics)
-        self._save({**self._state, "topics": topics})
-
-    def load(self) -> MetadataImage:
+    async def load(self) -> MetadataImage:
         features = self._state.get("finalized_features") or {}
         topics = []
         for name, t in self._state["topics"].items():
@@ -97,55 +101,68 @@ class LocalMetadataStore:
                                     for e in self._state.get("client_quotas", ())},
                                    features.get("levels"), features.get("epoch", 1))
 
-    # --- changes (called by the controller only) -----------------------------------------------
+    async def reread(self, delta: MetadataDelta) -> MetadataDelta:
+        return NO_CHANGE  # one writer, serialised by the controller: never stale
 
-    def create_topic(self, topic: TopicMetadata) -> None:
-        entry = {"topic_id": str(topic.topic_id), "partitions": topic.num_partitions,
-                 "replicas": [list(r) for r in topic.assignments], "configs": dict(topic.configs)}
-        self._with_topics(lambda topics: topics.__setitem__(topic.name, entry))
+    # --- commit (the controller only) ----------------------------------------------------------
 
-    def set_assignments(self, name: str, assignments) -> None:
-        replicas = [list(r) for r in assignments]
-        entry = {**self._state["topics"][name], "replicas": replicas, "partitions": len(replicas)}
-        self._with_topics(lambda topics: topics.__setitem__(name, entry))
+    async def commit(self, delta: MetadataDelta) -> Commit:
+        state = dict(self._state)
+        stored = delta
+        if delta.created or delta.deleted or delta.assignments or delta.topic_configs:
+            topics = dict(state["topics"])  # shallow: untouched entries are shared
+            for name in delta.deleted:
+                topics.pop(name, None)
+            for name, topic in delta.created.items():
+                topics[name] = {"topic_id": str(topic.topic_id),
+                                "partitions": topic.num_partitions,
+                                "replicas": [list(r) for r in topic.assignments],
+                                "configs": dict(topic.configs)}
+            for name, assignment in delta.assignments.items():
+                replicas = [list(r) for r in assignment.replicas]
+                topics[name] = {**topics[name], "replicas": replicas,
+                                "partitions": len(replicas)}
+            for name, configs in delta.topic_configs.items():
+                topics[name] = {**topics[name], "configs": dict(configs)}
+            state["topics"] = topics
+            stored = replace(stored, created={name: topic.with_states(()) for name, topic
+                                              in delta.created.items()})
+        if delta.states:
+            stored = replace(stored, states={})
+        if delta.broker_configs:
+            scopes = dict(state.get("broker_configs") or {"cluster": {}, "broker": {}})
+            scopes.update({scope: dict(c) for scope, c in delta.broker_configs.items()})
+            state["broker_configs"] = scopes
+        if delta.scram:
+            credentials = {u: dict(m) for u, m in (state.get("scram_credentials") or {}).items()}
+            for (user, mechanism), credential in delta.scram.items():
+                if credential is None:
+                    credentials.get(user, {}).pop(mechanism, None)
+                else:
+                    credentials.setdefault(user, {})[mechanism] = credential
+            state["scram_credentials"] = {u: m for u, m in credentials.items() if m}
+        if delta.acls_added or delta.acls_removed:
+            removed = {tuple(a) for a in delta.acls_removed}
+            acls = [tuple(a) for a in state.get("acls", ()) if tuple(a) not in removed]
+            present = set(acls)
+            acls += [a for a in dict.fromkeys(tuple(a) for a in delta.acls_added)
+                     if a not in present]
+            state["acls"] = [list(a) for a in acls]
+        if delta.client_quotas:
+            quotas = {tuple(sorted(e["entity"].items(), key=lambda kv: kv[0])): e["quotas"]
+                      for e in state.get("client_quotas", ())}
+            quotas.update(delta.client_quotas)
+            state["client_quotas"] = [{"entity": dict(entity), "quotas": dict(values)}
+                                      for entity, values in quotas.items() if values]
+        if delta.features is not None:
+            epoch = (state.get("finalized_features") or {}).get("epoch", 1) + 1
+            state["finalized_features"] = {"epoch": epoch, "levels": dict(delta.features)}
+            stored = replace(stored, features_epoch=epoch)
+        await self._save(state)
+        return Commit(stored)
 
-    def set_topic_configs(self, name: str, configs) -> None:
-        entry = {**self._state["topics"][name], "configs": dict(configs)}
-        self._with_topics(lambda topics: topics.__setitem__(name, entry))
-
-    def delete_topic(self, name: str) -> None:
-        self._with_topics(lambda topics: topics.pop(name))
-
-    def set_broker_configs(self, configs, *, cluster_default: bool) -> None:
-        scopes = dict(self._state.get("broker_configs") or {"cluster": {}, "broker": {}})
-        scopes["cluster" if cluster_default else "broker"] = dict(configs)
-        self._save({**self._state, "broker_configs": scopes})
-
-    def set_scram_credentials(self, credentials) -> None:
-        """Every user's SCRAM credentials (Kafka: one /config/users/<user> znode each)."""
-        self._save({**self._state, "scram_credentials": {u: dict(m) for u, m in
-                                                         credentials.items() if m}})
-
-    def set_acls(self, acls) -> None:
-        """Every ACL binding, as lists of Kafka's wire codes (Kafka: /kafka-acl/<type>/<name>)."""
-        self._save({**self._state, "acls": [list(a) for a in acls]})
-
-    def set_client_quotas(self, quotas, changed=()) -> None:
-        """Every entity's client quotas (Kafka: /config/users/<user>, /config/clients/<id>,
-        /config/users/<user>/clients/<id>, /config/ips/<ip>); ``changed`` is for the ZooKeeper
-        store, which writes only those znodes."""
-        self._save({**self._state, "client_quotas": [
-            {"entity": dict(entity), "quotas": dict(values)}
-            for entity, values in quotas.items() if values]})
-
-    def set_finalized_features(self, levels) -> int:
-        epoch = (self._state.get("finalized_features") or {}).get("epoch", 1) + 1
-        self._save({**self._state, "finalized_features": {"epoch": epoch,
-                                                          "levels": dict(levels)}})
-        return epoch
-
-    def allocate_producer_id_block(self, size: int) -> int:
+    async def allocate_producer_ids(self, size: int) -> int:
         """Like Kafka's controller-allocated producer id blocks: reserved durably first."""
         first = self._state.get("next_producer_id_block", 0)
-        self._save({**self._state, "next_producer_id_block": first + size})
+        await self._save({**self._state, "next_producer_id_block": first + size})
         return first

@@ -1,80 +1,91 @@
-"""The metadata-store interface: where the controller persists topics, assignments and configs.
+"""The metadata-store interface: where the controller commits deltas, in either mode.
 
-Two implementations sit behind it: the embedded single-node store (``local_store``, one JSON file
-in the data dir) and, for a cluster, a ZooKeeper store using Kafka's classic znode layout. The
-operations are shaped after those znodes so the ZooKeeper store maps one call to one write:
+Two implementations sit behind it, and they are the only thing that differs between modes:
+the embedded single-node store (:mod:`kbroker.metadata.local_store`, one JSON file in the data
+dir, rewritten atomically) and the ZooKeeper store (:mod:`kbroker.metadata.zk.store`, Kafka's
+classic znode layout, one conditional transaction per kind of change, fenced by the controller
+epoch once its broker is controller).
 
-=============================  ==========================================================
-``load()``                      ``/cluster/id``, ``/brokers/topics/*``, ``/config/topics/*``,
-                                ``/config/brokers/*``, ``/latest_producer_id_block``
-``create_topic(topic)``         ``/brokers/topics/T`` (id + assignment) and ``/config/topics/T``
-``set_assignments(name, a)``    ``/brokers/topics/T`` (CreatePartitions)
-``set_topic_configs(name, c)``  ``/config/topics/T``
-``delete_topic(name)``          both of the topic's znodes
-``set_broker_configs(c, ...)``  ``/config/brokers/<default>`` or ``/config/brokers/<id>``
-``allocate_producer_id_block``  ``/latest_producer_id_block``
-``set_scram_credentials(c)``    every user's credentials (the local store)
-``update_scram_credentials``    ``/config/users/<user>`` (the SCRAM-SHA-* keys; ZooKeeper, deltas)
-``set_acls(acls)``              every ACL (the local store)
-``update_acls(added, removed)`` ``/kafka-acl/<Type>/<name>``, ``/kafka-acl-extended/prefixed/...``
-                                (ZooKeeper, deltas: a broker's image may lag another's write)
-``set_client_quotas(q, ...)``   ``/config/users/<u>[/clients/<c>]``, ``/config/clients/<c>``,
-                                ``/config/ips/<ip>`` (``<default>`` for default entities)
-=============================  ==========================================================
+``load()``                   everything stored, as an image (start-up)
+``commit(delta)``            make ``delta`` durable; returns a :class:`Commit`: the delta as
+                             stored (with what the store decided: znode versions, the
+                             features epoch) and the parts it refused
+``reread(delta)``            the current content of what ``delta`` touches, as a delta (after
+                             a conditional write lost: another broker changed it first)
+``allocate_producer_ids(n)`` reserve ``n`` producer ids, never handed out twice; the first
+``is_controller``            whether this broker may make the controller's writes (a single
+                             node always; in a cluster, the broker that won the election)
+``controller_epoch``         the epoch partition states are written with
 
-Every write is durable when the call returns. Only :mod:`kbroker.metadata.controller` calls the
-writing methods (a test checks it); everyone else reads the controller's image. The ZooKeeper
-store (``zk_store``) makes every write conditional on the znode version it read and, once its
-broker is controller, on the controller epoch; a write that loses raises
-:class:`StaleMetadataError` and changes nothing.
+Every method that talks to the store is a coroutine and never blocks the event loop (the local
+store's fsync runs in a thread; the ZooKeeper store uses kazoo's asynchronous calls). Only the
+controller (:mod:`kbroker.metadata.controller`) calls ``commit`` (a test checks it).
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol, Sequence
+import base64
+import uuid
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping, Protocol
 
-from kbroker.metadata.image import MetadataImage, TopicMetadata
+from kbroker.metadata.delta import MetadataDelta
+from kbroker.metadata.image import MetadataImage
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What a store made durable: ``delta`` as stored, and the parts of the request it refused
+    (key as the delta keys them: an ACL tuple, a (topic, partition)) with the reason."""
+
+    delta: MetadataDelta
+    refused: Mapping[object, Exception] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class MetadataStore(Protocol):
     cluster_id: str
+    replicated: bool  # partitions have leaders and ISRs in the store (a cluster)
 
-    def load(self) -> MetadataImage:
-        """Everything stored, as an image (at start-up)."""
+    async def load(self) -> MetadataImage: ...
 
-    def create_topic(self, topic: TopicMetadata) -> None: ...
+    async def commit(self, delta: MetadataDelta) -> Commit: ...
 
-    def set_assignments(self, name: str, assignments: Sequence[Sequence[int]]) -> None: ...
+    async def reread(self, delta: MetadataDelta) -> MetadataDelta: ...
 
-    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
+    async def allocate_producer_ids(self, size: int) -> int: ...
 
-    def delete_topic(self, name: str) -> None: ...
+    @property
+    def is_controller(self) -> bool: ...
 
-    def set_broker_configs(self, configs: Mapping[str, str], *, cluster_default: bool) -> None: ...
+    @property
+    def controller_epoch(self) -> int: ...
 
-    def set_scram_credentials(self, credentials: Mapping[str, Mapping[str, str]]) -> None: ...
 
-    def set_acls(self, acls: Sequence[Sequence]) -> None: ...
-
-    def set_client_quotas(self, quotas: Mapping[tuple, Mapping[str, float]],
-                          changed: Sequence[tuple] = ()) -> None:
-        """Every entity's quotas (entity as in MetadataImage.client_quotas); ``changed`` names
-        the entities this change touched."""
-
-    def set_finalized_features(self, levels: Mapping[str, int]) -> int:
-        """Every finalized feature level set through UpdateFeatures; returns the new epoch."""
-
-    def allocate_producer_id_block(self, size: int) -> int:
-        """Reserve ``size`` producer ids and return the first; never handed out twice."""
+def new_cluster_id() -> str:
+    """Kafka's format: a random UUID in URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 # The writing methods, for the import rule test (only the controller calls them).
-WRITES = ("create_topic", "set_assignments", "set_reassignment", "set_topic_configs",
-          "delete_topic", "set_broker_configs", "allocate_producer_id_block",
-          "set_scram_credentials", "set_acls", "set_client_quotas", "set_finalized_features",
-          "update_scram_credentials", "update_acls")
+WRITES = ("commit", "allocate_producer_ids")
 
 
 class StaleMetadataError(Exception):
     """A conditional write lost: the znode changed since this writer read it, or this writer's
     controller epoch is no longer current (ZooKeeper store). Nothing was written."""
+
+
+class StoreUnavailableError(Exception):
+    """The store did not confirm the change (ZooKeeper's connection dropped mid-request):
+    whether it was made is unknown until the next read."""
+
+
+class AlreadyExistsError(StaleMetadataError):
+    """A write refused because what it creates exists already (ZooKeeper's NodeExists):
+    another writer got there first. Nothing was written."""
+
+
+class FencedError(StaleMetadataError):
+    """A controller's write refused because the controller epoch moved on: this broker is no
+    longer the controller. Nothing was written, and retrying cannot help."""

@@ -14,7 +14,8 @@ Formats, as Kafka clients write them:
 
   librdkafka sends one plain raw snappy block instead; both are accepted on read.
 - **lz4**: the LZ4 *frame* format with independent blocks (KIP-57; the pre-0.10 broken header
-  checksum only applies to magic 0/1 and is not handled here).
+  checksum only applies to magic 0/1 and is not handled here). A frame Kafka's reader refuses
+  (linked blocks, reserved bits, another version or block size code) is refused here too.
 - **zstd**: a standard zstd frame (KIP-110), possibly several frames.
 
 Decompression is bounded: ``decompress(codec, data, max_size)`` raises
@@ -47,6 +48,28 @@ CODEC_IDS: dict[str, int] = {name: codec for codec, name in CODEC_NAMES.items()}
 # and cramjam to an HC level too (~50-250 MB/s measured); level 1 is LZ4's fast compressor at
 # ~1.3 GB/s for ~30% less ratio on JSON-like records. Decompression speed does not depend on it.
 DEFAULT_LEVELS: dict[int, int] = {GZIP: 6, LZ4: 1, ZSTD: 3}
+
+# KIP-390's levels as topics and brokers set them (compression.gzip.level, compression.lz4.level,
+# compression.zstd.level), with Kafka's defaults. See :func:`level_for`.
+KAFKA_DEFAULT_LEVELS: dict[int, int] = {GZIP: -1, LZ4: 9, ZSTD: 3}
+_FAST_LZ4 = 1
+
+
+def level_for(codec: int, kafka_level: int | None) -> int | None:
+    """The level to give :func:`compress` for a KIP-390 ``kafka_level``, as Kafka's codecs read it:
+    gzip's -1 is Deflater's default (6); lz4's default 9 means lz4-java's *fast* compressor (Kafka's
+    ``Lz4BlockOutputStream`` uses the high-compression one only for the other levels, which liblz4
+    caps at 12); zstd levels are zstd's."""
+    if kafka_level is None:
+        return None
+    if codec == GZIP:
+        return DEFAULT_LEVELS[GZIP] if kafka_level == -1 else kafka_level
+    if codec == LZ4:
+        return _FAST_LZ4 if kafka_level == KAFKA_DEFAULT_LEVELS[LZ4] else kafka_level
+    if codec == ZSTD:
+        return kafka_level
+    return None
+
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
@@ -149,6 +172,7 @@ def decompress(codec: int, data, max_size: int) -> bytes:
         return _decompress_bounded(cramjam.gzip.decompress_into, "gzip", data, max_size,
                                    _gzip_size_hint(data, max_size))
     if codec == LZ4:
+        _check_kafka_lz4_frame(data)
         return _decompress_bounded(cramjam.lz4.decompress_into, "lz4", data, max_size,
                                    _lz4_size_hint(data))
     if codec == ZSTD:
@@ -191,6 +215,24 @@ def _gzip_size_hint(data, max_size):
         if isize:
             return min(isize, max_size)
     return None
+
+
+def _check_kafka_lz4_frame(data):
+    """Refuse what Kafka's ``Lz4BlockInputStream`` cannot read, though liblz4 can: a frame
+    descriptor with reserved bits set, a version other than 01, dependent (linked) blocks, or a
+    block size code outside 4-7 (64 KiB-4 MiB). Such a batch stored as it came would fail every
+    Java consumer."""
+    if len(data) < 6 or data[:4] != _LZ4_FRAME_MAGIC:
+        return  # cramjam says what is wrong
+    flg, bd = data[4], data[5]
+    if flg & 0x03:
+        raise CompressionError("lz4 frame: reserved bits must be 0")
+    if not flg & 0x20:
+        raise CompressionError("lz4 frame: dependent block stream is unsupported")
+    if flg >> 6 != 1:
+        raise CompressionError(f"lz4 frame: version {flg >> 6} is unsupported")
+    if bd & 0x8F or not 4 <= (bd >> 4) & 7 <= 7:
+        raise CompressionError("lz4 frame: invalid block descriptor")
 
 
 def _lz4_size_hint(data):

@@ -291,6 +291,13 @@ def iter_batches(buf, allow_partial_tail: bool = False) -> Iterator[BatchHeader]
         pos += size
 
 
+def zstd_batch(buf) -> bool:
+    """Whether ``buf`` starts with a v2 batch compressed with ZStandard, which produce requests
+    before v7 may not carry (Kafka's ``ProduceRequest.validateRecords``, KIP-110)."""
+    return (len(buf) > ATTRIBUTES_OFFSET + 1 and buf[MAGIC_OFFSET] == MAGIC
+            and buf[ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK == _codecs.ZSTD)
+
+
 def set_base_offset(buf, pos: int, offset: int) -> None:
     """Assign the batch's base offset in place (outside the CRC)."""
     _pack_into_i64(buf, pos + BASE_OFFSET_OFFSET, offset)
@@ -558,33 +565,59 @@ class RecordBatchBuilder:
         self._next_offset_delta = offset_delta + 1
         return offset_delta
 
-    def build(self, last_offset_delta: int | None = None) -> bytes:
+    def build(self, last_offset_delta: int | None = None,
+              log_append_time: int | None = None) -> bytes:
         """The finished batch. ``last_offset_delta`` overrides the last record's delta (an empty
-        batch kept for its producer state still spans the offsets it had)."""
+        batch kept for its producer state still spans the offsets it had). ``log_append_time``
+        is the max timestamp of a LOG_APPEND_TIME batch (Kafka's builder: the records keep their
+        own timestamps, the batch says when the broker appended it)."""
         if last_offset_delta is None:
             last_offset_delta = max(self._next_offset_delta - 1, 0)
         elif last_offset_delta < self._next_offset_delta - 1:
             raise ValueError("last offset delta is before the last record")
-        body = self._records
-        if self.compression != NONE:
-            body = _codecs.compress(self.compression, body, self.compression_level)
-        attributes = self.compression
-        if self.timestamp_type == LOG_APPEND_TIME:
-            attributes |= TIMESTAMP_TYPE_MASK
-        if self.is_transactional:
-            attributes |= TRANSACTIONAL_FLAG_MASK
-        if self.is_control:
-            attributes |= CONTROL_FLAG_MASK
         if self._base_timestamp is None:
             base_timestamp = max_timestamp = NO_TIMESTAMP
         else:
             base_timestamp, max_timestamp = self._base_timestamp, self._max_timestamp
-        tail = HEADER_TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
-                                self.producer_id, self.producer_epoch, self.base_sequence, self._count)
-        crc = crc32c(body, crc32c(tail))
-        batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body)
-        head = HEADER.pack(self.base_offset, batch_length, self.partition_leader_epoch, MAGIC, crc)
-        return b"".join((head, tail, body))
+        if log_append_time is not None and self.timestamp_type == LOG_APPEND_TIME:
+            max_timestamp = log_append_time
+        return assemble_batch(
+            self._records, self._count, compression=self.compression,
+            compression_level=self.compression_level, timestamp_type=self.timestamp_type,
+            last_offset_delta=last_offset_delta, base_timestamp=base_timestamp,
+            max_timestamp=max_timestamp, producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
+            is_transactional=self.is_transactional, is_control=self.is_control,
+            partition_leader_epoch=self.partition_leader_epoch, base_offset=self.base_offset)
+
+
+def assemble_batch(records, count: int, *, compression: int = NONE,
+                   compression_level: int | None = None, timestamp_type: int = CREATE_TIME,
+                   last_offset_delta: int, base_timestamp: int, max_timestamp: int,
+                   producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                   base_sequence: int = NO_SEQUENCE, is_transactional: bool = False,
+                   is_control: bool = False,
+                   partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+                   base_offset: int = 0) -> bytes:
+    """A v2 batch around ``records`` (``count`` encoded records, uncompressed): compressed with
+    ``compression`` at ``compression_level`` (None: the codec's default), header written, CRC
+    computed."""
+    body = records
+    if compression != NONE:
+        body = _codecs.compress(compression, body, compression_level)
+    attributes = compression
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attributes |= CONTROL_FLAG_MASK
+    tail = HEADER_TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
+                            producer_id, producer_epoch, base_sequence, count)
+    crc = crc32c(body, crc32c(tail))
+    batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body)
+    head = HEADER.pack(base_offset, batch_length, partition_leader_epoch, MAGIC, crc)
+    return b"".join((head, tail, body))
 
 
 def _write_bytes(out: bytearray, data: bytes | None) -> None:

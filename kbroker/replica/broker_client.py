@@ -93,7 +93,7 @@ class BrokerClient:
             raise BrokerClientError(f"{self.host}:{self.port} refused ApiVersions "
                                     f"(error {response.error_code})")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-        sasl = self.security.sasl_client() if self.security is not None else None
+        sasl = self.security.sasl_client(self.host) if self.security is not None else None
         if sasl is not None:
             try:
                 await self._authenticate(sasl)
@@ -113,7 +113,12 @@ class BrokerClient:
                                             f"{', '.join(handshake.mechanisms) or 'no mechanism'} "
                                             f"(error {handshake.error_code})")
         authenticate = request_class(API_KEY_BY_NAME["SaslAuthenticate"])
-        token = sasl.first()
+        try:
+            # GSSAPI's first token may need the KDC: not on the event loop.
+            token = (await asyncio.to_thread(sasl.first) if getattr(sasl, "blocking_first", False)
+                     else sasl.first())
+        except ClientAuthenticationFailed as exc:
+            raise BrokerAuthenticationError(f"{who} failed: {exc}") from None
         lifetime_ms = 0
         try:
             while token is not None:

@@ -3,7 +3,8 @@
 The controller publishes immutable metadata images; :meth:`ReplicaManager.apply` brings the log
 dirs from one image to the next (create or delete partition dirs, new LogConfigs). Start-up runs
 the same ``apply`` from the image of what is on disk to the stored image, which repairs a crash
-between a persisted change and its application.
+at any step of a metadata change (a committed change whose partitions were never made, a
+deletion whose dirs were left).
 
 In a cluster (an image with live ``brokers``) ``apply`` also follows each partition's state
 (``topic.state(i)``: leader, leader epoch, ISR): it hosts only partitions whose assignment names
@@ -61,7 +62,7 @@ class ReplicaManager:
     def open(cls, broker_config, image: "MetadataImage", node_id: int) -> "ReplicaManager":
         """Open (and recover) the logs in ``log.dirs`` with each topic's own settings, then bring
         them to ``image`` (see :meth:`start`). The broker's one way to get at its storage."""
-        from kbroker.config.log_settings import log_config_factory
+        from kbroker.replica.log_settings import log_config_factory
         from kbroker.log.log_manager import LogManager
 
         log_config_for = log_config_factory(broker_config)
@@ -235,7 +236,8 @@ class ReplicaManager:
     def start(self, image: MetadataImage) -> None:
         """At start-up: bring the log dirs to ``image`` (create partitions a crash left
         missing, delete strays, give every log its topic's settings), through the same
-        :meth:`apply` every change uses, from the image of what is on disk."""
+        :meth:`apply` every change uses, from the image of what is on disk. A topic whose
+        partitions cannot be made is logged and left unhosted; the broker still starts."""
         on_disk = self.disk_image(image.cluster_id)
         for name, topic in on_disk.topics().items():
             stored = image.topic(name)
@@ -243,8 +245,13 @@ class ReplicaManager:
                 log.warning("deleting the %d partition dir(s) of topic %s (id %s): the metadata "
                             "does not have it (an interrupted deletion or refused creation)",
                             topic.num_partitions, name, topic.topic_id)
-        for _ in self.apply(on_disk, image):
-            pass
+        steps = self.apply(on_disk, image)
+        try:
+            while True:
+                next(steps)
+        except StopIteration as done:
+            for name, exc in (done.value or {}).items():
+                log.error("cannot host the partitions of topic %s: %s", name, exc)
 
     def disk_image(self, cluster_id: str) -> MetadataImage:
         """What the log dirs hold, as an image: each topic with as many partitions as its
@@ -258,39 +265,27 @@ class ReplicaManager:
         return MetadataImage.build(cluster_id, [
             TopicMetadata(name, ids[name], ((),) * (top + 1)) for name, top in highest.items()])
 
-    def apply(self, old: MetadataImage, new: MetadataImage) -> Iterator[None]:
+    def apply(self, old: MetadataImage, new: MetadataImage):
         """Bring this broker's partitions from ``old`` to ``new``: delete the partitions of
         removed topics (or of a topic re-created under a new id), create missing ones, set new
         LogConfigs. Yields after each partition created or deleted, so the caller decides when
-        the event loop gets a turn. Topics are compared by identity: an image shares every
-        topic a change did not touch. In a cluster, only partitions assigned to this broker
-        are hosted, each as its state says (see the module docstring)."""
+        the event loop gets a turn. Topics are compared by identity (an image shares every
+        topic a change did not touch), and so, within a topic, are replica lists and states:
+        a leader change in a topic of 20,000 partitions touches one partition. In a cluster,
+        only partitions assigned to this broker are hosted, each as its state says (see the
+        module docstring). Returns ``{topic: OSError}`` for the topics whose partitions could
+        not be made (what was made of them is removed again); the other topics are applied."""
         self.image = new
         cluster = self.cluster or bool(new.brokers)
+        failures = {}
         for name in _changed_topics(old, new):
             before, after = old.topic(name), new.topic(name)
-            if before is not None and (after is None or _replaced(before, after)):
-                yield from self._remove_partitions(name, range(before.num_partitions))
-                before = None
-            if after is None:
-                continue
-            config = self.log_config_for(after)
-            for index in range(after.num_partitions):
-                partition = self._partitions.get((name, index))
-                if cluster and self.node_id not in after.assignments[index]:
-                    if partition is not None or self.log_manager.get(name, index) is not None:
-                        yield from self._remove_partitions(name, (index,))
-                    continue
-                if partition is None:
-                    partition = self._add_partition(after, index, config, cluster)
-                    yield
-                else:
-                    partition.update_log_config(config)
-                if cluster:
-                    self._apply_state(partition, after, index)
-            if before is not None and before.num_partitions > after.num_partitions:
-                yield from self._remove_partitions(
-                    name, range(after.num_partitions, before.num_partitions))
+            try:
+                yield from self._apply_topic(name, before, after, cluster)
+            except OSError as exc:
+                failures[name] = exc
+                if after is not None:
+                    yield from self._remove_partitions(name, range(after.num_partitions))
         if old.dynamic_broker_configs != new.dynamic_broker_configs:
             # Topic settings default to broker configs: re-derive every topic's.
             for topic in new.topics().values():
@@ -299,6 +294,37 @@ class ReplicaManager:
                     partition = self._partitions.get((topic.name, index))
                     if partition is not None:
                         partition.update_log_config(config)
+        return failures
+
+    def _apply_topic(self, name: str, before, after, cluster: bool) -> Iterator[None]:
+        if before is not None and (after is None or _replaced(before, after)):
+            yield from self._remove_partitions(name, range(before.num_partitions))
+            before = None
+        if after is None:
+            return
+        configs_changed = before is None or before.configs is not after.configs
+        config = self.log_config_for(after)
+        for index in range(after.num_partitions):
+            replicas = after.assignments[index]
+            if (before is not None and index < before.num_partitions and not configs_changed
+                    and before.assignments[index] is replicas
+                    and (not cluster or before.state(index) is after.state(index))):
+                continue  # this partition did not change
+            partition = self._partitions.get((name, index))
+            if cluster and self.node_id not in replicas:
+                if partition is not None or self.log_manager.get(name, index) is not None:
+                    yield from self._remove_partitions(name, (index,))
+                continue
+            if partition is None:
+                partition = self._add_partition(after, index, config, cluster)
+                yield
+            elif configs_changed:
+                partition.update_log_config(config)
+            if cluster:
+                self._apply_state(partition, after, index)
+        if before is not None and before.num_partitions > after.num_partitions:
+            yield from self._remove_partitions(
+                name, range(after.num_partitions, before.num_partitions))
 
     def _add_partition(self, topic: TopicMetadata, index: int, config,
                        cluster: bool = False) -> Partition:

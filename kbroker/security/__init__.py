@@ -7,7 +7,8 @@ Key files:
 - ``principal.py`` turns a client certificate's subject into Kafka's principal name
   (``ssl.principal.mapping.rules``);
 - ``sasl/`` holds the mechanisms (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with Kafka's unsecured JWS
-  validator) as small state machines: bytes in, challenge out, no sockets; ``sasl/client.py`` the
+  validator or, ``sasl/jwt.py``, signed tokens checked against a JWKS) as small state machines:
+  bytes in, challenge out, no sockets (the JWKS is read by ``kbroker/server/jwks.py``); ``sasl/client.py`` the
   client side of PLAIN and SCRAM that a broker uses towards other brokers;
 - ``inter_broker.py`` reads how a broker connects to the others (the inter-broker listener's TLS
   context and SASL credentials), for ``kbroker/replica/broker_client.py``.

@@ -86,7 +86,9 @@ class ListenerSecurity:
     mechanisms: list[str] = field(default_factory=list)
     plain_users: dict[str, str] = field(default_factory=dict)
     scram_lookup: Callable | None = None
-    oauth_options: object | None = None  # OAUTHBEARER's validator options (JAAS entry)
+    oauth_options: object | None = None  # OAUTHBEARER's validator (JAAS options, or JWKS)
+    jwks_refresher: object | None = None  # kbroker.server.jwks.JwksRefresher, for a JWKS
+    gssapi_acceptor: object | None = None  # GSSAPI's keytab credentials and short-name rules
     max_reauth_ms: dict[str, int] = field(default_factory=dict)  # per mechanism; <= 0: none
     max_receive_size: int = 524288
     failure_delay_ms: int = 100
@@ -203,7 +205,8 @@ class SaslAuthenticator:
             return reply(response_cls(error_code=Errors.NONE.code, mechanisms=enabled))
         security = self._security
         self._mechanism_server = new_server(request.mechanism, security.plain_users,
-                                            security.scram_lookup, security.oauth_options)
+                                            security.scram_lookup, security.oauth_options,
+                                            security.gssapi_acceptor)
         self._state = "AUTHENTICATE" if version >= 1 else "RAW_TOKENS"
         return reply(response_cls(error_code=Errors.NONE.code, mechanisms=enabled))
 

@@ -42,10 +42,12 @@ class Broker:
         self.dispatcher: Dispatcher | None = None
         self.group_coordinator = None
         self.txn_coordinator = None
+        self.client_metrics = None  # kbroker.telemetry.manager.ClientMetricsManager (KIP-714)
         self.log_cleaner = None
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
-        self.cluster = None  # kbroker.metadata.zk_cluster.ZkCluster with zookeeper.connect
+        self.cluster = None  # kbroker.metadata.zk.cluster.ZkCluster with zookeeper.connect
         self._tasks: list[asyncio.Task] = []
+        self._jwks_tasks: list[asyncio.Task] = []  # JWKS refreshers (OAUTHBEARER, KIP-768)
         self._stopped = asyncio.Event()
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -58,17 +60,18 @@ class Broker:
         from kbroker.metadata.producer_ids import ProducerIdManager
 
         log_dirs = self.config.log_dirs
+        # The two modes differ in their store only: a file in the data dir, or ZooKeeper.
         if self.config.get("zookeeper.connect"):
             self.cluster = await _open_cluster(self.config, self.node_id)
-            self.controller = self.cluster.controller
+            store, image = self.cluster.store, self.cluster.image
         else:
             store = _open_metadata(LocalMetadataStore, log_dirs[0],
                                    self.config.get("cluster.id"), self.node_id)
-            self.controller = Controller(store, self.node_id)
-        image = self.controller.image
+            image = await store.load()
+        self.controller = Controller(store, self.node_id, image, self.config)
         restore_dynamic_configs(self.config, image)
-        # Recovers the logs and repairs a crash between a persisted change and its application;
-        # then follows the controller's changes.
+        # Recovers the logs and repairs a crash at any step of a metadata change (the stored
+        # image is the truth; the log dirs are brought to it); then follows the controller.
         self.replicas = ReplicaManager.open(self.config, image, self.node_id)
         self.controller.subscribe(DynamicConfigFollower(self.config))
         self.controller.subscribe(self.replicas)
@@ -82,11 +85,19 @@ class Broker:
         self.txn_coordinator = TransactionCoordinator(self.config, self.controller, self.replicas,
                                                       self.producer_ids, self.group_coordinator)
         self.txn_coordinator.start()
-        if self.cluster is not None:
-            # Coordinator shards follow leadership of their internal-topic partition; listeners
-            # run in order, so the partition has its new role before its shard loads.
-            self.controller.subscribe(self.group_coordinator.runtime)
-            self.controller.subscribe(self.txn_coordinator.runtime)
+        # Coordinator shards follow leadership of their internal-topic partition (on a single
+        # node: the topic's creation); listeners run in order, so the partition has its new
+        # role before its shard loads.
+        self.controller.subscribe(self.group_coordinator.runtime)
+        self.controller.subscribe(self.txn_coordinator.runtime)
+        from kbroker.handlers.client_metrics import ClientMetricsFollower
+        from kbroker.telemetry.manager import ClientMetricsManager
+        self.client_metrics = ClientMetricsManager(
+            self.config.get("telemetry.max.bytes"), self.config.get("kbroker.telemetry.max.series"),
+            self.config.get("kbroker.telemetry.max.series.per.client"))
+        follower = ClientMetricsFollower(self.client_metrics)
+        follower.apply(None, self.controller.image)  # the subscriptions stored so far
+        self.controller.subscribe(follower)
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         self.connection_limits.image = lambda: self.controller.image  # ip quotas (KIP-612)
         failures = FailureLog()
@@ -96,6 +107,8 @@ class Broker:
             name = endpoint.name
             security = listener_security.build(self.config, name, self._scram_credential,
                                                failures)
+            if security.jwks_refresher is not None:  # OAUTHBEARER with signed tokens
+                await self._start_jwks(security.jwks_refresher, name)
             try:
                 server = await listen(endpoint.bind_host, endpoint.port,
                                       self._connection_factory(security),
@@ -116,10 +129,11 @@ class Broker:
             await self._join_cluster()
             # Followers fetch from their leaders; leaders change ISRs through the controller
             # (conditional on the state znode's version).
-            self.replicas.start_replication(self.controller.write_isr, security=inter_broker)
+            self.replicas.start_replication(self.cluster.isr_writer(self.controller),
+                                            security=inter_broker)
         from kbroker.server.http import start_http_server
         self.http = await start_http_server(self)  # None unless http.port is set or in dev mode
-        self._tasks = [
+        self._tasks = self._jwks_tasks + [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self.replicas.enforce_retention), name="retention"),
             asyncio.create_task(self._every(self.config.get("log.flush.scheduler.interval.ms"),
@@ -131,6 +145,21 @@ class Broker:
         if self.config.get("log.cleaner.enable"):
             self.log_cleaner = self.replicas.log_cleaner(self.config.get("log.cleaner.backoff.ms"))
             self._tasks.append(asyncio.create_task(self.log_cleaner.run(), name="log-cleaner"))
+
+    async def _start_jwks(self, refresher, listener: str) -> None:
+        """Kafka's broker reads the JWKS before it serves; then it is refreshed in the
+        background (kbroker.server.jwks)."""
+        from kbroker.server.jwks import JwksReadError
+
+        try:
+            count = await refresher.load()
+        except JwksReadError as exc:
+            raise StartupError(f"listener {listener}: {exc}",
+                               "check sasl.oauthbearer.jwks.endpoint.url and the identity "
+                               "provider", EXIT_LISTENER) from None
+        log.info("listener %s: %d keys from the JWKS at %s", listener, count,
+                 refresher.keys.location)
+        self._jwks_tasks.append(asyncio.create_task(refresher.run(), name=f"jwks-{listener}"))
 
     async def stop(self) -> None:
         if self.cluster is not None:  # controlled shutdown while still serving, then leave
@@ -157,6 +186,10 @@ class Broker:
             await self.txn_coordinator.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.producer_ids is not None:
+            await self.producer_ids.close()
+        if self.controller is not None:
+            await self.controller.close()
         if self.replicas is not None:
             self.replicas.close()
         self._stopped.set()
@@ -164,8 +197,8 @@ class Broker:
     async def _join_cluster(self) -> None:
         """Register this broker's advertised endpoints (known now that listeners are bound)
         and start following ZooKeeper; a broker id another live broker holds stops start-up."""
-        from kbroker.metadata.zk_registration import BrokerIdInUse
-        from kbroker.metadata.zk_znodes import Endpoint
+        from kbroker.metadata.zk.registration import BrokerIdInUse
+        from kbroker.metadata.zk.znodes import Endpoint
 
         protocols = self.config.listener_security_protocols
         endpoints = []
@@ -173,7 +206,8 @@ class Broker:
             host, port = self.advertised_endpoint(name)
             endpoints.append(Endpoint(name, host, port, protocols.get(name, "PLAINTEXT")))
         try:
-            await self.cluster.start(endpoints, self.config.get("broker.rack") or None)
+            await self.cluster.start(self.controller, endpoints,
+                                     self.config.get("broker.rack") or None)
         except BrokerIdInUse as exc:
             await self.cluster.stop()
             self.cluster = None
@@ -200,7 +234,7 @@ class Broker:
             config=self.config, partitions=self.replicas, controller=self.controller,
             groups=self.group_coordinator, producer_ids=self.producer_ids,
             cluster=ClusterView(self.node_id, rack, self.advertised_endpoint),
-            txn=self.txn_coordinator)
+            txn=self.txn_coordinator, client_metrics=self.client_metrics)
 
     # --- what connections call -----------------------------------------------------------------
 
@@ -254,11 +288,12 @@ class Broker:
 
 async def _open_cluster(config, node_id: int):
     """Cluster mode's metadata (ZooKeeper), or a StartupError naming ZooKeeper and the fix."""
-    from kbroker.metadata.zk_cluster import ZkCluster, ZkUnavailable
+    from kbroker.metadata.store import StoreUnavailableError
+    from kbroker.metadata.zk.cluster import ZkCluster, ZkUnavailable
 
     try:
-        return await asyncio.to_thread(ZkCluster.open, config, node_id)
-    except ZkUnavailable as exc:
+        return await ZkCluster.open(config, node_id)
+    except (ZkUnavailable, StoreUnavailableError) as exc:  # the second: finishing a deletion
         raise StartupError(str(exc), "start ZooKeeper or fix zookeeper.connect",
                            EXIT_METADATA) from None
     except ValueError as exc:  # a cluster.id that does not match /cluster/id

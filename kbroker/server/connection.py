@@ -44,6 +44,7 @@ import logging
 import os
 import struct
 import threading
+import time
 
 from kbroker.handlers.session import ClientSession
 
@@ -137,6 +138,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = None
         self.peer = "?"
         self.ip = "?"
+        self.port: int | None = None
+        self.client_id: str | None = None  # from its ApiVersions request (the console shows them)
+        self.client_software: tuple[str, str] | None = None  # (name, version), KIP-511
+        self.connected_at = 0.0  # wall-clock seconds
         self.last_active = 0.0
         self.closed = False
 
@@ -147,7 +152,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.ip = peer[0]
+            self.port = peer[1]
             self.peer = f"{peer[0]}:{peer[1]}"
+        self.connected_at = time.time()
         self.last_active = asyncio.get_running_loop().time()
         self._server.connections.add(self)
         self._limits.opened(self)
@@ -187,6 +194,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.closed = True
         self._server.connections.discard(self)
         self._limits.closed(self)
+        telemetry = getattr(self._server, "client_metrics", None)
+        if telemetry is not None:  # its client instance goes with it, as in Kafka
+            telemetry.disconnected(self)
         for item, size in self._pending:
             if isinstance(item, asyncio.Future):
                 item.cancel()

@@ -129,7 +129,12 @@ class Dispatcher:
         ctx = RequestContext(self.services, api_key, version, correlation_id, header.client_id,
                              _client_host(connection), getattr(connection, "listener_name", None),
                              getattr(connection, "principal", ANONYMOUS),
-                             getattr(connection, "session", None))
+                             getattr(connection, "session", None), connection)
+        if api_key == API_VERSIONS_KEY and connection is not None:
+            connection.client_id = header.client_id
+            if getattr(request, "client_software_name", None):  # v3+ (KIP-511)
+                connection.client_software = (request.client_software_name,
+                                              request.client_software_version)
         observer = self.observer
         token = observer.begin(ctx, request, connection) if observer is not None else None
         try:

@@ -8,7 +8,11 @@
 - ``topics/<name>/messages?partition=P&limit=N``: the latest N records (key, value, headers as
   text when they are UTF-8, else hex), newest last;
 - ``groups``; ``groups/<id>``: state, members, committed offsets with lag, and the group's total
-  lag over time, sampled every ``_LAG_SAMPLE_S`` seconds while the HTTP port is up.
+  lag over time, sampled every ``_LAG_SAMPLE_S`` seconds while the HTTP port is up;
+- ``clients``: every open client connection (peer, listener, principal, client id and software
+  from its ApiVersions) with the telemetry client instance it pushes metrics as (KIP-714);
+  ``clients/<instance id>``: that instance's subscription and every metric series it pushed with
+  its latest value; ``?series=<key>`` adds one series' recent samples for the plot.
 """
 
 from __future__ import annotations
@@ -56,6 +60,10 @@ class ConsoleApi:
                 return self.groups()
             case ["groups", group_id]:
                 return self.group(group_id)
+            case ["clients"]:
+                return self.clients()
+            case ["clients", instance_id]:
+                return self.client(instance_id, query.get("series"))
         return None
 
     # --- cluster and topics ----------------------------------------------------------------------
@@ -187,6 +195,46 @@ class ConsoleApi:
                 "leader": group.leader_id if group else None, "members": members,
                 "offsets": offsets, "lag_history": list(self.lag_history.get(group_id, ()))}
 
+    # --- client connections and their telemetry (KIP-714) ------------------------------------
+
+    def clients(self) -> list:
+        manager = self.broker.client_metrics
+        out = []
+        for connection in sorted(self.broker.connections, key=lambda c: (c.connected_at, c.peer)):
+            software = connection.client_software or ("", "")
+            instance = manager.instance_of(connection) if manager is not None else None
+            out.append({"peer": connection.peer, "listener": connection.listener_name,
+                        "principal": connection.principal, "client_id": connection.client_id,
+                        "software": " ".join(filter(None, software)),
+                        "connected_s": round(time.time() - connection.connected_at, 1),
+                        "telemetry": None if instance is None else
+                        _instance_summary(instance, manager.store)})
+        return out
+
+    def client(self, instance_id: str, series_key: str | None) -> dict | None:
+        import uuid
+
+        manager = self.broker.client_metrics
+        try:
+            key = uuid.UUID(instance_id)
+        except ValueError:
+            return None
+        instance = manager.instances.get(key) if manager is not None else None
+        if instance is None:
+            return None
+        series_of = manager.store.series.get(key, {})
+        listed = sorted(series_of.values(), key=_series_key)
+        found = {"instance": _instance_summary(instance, manager.store),
+                 "series": [{"key": _series_key(s), "name": s.name,
+                             "attributes": dict(s.attributes), "value": s.value,
+                             "counter": s.counter} for s in listed]}
+        if series_key is not None:
+            chosen = next((s for s in listed if _series_key(s) == series_key), None)
+            if chosen is None:
+                raise ValueError(f"client instance {instance_id} has no series {series_key}")
+            found["points"] = [[t / 1000, v] for t, v in zip(chosen.times, chosen.values)]
+        return found
+
     async def _sample_lag(self) -> None:
         while True:
             now = round(time.time(), 3)
@@ -268,3 +316,20 @@ def _text(value: bytes | None):
         return value.decode("utf-8")
     except UnicodeDecodeError:
         return "0x" + value.hex()
+
+
+# --- client connections and their telemetry (KIP-714) -------------------------------------------
+
+def _series_key(series) -> str:
+    return series.name + "{" + ",".join(f"{k}={v}" for k, v in series.attributes) + "}"
+
+
+def _instance_summary(instance, store) -> dict:
+    return {"instance_id": str(instance.instance_id), "client_id": instance.info.client_id,
+            "software": " ".join(filter(None, (instance.info.software_name,
+                                               instance.info.software_version))),
+            "subscription_id": instance.subscription_id,
+            "requested_metrics": list(instance.metrics), "push_interval_ms": instance.interval_ms,
+            "pushes": instance.pushes, "refused": dict(instance.refused),
+            "terminating": instance.terminating,
+            "series": len(store.series.get(instance.instance_id, {}))}

@@ -2,7 +2,10 @@
 
 Views (hash routes): ``#/`` cluster and brokers, ``#/topics``, ``#/topic/<name>`` (partitions,
 offsets, configs, the latest messages), ``#/groups``, ``#/group/<id>`` (members, offsets with lag,
-lag over time drawn as an SVG line, refreshed every two seconds).
+lag over time drawn as an SVG line, refreshed every two seconds), ``#/clients`` (every client
+connection with its client id, software and the telemetry instance it pushes metrics as,
+KIP-714), ``#/client/<instance id>`` (that client's pushed metrics, one plotted over time,
+refreshed every two seconds).
 """
 
 PAGE = r"""<!doctype html>
@@ -18,7 +21,7 @@ th{background:#f3f4f6}code,.mono{font-family:ui-monospace,monospace}
 .muted{color:#6b7280}svg{border:1px solid #ddd;background:#fafafa}
 </style></head><body>
 <header><strong>kbroker</strong><a href="#/">Cluster</a><a href="#/topics">Topics</a>
-<a href="#/groups">Consumer groups</a><a href="/metrics">Metrics</a></header>
+<a href="#/groups">Consumer groups</a><a href="#/clients">Clients</a><a href="/metrics">Metrics</a></header>
 <main id="view">Loading…</main>
 <script>
 "use strict";
@@ -68,13 +71,13 @@ async function groups() {
   view.innerHTML = "<h2>Consumer groups</h2>" + table("groups", ["Group", "State", "Members", "Lag"],
     gs.map(g => [`<a href="#/group/${enc(g.group_id)}">${esc(g.group_id)}</a>`, esc(g.state), g.members, g.lag]));
 }
-function lagPlot(points) {
+function lagPlot(points, id = "lag-plot") {
   const w = 600, h = 160, pad = 24;
-  if (!points.length) return `<svg id="lag-plot" width="${w}" height="${h}"><text x="${pad}" y="${h / 2}">no samples yet</text></svg>`;
+  if (!points.length) return `<svg id="${id}" width="${w}" height="${h}"><text x="${pad}" y="${h / 2}">no samples yet</text></svg>`;
   const t0 = points[0][0], t1 = Math.max(points[points.length - 1][0], t0 + 1);
   const max = Math.max(1, ...points.map(p => p[1]));
   const xy = points.map(([t, v]) => [pad + (t - t0) / (t1 - t0) * (w - 2 * pad), h - pad - v / max * (h - 2 * pad)]);
-  return `<svg id="lag-plot" width="${w}" height="${h}" data-points="${points.length}" data-last="${points[points.length - 1][1]}">` +
+  return `<svg id="${id}" width="${w}" height="${h}" data-points="${points.length}" data-last="${points[points.length - 1][1]}">` +
     `<text x="4" y="14">${max}</text><text x="4" y="${h - 6}">0</text>` +
     `<polyline fill="none" stroke="#2563eb" stroke-width="2" points="${xy.map(p => p.join(",")).join(" ")}"/></svg>`;
 }
@@ -89,6 +92,36 @@ async function group(id) {
     "<h3>Lag over time</h3>" + lagPlot(g.lag_history);
   timer = setTimeout(() => route(), 2000);
 }
+async function clients() {
+  const cs = await api("clients");
+  view.innerHTML = "<h2>Client connections</h2>" +
+    '<p class="muted">Clients push their own metrics (KIP-714) once a client-metrics subscription matches them, e.g. <code>kafka-client-metrics.sh --bootstrap-server HOST:PORT --alter --name all --metrics \'*\' --interval 10000</code>.</p>' +
+    table("clients", ["Peer", "Listener", "Principal", "Client id", "Software", "Connected (s)", "Telemetry instance", "Pushes", "Series"],
+      cs.map(c => [esc(c.peer), esc(c.listener ?? ""), esc(c.principal), esc(c.client_id ?? ""), esc(c.software), c.connected_s,
+        c.telemetry ? `<a class="mono" href="#/client/${enc(c.telemetry.instance_id)}">${esc(c.telemetry.instance_id)}</a>` : '<span class="muted">none</span>',
+        c.telemetry ? c.telemetry.pushes : "", c.telemetry ? c.telemetry.series : ""]));
+  timer = setTimeout(() => route(), 2000);
+}
+async function client(id, chosen) {
+  const first = await api("clients/" + enc(id));
+  const key = chosen || (first.series.find(s => s.name.endsWith("request.latency.avg")) || first.series[0] || {}).key;
+  const c = key ? await api(`clients/${enc(id)}?series=${enc(key)}`) : first;
+  const i = c.instance;
+  view.innerHTML = `<h2>Client <span class="mono" id="client-id">${esc(i.client_id ?? "")}</span></h2>` +
+    `<p class="mono muted">${esc(i.instance_id)}</p><p>${esc(i.software)} · subscription ${i.subscription_id} · ` +
+    `metrics <span class="mono">${esc(i.requested_metrics.join(", ") || "none")}</span> every ${i.push_interval_ms} ms · ` +
+    `<span id="client-pushes">${i.pushes}</span> pushes` +
+    (Object.keys(i.refused).length ? " · refused " + esc(Object.entries(i.refused).map(([e, n]) => e + " " + n).join(", ")) : "") + "</p>" +
+    (key ? `<h3>Over time</h3><label>Metric <select id="series">${c.series.map(s =>
+      `<option value="${esc(s.key)}" ${s.key === key ? "selected" : ""}>${esc(s.key)}</option>`).join("")}</select></label><br>` +
+      lagPlot(c.points || [], "client-metric-plot") : '<p class="muted">no metrics pushed yet</p>') +
+    "<h3>Metrics</h3>" + table("client-metrics", ["Metric", "Attributes", "Value"],
+      c.series.map(s => [`<span class="mono">${esc(s.name)}</span>`, esc(Object.entries(s.attributes).map(([k, v]) => k + "=" + v).join(" ")),
+                         esc(s.value)]));
+  const select = document.getElementById("series");
+  if (select) select.onchange = e => { location.hash = `#/client/${enc(id)}?series=${enc(e.target.value)}`; };
+  timer = setTimeout(() => route(), 2000);
+}
 async function route() {
   clearTimeout(timer);
   const [path, query] = location.hash.slice(1).split("?");
@@ -99,6 +132,8 @@ async function route() {
     else if (parts[0] === "topic") await topic(parts[1], Number(params.get("limit") || 20));
     else if (parts[0] === "groups") await groups();
     else if (parts[0] === "group") await group(parts[1]);
+    else if (parts[0] === "clients") await clients();
+    else if (parts[0] === "client") await client(parts[1], params.get("series"));
     else await cluster();
   } catch (e) {
     view.innerHTML = `<p id="error">Error: ${esc(e.message)}</p>`;

@@ -25,12 +25,21 @@ Names (Kafka's MBean -> Prometheus, lower-cased):
   Kafka's is averaged over the quota window) -- kafka.server:type=Produce|Fetch|Request;
 - ``kafka_consumergroup_lag{consumergroup,topic,partition}`` and
   ``kafka_consumergroup_current_offset`` (Kafka has no broker-side lag metric; these are the
-  names kafka_exporter made standard).
+  names kafka_exporter made standard);
+- cluster mode only, kbroker's own: ``kbroker_zookeeper_sync_events_total``,
+  ``kbroker_zookeeper_znode_reads_total``, ``kbroker_zookeeper_sync_differences_total``.
+- client telemetry (KIP-714): every metric a connected client pushed, named as OpenTelemetry's
+  Prometheus exporter names it (dots to underscores: ``org_apache_kafka_producer_...``), with
+  ``client_id`` and ``client_instance_id`` labels and the metric's own attributes; monotonic
+  sums as counters (deltas added up). Bounded by ``kbroker.telemetry.max.series`` (and
+  ``.per.client``): ``kbroker_client_metrics_series``, ``kbroker_client_metrics_instances`` and
+  ``kbroker_client_metrics_dropped_total`` (samples of series refused by the bounds).
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 import struct
 
 from kbroker.protocol.errors import ErrorCode
@@ -127,6 +136,26 @@ class BrokerCollector:
         yield from self._partitions()
         yield from self._groups()
         yield from self._quotas()
+        yield from self._cluster_sync()
+        yield from client_metric_families(getattr(self.broker, "client_metrics", None))
+
+    def _cluster_sync(self):
+        """How a cluster broker follows ZooKeeper (kbroker's own: Kafka's brokers do not read
+        ZooKeeper for metadata): watch events handled, znodes read, and the differences the
+        periodic full read found (each one a lost watch)."""
+        sync = getattr(getattr(self.broker, "cluster", None), "sync", None)
+        if sync is None:
+            return
+        for name, text, value in (
+                ("kbroker_zookeeper_sync_events_total", "ZooKeeper watch events handled.",
+                 sync.handled),
+                ("kbroker_zookeeper_znode_reads_total", "Znodes read to follow ZooKeeper.",
+                 sync.reads),
+                ("kbroker_zookeeper_sync_differences_total",
+                 "Differences the periodic full read found (lost watches).", sync.differences)):
+            counter = CounterMetricFamily(name, text)
+            counter.add_metric([], value)
+            yield counter
 
     def _quotas(self):
         dispatcher = getattr(self.broker, "dispatcher", None)
@@ -245,3 +274,53 @@ def group_offsets(broker):
                 partition = broker.replicas.get(topic, index)
                 lag = None if partition is None else max(partition.high_watermark - offset.offset, 0)
                 yield group, topic, index, offset.offset, lag
+
+
+_INVALID = re.compile(r"[^a-zA-Z0-9_]")
+_OWN_LABELS = ("client_id", "client_instance_id")
+
+
+def _prometheus_name(name: str) -> str:
+    name = _INVALID.sub("_", name)
+    return name if name[:1].isalpha() or name[:1] == "_" else "_" + name
+
+
+def _label_name(key: str) -> str:
+    name = _prometheus_name(key).lstrip("_") or "attribute"
+    return "otel_" + name if name in _OWN_LABELS else name
+
+
+def client_metric_families(manager):
+    """The metrics clients pushed (KIP-714), as Prometheus families; see the module docstring."""
+    if manager is None:
+        return
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    grouped: dict[tuple, list] = {}  # (name, counter) -> [(labels dict, value)]
+    for instance_id, series_of in manager.store.series.items():
+        instance = manager.instances.get(instance_id)
+        client_id = (instance.info.client_id if instance is not None else None) or ""
+        for series in series_of.values():
+            labels = {_label_name(k): v for k, v in series.attributes}
+            labels["client_id"], labels["client_instance_id"] = client_id, str(instance_id)
+            grouped.setdefault((_prometheus_name(series.name), series.counter), []).append(
+                (labels, series.value))
+    for (name, counter), samples in sorted(grouped.items()):
+        label_names = sorted({key for labels, _ in samples for key in labels})
+        kind = CounterMetricFamily if counter else GaugeMetricFamily
+        family = kind(name, "Pushed by clients (KIP-714 client telemetry).", labels=label_names)
+        for labels, value in samples:
+            family.add_metric([labels.get(key, "") for key in label_names], value)
+        yield family
+    store = manager.store
+    for name, text, value in (
+            ("kbroker_client_metrics_series", "Client metric series kept.", store.count),
+            ("kbroker_client_metrics_instances", "Client instances known (KIP-714).",
+             len(manager.instances))):
+        gauge = GaugeMetricFamily(name, text)
+        gauge.add_metric([], value)
+        yield gauge
+    dropped = CounterMetricFamily("kbroker_client_metrics_dropped",
+                                  "Pushed samples of series past kbroker.telemetry.max.series.")
+    dropped.add_metric([], store.dropped)
+    yield dropped

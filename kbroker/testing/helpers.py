@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Iterable, Mapping
 
-from kbroker.cli.kafka_admin import admin_client, group_lag, log_offsets, partitions_of
+from kbroker.admin_client import admin_client, group_lag, log_offsets, partitions_of
 
 
 class KafkaHelpers:

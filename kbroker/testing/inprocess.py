@@ -3,7 +3,7 @@
 ``KafkaBroker`` (synchronous, any framework) runs the asyncio broker on its own event loop in a
 background thread; ``AsyncKafkaBroker`` runs it on the caller's loop. Both listen on an ephemeral
 port of 127.0.0.1 and a fresh temp data dir unless told otherwise, apply the dev profile
-(:mod:`kbroker.testing.profile`) under the caller's settings, and expose the bound addresses::
+(:mod:`kbroker.config.profile`) under the caller's settings, and expose the bound addresses::
 
     with KafkaBroker({"num.partitions": 3}) as kafka:
         producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers)
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from kbroker.testing.profile import warn_unknown, with_dev_profile
+from kbroker.config.profile import warn_unknown, with_dev_profile
 
 
 class AsyncKafkaBroker:

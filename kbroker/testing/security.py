@@ -132,7 +132,7 @@ class PreparedSecurity:
         """Every user's SCRAM credentials, through AlterUserScramCredentials on PLAINTEXT."""
         from kafka.admin import UserScramCredentialUpsertion
 
-        from kbroker.cli.kafka_admin import admin_client
+        from kbroker.admin_client import admin_client
 
         upsertions = [UserScramCredentialUpsertion(user, mechanism, password)
                       for mechanism in self.security.mechanisms if mechanism.startswith("SCRAM")

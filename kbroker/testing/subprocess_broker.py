@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from kbroker.testing.profile import _as_string
+from kbroker.config.profile import as_string
 
 
 class SubprocessKafkaBroker:
@@ -55,7 +55,7 @@ class SubprocessKafkaBroker:
         settings.update(self.settings)
         args = [sys.executable, "-m", "kbroker", "serve", "--dev", "--ready-file", str(ready_file)]
         for key, value in settings.items():
-            args += ["--set", f"{key}={_as_string(value)}"]
+            args += ["--set", f"{key}={as_string(value)}"]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + self.start_timeout

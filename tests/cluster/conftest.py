@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from kbroker.cluster.zookeeper import ZooKeeperNotInstalled, start_zookeeper
-from kbroker.metadata import zk_client
+from kbroker.metadata.zk import client as zk_client
 from kbroker.testing import KafkaBroker
 from kbroker.testing.waiting import wait_for  # noqa: F401  (the cluster tests import it from here)
 

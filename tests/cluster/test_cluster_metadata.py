@@ -167,7 +167,7 @@ def test_controlled_shutdown_moves_leadership_before_the_broker_leaves(cluster):
 def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster, clients):
     from confluent_kafka import ElectionType, TopicPartition
 
-    from kbroker.metadata import zk_znodes as zn
+    from kbroker.metadata.zk import znodes as zn
 
     brokers, _ = cluster
     _create(brokers[1], "pref", 1, 3)
@@ -551,9 +551,9 @@ def test_partitions_left_without_a_state_get_one_from_the_controller(cluster, co
 
     from kazoo.client import KazooClient
 
-    from kbroker.metadata import zk_controller, zk_znodes as zn
+    from kbroker.metadata.zk import duties, znodes as zn
 
-    monkeypatch.setattr(zk_controller, "MISSING_STATE_GRACE_S", 0.5)
+    monkeypatch.setattr(duties, "MISSING_STATE_GRACE_S", 0.5)
     brokers, _ = cluster
     zk = KazooClient(connect_string)
     zk.start()

@@ -25,7 +25,57 @@ def _settings(serve_args):
 
 
 def test_the_single_node_service_is_still_there():
-    assert SERVICES["kbroker"]["command"] == ["serve", "--dev"]
+    single = SERVICES["kbroker"]
+    assert single["command"][:2] == ["serve", "--dev"]
+    # the image's ENTRYPOINT adds listeners, advertised listeners and http.port from these
+    env = single["environment"]
+    settings = {**_settings(single["command"]), "listeners": env["KBROKER_LISTENERS"],
+                "advertised.listeners": env["KBROKER_ADVERTISED"], "http.port": "8080"}
+    BrokerConfig(settings)
+    assert "EXTERNAL://localhost:9092" in settings["advertised.listeners"]
+    assert "8080:8080" in single["ports"]
+
+
+def _internal_bootstrap() -> str:
+    """Where the pipeline's containers reach the single node: its INTERNAL advertised listener."""
+    advertised = SERVICES["kbroker"]["environment"]["KBROKER_ADVERTISED"].split(",")
+    return next(a for a in advertised if a.startswith("INTERNAL://")).removeprefix("INTERNAL://")
+
+
+def test_postgres_is_the_one_debezium_runs_against_in_the_tests():
+    from compat_tests.pipeline import postgres
+
+    service = SERVICES["postgres"]
+    installed = postgres.bin_dir()
+    assert installed is not None, "PostgreSQL is not installed: run scripts/install-test-deps.sh"
+    assert service["image"] == f"postgres:{installed.parent.name}"
+    command = service["command"]
+    settings = dict(command[i + 1].split("=", 1) for i, a in enumerate(command) if a == "-c")
+    assert settings["wal_level"] == "logical"  # Debezium's pgoutput needs logical decoding
+    assert int(settings["max_replication_slots"]) >= 1
+
+
+def test_connect_is_the_debezium_and_worker_settings_the_tests_run():
+    from compat_tests.pipeline.connect import DEBEZIUM_VERSION, worker_properties
+
+    service = SERVICES["connect"]
+    assert service["image"] == f"quay.io/debezium/connect:{DEBEZIUM_VERSION}"
+    env = service["environment"]
+    assert env["BOOTSTRAP_SERVERS"] == _internal_bootstrap()
+    tested = worker_properties(_internal_bootstrap(), env["GROUP_ID"], 8083)
+    for key in ("config.storage.topic", "offset.storage.topic", "status.storage.topic",
+                "config.storage.replication.factor", "offset.storage.replication.factor",
+                "status.storage.replication.factor"):
+        assert env[key.upper().replace(".", "_")] == tested[key], key
+    assert env["CONNECT_EXACTLY_ONCE_SOURCE_SUPPORT"] == tested["exactly.once.source.support"]
+    assert set(service["depends_on"]) == {"kbroker", "postgres"}
+
+
+def test_the_schema_registry_keeps_its_schemas_on_the_single_node():
+    env = SERVICES["schema-registry"]["environment"]
+    assert env["SCHEMA_REGISTRY_KAFKASTORE_BOOTSTRAP_SERVERS"] == \
+        f"PLAINTEXT://{_internal_bootstrap()}"
+    assert env["SCHEMA_REGISTRY_KAFKASTORE_TOPIC_REPLICATION_FACTOR"] == "1"  # one broker
 
 
 def test_zookeeper_matches_the_jars_and_settings_the_launcher_uses():

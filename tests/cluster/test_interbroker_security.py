@@ -146,3 +146,69 @@ def test_a_wrong_inter_broker_password_stops_replication_with_one_clear_line(
     assert "listener.name.internal.plain.sasl.jaas.config" in line.getMessage()
     assert not [r for r in caplog.records if r.name.startswith("kbroker") and r.exc_info], \
         "a refused authentication is one line, never a traceback"
+
+
+@pytest.fixture
+def kdc(tmp_path):
+    """A throwaway MIT KDC (kbroker.testing.kdc); KRB5_CONFIG for the in-process brokers."""
+    import os
+
+    from kbroker.testing.kdc import TestKdc
+
+    kdc = TestKdc(tmp_path / "kdc").start()
+    saved = {k: os.environ.get(k) for k in kdc.env}
+    os.environ.update(kdc.env)
+    yield kdc
+    kdc.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def test_gssapi_between_brokers(start_cluster, certificates, kdc):
+    """SASL_PLAINTEXT with GSSAPI between brokers: each broker logs in to the others as
+    kafka/127.0.0.1 from the keytab of its listener's Krb5LoginModule entry (the acceptor's
+    too), and replication works only through it."""
+    keytab = kdc.keytab("kafka/127.0.0.1")
+    jaas = (f'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true '
+            f'storeKey=true keyTab="{keytab}" principal="kafka/127.0.0.1@{kdc.realm}";')
+
+    def settings(broker_id: int) -> dict:
+        return {"listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+                "inter.broker.listener.name": "INTERNAL",
+                "sasl.mechanism.inter.broker.protocol": "GSSAPI",
+                "listener.name.internal.sasl.enabled.mechanisms": "GSSAPI",
+                "sasl.kerberos.service.name": "kafka",
+                "listener.name.internal.gssapi.sasl.jaas.config": jaas}
+    brokers = start_cluster(settings)
+    _create(brokers[1], "kerberized", 1)
+    leader = _wait_for(lambda: _leaders(brokers, "kerberized", 1), "the topic on every broker")[0]
+    _produce(brokers[leader], "kerberized", 0, [f"v-{i}".encode() for i in range(100)],
+             acks="all")
+    _wait_for(lambda: all(_log_end(b, "kerberized", 0) == 100 for b in brokers.values()),
+              "every replica at the leader's end")
+
+
+def test_security_inter_broker_protocol_instead_of_a_listener_name(start_cluster, certificates):
+    """Kafka's alternative key: security.inter.broker.protocol=SASL_SSL makes the listener named
+    SASL_SSL the inter-broker listener (no inter.broker.listener.name)."""
+    def settings(broker_id: int) -> dict:
+        return {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+                "security.inter.broker.protocol": "SASL_SSL",
+                "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certificates.server_keystore),
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certificates.ca_file),
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config":
+                    f'{PLAIN_MODULE} required username="broker" password="broker-secret" '
+                    'user_broker="broker-secret";'}
+    brokers = start_cluster(settings)
+    assert brokers[1]._inner.broker.config.inter_broker_listener_name == "SASL_SSL"
+    _create(brokers[1], "by-protocol", 1)
+    leader = _wait_for(lambda: _leaders(brokers, "by-protocol", 1), "the topic on every broker")[0]
+    _produce(brokers[leader], "by-protocol", 0, [b"x"] * 50, acks="all")
+    _wait_for(lambda: all(_log_end(b, "by-protocol", 0) == 50 for b in brokers.values()),
+              "every replica at the leader's end")

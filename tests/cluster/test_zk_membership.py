@@ -4,18 +4,21 @@ and a deposed controller fenced from writing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
 import pytest
 from kazoo.client import KazooClient
 
-from kbroker.metadata import zk_znodes as zn
-from kbroker.metadata.image import TopicMetadata
-from kbroker.metadata.store import StaleMetadataError
-from kbroker.metadata.zk_election import ControllerElection
-from kbroker.metadata.zk_registration import BrokerIdInUse, BrokerRegistration
-from kbroker.metadata.zk_store import ZkMetadataStore
+from kbroker.metadata.delta import MetadataDelta
+from kbroker.metadata.image import PartitionState, TopicMetadata
+from kbroker.metadata.store import FencedError
+from kbroker.metadata.topic_policy import initial_states
+from kbroker.metadata.zk import znodes as zn
+from kbroker.metadata.zk.election import ControllerElection
+from kbroker.metadata.zk.registration import BrokerIdInUse, BrokerRegistration
+from kbroker.metadata.zk.store import ZkMetadataStore
 from kbroker.testing.waiting import wait_for
 
 # BrokerIdZNode.encode (Kafka 3.x, version 5) writes exactly these keys (rack when set).
@@ -105,12 +108,13 @@ def test_first_broker_wins_the_election_and_bumps_the_epoch(clients):
 
 def test_controller_loss_elects_another_and_fences_the_old_one(clients, zookeeper):
     first_client = clients()
-    first_store = ZkMetadataStore(first_client, node_id=1)
+    first_store = asyncio.run(ZkMetadataStore.open(first_client, 1))
     first = ControllerElection(first_client, 1, first_store)
     first.start()
     _wait_for(lambda: first.is_controller, "broker 1 to become controller")
     second_client = clients()
-    second = ControllerElection(second_client, 2, ZkMetadataStore(second_client, node_id=2))
+    second = ControllerElection(second_client, 2,
+                                asyncio.run(ZkMetadataStore.open(second_client, 2)))
     second.start()
     _wait_for(lambda: second.active_controller == 1, "broker 2 to see the controller")
     assert not second.is_controller
@@ -123,10 +127,12 @@ def test_controller_loss_elects_another_and_fences_the_old_one(clients, zookeepe
     _wait_for(lambda: first_client.connected, "broker 1's new session")
     # The deposed controller may no longer decide who leads (topic and config changes stay
     # open to it, as to any broker's admin client: they are not the controller's to fence).
-    second_store_view = ZkMetadataStore(clients(), node_id=3)
-    second_store_view.create_topic(TopicMetadata("late", uuid.uuid4(), ((1, 2),)))
-    with pytest.raises(StaleMetadataError, match="not the controller"):
-        first_store.set_partition_state("late", 0, zn.PartitionState(2, 1, (2,), 1, 0))
+    third = asyncio.run(ZkMetadataStore.open(clients(), 3))
+    asyncio.run(third.commit(MetadataDelta(created={"late": TopicMetadata(
+        "late", uuid.uuid4(), ((1, 2),), {}, initial_states(((1, 2),), 0))})))
+    with pytest.raises(FencedError, match="not the controller"):
+        asyncio.run(first_store.commit(MetadataDelta(
+            states={("late", 0): PartitionState(2, 1, (2,), 0, 1)})))
     assert json.loads(clients().get("/brokers/topics/late/partitions/0/state")[0])["leader"] == 1
     first.stop()
     second.stop()

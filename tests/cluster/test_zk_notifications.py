@@ -5,16 +5,17 @@ cluster purges what its own config change wrote."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic)
 
-from kbroker.metadata import zk_notifications
-from kbroker.metadata import zk_znodes as zn
-from kbroker.metadata.zk_notifications import CHANGE_EXPIRATION_MS, NotificationPurger
-from kbroker.metadata.zk_store import ZkMetadataStore
+from kbroker.metadata.zk import notifications as zk_notifications
+from kbroker.metadata.zk import znodes as zn
+from kbroker.metadata.zk.notifications import CHANGE_EXPIRATION_MS, NotificationPurger
+from kbroker.metadata.zk.store import ZkMetadataStore
 from kbroker.testing import KafkaBroker
 
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, wait_for
@@ -50,7 +51,7 @@ def _newer_than(zk, parent, children):
 
 def test_notifications_older_than_the_expiration_are_purged_and_fresh_ones_kept(clients):
     zk = clients()
-    ZkMetadataStore(zk, node_id=1)  # the persistent paths
+    asyncio.run(ZkMetadataStore.open(zk, 1))  # the persistent paths
     old = {parent: _notify(zk, prefix, 3) for parent, prefix in _PREFIXES.items()}
     for parent, children in old.items():
         _newer_than(zk, parent, children)
@@ -60,29 +61,29 @@ def test_notifications_older_than_the_expiration_are_purged_and_fresh_ones_kept(
     now = [min(_ctime(zk, parent, children) for parent, children in fresh.items())
            + CHANGE_EXPIRATION_MS]
     purger = NotificationPurger(zk, clock_ms=lambda: now[0])
-    assert purger.purge() == 9
+    assert asyncio.run(purger.purge()) == 9
     for parent in old:
         assert sorted(zk.get_children(parent)) == fresh[parent]
     # An ISR change notification is not this listener's (the controller trims those).
     isr = _notify(zk, zn.ISR_CHANGE_PREFIX, 1)
-    assert purger.purge() == 0
+    assert asyncio.run(purger.purge()) == 0
     assert zk.get_children(zn.ISR_CHANGE) == isr
 
     # Later, the fresh ones are old too, but as on Kafka nothing is purged until a path's
     # children change again: then everything expired under that path goes, the new one stays.
     now[0] += 10 * CHANGE_EXPIRATION_MS
-    assert purger.purge() == 0
+    assert asyncio.run(purger.purge()) == 0
     _newer_than(zk, zn.CONFIG_CHANGES, fresh[zn.CONFIG_CHANGES])
     newest = _notify(zk, zn.CONFIG_CHANGE_PREFIX, 1)
     now[0] = _ctime(zk, zn.CONFIG_CHANGES, newest) + CHANGE_EXPIRATION_MS
-    assert purger.purge() == 2
+    assert asyncio.run(purger.purge()) == 2
     assert zk.get_children(zn.CONFIG_CHANGES) == newest
     assert sorted(zk.get_children(zn.ACL_CHANGES)) == fresh[zn.ACL_CHANGES]
 
 
 def test_two_brokers_purging_the_same_notifications_at_once_both_succeed(clients):
     zk = clients()
-    ZkMetadataStore(zk, node_id=1)
+    asyncio.run(ZkMetadataStore.open(zk, 1))
     _notify(zk, zn.CONFIG_CHANGE_PREFIX, 300)
     far_future = int(time.time() * 1000) + 10 * CHANGE_EXPIRATION_MS
     purgers = [NotificationPurger(clients(), clock_ms=lambda: far_future) for _ in range(2)]
@@ -91,7 +92,7 @@ def test_two_brokers_purging_the_same_notifications_at_once_both_succeed(clients
     def purge(purger):
         start.wait()
         try:
-            deleted.append(purger.purge())
+            deleted.append(asyncio.run(purger.purge()))
         except Exception as exc:  # the assertion below names it
             errors.append(exc)
 
@@ -136,11 +137,11 @@ def test_a_cluster_broker_purges_the_notification_its_config_change_wrote(connec
 
 def test_a_burst_is_purged_a_batch_per_round(clients):
     zk = clients()
-    ZkMetadataStore(zk, node_id=1)
+    asyncio.run(ZkMetadataStore.open(zk, 1))
     _notify(zk, zn.CONFIG_CHANGE_PREFIX, 5)
     far_future = int(time.time() * 1000) + 10 * CHANGE_EXPIRATION_MS
     purger = NotificationPurger(zk, paths=[zn.CONFIG_CHANGES], clock_ms=lambda: far_future,
                                 batch=2)
     # Each round reads and deletes at most two; the path stays due until a round sees it all.
-    assert [purger.purge() for _ in range(5)] == [2, 2, 1, 0, 0]
+    assert [asyncio.run(purger.purge()) for _ in range(5)] == [2, 2, 1, 0, 0]
     assert zk.get_children(zn.CONFIG_CHANGES) == []

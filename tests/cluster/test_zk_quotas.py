@@ -4,9 +4,11 @@ each change announced under /config/changes; SCRAM keys in a user's znode are ke
 
 from __future__ import annotations
 
+import asyncio
 import json
 
-from kbroker.metadata.zk_store import ZkMetadataStore
+from kbroker.metadata.delta import MetadataDelta
+from kbroker.metadata.zk.store import ZkMetadataStore
 
 
 def _json(client, path):
@@ -15,7 +17,7 @@ def _json(client, path):
 
 
 def test_quota_znodes_match_kafkas_layout_and_load_back(clients):
-    store = ZkMetadataStore(clients(), node_id=1)
+    store = asyncio.run(ZkMetadataStore.open(clients(), 1))
     zk = clients()
     zk.create("/config/users/alice", b'{"version":1,"config":{"SCRAM-SHA-256":"salt=x"}}')
     alice = (("user", "alice"),)
@@ -26,7 +28,7 @@ def test_quota_znodes_match_kafkas_layout_and_load_back(clients):
               default_client: {"consumer_byte_rate": 2048.0},
               pair: {"producer_byte_rate": 10.0},
               ip: {"connection_creation_rate": 5.0}}
-    store.set_client_quotas(quotas, list(quotas))
+    asyncio.run(store.commit(MetadataDelta(client_quotas=quotas)))
     assert _json(zk, "/config/users/alice") == {"version": 1, "config": {
         "SCRAM-SHA-256": "salt=x", "producer_byte_rate": "1024", "request_percentage": "50.0"}}
     assert _json(zk, "/config/clients/<default>") == {
@@ -39,12 +41,11 @@ def test_quota_znodes_match_kafkas_layout_and_load_back(clients):
                      for c in zk.get_children("/config/changes"))
     assert changes == ["clients/<default>", "ips/10.0.0.1", "users/alice",
                        "users/alice/clients/my%20app%2A"]
-    loaded = ZkMetadataStore(clients(), node_id=2).load().client_quotas
+    loaded = asyncio.run(store.load()).client_quotas
     assert {e: dict(v) for e, v in loaded.items()} == quotas
 
     # Removing the last quota of an entity leaves the SCRAM key (and the entity is gone).
-    del quotas[alice]
-    store.set_client_quotas(quotas, [alice])
+    asyncio.run(store.commit(MetadataDelta(client_quotas={alice: {}})))
     assert _json(zk, "/config/users/alice")["config"] == {"SCRAM-SHA-256": "salt=x"}
-    loaded = ZkMetadataStore(clients(), node_id=2).load().client_quotas
+    loaded = asyncio.run(store.load()).client_quotas
     assert alice not in loaded and pair in loaded

@@ -9,6 +9,7 @@ another; the znodes hold exactly what Kafka 3.x's ZooKeeper mode writes (read wi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -22,8 +23,9 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
 
-from kbroker.metadata import zk_znodes as zn
-from kbroker.metadata.zk_store import ZkMetadataStore
+from kbroker.metadata.delta import MetadataDelta
+from kbroker.metadata.zk import znodes as zn
+from kbroker.metadata.zk.store import ZkMetadataStore
 from kbroker.protocol.errors import Errors
 
 from tests.cluster.conftest import start_brokers, stop_brokers, wait_for
@@ -285,14 +287,27 @@ BOB_DENY = (2, "orders", 3, "User:bob", "10.0.0.1", 4, 2)  # topic, literal, wri
 GROUP_PREFIX = (3, "app-", 4, "User:alice", "*", 2, 3)     # group, prefixed, all, allow
 
 
+def _store(clients, node_id):
+    return asyncio.run(ZkMetadataStore.open(clients(), node_id))
+
+
+def _acls(store, added=(), removed=()):
+    """The ACLs the store refused (a delta of ACLs committed)."""
+    commit = asyncio.run(store.commit(MetadataDelta(acls_added=tuple(added),
+                                                    acls_removed=tuple(removed))))
+    return dict(commit.refused)
+
+
+def _loaded(clients):
+    return asyncio.run(_store(clients, 3).load())
+
+
 def test_acl_writes_are_deltas_on_what_zookeeper_holds(clients):
-    one = ZkMetadataStore(clients(), node_id=1)
-    two = ZkMetadataStore(clients(), node_id=2)
-    one.update_acls([ALICE_READ, GROUP_PREFIX], ())
+    one, two = _store(clients, 1), _store(clients, 2)
+    _acls(one, [ALICE_READ, GROUP_PREFIX])
     # Broker 2 never saw broker 1's write: its change adds to it, never replaces it.
-    two.update_acls([BOB_DENY], ())
-    assert sorted(list(ZkMetadataStore(clients(), node_id=3).load().acls)) == sorted(
-        [ALICE_READ, BOB_DENY, GROUP_PREFIX])
+    _acls(two, [BOB_DENY])
+    assert sorted(_loaded(clients).acls) == sorted([ALICE_READ, BOB_DENY, GROUP_PREFIX])
     zk = clients()
     assert _json(zk, "/kafka-acl/Topic/orders")["acls"] == [
         {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"},
@@ -300,29 +315,30 @@ def test_acl_writes_are_deltas_on_what_zookeeper_holds(clients):
          "host": "10.0.0.1"}]
     assert _json(zk, "/kafka-acl-extended/prefixed/Group/app-")["acls"] == [
         {"principal": "User:alice", "permissionType": "Allow", "operation": "All", "host": "*"}]
-    one.update_acls((), [ALICE_READ, GROUP_PREFIX])
-    assert list(ZkMetadataStore(clients(), node_id=3).load().acls) == [BOB_DENY]
+    _acls(one, removed=[ALICE_READ, GROUP_PREFIX])
+    assert list(_loaded(clients).acls) == [BOB_DENY]
     assert zk.exists("/kafka-acl-extended/prefixed/Group/app-") is None
     # A name ZooKeeper cannot hold as one znode is refused, naming it; the other resource in
     # the same change is written (Kafka's AclAuthorizer writes one resource at a time).
     bad = (3, "a/b", 3, "User:alice", "*", 3, 3)
-    failures = one.update_acls([bad, GROUP_PREFIX], ())
+    failures = _acls(one, [bad, GROUP_PREFIX])
     assert list(failures) == [bad]
     assert failures[bad].code == Errors.INVALID_REQUEST.code and "a/b" in failures[bad].message
-    assert sorted(ZkMetadataStore(clients(), node_id=3).load().acls) == [BOB_DENY, GROUP_PREFIX]
+    assert sorted(_loaded(clients).acls) == [BOB_DENY, GROUP_PREFIX]
 
 
 def test_scram_writes_keep_quota_keys_and_sanitize_the_user(clients):
-    store = ZkMetadataStore(clients(), node_id=1)
+    store = _store(clients, 1)
     user = (("user", "dave@example.com"),)
-    store.set_client_quotas({user: {"producer_byte_rate": 1024.0}}, [user])
-    store.update_scram_credentials({("dave@example.com", "SCRAM-SHA-512"): "salt=a"}, set())
+    asyncio.run(store.commit(MetadataDelta(client_quotas={user: {"producer_byte_rate": 1024.0}})))
+    asyncio.run(store.commit(MetadataDelta(scram={("dave@example.com", "SCRAM-SHA-512"):
+                                                  "salt=a"})))
     zk = clients()
     assert _json(zk, "/config/users/dave%40example.com")["config"] == {
         "producer_byte_rate": "1024", "SCRAM-SHA-512": "salt=a"}
-    image = ZkMetadataStore(clients(), node_id=2).load()
+    image = asyncio.run(_store(clients, 2).load())
     assert image.scram_credential("dave@example.com", "SCRAM-SHA-512") == "salt=a"
-    store.update_scram_credentials({}, {("dave@example.com", "SCRAM-SHA-512")})
+    asyncio.run(store.commit(MetadataDelta(scram={("dave@example.com", "SCRAM-SHA-512"): None})))
     assert _json(zk, "/config/users/dave%40example.com")["config"] == {
         "producer_byte_rate": "1024"}
     changes = [json.loads(n)["entity_path"] for n in _notifications(zk, zn.CONFIG_CHANGES)]
@@ -330,10 +346,9 @@ def test_scram_writes_keep_quota_keys_and_sanitize_the_user(clients):
 
 
 def test_a_write_that_loses_the_race_reads_again_and_keeps_the_winners_acl(clients):
-    store = ZkMetadataStore(clients(), node_id=1)
-    rival = ZkMetadataStore(clients(), node_id=2)
-    store.update_acls([ALICE_READ], ())
-    zk = store._zk
+    store = _store(clients, 1)
+    _acls(store, [ALICE_READ])
+    zk, rival = store._zk, clients()
     reads = []
     original_get = zk.get_async
 
@@ -342,14 +357,15 @@ def test_a_write_that_loses_the_race_reads_again_and_keeps_the_winners_acl(clien
         # it, so this store's conditional write names a version that is gone.
         result = original_get(path, *args, **kwargs)
         if path == "/kafka-acl/Topic/orders" and not reads:
-            result.get()
+            data, stat = result.get()
             reads.append(path)
-            rival.update_acls([BOB_DENY], ())
+            entries = zn.decode_acls(data) + [BOB_DENY[3:]]
+            rival.set(path, zn.encode_acls(entries), stat.version)
         return result
 
     zk.get_async = get_then_rival_writes
     try:
-        assert store.update_acls([(2, "orders", 3, "User:carol", "*", 3, 3)], ()) == {}
+        assert _acls(store, [(2, "orders", 3, "User:carol", "*", 3, 3)]) == {}
     finally:
         zk.get_async = original_get
     assert reads
@@ -358,28 +374,33 @@ def test_a_write_that_loses_the_race_reads_again_and_keeps_the_winners_acl(clien
 
 
 def test_an_unreadable_acl_znode_is_skipped_and_reported_once(clients, caplog):
-    store = ZkMetadataStore(clients(), node_id=1)
-    store.update_acls([ALICE_READ], ())
+    store = _store(clients, 1)
+    _acls(store, [ALICE_READ])
     zk = clients()
     zk.ensure_path("/kafka-acl/Group")
     zk.create("/kafka-acl/Group/broken", b"{not json")
     with caplog.at_level("WARNING", logger="kbroker.metadata.zk"):
         for _ in range(3):
-            assert list(store.load().acls) == [ALICE_READ]
+            assert list(asyncio.run(store.load()).acls) == [ALICE_READ]
     reports = [r for r in caplog.records if "/kafka-acl/Group/broken" in r.getMessage()]
     assert len(reports) == 1 and "unreadable ACLs" in reports[0].getMessage()
 
 
-def test_security_znodes_are_reread_on_a_notification_or_when_the_last_read_is_old(
-        clients, monkeypatch):
-    from kbroker.metadata import zk_security
+def test_an_acl_change_notification_reads_only_its_resource(clients):
+    """What a broker's sync does on an ACL change notification: read the one resource it
+    names, as a delta against the image."""
+    from kbroker.metadata.image import MetadataImage
+    from kbroker.metadata.zk import security
 
-    reader, writer = clients(), ZkMetadataStore(clients(), node_id=1)
-    assert zk_security.read(reader)[1] == []
-    writer.update_acls([ALICE_READ], ())  # with its /kafka-acl-changes notification
-    assert zk_security.read(reader)[1] == [ALICE_READ]
-    # A hand edit without a notification waits for the next full read...
-    writer._zk.delete("/kafka-acl/Topic/orders")
-    assert zk_security.read(reader)[1] == [ALICE_READ]
-    monkeypatch.setattr(zk_security, "FULL_READ_INTERVAL_S", 0.0)
-    assert zk_security.read(reader)[1] == []
+    store = _store(clients, 1)
+    _acls(store, [ALICE_READ, GROUP_PREFIX])
+    image = MetadataImage.build("c", acls=[ALICE_READ, GROUP_PREFIX])
+    _acls(store, [BOB_DENY], [ALICE_READ])
+    zk = clients()
+    notes = sorted(zk.get_children(zn.ACL_CHANGES))
+    resource = security.acl_change_resource(zn.ACL_CHANGES,
+                                            zk.get(f"{zn.ACL_CHANGES}/{notes[-1]}")[0])
+    assert resource == (2, zn.LITERAL, "orders")
+    delta = asyncio.run(security.read_acl_resource(zk, image, *resource))
+    assert delta.acls_added == (BOB_DENY,) and delta.acls_removed == (ALICE_READ,)
+    assert sorted(image.apply(delta).acls) == sorted([BOB_DENY, GROUP_PREFIX])

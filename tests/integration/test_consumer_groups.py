@@ -257,7 +257,9 @@ def test_bad_input_gets_kafkas_errors_and_the_group_carries_on(cg_broker):
         assert r.error_code == Errors.INVALID_REGULAR_EXPRESSION.code
         r = _heartbeat(wire, group_id=group, member_epoch=12345)
         assert r.error_code == Errors.UNKNOWN_MEMBER_ID.code
-        mid = member.member_id
+        # The member thread reads its id on its next poll, which may come after describe
+        # already shows the group Stable.
+        mid = wait_until(lambda: member.member_id, 10, message="the member's id")
         r = _heartbeat(wire, group_id=group, member_id=mid, member_epoch=12345)
         assert r.error_code == Errors.FENCED_MEMBER_EPOCH.code
         r = _heartbeat(wire, group_id=group, member_epoch=0, topic_partitions=[])

@@ -83,6 +83,33 @@ def test_dynamic_message_max_bytes_reaches_the_log(broker):
     assert results[1] is None
 
 
+def test_dynamic_compression_type_reaches_topics_without_their_own(broker):
+    """compression.type and its levels are cluster-wide dynamic keys (KIP-390): a topic without
+    its own value recompresses new batches at once; one with its own keeps it."""
+    from tests.integration.clients import Wire
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([
+            NewTopic("follows-broker", 1, 1),
+            NewTopic("own-type", 1, 1, config={"compression.type": "gzip"})]).values():
+        future.result(TIMEOUT)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0,
+                         "compression.type": "none"})
+
+    def codecs_after_producing(topic):
+        producer.produce(topic, b"v" * 100)
+        producer.flush(TIMEOUT)
+        with Wire(broker.bootstrap) as wire:
+            return [b.codec for b in wire.fetch(topic, 0, 0)[1]]
+
+    assert codecs_after_producing("follows-broker")[-1] == 0
+    incremental(admin, "1", ("compression.type", "zstd"),
+                ("compression.zstd.level", "7")).result(TIMEOUT)
+    assert describe_broker(admin)["compression.type"].value == "zstd"
+    assert codecs_after_producing("follows-broker")[-2:] == [0, 4]  # earlier batches stay
+    assert codecs_after_producing("own-type")[-1] == 1
+
+
 def test_min_insync_replicas_refuses_acks_all_on_a_single_node(broker):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("needs-two", 1, 1, config={"min.insync.replicas": "2"})])[
@@ -108,7 +135,7 @@ def test_topic_values_kbroker_cannot_honour_are_invalid_config(broker):
 
 
 @pytest.mark.parametrize("setting, feature", [
-    ("sasl.enabled.mechanisms=GSSAPI,PLAIN,SCRAM-SHA-1", "GSSAPI, SCRAM-SHA-1"),
+    ("sasl.enabled.mechanisms=GSSAPI,PLAIN,SCRAM-SHA-1", "mechanism SCRAM-SHA-1 (kbroker serves"),
     ("listener.name.plaintext.ssl.engine.factory.class=x", "per-listener setting"),
     ("authorizer.class.name=com.example.MyAuthorizer", "Java plugin classes"),
 ])

@@ -427,7 +427,7 @@ def test_async_cleaning_gives_the_event_loop_back(manager, monkeypatch):
 
 
 def test_topic_configs_reach_the_log_config():
-    from kbroker.config.log_settings import log_config_factory
+    from kbroker.replica.log_settings import log_config_factory
 
     broker = BrokerConfig({"log.cleaner.min.cleanable.ratio": "0.2",
                            "log.cleaner.delete.retention.ms": "1000"})

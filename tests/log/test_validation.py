@@ -4,11 +4,13 @@ import struct
 import pytest
 
 from kbroker.log import LogConfig, RecordValidationError
-from kbroker.log.validation import _uniform_record_count, _walk_records, check_record_structure
+from kbroker.log.validation import (_uniform_record_count, _walk_records, check_record_structure,
+                                    record_layout)
 from kbroker.protocol.compression import GZIP
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.primitives import DecodeError
-from kbroker.protocol.records import RECORDS_OFFSET, RecordBatchBuilder, read_varint, write_varint
+from kbroker.protocol.records import (RECORDS_OFFSET, RecordBatchBuilder, read_varint, read_varlong,
+                                      write_varint)
 
 from .conftest import NOW, append, make_batch
 
@@ -287,6 +289,20 @@ def _mutate(rng, data, starts, donors):
     return bytes(data)
 
 
+def _canonical_reference(data):
+    """Kafka's rebuild writes attributes 0, offset deltas 0..n-1, first timestamp delta 0."""
+    pos, index = 0, 0
+    while pos < len(data):
+        size, pos = read_varint(data, pos)
+        record_end = pos + size
+        timestamp_delta, at = read_varlong(data, pos + 1)
+        offset_delta = read_varint(data, at)[0]
+        if data[pos] != 0 or offset_delta != index or (index == 0 and timestamp_delta != 0):
+            return False
+        pos, index = record_end, index + 1
+    return True
+
+
 def _check_agree(data, tally):
     view = memoryview(data) if tally["cases"] % 2 else data  # validate passes a memoryview
     walked = _verdict(_walk_records, view)
@@ -295,6 +311,10 @@ def _check_agree(data, tally):
         assert fast == walked, f"fast path counted {fast}, the walk says {walked}: {data.hex()}"
         tally["fast"] += 1
     assert _verdict(check_record_structure, view) == walked, data.hex()
+    # record_layout (what a rebuild uses) counts the same and knows canonical records.
+    expected = walked if walked == "reject" else (walked, _canonical_reference(data))
+    assert _verdict(record_layout, view) == expected, data.hex()
+    tally["canonical"] += expected != "reject" and expected[1]
     tally["cases"] += 1
     tally["rejected"] += walked == "reject"
     return walked, fast
@@ -303,7 +323,7 @@ def _check_agree(data, tally):
 @pytest.mark.parametrize("seed", range(4))
 def test_fast_path_agrees_with_the_walk(seed):
     rng = random.Random(seed)
-    tally = {"cases": 0, "fast": 0, "rejected": 0}
+    tally = {"cases": 0, "fast": 0, "rejected": 0, "canonical": 0}
     donors = []
     mutated_fast = 0
     for n in range(300):
@@ -326,3 +346,4 @@ def test_fast_path_agrees_with_the_walk(seed):
     assert tally["cases"] >= 2500
     assert tally["fast"] >= 200 and mutated_fast >= 80
     assert tally["rejected"] >= 1000
+    assert tally["canonical"] >= 150

@@ -1,11 +1,13 @@
-"""Over real sockets: start-up repairs a crash between persist and apply; a creation that fails
-on disk leaves no metadata; internal topics are protected; fuzzed counts are refused."""
+"""Over real sockets: a crash at any step of the metadata pipeline is repaired at start-up; a
+creation that fails on disk leaves no metadata; internal topics are protected; fuzzed counts are
+refused."""
 
 from __future__ import annotations
 
-import uuid
+import asyncio
 
-from kbroker.metadata.image import TopicMetadata
+import pytest
+
 from kbroker.metadata.local_store import LocalMetadataStore
 from kbroker.protocol.errors import Errors
 from tests.integration.clients import Wire, build_batch, now_ms
@@ -19,31 +21,63 @@ def partition_dirs(broker, topic: str) -> set[str]:
 
 
 def stored_topics(broker) -> set[str]:
-    return set(LocalMetadataStore(str(broker.data_dir)).load().topics())
+    return set(asyncio.run(LocalMetadataStore(str(broker.data_dir)).load()).topics())
 
 
-def test_a_persisted_creation_is_applied_at_start_up(broker):
-    with Wire(broker.bootstrap) as wire:
-        node = wire.metadata([]).brokers[0].node_id
-    broker.kill()  # a crash right after the controller persisted, before the dirs were made
-    store = LocalMetadataStore(str(broker.data_dir), node_id=node)
-    store.create_topic(TopicMetadata("repaired", uuid.uuid4(), ((node,),) * 3))
+# The steps of the controller's pipeline a crash may interrupt (kbroker.metadata.controller):
+# before the commit nothing is stored; from the commit on, start-up finishes the change.
+CREATE_STEPS = ("decided", "committed", "published", "reconciling", "reconciled")
+DELETE_STEPS = ("decided", "committed", "published", "reconciled")
+
+
+def _crash_during(broker, step: str, write: str, request) -> None:
+    """Restart ``broker`` so that it dies at ``step`` of ``write``, send ``request(wire)``, and
+    see it die there (the client sees the connection drop)."""
+    broker.stop()
+    broker.crash_at = (step, write)
     broker.start()
-    assert partition_dirs(broker, "repaired") == {"repaired-0", "repaired-1", "repaired-2"}
+    try:
+        with Wire(broker.bootstrap) as wire:
+            request(wire)
+    except (OSError, EOFError, ConnectionError, AssertionError):
+        pass
+    assert broker.wait_dead() == 137, broker.log()[-2000:]
+    broker.crash_at = None
+
+
+@pytest.mark.parametrize("step", CREATE_STEPS)
+def test_a_creation_interrupted_at_any_step_is_finished_or_absent_after_restart(broker, step):
+    _crash_during(broker, step, "creating topic orders",
+                  lambda wire: create_topic(wire, "orders", 3))
+    broker.start()
+    if step == "decided":  # before the commit: nothing was stored, nothing is left
+        assert "orders" not in stored_topics(broker)
+        assert partition_dirs(broker, "orders") == set()
+        with Wire(broker.bootstrap) as wire:
+            assert wire.metadata(["orders"]).topics[0].error_code == \
+                Errors.UNKNOWN_TOPIC_OR_PARTITION.code
+        return
+    assert partition_dirs(broker, "orders") == {"orders-0", "orders-1", "orders-2"}
     with Wire(broker.bootstrap) as wire:
-        described = wire.metadata(["repaired"]).topics[0]
+        described = wire.metadata(["orders"]).topics[0]
         assert described.error_code == 0 and len(described.partitions) == 3
-        produced = wire.produce("repaired", 2, build_batch([(b"k", b"v")], base_timestamp=now_ms()))
+        produced = wire.produce("orders", 2, build_batch([(b"k", b"v")],
+                                                         base_timestamp=now_ms()))
         assert produced.error_code == 0
 
 
-def test_a_persisted_deletion_is_applied_at_start_up(broker):
+@pytest.mark.parametrize("step", DELETE_STEPS)
+def test_a_deletion_interrupted_at_any_step_is_finished_or_undone_after_restart(broker, step):
     with Wire(broker.bootstrap) as wire:
         assert create_topic(wire, "doomed", 4).error_code == 0
     assert len(partition_dirs(broker, "doomed")) == 4
-    broker.kill()
-    LocalMetadataStore(str(broker.data_dir)).delete_topic("doomed")  # persisted, not applied
+    _crash_during(broker, step, "deleting topic doomed",
+                  lambda wire: delete_topic(wire, "doomed"))
     broker.start()
+    if step == "decided":
+        assert len(partition_dirs(broker, "doomed")) == 4
+        assert "doomed" in stored_topics(broker)
+        return
     assert partition_dirs(broker, "doomed") == set()
     with Wire(broker.bootstrap) as wire:
         assert wire.metadata(["doomed"]).topics[0].error_code == \

@@ -1,9 +1,11 @@
 """The web console in a real headless Chromium (Debian's ``chromium``, driven by Playwright),
-against a broker that real clients produced to and consumed from."""
+against a broker that real clients produced to and consumed from, and whose clients push their
+own metrics (KIP-714)."""
 
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 
 import pytest
@@ -78,3 +80,47 @@ def test_console_shows_cluster_topics_messages_configs_and_group_lag(dev_broker,
     finally:
         page.close()
         consumer.close()
+
+
+def test_console_shows_each_clients_pushed_metrics_beside_its_connection(dev_broker, browser):
+    from tests.observability.test_client_telemetry import SET, alter
+
+    assert alter(dev_broker.bootstrap, "everything", ("metrics", SET, "*"),
+                 ("interval.ms", SET, "300")) == (0, None)
+    stop = threading.Event()
+
+    def produce():  # librdkafka pushes its metrics while it is connected
+        producer = Producer({"bootstrap.servers": dev_broker.bootstrap, "client.id": "pusher",
+                             "linger.ms": 0})
+        while not stop.is_set():
+            producer.produce("pushed", b"v")
+            producer.poll(0.05)
+        producer.flush(TIMEOUT)
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    page = browser.new_page()
+    try:
+        page.goto(dev_broker.http + "#/clients", timeout=TIMEOUT * 1000)
+        page.wait_for_selector("#clients tr:has-text('pusher') a", timeout=TIMEOUT * 1000)
+        row = page.locator("#clients tr:has-text('pusher')").first.locator("td").all_inner_texts()
+        assert row[3] == "pusher" and row[4].startswith("confluent-kafka-python")
+        page.click("#clients tr:has-text('pusher') a")
+        page.wait_for_selector("#client-metrics tbody tr", timeout=TIMEOUT * 1000)
+        assert page.locator("#client-id").inner_text() == "pusher"
+        assert "org.apache.kafka.producer.request.latency.avg" in \
+            page.locator("#client-metrics").inner_text()
+        # the page refreshes itself and the plot grows with each push
+        page.wait_for_function(
+            "document.querySelector('#client-metric-plot')?.dataset.points >= 3",
+            timeout=TIMEOUT * 1000)
+        chosen = page.locator("#series").input_value()
+        assert chosen.startswith("org.apache.kafka.producer.")
+        other = page.locator("#series option").nth(0).get_attribute("value")
+        page.select_option("#series", other)
+        page.wait_for_function("location.hash.includes('series=')")
+        page.wait_for_selector("#client-metric-plot", timeout=TIMEOUT * 1000)
+    finally:
+        page.close()
+        stop.set()
+        thread.join()

@@ -24,11 +24,23 @@ KAFKA_4_4_0 = {
     88: (0, 1), 89: (0, 1), 90: (0, 1), 91: (0, 0), 92: (0, 0), 93: (0, 0), 94: (0, 0),
 }
 
+# GetTelemetrySubscriptions and PushTelemetry (KIP-714): Kafka advertises them only when a client
+# telemetry exporter plugin is configured (ApiVersionsResponse skips them otherwise), which the
+# default reference broker has not; with one, their range is the schema's whole range, v0.
+# kbroker always has an exporter (its console and /metrics), so it always advertises them.
+KAFKA_4_4_0_WITH_TELEMETRY = {**KAFKA_4_4_0, 71: (0, 0), 72: (0, 0)}
+
 
 def test_every_advertised_range_is_kafka_4_4_0s():
-    differ = {messages.API_BY_KEY[key].name: (ours, KAFKA_4_4_0.get(key))
-              for key, ours in messages.ADVERTISED.items() if KAFKA_4_4_0.get(key) != ours}
+    differ = {messages.API_BY_KEY[key].name: (ours, KAFKA_4_4_0_WITH_TELEMETRY.get(key))
+              for key, ours in messages.ADVERTISED.items()
+              if KAFKA_4_4_0_WITH_TELEMETRY.get(key) != ours}
     assert differ == {}
+
+
+def test_telemetry_ranges_are_the_schemas_whole_range():
+    for key in (71, 72):
+        assert messages.API_BY_KEY[key].valid_versions == KAFKA_4_4_0_WITH_TELEMETRY[key]
 
 
 def test_every_range_kafka_advertises_is_a_range_we_can_decode():

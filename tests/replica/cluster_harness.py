@@ -16,6 +16,7 @@ import time
 import uuid
 
 from kbroker.config import BrokerConfig
+from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import BrokerInfo, MetadataImage, PartitionState, TopicMetadata
 from kbroker.protocol.records import RecordBatchBuilder
 from kbroker.replica.broker_client import BrokerClient
@@ -49,7 +50,7 @@ class InProcessCluster:
         for node_id in range(self.size):
             await self.start_broker(node_id)
         self.image = MetadataImage.build("test-cluster").with_brokers(self._infos(), 0)
-        self._publish_all()
+        await self._publish_all()
         return self
 
     async def __aexit__(self, *exc):
@@ -70,7 +71,7 @@ class InProcessCluster:
                                           lag_time_max_ms=self.lag_time_max_ms)
         if self.image is not None:
             self.image = self.image.with_brokers(self._infos(), 0)
-            self._publish_all()
+            await self._publish_all()
         return broker
 
     async def stop_broker(self, node_id: int) -> None:
@@ -79,7 +80,7 @@ class InProcessCluster:
         await broker.stop()
         if self.image is not None:
             self.image = self.image.with_brokers(self._infos(), 0)
-            self._publish_all()
+            await self._publish_all()
 
     def _infos(self):
         return [BrokerInfo(node_id, {LISTENER: ("127.0.0.1", broker.port())},
@@ -88,17 +89,17 @@ class InProcessCluster:
 
     # --- metadata: what the controller side will publish -----------------------------------
 
-    def create_topic(self, name: str, assignments, states=None) -> TopicMetadata:
+    async def create_topic(self, name: str, assignments, states=None) -> TopicMetadata:
         assignments = [tuple(a) for a in assignments]
         if states is None:
             states = [PartitionState(a[0], 0, a, 0) for a in assignments]
         topic = TopicMetadata(name, uuid.uuid4(), assignments, {}, states)
         self.image = self.image.with_topic(topic)
-        self._publish_all()
+        await self._publish_all()
         return topic
 
-    def set_state(self, name: str, index: int, leader: int, leader_epoch: int, isr,
-                  to=None) -> PartitionState:
+    async def set_state(self, name: str, index: int, leader: int, leader_epoch: int, isr,
+                        to=None) -> PartitionState:
         """A controller's leader election: the new state (version + 1) for everyone, or only
         for the brokers in ``to`` (a notification the others have not seen yet)."""
         topic = self.image.topic(name)
@@ -107,7 +108,7 @@ class InProcessCluster:
         states = list(topic.states)
         states[index] = state
         self.image = self.image.with_topic(topic.with_states(states))
-        self._publish_all(to)
+        await self._publish_all(to)
         return state
 
     def state(self, name: str, index: int) -> PartitionState:
@@ -128,14 +129,21 @@ class InProcessCluster:
         states = list(metadata.states)
         states[index] = written
         self.image = self.image.with_topic(metadata.with_states(states))
-        self._publish_all()
+        await self._publish_all()
         return written
 
-    def _publish_all(self, to=None) -> None:
-        for node_id, broker in self.brokers.items():
+    async def _publish_all(self, to=None) -> None:
+        for node_id in list(self.brokers):
             if to is None or node_id in to:
-                for _ in broker.controller._publish(self.image):
-                    pass
+                await self.publish_to(node_id, self.image)
+
+    async def publish_to(self, node_id: int, image: MetadataImage) -> None:
+        """Bring broker ``node_id``'s image to ``image`` as a notification from the store
+        would: the difference, as a delta, through the controller's pipeline."""
+        async def read(current):
+            return _difference(current, image)
+
+        await self.brokers[node_id].controller.follow(read)
 
     # --- clients ---------------------------------------------------------------------------
 
@@ -147,6 +155,16 @@ class InProcessCluster:
 
     def partition(self, node_id: int, topic: str, index: int = 0):
         return self.brokers[node_id].replicas.get(topic, index)
+
+
+def _difference(old: MetadataImage, new: MetadataImage) -> MetadataDelta:
+    """The delta that takes ``old`` to ``new`` (topics put whole where they differ)."""
+    return MetadataDelta(
+        created={n: t for n, t in new.topics().items() if old.topic(n) is not t},
+        deleted=frozenset(n for n in old.topics() if new.topic(n) is None),
+        brokers={**{b: i for b, i in new.brokers.items() if old.brokers.get(b) != i},
+                 **{b: None for b in old.brokers if b not in new.brokers}},
+        controller_id=new.controller_id)
 
 
 def batch(count: int = 3, value: bytes = b"v" * 20) -> bytes:

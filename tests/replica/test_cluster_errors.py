@@ -49,7 +49,7 @@ async def offset_for_leader_epoch(client, topic, index, leader_epoch, current_le
 def test_not_leader_answers_name_the_leader_and_its_endpoint(tmp_path):
     async def scenario():
         async with InProcessCluster(tmp_path) as cluster:
-            topic = cluster.create_topic("t", [(1, 2)], [PartitionState(1, 5, (1, 2), 0)])
+            topic = await cluster.create_topic("t", [(1, 2)], [PartitionState(1, 5, (1, 2), 0)])
             follower, outsider = await cluster.client(2), await cluster.client(0)
             leader_port = cluster.brokers[1].port()
             try:
@@ -85,7 +85,7 @@ def test_not_leader_answers_name_the_leader_and_its_endpoint(tmp_path):
 def test_leader_epoch_fencing_and_offset_for_leader_epoch(tmp_path):
     async def scenario():
         async with InProcessCluster(tmp_path, size=2) as cluster:
-            topic = cluster.create_topic("t", [(0, 1)], [PartitionState(0, 3, (0, 1), 0)])
+            topic = await cluster.create_topic("t", [(0, 1)], [PartitionState(0, 3, (0, 1), 0)])
             client = await cluster.client(0)
             try:
                 await produce(client, "t", 0, batch(4))
@@ -124,7 +124,7 @@ def test_leader_epoch_fencing_and_offset_for_leader_epoch(tmp_path):
 def test_a_replica_fetch_from_a_non_replica_is_refused(tmp_path):
     async def scenario():
         async with InProcessCluster(tmp_path) as cluster:
-            topic = cluster.create_topic("t", [(0, 1)])
+            topic = await cluster.create_topic("t", [(0, 1)])
             client = await cluster.client(0)
             try:
                 await produce(client, "t", 0, batch(2))
@@ -148,11 +148,11 @@ def test_a_replica_fetch_from_a_non_replica_is_refused(tmp_path):
 def test_a_follower_fetch_diverging_from_the_leader_gets_the_diverging_epoch(tmp_path):
     async def scenario():
         async with InProcessCluster(tmp_path, size=2) as cluster:
-            topic = cluster.create_topic("t", [(0, 1)], [PartitionState(0, 1, (0, 1), 0)])
+            topic = await cluster.create_topic("t", [(0, 1)], [PartitionState(0, 1, (0, 1), 0)])
             client = await cluster.client(0)
             try:
                 await produce(client, "t", 0, batch(3))
-                cluster.set_state("t", 0, 0, 2, (0, 1))
+                await cluster.set_state("t", 0, 0, 2, (0, 1))
                 await produce(client, "t", 0, batch(3))  # epoch 2 starts at 3
                 # A fetcher claiming epoch 1 up to offset 5 diverges at 3 (epoch 1's end).
                 await cluster.brokers[1].replicas.stop_replication()
@@ -181,11 +181,11 @@ def test_images_drive_partitions_stale_states_are_ignored_and_listeners_hear(tmp
             for node, broker in cluster.brokers.items():
                 broker.replicas.add_leadership_listener(
                     lambda *event, node=node: heard[node].append(event))
-            cluster.create_topic("t", [(0, 1)], [PartitionState(0, 1, (0, 1), 0)])
+            await cluster.create_topic("t", [(0, 1)], [PartitionState(0, 1, (0, 1), 0)])
             assert cluster.partition(2, "t") is None  # not assigned here: not hosted
             assert heard[0] == [("t", 0, True, 1)] and heard[1] == []
 
-            cluster.set_state("t", 0, 1, 2, (0, 1))  # leadership moves to broker 1
+            await cluster.set_state("t", 0, 1, 2, (0, 1))  # leadership moves to broker 1
             assert heard[0][-1] == ("t", 0, False, 2) and heard[1] == [("t", 0, True, 2)]
             assert cluster.partition(0, "t").role == "follower"
             assert cluster.partition(1, "t").role == "leader"
@@ -196,18 +196,16 @@ def test_images_drive_partitions_stale_states_are_ignored_and_listeners_hear(tmp
             stale_image = cluster.image
             topic = stale_image.topic("t")
             stale = stale_image.with_topic(topic.with_states([PartitionState(0, 1, (0, 1), 9)]))
-            for _ in cluster.brokers[1].controller._publish(stale):
-                pass
+            await cluster.publish_to(1, stale)
             partition = cluster.partition(1, "t")
             assert partition.role == "leader" and partition.leader_epoch == 2
-            for _ in cluster.brokers[1].controller._publish(stale_image):
-                pass
+            await cluster.publish_to(1, stale_image)
 
             # Reassigned away from broker 0: its replica (and log dir) goes.
             topic = cluster.image.topic("t")
             cluster.image = cluster.image.with_topic(
                 topic.with_assignments([(1, 2)]).with_states([PartitionState(1, 3, (1,), 2)]))
-            cluster._publish_all()
+            await cluster._publish_all()
             assert cluster.partition(0, "t") is None
             assert cluster.brokers[0].replicas.log_dir_of("t", 0) is None
             assert cluster.partition(2, "t").role == "follower"
@@ -226,7 +224,7 @@ def test_a_client_listener_cannot_pose_as_a_replica(tmp_path):
 
     async def scenario():
         async with InProcessCluster(tmp_path, overrides=overrides) as cluster:
-            topic = cluster.create_topic("t", [(0, 1, 2)])
+            topic = await cluster.create_topic("t", [(0, 1, 2)])
             client = await cluster.client(0)
             from kbroker.replica.broker_client import BrokerClient
             outsider = BrokerClient("127.0.0.1", cluster.brokers[0].port("CLIENT"),
@@ -263,7 +261,7 @@ def test_fetch_from_follower_in_the_consumers_rack(tmp_path):
     async def scenario():
         async with InProcessCluster(tmp_path, overrides=selector,
                                     racks={0: "r0", 1: "r1", 2: "r2"}) as cluster:
-            topic = cluster.create_topic("t", [(0, 1, 2)])
+            topic = await cluster.create_topic("t", [(0, 1, 2)])
             leader, follower = await cluster.client(0), await cluster.client(2)
             try:
                 _, answer = await produce(leader, "t", 0, batch(3))
@@ -302,7 +300,7 @@ def test_fetch_from_follower_in_the_consumers_rack(tmp_path):
 def test_without_a_replica_selector_followers_refuse_consumers(tmp_path):
     async def scenario():
         async with InProcessCluster(tmp_path, racks={0: "r0", 1: "r1", 2: "r2"}) as cluster:
-            topic = cluster.create_topic("t", [(0, 1, 2)])
+            topic = await cluster.create_topic("t", [(0, 1, 2)])
             leader, follower = await cluster.client(0), await cluster.client(2)
             try:
                 await produce(leader, "t", 0, batch(3))

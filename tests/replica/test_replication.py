@@ -21,7 +21,7 @@ def run(coro):
 def test_acks_all_completes_only_after_the_followers_fetched(tmp_path):
     async def scenario():
         async with InProcessCluster(tmp_path) as cluster:
-            cluster.create_topic("t", [(0, 1, 2)])
+            await cluster.create_topic("t", [(0, 1, 2)])
             client = await cluster.client(0)
             try:
                 _, answer = await produce(client, "t", 0, batch(3))
@@ -54,7 +54,7 @@ def test_acks_all_completes_only_after_the_followers_fetched(tmp_path):
 def test_replica_logs_are_byte_identical_up_to_the_high_watermark(tmp_path):
     async def scenario():
         async with InProcessCluster(tmp_path) as cluster:
-            cluster.create_topic("t", [(0, 1, 2), (1, 2, 0)])
+            await cluster.create_topic("t", [(0, 1, 2), (1, 2, 0)])
             clients = {0: await cluster.client(0), 1: await cluster.client(1)}
             try:
                 for round_ in range(20):
@@ -87,7 +87,7 @@ def test_a_follower_that_catches_up_joins_the_isr(tmp_path):
         async with InProcessCluster(tmp_path) as cluster:
             # Broker 2 is assigned but out of the ISR (it was down, say).
             from kbroker.metadata.image import PartitionState
-            cluster.create_topic("t", [(0, 1, 2)], [PartitionState(0, 4, (0, 1), 7)])
+            await cluster.create_topic("t", [(0, 1, 2)], [PartitionState(0, 4, (0, 1), 7)])
             client = await cluster.client(0)
             try:
                 _, answer = await produce(client, "t", 0, batch(5))
@@ -109,7 +109,7 @@ def test_an_isr_write_that_fails_is_proposed_again(tmp_path):
     async def scenario():
         async with InProcessCluster(tmp_path) as cluster:
             from kbroker.metadata.image import PartitionState
-            cluster.create_topic("t", [(0, 1, 2)], [PartitionState(0, 4, (0, 1), 7)])
+            await cluster.create_topic("t", [(0, 1, 2)], [PartitionState(0, 4, (0, 1), 7)])
             cluster.refuse_isr_writes = True
             client = await cluster.client(0)
             try:
@@ -130,7 +130,7 @@ def test_an_isr_write_that_fails_is_proposed_again(tmp_path):
 def test_a_stuck_follower_leaves_the_isr_after_the_lag_time(tmp_path):
     async def scenario():
         async with InProcessCluster(tmp_path, lag_time_max_ms=400) as cluster:
-            cluster.create_topic("t", [(0, 1, 2)])
+            await cluster.create_topic("t", [(0, 1, 2)])
             client = await cluster.client(0)
             try:
                 _, answer = await produce(client, "t", 0, batch(2))
@@ -157,7 +157,7 @@ def test_not_enough_replicas_before_and_after_the_append(tmp_path):
             topic = TopicMetadata("t", uuid.uuid4(), [(0, 1, 2)], {"min.insync.replicas": "2"},
                                   [PartitionState(0, 0, (0, 1, 2), 0)])
             cluster.image = cluster.image.with_topic(topic)
-            cluster._publish_all()
+            await cluster._publish_all()
             client = await cluster.client(0)
             try:
                 _, answer = await produce(client, "t", 0, batch(1))
@@ -196,7 +196,7 @@ def test_no_divergence_after_two_leader_changes_in_a_row(tmp_path, truncate_on_f
     async def scenario():
         async with InProcessCluster(tmp_path, size=2, settings=settings) as cluster:
             from kbroker.metadata.image import PartitionState
-            cluster.create_topic("t", [(A, B)], [PartitionState(A, 1, (A, B), 0)])
+            await cluster.create_topic("t", [(A, B)], [PartitionState(A, 1, (A, B), 0)])
             a, b = await cluster.client(A), await cluster.client(B)
             try:
                 _, answer = await produce(a, "t", 0, batch(3, b"m1"))  # offsets 0-2, both
@@ -206,16 +206,16 @@ def test_no_divergence_after_two_leader_changes_in_a_row(tmp_path, truncate_on_f
                 assert answer.error_code == 0
 
                 # A "fails": only B hears that it leads epoch 2.
-                cluster.set_state("t", 0, B, 2, (B,), to={B})
+                await cluster.set_state("t", 0, B, 2, (B,), to={B})
                 _, answer = await produce(b, "t", 0, batch(3, b"m3"), acks=1)  # 3-5 on B
                 assert answer.error_code == 0 and answer.base_offset == 3
                 # B "fails": only A hears that it leads epoch 3.
-                cluster.set_state("t", 0, A, 3, (A,), to={A})
+                await cluster.set_state("t", 0, A, 3, (A,), to={A})
                 _, answer = await produce(a, "t", 0, batch(3, b"m4"), acks=1)  # 6-8 on A
                 assert answer.error_code == 0 and answer.base_offset == 6
 
                 # B comes back as A's follower.
-                cluster._publish_all()
+                await cluster._publish_all()
                 cluster.brokers[B].replicas.start_replication(
                     cluster.write_isr, settings=settings, inter_broker_listener="PLAINTEXT")
                 follower = cluster.partition(B, "t")
@@ -238,7 +238,7 @@ def test_num_replica_fetchers_spreads_partitions_over_fetchers_per_leader(tmp_pa
 
     async def scenario():
         async with InProcessCluster(tmp_path, size=2, settings=settings) as cluster:
-            cluster.create_topic("t", [(0, 1)] * 8)
+            await cluster.create_topic("t", [(0, 1)] * 8)
             fetchers = cluster.brokers[1].replicas.fetchers
             # One leader, two fetchers: partitions hash over both (Kafka's fetcher id).
             assert fetchers.fetcher_count() == 2
@@ -261,7 +261,7 @@ def test_a_follower_behind_the_leaders_log_start_starts_over_there(tmp_path):
         async with InProcessCluster(tmp_path, size=2) as cluster:
             from kbroker.metadata.image import PartitionState
             await cluster.brokers[1].replicas.stop_replication()
-            cluster.create_topic("t", [(0, 1)], [PartitionState(0, 0, (0,), 0)])
+            await cluster.create_topic("t", [(0, 1)], [PartitionState(0, 0, (0,), 0)])
             client = await cluster.client(0)
             try:
                 for _ in range(3):

@@ -66,7 +66,9 @@ def test_only_api_versions_and_sasl_before_authentication(full_broker, connect, 
         assert wire.api_versions().error_code == 0  # allowed
         wire.send(METADATA, 12, metadata_request())
         assert wire.closed_by_broker()
-    assert "Metadata request before authentication" in full_broker.log()
+    # The broker's log reaches the file through a pipe: wait for the line, do not race it.
+    wait_until(lambda: "Metadata request before authentication" in full_broker.log(),
+               message="no log line names the Metadata request before authentication")
     still_serving(full_broker)
 
 

@@ -111,9 +111,11 @@ class Kafka(Broker):
     name = "kafka"
 
     def __init__(self, version: str = run_kafka.DEFAULT_VERSION, heap: str = "1G",
-                 extra_props: dict[str, str] | None = None, port: int | None = None):
+                 extra_props: dict[str, str] | None = None, port: int | None = None,
+                 jvm: list[str] | None = None):
         """``extra_props``: more server.properties entries (e.g. secure listeners, which then
-        list PLAINTEXT on ``port`` and CONTROLLER themselves)."""
+        list PLAINTEXT on ``port`` and CONTROLLER themselves); ``jvm``: more JVM options
+        (system properties such as Kafka 4's OAUTHBEARER URL allow-list)."""
         self.version = version
         self.port = port or run_kafka.free_port()
         cport = run_kafka.free_port()
@@ -129,7 +131,7 @@ class Kafka(Broker):
         log4j = ddir / "log4j2.properties"
         log4j.write_text(run_kafka.LOG4J2.format(console_level="WARN",
                                                  log_file=ddir / "server.log"))
-        jvm = [f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={ddir}"]
+        jvm = [f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={ddir}", *(jvm or [])]
         cluster_id = run_kafka.new_cluster_id()
         fmt = run_kafka.java_cmd(run_kafka.STORAGE_MAIN,
                                  ["format", "-t", cluster_id, "-c", str(props)],

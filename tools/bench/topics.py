@@ -10,11 +10,12 @@ def admin(bootstrap: str):
     return AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
-    """Create ``topic`` (one partition, one replica) and wait until Metadata names its leader."""
+def create_topic(bootstrap: str, topic: str, config: dict[str, str] | None = None) -> None:
+    """Create ``topic`` (one partition, one replica, ``config``) and wait until Metadata names
+    its leader."""
     from confluent_kafka.admin import NewTopic
     client = admin(bootstrap)
-    client.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    client.create_topics([NewTopic(topic, 1, 1, config=config or {})])[topic].result(30)
     deadline = time.time() + 30
     while time.time() < deadline:
         meta = client.list_topics(topic, timeout=5).topics.get(topic)

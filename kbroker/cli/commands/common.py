@@ -17,7 +17,7 @@ class CommandError(Exception):
 
 
 def admin(args: argparse.Namespace):
-    from kbroker.cli.kafka_admin import admin_client
+    from kbroker.admin_client import admin_client
 
     config = client_config(args)
     return connect(lambda: admin_client(**config, request_timeout_ms=10000),

@@ -46,7 +46,7 @@ def list_groups(args) -> int:
 
 
 def describe(args) -> int:
-    from kbroker.cli.kafka_admin import group_lag
+    from kbroker.admin_client import group_lag
 
     client = admin(args)
     described = client.describe_groups(args.groups)
@@ -78,7 +78,7 @@ def seek(args) -> int:
     from kafka import OffsetAndMetadata, TopicPartition
 
     from kbroker.cli.commands import offsets
-    from kbroker.cli.kafka_admin import group_lag, partitions_of
+    from kbroker.admin_client import group_lag, partitions_of
 
     to = "@" + args.to if args.to.isdigit() and len(args.to) >= 9 else args.to
     try:
@@ -111,7 +111,7 @@ def _targets(client, partitions, position) -> dict:
     from kafka import TopicPartition
 
     from kbroker.cli.commands import offsets
-    from kbroker.cli.kafka_admin import log_offsets
+    from kbroker.admin_client import log_offsets
 
     def by_time(ms: int) -> dict:
         found = client.list_partition_offsets({TopicPartition(t, p): ms for t, p in partitions})

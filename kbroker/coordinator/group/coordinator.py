@@ -55,16 +55,17 @@ class GroupCoordinator:
         return partition_for(group_id, self.runtime.num_partitions)
 
     def shard_for(self, group_id: str) -> GroupShard:
-        """The loaded shard of a group, for reads (creating ``__consumer_offsets`` on first use);
-        raises KafkaError COORDINATOR_LOAD_IN_PROGRESS while it loads."""
-        self.runtime.ensure_topic()
+        """The loaded shard of a group, for reads; raises KafkaError NOT_COORDINATOR while
+        ``__consumer_offsets`` does not exist (a write or FindCoordinator creates it),
+        COORDINATOR_LOAD_IN_PROGRESS while the shard loads."""
+        self.runtime.require_topic()
         return self.runtime.shard(self.partition_for(group_id))
 
     async def write(self, group_id: str, op):
         """Run ``op(shard) -> CoordinatorResult`` on the group's shard; its response once its
         records are committed (and, for a parked JoinGroup/SyncGroup, once that is answered).
         Raises KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, a failed write)."""
-        self.runtime.ensure_topic()
+        await self.runtime.ensure_topic()
         response = await self.runtime.write(self.partition_for(group_id), op)
         if isinstance(response, asyncio.Future):
             response = await response

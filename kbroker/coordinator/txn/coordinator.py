@@ -123,11 +123,11 @@ class TransactionCoordinator:
         return partition_for(transactional_id, self.runtime.num_partitions)
 
     def shard_for(self, transactional_id: str) -> TxnShard:
-        self.runtime.ensure_topic()
+        self.runtime.require_topic()
         return self.runtime.shard(self.partition_for(transactional_id))
 
     async def write(self, transactional_id: str, op):
-        self.runtime.ensure_topic()
+        await self.runtime.ensure_topic()
         return await self.runtime.write(self.partition_for(transactional_id), op)
 
     # --- operations ----------------------------------------------------------------------------
@@ -135,6 +135,7 @@ class TransactionCoordinator:
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
                                producer_epoch: int):
         max_timeout = self.config.get("transaction.max.timeout.ms")
+        await self.producer_ids.ready()  # the operation takes its id synchronously
         return await self.write(transactional_id, lambda shard: ops.init_producer_id(
             shard, transactional_id, timeout_ms, producer_id, producer_epoch, max_timeout,
             self.producer_ids.next_id))
@@ -150,7 +151,7 @@ class TransactionCoordinator:
         """A transactions v2 producer's partitions, added by the broker (KIP-890 part 2): the
         state changes now, the future answers once it is committed (at once on a single node).
         Raises KafkaError when the coordinator is not available."""
-        self.runtime.ensure_topic()
+        self.runtime.require_topic()
         return self.runtime.run(self.partition_for(transactional_id), lambda shard:
                                 ops.add_partitions(shard, transactional_id, producer_id,
                                                    producer_epoch, partitions, 2))

@@ -179,6 +179,9 @@ ADVERTISED = {
     29: (1, 3),  # DescribeAcls
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls
+    71: (0, 0),  # GetTelemetrySubscriptions
+    72: (0, 0),  # PushTelemetry
+    74: (0, 1),  # ListConfigResources
 }
 
 SCHEMAS = {

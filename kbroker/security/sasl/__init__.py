@@ -6,7 +6,8 @@ SaslAuthenticate's ``error_message``, so it names no secret) and sets ``complete
 OAUTHBEARER token) also sets ``credential_expiry_ms``, which bounds the session (KIP-368). Served:
 PLAIN (RFC 4616, users from the listener's JAAS entry), SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802 /
 7677, credentials from the metadata store) and OAUTHBEARER (RFC 7628, Kafka's unsecured JWS
-validator). GSSAPI is not implemented (refused in the config).
+validator, or signed tokens against a JWKS: ``jwt.py``) and GSSAPI (Kerberos V5, RFC 4752, on MIT
+Kerberos through the ``gssapi`` package: ``gssapi.py``).
 """
 
 from __future__ import annotations
@@ -29,10 +30,16 @@ class InvalidCredentials(AuthenticationFailed):
         super().__init__(reason, detail=reason)
 
 
-def new_server(mechanism: str, plain_users=None, scram_lookup=None, oauth_options=None):
+def new_server(mechanism: str, plain_users=None, scram_lookup=None, oauth_options=None,
+               gssapi_acceptor=None):
     """A fresh server for one authentication. ``plain_users``: name -> password (PLAIN);
     ``scram_lookup(user, mechanism)``: a :class:`~.scram.ScramCredential` or None;
-    ``oauth_options``: the OAUTHBEARER validator's :class:`~.oauthbearer.ValidatorOptions`."""
+    ``oauth_options``: the OAUTHBEARER validator (:class:`~.oauthbearer.ValidatorOptions` or
+    :class:`~.jwt.JwksValidator`); ``gssapi_acceptor``: the listener's
+    :class:`~.gssapi.GssapiAcceptor`."""
+    if mechanism == "GSSAPI":
+        from kbroker.security.sasl.gssapi import GssapiServer
+        return GssapiServer(gssapi_acceptor)
     if mechanism == "PLAIN":
         from kbroker.security.sasl.plain import PlainServer
         return PlainServer(plain_users or {})

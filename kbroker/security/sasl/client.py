@@ -1,4 +1,5 @@
-"""SASL client side, for a broker authenticating to another broker: PLAIN and SCRAM-SHA-256/512.
+"""SASL client side, for a broker authenticating to another broker: PLAIN, SCRAM-SHA-256/512 and
+GSSAPI (Kerberos).
 
 Sans-I/O, like the servers: ``first()`` is the client's opening token, ``evaluate(challenge)``
 the answer to each server token (None once there is nothing more to send); ``complete`` is set
@@ -99,6 +100,58 @@ class ScramClient:
                                              "hold this user's credential)")
         self._state = "done"
         self.complete = True
+
+
+class GssapiClient:
+    """RFC 4752's client side on MIT Kerberos: the broker's own principal (from the listener's
+    Krb5LoginModule keytab; MIT gets and renews its tickets from the keytab) asks for a ticket to
+    ``<service>/<host>`` of the other broker, then accepts its security layer offer with "none".
+    ``first()`` may reach the KDC, so callers run it off the event loop."""
+
+    mechanism = "GSSAPI"
+    blocking_first = True
+
+    def __init__(self, principal: str, keytab: str, service: str, host: str):
+        self._principal, self._keytab = principal, keytab
+        self._target = f"{service}@{host}"
+        self._context = None
+        self._answered = False
+        self.complete = False
+
+    def first(self) -> bytes:
+        import gssapi
+
+        try:
+            credentials = gssapi.Credentials(
+                name=gssapi.Name(self._principal, gssapi.NameType.kerberos_principal),
+                usage="initiate",
+                store={"client_keytab": self._keytab, "ccache": f"MEMORY:kbroker-{self._principal}"})
+            self._context = gssapi.SecurityContext(
+                name=gssapi.Name(self._target, gssapi.NameType.hostbased_service),
+                creds=credentials, usage="initiate",
+                flags=[gssapi.RequirementFlag.mutual_authentication])
+            return self._context.step() or b""
+        except gssapi.exceptions.GSSError as exc:
+            raise ClientAuthenticationFailed(f"Kerberos: {exc.gen_message()}") from None
+
+    def evaluate(self, challenge: bytes) -> bytes | None:
+        import gssapi
+
+        try:
+            if not self._context.complete:
+                return self._context.step(bytes(challenge)) or b""
+            if self._answered:
+                self.complete = True
+                return None
+            if not challenge:
+                return b""  # the server's last context token was empty: ask for the offer
+            offer = self._context.unwrap(bytes(challenge)).message
+            if len(offer) < 4 or not offer[0] & 1:
+                raise ClientAuthenticationFailed("the broker offers no 'none' security layer")
+            self._answered = True
+            return self._context.wrap(b"\x01" + offer[1:4], False).message
+        except gssapi.exceptions.GSSError as exc:
+            raise ClientAuthenticationFailed(f"Kerberos: {exc.gen_message()}") from None
 
 
 def new_client(mechanism: str, username: str, password: str):

@@ -12,6 +12,7 @@ import re
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTHBEARER_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+KRB5_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 _TOKEN = re.compile(r'\s*(?:(;)|"((?:\\.|[^"\\])*)"|([^\s=;"]+)|(=))')
 

@@ -1,9 +1,11 @@
-"""SASL/OAUTHBEARER (RFC 7628), server side, with Kafka's unsecured JWS validator.
+"""SASL/OAUTHBEARER (RFC 7628), server side, with Kafka's unsecured JWS validator or, for signed
+tokens (KIP-768), its JWKS validator (:mod:`kbroker.security.sasl.jwt`).
 
 Kafka's broker uses ``OAuthBearerUnsecuredValidatorCallbackHandler`` when no server callback
 handler is configured; it is meant for development: the token is an unsigned JWT (``alg`` is
-``none``, the signature part empty) and only its claims are checked. That is all kbroker
-implements (a JWKS endpoint or a custom callback handler is refused in the config).
+``none``, the signature part empty) and only its claims are checked, as below. With
+``OAuthBearerValidatorCallbackHandler`` the server is given a
+:class:`~kbroker.security.sasl.jwt.JwksValidator` instead; the exchange is the same.
 
 Client initial response (``OAuthBearerClientInitialResponse``; ``^A`` is 0x01)::
 
@@ -103,9 +105,12 @@ class OAuthBearerServer:
             raise AuthenticationFailed(self._error, detail=self._reason)
         self._error = None
         authzid, token_value = _parse_initial_response(token)
+        now_ms = int(self._clock() * 1000)
         try:
-            claims, principal, expiry_ms = validate(token_value, self._options,
-                                                    int(self._clock() * 1000))
+            if isinstance(self._options, ValidatorOptions):
+                claims, principal, expiry_ms = validate(token_value, self._options, now_ms)
+            else:  # signed tokens (kbroker.security.sasl.jwt.JwksValidator)
+                claims, principal, expiry_ms = self._options.validate(token_value, now_ms)
         except IllegalToken as exc:
             status = "insufficient_scope" if exc.scope is not None else "invalid_token"
             error = f'{{"status":"{status}"'

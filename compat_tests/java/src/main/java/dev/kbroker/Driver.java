@@ -112,7 +112,10 @@ public final class Driver {
             rc = 64;
         } catch (Exception e) {
             Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
-            emit(Json.obj("event", "error", "error", c.getClass().getSimpleName(), "message", String.valueOf(c.getMessage())));
+            StringBuilder message = new StringBuilder(String.valueOf(c.getMessage()));
+            for (Throwable cause = c.getCause(); cause != null && cause != cause.getCause(); cause = cause.getCause())
+                message.append("; caused by ").append(cause.getClass().getSimpleName()).append(": ").append(cause.getMessage());
+            emit(Json.obj("event", "error", "error", c.getClass().getSimpleName(), "message", message.toString()));
             rc = 1;
         }
         System.out.flush();

@@ -1,0 +1,175 @@
+"""How brokers follow ZooKeeper: a notification reads only what it names, a stale read never takes
+a broker back, the periodic full read finds what a lost watch missed (and says so), and nothing
+on a broker's event loop blocks on ZooKeeper. Three in-process brokers over a real ZooKeeper."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient, TransactionRequest
+
+from kbroker.metadata.delta import MetadataDelta
+from kbroker.metadata.image import MetadataImage, PartitionState, TopicMetadata
+from kbroker.metadata.zk import sync as zk_sync
+from kbroker.metadata.zk import znodes as zn
+from kbroker.metadata.zk.reader import ZkReader, ZnodeVersions
+
+from tests.cluster.conftest import start_brokers, stop_brokers, wait_for
+
+TIMEOUT = 60
+
+
+@pytest.fixture
+def cluster(connect_string):
+    brokers = start_brokers(connect_string)
+    yield brokers
+    stop_brokers(brokers)
+
+
+def _inner(broker):
+    return broker._inner.broker
+
+
+def _create(broker, name, partitions, replication_factor=1):
+    host, port = broker.listeners["PLAINTEXT"]
+    admin = AdminClient({"bootstrap.servers": f"{host}:{port}"})
+    admin.create_topics([NewTopic(name, partitions, replication_factor)])[name].result(TIMEOUT)
+
+
+def _sees(broker, name, partitions):
+    topic = _inner(broker).controller.image.topic(name)
+    return topic is not None and topic.num_partitions == partitions and all(
+        not topic.state(i).missing for i in range(partitions))
+
+
+def test_a_new_topic_costs_the_other_brokers_a_few_reads_whatever_the_cluster_holds(cluster):
+    _create(cluster[1], "big", 2000)
+    wait_for(lambda: all(_sees(b, "big", 2000) for b in cluster.values()),
+             "every broker to see big", TIMEOUT)
+    sync = _inner(cluster[3]).cluster.sync
+    time.sleep(0.5)  # the creation's last notifications handled
+    reads_before = sync.reads
+    started = time.monotonic()
+    _create(cluster[1], "small", 1)
+    wait_for(lambda: _sees(cluster[3], "small", 1), "broker 3 to see small", TIMEOUT)
+    seen_after = time.monotonic() - started
+    time.sleep(0.5)
+    # The listing of /brokers/topics, the new topic's znode, config and one state, the
+    # watches re-armed: a handful, not the 2,000 partitions of big.
+    assert sync.reads - reads_before < 30, sync.reads - reads_before
+    assert seen_after < 5
+
+
+def test_an_isr_change_is_read_for_the_partitions_it_names_only(cluster, clients):
+    _create(cluster[1], "moved", 500)
+    wait_for(lambda: all(_sees(b, "moved", 500) for b in cluster.values()),
+             "every broker to see moved", TIMEOUT)
+    sync = _inner(cluster[2]).cluster.sync
+    time.sleep(0.5)
+    reads_before = sync.reads
+    zk = clients()
+    path = zn.partition_state_path("moved", 7)
+    data, stat = zk.get(path)
+    state = zn.PartitionState.decode(data, stat.version)
+    transaction = zk.transaction()
+    transaction.set_data(path, zn.PartitionState(state.leader, state.leader_epoch + 1,
+                                                 state.isr, state.controller_epoch).encode(),
+                         stat.version)
+    transaction.create(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change([("moved", 7)]),
+                       sequence=True)
+    transaction.commit()
+    wait_for(lambda: _inner(cluster[2]).controller.image.topic("moved").state(7).leader_epoch
+             == state.leader_epoch + 1, "broker 2 to read the new state", TIMEOUT)
+    time.sleep(0.3)
+    assert sync.reads - reads_before < 10, sync.reads - reads_before
+
+
+def test_a_state_older_than_the_image_is_never_taken(clients):
+    """A notification handled late reads a znode that is older than what the image holds (the
+    broker's own write got there first): the image keeps the newer state."""
+    zk = clients()
+    zk.create(zn.partition_state_path("t", 0), zn.PartitionState(1, 3, (1,), 1).encode(),
+              makepath=True)
+    newer = PartitionState(2, 4, (2,), version=5)
+    image = MetadataImage.build("c", [TopicMetadata("t", uuid.uuid4(), ((1, 2),), {},
+                                                    (newer,))])
+    reader = ZkReader(zk, "c", 1, ZnodeVersions())
+    assert asyncio.run(reader.read_states(image, [("t", 0)])) == {}
+    older = image.apply(MetadataDelta(states={("t", 0): PartitionState(1, 3, (1,), -1)}))
+    assert asyncio.run(reader.read_states(older, [("t", 0)]))[("t", 0)].leader_epoch == 3
+
+
+def test_the_full_read_finds_what_a_lost_watch_missed_and_says_so(connect_string, clients,
+                                                                  monkeypatch, caplog):
+    monkeypatch.setattr(zk_sync, "FULL_READ_INTERVAL_S", 1.0)
+    monkeypatch.setattr(zk_sync, "SETTLE_S", 0.1)
+    brokers = start_brokers(connect_string)
+    try:
+        _create(brokers[1], "quiet", 2)
+        wait_for(lambda: all(_sees(b, "quiet", 2) for b in brokers.values()),
+                 "every broker to see quiet", TIMEOUT)
+        # A state changed with no notification: no watch fires (as if one had been lost).
+        zk = clients()
+        path = zn.partition_state_path("quiet", 1)
+        data, stat = zk.get(path)
+        state = zn.PartitionState.decode(data, stat.version)
+        with caplog.at_level("WARNING", logger="kbroker.cluster"):
+            zk.set(path, zn.PartitionState(state.leader, state.leader_epoch + 5, state.isr,
+                                           state.controller_epoch).encode(), stat.version)
+            wait_for(lambda: all(_inner(b).controller.image.topic("quiet").state(1).leader_epoch
+                                 == state.leader_epoch + 5 for b in brokers.values()),
+                     "the full read to bring the state", TIMEOUT)
+        reports = [r.getMessage() for r in caplog.records if "full read" in r.getMessage()]
+        assert reports and all("quiet-1" in r for r in reports), reports
+        assert all(_inner(b).cluster.sync.differences >= 1 for b in brokers.values())
+    finally:
+        stop_brokers(brokers)
+
+
+BLOCKING = {KazooClient: ("get", "set", "create", "delete", "exists", "get_children",
+                          "ensure_path", "start", "stop", "close", "sync"),
+            TransactionRequest: ("commit",)}
+
+
+def test_no_zookeeper_call_blocks_a_brokers_event_loop(connect_string, monkeypatch):
+    """kazoo's blocking calls are only made on threads that run no event loop (kazoo's own,
+    or a thread the loop hands them to)."""
+    offenders = []
+    lock = threading.Lock()
+
+    def guarded(original, name):
+        def call(*args, **kwargs):
+            if asyncio._get_running_loop() is not None:
+                import traceback
+                with lock:
+                    offenders.append(f"{name}: {''.join(traceback.format_stack(limit=6))}")
+            return original(*args, **kwargs)
+        return call
+
+    for cls, names in BLOCKING.items():
+        for name in names:
+            monkeypatch.setattr(cls, name, guarded(getattr(cls, name), f"{cls.__name__}.{name}"))
+    brokers = start_brokers(connect_string)
+    try:
+        _create(brokers[1], "orders", 20, 3)
+        wait_for(lambda: all(_sees(b, "orders", 20) for b in brokers.values()),
+                 "every broker to see orders", TIMEOUT)
+        host, port = brokers[2].listeners["PLAINTEXT"]
+        admin = AdminClient({"bootstrap.servers": f"{host}:{port}"})
+        from confluent_kafka.admin import ConfigResource
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "orders",
+                                  set_config={"retention.ms": "60000"})
+        admin.alter_configs([resource])[resource].result(TIMEOUT)
+        victim = _inner(brokers[1]).controller.image.topic("orders").state(0).leader
+        brokers.pop(victim).stop()
+        wait_for(lambda: all(_inner(b).controller.image.topic("orders").state(0).leader
+                             not in (victim, -1) for b in brokers.values()),
+                 "a new leader", TIMEOUT)
+    finally:
+        stop_brokers(brokers)
+    assert offenders == [], "\n".join(offenders[:5])
