@@ -40,6 +40,8 @@ MODULES = (
     "offsets",
     "consumer_group_heartbeat",
     "consumer_group_describe",
+    "streams_group_heartbeat",
+    "streams_group_describe",
     "add_partitions_to_txn",
     "add_offsets_to_txn",
     "end_txn",

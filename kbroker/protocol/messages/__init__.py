@@ -162,6 +162,8 @@ ADVERTISED = {
     47: (0, 0),  # OffsetDelete
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
+    88: (0, 1),  # StreamsGroupHeartbeat
+    89: (0, 1),  # StreamsGroupDescribe
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn

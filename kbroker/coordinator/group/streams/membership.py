@@ -1,0 +1,105 @@
+"""Members leaving a streams group: a leave heartbeat (epoch -1) and fencing (session timeout,
+or a member that does not revoke its tasks within its rebalance timeout).
+
+Removing a member writes its tombstones (current assignment, target, metadata) and a new group
+epoch; the others get a new target assignment at their next heartbeat. Timers live in the
+runtime: ``("streams-session", group, member)`` and ``("streams-rebalance", group, member)``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbroker.coordinator.group import modern
+from kbroker.coordinator.group.streams import records as rec
+from kbroker.coordinator.group.streams import settings
+from kbroker.coordinator.runtime import CoordinatorResult
+from kbroker.protocol.errors import Errors, KafkaError
+
+log = logging.getLogger("kbroker.coordinator.group")
+
+SESSION, REBALANCE = "streams-session", "streams-rebalance"
+
+
+def streams_group(shard, group_id: str):
+    group = shard.streams_groups.get(group_id)
+    if group is None:
+        if group_id in shard.consumer_groups or shard.group(group_id) is not None:
+            raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
+    return group
+
+
+def member_of(group, member_id: str):
+    member = group.members.get(member_id)
+    if member is None:
+        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
+                         f"Member {member_id} is not a member of group {group.group_id}.")
+    return member
+
+
+def leave(shard, group_id: str, member_id: str, response) -> CoordinatorResult:
+    group = streams_group(shard, group_id)
+    member = member_of(group, member_id)
+    log.info("group %s: member %s left the streams group", group_id, member_id)
+    return fence(shard, group, member, response)
+
+
+def fence(shard, group, member, response) -> CoordinatorResult:
+    gid = group.group_id
+    records = rec.remove_member_records(gid, member.member_id)
+    epoch = group.group_epoch + 1
+    records.append(rec.group_epoch(gid, epoch, group.metadata_hash,
+                                   group.validated_topology_epoch,
+                                   group.last_assignment_configs))
+    log.info("group %s: bumped the streams group epoch to %d (member %s removed)", gid, epoch,
+             member.member_id)
+    cancel_timers(shard, gid, member.member_id)
+    return CoordinatorResult(records, response)
+
+
+def fence_op(shard, group_id: str, member_id: str, reason: str) -> CoordinatorResult:
+    group = shard.streams_groups.get(group_id)
+    member = group.members.get(member_id) if group is not None else None
+    if member is None:
+        return CoordinatorResult()
+    log.info("group %s: member %s fenced from the streams group because %s", group_id, member_id,
+             reason)
+    return fence(shard, group, member, None)
+
+
+def schedule_session(shard, group_id: str, member_id: str) -> None:
+    modern.schedule_session(shard, (SESSION, group_id, member_id),
+                            settings.session_timeout_ms(shard, group_id),
+                            lambda s: fence_op(s, group_id, member_id,
+                                               "the member session expired"))
+
+
+def schedule_rebalance(shard, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
+    def expired(s):
+        group = s.streams_groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is None or member.member_epoch != epoch:
+            return CoordinatorResult()
+        log.info("group %s: member %s fenced: it failed to revoke its tasks within %d ms",
+                 group_id, member_id, timeout_ms)
+        return fence(s, group, member, None)
+
+    shard.schedule((REBALANCE, group_id, member_id), max(timeout_ms, 0), expired)
+
+
+def cancel_timers(shard, group_id: str, member_id: str) -> None:
+    shard.cancel((REBALANCE, group_id, member_id))
+    modern.cancel_session(shard, (SESSION, group_id, member_id))
+
+
+def on_loaded(shard, group) -> None:
+    """A loaded group's members get their session timeouts, as if they had just heartbeated."""
+    from kbroker.coordinator.group.streams.member import MemberState
+    log.info("loaded streams group %s with %d member(s) at epoch %d", group.group_id,
+             len(group.members), group.group_epoch)
+    for member in group.members.values():
+        schedule_session(shard, group.group_id, member.member_id)
+        if member.state is MemberState.UNREVOKED_TASKS:
+            schedule_rebalance(shard, group.group_id, member.member_id, member.member_epoch,
+                               member.rebalance_timeout_ms)

@@ -1,0 +1,38 @@
+"""A streams group's new target assignment: the sticky assignor over the members (with their
+current targets, for stickiness) and the configured topology; the records of what changed.
+
+When the topology is not configured (source topics missing, internal topics not created yet)
+every member's target is empty, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from kbroker.coordinator.group.streams import assignor
+from kbroker.coordinator.group.streams import records as rec
+from kbroker.coordinator.group.streams.member import TaskTuple
+
+EMPTY = TaskTuple()
+
+
+def build(group, epoch: int, members: dict, configured, configs: dict, now: int) -> \
+        tuple[list, dict]:
+    """``members``: the group's members after this operation (id -> member). Returns (records,
+    member id -> TaskTuple)."""
+    if configured is None or not configured.ready or not members:
+        assignment = {mid: EMPTY for mid in members}
+    else:
+        specs = {}
+        for mid, m in members.items():
+            current = group.target_of(mid)
+            specs[mid] = assignor.AssignmentMember(m.process_id or mid, dict(current.active),
+                                                   dict(current.standby))
+        subtopologies = {sid: (s.number_of_tasks, s.stateful)
+                         for sid, s in configured.subtopologies.items()}
+        assignment = assignor.assign(specs, subtopologies,
+                                     int(configs.get("num.standby.replicas", "0")))
+    records = []
+    for mid, tasks in assignment.items():
+        if group.target.get(mid) != tasks:
+            records.append(rec.target_member(group.group_id, mid, tasks))
+    records.append(rec.target_metadata(group.group_id, epoch, now))
+    return records, assignment

@@ -1,0 +1,122 @@
+"""StreamsGroupDescribe (key 89), v0-1: streams groups as their coordinator sees them.
+
+Per group: state (Empty, NotReady, Assigning, Reconciling, Stable), group and target assignment
+epochs, the topology (as configured, with the internal topics' partition counts, once it is
+ready; else as the members sent it), the assignor (``sticky``), and every member with its epoch,
+process, endpoint, client tags, current tasks and target tasks. An empty group id is
+INVALID_GROUP_ID; a group that does not exist, or is not a streams group, GROUP_ID_NOT_FOUND
+with Kafka's message. DESCRIBE on the group is required (GROUP_AUTHORIZATION_FAILED), and
+DESCRIBE on the topology's topics (TOPIC_AUTHORIZATION_FAILED).
+"""
+
+from __future__ import annotations
+
+from kbroker.coordinator.group.streams.assignor import NAME as ASSIGNOR
+from kbroker.handlers import handles
+from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, ResourceType, allowed, authorized_operations
+
+NOT_REQUESTED = -(2**31)
+
+
+def _ids(R, tasks) -> list:
+    return [R.TaskIds(subtopology_id=s, partitions=sorted(tasks[s])) for s in sorted(tasks)]
+
+
+def _topic_info(R, t) -> object:
+    configs = t.configs.items() if isinstance(t.configs, dict) else t.configs
+    return R.TopicInfo(name=t.name, partitions=t.partitions,
+                       replication_factor=t.replication_factor or 0,
+                       topic_configs=[R.KeyValue(key=k, value=v) for k, v in configs])
+
+
+def _topology(R, group):
+    configured = group.configured
+    if configured is not None and configured.ready:
+        return R.Topology(epoch=configured.epoch, subtopologies=[
+            R.Subtopology(subtopology_id=sid, source_topics=sorted(s.source_topics),
+                          repartition_sink_topics=sorted(s.repartition_sink_topics),
+                          state_changelog_topics=[_topic_info(R, t) for _, t in
+                                                  sorted(s.state_changelog_topics.items())],
+                          repartition_source_topics=[_topic_info(R, t) for _, t in
+                                                     sorted(s.repartition_source_topics.items())])
+            for sid, s in configured.subtopologies.items()])
+    topology = group.topology
+    if topology is None:
+        return None
+    return R.Topology(epoch=topology.epoch, subtopologies=[
+        R.Subtopology(subtopology_id=s.subtopology_id, source_topics=list(s.source_topics),
+                      repartition_sink_topics=list(s.repartition_sink_topics),
+                      state_changelog_topics=[_topic_info(R, t) for t in
+                                              s.state_changelog_topics],
+                      repartition_source_topics=[_topic_info(R, t) for t in
+                                                 s.repartition_source_topics])
+        for s in topology.subtopologies.values()])
+
+
+def describe(ctx, R, group_id: str):
+    out = R.DescribedGroup(group_id=group_id, error_code=0, authorized_operations=NOT_REQUESTED)
+    if not group_id:
+        out.error_code = Errors.INVALID_GROUP_ID.code
+        return out
+    if not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id):
+        out.error_code = Errors.GROUP_AUTHORIZATION_FAILED.code
+        return out
+    try:
+        shard = ctx.groups.shard_for(group_id)
+    except KafkaError as exc:
+        out.error_code, out.error_message = exc.error.code, exc.message
+        return out
+    group = shard.streams_groups.get(group_id)
+    if group is None:
+        out.error_code = Errors.GROUP_ID_NOT_FOUND.code
+        other = group_id in shard.consumer_groups or shard.group(group_id) is not None
+        out.error_message = (f"Group {group_id} is not a streams group." if other
+                             else f"Group {group_id} not found.")
+        return out
+    if group.topology is not None:
+        topics = group.topology.required_topics()
+        denied = sorted(t for t in topics if not allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC,
+                                                         t))
+        if denied:
+            out.error_code = Errors.TOPIC_AUTHORIZATION_FAILED.code
+            out.error_message = f"The described group uses topics that the client is not " \
+                                f"authorized to describe: {denied}"
+            return out
+    out.group_state = group.state.value
+    out.group_epoch = group.group_epoch
+    out.assignment_epoch = group.assignment_epoch
+    out.topology = _topology(R, group)
+    out.assignor_name = ASSIGNOR
+    for m in group.members.values():
+        target = group.target_of(m.member_id)
+        out.members.append(R.Member(
+            member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id,
+            rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+            topology_epoch=m.topology_epoch, process_id=m.process_id,
+            user_endpoint=R.Endpoint(host=m.user_endpoint.host, port=m.user_endpoint.port)
+            if m.user_endpoint is not None else None,
+            client_tags=[R.KeyValue(key=k, value=v) for k, v in sorted(m.client_tags.items())],
+            assignment=R.Assignment(active_tasks=_ids(R, m.assigned.active_ids()),
+                                    standby_tasks=_ids(R, m.assigned.standby),
+                                    warmup_tasks=_ids(R, m.assigned.warmup)),
+            target_assignment=R.Assignment(active_tasks=_ids(R, target.active),
+                                           standby_tasks=_ids(R, target.standby),
+                                           warmup_tasks=_ids(R, target.warmup)),
+            is_classic=False))
+    return out
+
+
+@handles("StreamsGroupDescribe")
+def handle_streams_group_describe(ctx, request):
+    from kbroker.protocol.messages.streams_group_describe import \
+        StreamsGroupDescribeResponse as R
+
+    groups = []
+    for group_id in request.group_ids:
+        described = describe(ctx, R, group_id)
+        if request.include_authorized_operations and described.error_code == 0:
+            described.authorized_operations = authorized_operations(ctx, ResourceType.GROUP,
+                                                                    group_id)
+        groups.append(described)
+    return R(throttle_time_ms=0, groups=groups)

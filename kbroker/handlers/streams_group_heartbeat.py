@@ -1,0 +1,208 @@
+"""StreamsGroupHeartbeat (key 88), v0-1: the streams group protocol (KIP-1071).
+
+Thin wrapper over :mod:`kbroker.coordinator.group.streams.heartbeat`. The request is checked as
+Kafka's GroupCoordinatorService does (INVALID_REQUEST with Kafka's message: empty member, group,
+instance or rack id; a join without rebalance timeout or topology, or with tasks; an epoch below
+-2; one task list without the others; a topology outside a join. STREAMS_INVALID_TOPOLOGY: a
+changelog topic with a partition count), and for what Kafka's streams groups do not support yet
+(static membership, task offsets, warm-up tasks, source topic regexes). Authorization: READ on
+the group (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on the topology's topics
+(TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis.
+
+The internal topics the group is missing (status MISSING_INTERNAL_TOPICS) are created by the
+broker, once, in the background, with the partitions, replication factor and configs the
+configured topology decided; a principal without CREATE on them gets the status only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kbroker.coordinator.group.streams.heartbeat import HeartbeatRequest, heartbeat
+from kbroker.coordinator.group.streams.member import Endpoint, TaskTuple
+from kbroker.handlers import handles
+from kbroker.metadata.topic_policy import NewTopic
+from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.security.authorizer import Op, ResourceType, allowed
+
+log = logging.getLogger("kbroker.streams_group_heartbeat")
+
+_creating: set = set()   # internal topics being created by this broker
+
+
+def _invalid(request) -> KafkaError | None:
+    def bad(message):
+        return KafkaError(Errors.INVALID_REQUEST, message)
+
+    if request.member_id == "":
+        return bad("MemberId can't be empty.")
+    if request.group_id == "":
+        return bad("GroupId can't be empty.")
+    if request.instance_id == "":
+        return bad("InstanceId can't be empty.")
+    if request.rack_id == "":
+        return bad("RackId can't be empty.")
+    if request.member_epoch == 0:
+        if request.rebalance_timeout_ms == -1:
+            return bad("RebalanceTimeoutMs must be provided in first request.")
+        for name, tasks in (("ActiveTasks", request.active_tasks),
+                            ("StandbyTasks", request.standby_tasks),
+                            ("WarmupTasks", request.warmup_tasks)):
+            if tasks:
+                return bad(f"{name} must be empty when (re-)joining.")
+        if request.topology is None:
+            return bad("Topology must be non-null when (re-)joining.")
+        for s in request.topology.subtopologies:
+            for t in s.state_changelog_topics:
+                if t.partitions != 0:
+                    return KafkaError(Errors.STREAMS_INVALID_TOPOLOGY,
+                                      f"Changelog topic {t.name} must have an undefined "
+                                      f"partition count, but it is set to {t.partitions}.")
+    elif request.member_epoch == -2:
+        if request.instance_id is None:
+            return bad("InstanceId can't be null.")
+    elif request.member_epoch < -2:
+        return bad(f"MemberEpoch is {request.member_epoch}, but must be greater than or equal "
+                   f"to -2.")
+    lists = (request.active_tasks, request.standby_tasks, request.warmup_tasks)
+    if any(t is not None for t in lists) and any(t is None for t in lists):
+        return bad("If one task-type is non-null, all must be non-null.")
+    if request.member_epoch != 0 and request.topology is not None:
+        return bad("Topology can only be provided when (re-)joining.")
+    # What Kafka's streams groups do not support yet.
+    if request.instance_id is not None:
+        return bad("Static membership is not yet supported.")
+    if request.task_offsets is not None:
+        return bad("TaskOffsets are not supported yet.")
+    if request.task_end_offsets is not None:
+        return bad("TaskEndOffsets are not supported yet.")
+    if request.warmup_tasks:
+        return bad("WarmupTasks are not supported yet.")
+    if request.topology is not None:
+        for s in request.topology.subtopologies:
+            if s.source_topic_regex:
+                return bad("Regular expressions for source topics are not supported yet.")
+    return None
+
+
+def _topology_topics(topology) -> set:
+    out = set()
+    for s in topology.subtopologies:
+        out.update(s.source_topics)
+        out.update(s.repartition_sink_topics)
+        out.update(t.name for t in s.repartition_source_topics)
+        out.update(t.name for t in s.state_changelog_topics)
+    return out
+
+
+def _tasks(task_ids) -> dict:
+    return {t.subtopology_id: set(t.partitions) for t in task_ids or ()}
+
+
+@handles("StreamsGroupHeartbeat")
+async def handle_streams_group_heartbeat(ctx, request):
+    from kbroker.protocol.messages.streams_group_heartbeat import \
+        StreamsGroupHeartbeatResponse as R
+
+    def failed(exc: KafkaError):
+        if exc.error not in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                             Errors.COORDINATOR_NOT_AVAILABLE):
+            log.info("StreamsGroupHeartbeat of member %r (epoch %d) of group %r from %s: %s%s",
+                     request.member_id, request.member_epoch, request.group_id, ctx.client_id,
+                     exc.error.name, f" ({exc.message})" if exc.message else "")
+        return R(throttle_time_ms=0, error_code=exc.error.code, error_message=exc.message)
+
+    problem = _invalid(request)
+    if problem is not None:
+        return failed(problem)
+    if not allowed(ctx, Op.READ, ResourceType.GROUP, request.group_id):
+        return failed(KafkaError(Errors.GROUP_AUTHORIZATION_FAILED))
+    if request.topology is not None:
+        denied = sorted(t for t in _topology_topics(request.topology)
+                        if not allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC, t))
+        if denied:
+            return failed(KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED,
+                                     f"The group member is not authorized to describe topics: "
+                                     f"{', '.join(denied)}."))
+    owned = None
+    if request.active_tasks is not None:
+        owned = TaskTuple.of(_tasks(request.active_tasks), _tasks(request.standby_tasks),
+                             _tasks(request.warmup_tasks))
+    endpoint = None
+    if request.user_endpoint is not None:
+        endpoint = Endpoint(request.user_endpoint.host, request.user_endpoint.port)
+    tags = None
+    if request.client_tags is not None:
+        tags = {kv.key: kv.value for kv in request.client_tags}
+    req = HeartbeatRequest(
+        group_id=request.group_id, member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        endpoint_information_epoch=request.endpoint_information_epoch,
+        instance_id=request.instance_id, rack_id=request.rack_id,
+        rebalance_timeout_ms=request.rebalance_timeout_ms, topology=request.topology,
+        owned=owned, process_id=request.process_id, user_endpoint=endpoint, client_tags=tags,
+        shutdown_application=bool(request.shutdown_application),
+        client_id=ctx.client_id or "", client_host="/" + ctx.client_host)
+    try:
+        result = await ctx.groups.write(request.group_id, lambda shard: heartbeat(shard, req))
+    except KafkaError as exc:
+        return failed(exc)
+    if result.topics_to_create:
+        _create_internal_topics(ctx, request.group_id, result.topics_to_create)
+    response = R(throttle_time_ms=0, error_code=0, member_id=result.member_id,
+                 member_epoch=result.member_epoch,
+                 heartbeat_interval_ms=result.heartbeat_interval_ms,
+                 acceptable_recovery_lag_legacy=min(result.acceptable_recovery_lag, 2**31 - 1),
+                 acceptable_recovery_lag=result.acceptable_recovery_lag,
+                 task_offset_interval_ms=result.task_offset_interval_ms,
+                 status=[R.Status(status_code=int(code), status_detail=detail)
+                         for code, detail in result.status],
+                 endpoint_information_epoch=result.endpoint_information_epoch)
+    if result.tasks is not None:
+        def ids(tasks):
+            return [R.TaskIds(subtopology_id=s, partitions=sorted(tasks[s])) for s in
+                    sorted(tasks)]
+        response.active_tasks = ids(result.tasks.active)
+        response.standby_tasks = ids(result.tasks.standby)
+        response.warmup_tasks = ids(result.tasks.warmup)
+    if result.endpoints is not None:
+        response.partitions_by_user_endpoint = [
+            R.EndpointToPartitions(
+                user_endpoint=R.Endpoint(host=e.host, port=e.port),
+                active_partitions=[R.TopicPartition(topic=t, partitions=p) for t, p in active],
+                standby_partitions=[R.TopicPartition(topic=t, partitions=p) for t, p in standby])
+            for e, active, standby in result.endpoints]
+    return response
+
+
+def _create_internal_topics(ctx, group_id: str, topics: dict) -> None:
+    """Kafka's AutoTopicCreationManager for streams groups: create what is missing, in the
+    background; the members see MISSING_INTERNAL_TOPICS until the topics exist."""
+    for name, topic in topics.items():
+        if name in _creating or ctx.metadata.topic(name) is not None:
+            continue
+        if not (allowed(ctx, Op.CREATE, ResourceType.CLUSTER)
+                or allowed(ctx, Op.CREATE, ResourceType.TOPIC, name)):
+            log.info("group %s: not creating internal topic %s: the principal may not create "
+                     "it", group_id, name)
+            continue
+        _creating.add(name)
+        asyncio.ensure_future(_create(ctx.controller, group_id, topic))
+
+
+async def _create(controller, group_id: str, topic) -> None:
+    try:
+        await controller.create_topic(NewTopic(
+            topic.name, topic.partitions, topic.replication_factor or -1,
+            configs=dict(topic.configs) or None))
+        log.info("group %s: created internal topic %s with %d partition(s)", group_id,
+                 topic.name, topic.partitions)
+    except KafkaError as exc:
+        if exc.error is not Errors.TOPIC_ALREADY_EXISTS:
+            log.warning("group %s: creating internal topic %s failed: %s %s", group_id,
+                        topic.name, exc.error.name, exc.message or "")
+    except Exception:  # noqa: BLE001 - logged, the next heartbeat retries
+        log.exception("group %s: creating internal topic %s failed", group_id, topic.name)
+    finally:
+        _creating.discard(topic.name)
