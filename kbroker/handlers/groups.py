@@ -180,7 +180,8 @@ def handle_describe_groups(ctx, request):
             if v >= 6:
                 out.error_code = Errors.GROUP_ID_NOT_FOUND.code
                 # A consumer-protocol group is described by ConsumerGroupDescribe (Kafka).
-                consumer = group_id in _shard(ctx, group_id).consumer_groups
+                shard = _shard(ctx, group_id)
+                consumer = group_id in shard.consumer_groups or group_id in shard.streams_groups
                 out.error_message = (f"Group {group_id} is not a classic group." if consumer
                                      else f"Group {group_id} not found.")
             described.append(out)

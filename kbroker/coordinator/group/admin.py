@@ -23,11 +23,12 @@ def describe(shard: GroupShard, group_id: str):
 def list_groups(shard: GroupShard, states: set[str] | None, types: set[str] | None = None
                 ) -> list:
     """[(group_id, protocol_type, state name, group type)] of this shard, filtered by lower-cased
-    states and types ("classic", "consumer")."""
+    states and types ("classic", "consumer", "streams")."""
     out = []
     if not types or "classic" in types:
         for group in shard.groups.values():
-            if group.is_in(S.DEAD) or group.group_id in shard.consumer_groups:
+            if group.is_in(S.DEAD) or group.group_id in shard.consumer_groups \
+                    or group.group_id in shard.streams_groups:
                 continue
             if states and group.state.value.lower() not in states:
                 continue
@@ -38,11 +39,20 @@ def list_groups(shard: GroupShard, states: set[str] | None, types: set[str] | No
             if states and state.lower() not in states:
                 continue
             out.append((group.group_id, "consumer", state, "consumer"))
+    if not types or "streams" in types:
+        for group in shard.streams_groups.values():
+            state = group.state.value
+            if states and state.lower() not in states:
+                continue
+            out.append((group.group_id, "streams", state, "streams"))
     return out
 
 
 def delete_group(shard: GroupShard, group_id: str) -> CoordinatorResult:
     """The response is the group's error."""
+    streams_group = shard.streams_groups.get(group_id)
+    if streams_group is not None:
+        return _delete_streams_group(shard, streams_group)
     consumer_group = shard.consumer_groups.get(group_id)
     if consumer_group is not None:
         return _delete_consumer_group(shard, consumer_group)
@@ -81,3 +91,19 @@ def _delete_consumer_group(shard: GroupShard, group) -> CoordinatorResult:
 
     return CoordinatorResult(records, Errors.NONE, on_committed=deleted,
                              on_failed=lambda exc: exc.error)
+
+
+def _delete_streams_group(shard: GroupShard, group) -> CoordinatorResult:
+    """DeleteGroups of a streams group: only an Empty one (NON_EMPTY_GROUP otherwise); its
+    offsets and every record of the group are tombstoned."""
+    from kbroker.coordinator.group.streams import records as streams_records
+    if not group.is_empty:
+        return respond(Errors.NON_EMPTY_GROUP)
+    group_id = group.group_id
+    records = [(rec.offset_commit_key(group_id, topic, partition), None)
+               for topic, partition in shard.offsets.get(group_id, {})]
+    count = len(records)
+    records += streams_records.group_tombstones(group)
+    return CoordinatorResult(records, Errors.NONE, on_committed=lambda: log.info(
+        "deleted streams group %s and %d committed offset(s)", group_id, count),
+        on_failed=lambda exc: exc.error)

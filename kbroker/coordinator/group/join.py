@@ -45,6 +45,12 @@ def join(shard: GroupShard, req: JoinRequest) -> CoordinatorResult:
     if not (config.get("group.min.session.timeout.ms") <= req.session_timeout_ms
             <= config.get("group.max.session.timeout.ms")):
         return respond(JoinResult(Errors.INVALID_SESSION_TIMEOUT, req.member_id))
+    streams_group = shard.streams_groups.get(req.group_id)
+    if streams_group is not None and not streams_group.is_empty:
+        # Kafka: a classic member cannot join a streams group that has members.
+        log.info("JoinGroup of member %r to streams group %s: INCONSISTENT_GROUP_PROTOCOL",
+                 req.member_id, req.group_id)
+        return respond(JoinResult(Errors.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
     consumer_group = shard.consumer_groups.get(req.group_id)
     if consumer_group is not None and not consumer_group.is_empty:
         # A classic member joining a consumer group (online migration, KIP-848).
@@ -65,6 +71,9 @@ def join(shard: GroupShard, req: JoinRequest) -> CoordinatorResult:
         if consumer_group is not None:
             from kbroker.coordinator.group.consumer import records as consumer_records
             tombstones = consumer_records.group_tombstones(consumer_group)
+        elif streams_group is not None:  # an empty streams group makes way likewise
+            from kbroker.coordinator.group.streams import records as streams_records
+            tombstones = streams_records.group_tombstones(streams_group)
         return CoordinatorResult(
             tombstones + [shard.group_record(ClassicGroup(group_id))],
             on_committed=lambda: shard.add_group(group_id),

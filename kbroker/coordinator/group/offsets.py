@@ -46,6 +46,11 @@ def validate_commit(shard: GroupShard, group_id: str, generation_id: int, member
     rebalance. A consumer-protocol group has its own rules
     (:func:`kbroker.coordinator.group.consumer.offsets.validate_commit`), which may return a
     per-partition validator for :func:`commit`; a classic group returns None."""
+    streams_group = shard.streams_groups.get(group_id)
+    if streams_group is not None:
+        from kbroker.coordinator.group.streams import offsets as streams_offsets
+        return streams_offsets.validate_commit(streams_group, member_id, group_instance_id,
+                                               generation_id, transactional, api_version)
     consumer_group = shard.consumer_groups.get(group_id)
     if consumer_group is not None:
         from kbroker.coordinator.group.consumer import offsets as consumer_offsets
@@ -119,10 +124,13 @@ def delete(shard: GroupShard, group_id: str, wanted: list) -> CoordinatorResult:
     GROUP_SUBSCRIBED_TO_TOPIC, whatever its state."""
     group = shard.group(group_id)
     consumer_group = shard.consumer_groups.get(group_id)
-    if group is None and consumer_group is None:
+    streams_group = shard.streams_groups.get(group_id)
+    if group is None and consumer_group is None and streams_group is None:
         return respond((Errors.GROUP_ID_NOT_FOUND, []))
     subscribed: set[str] = set()
-    if consumer_group is not None:
+    if streams_group is not None:
+        subscribed = streams_subscribed(streams_group)
+    elif consumer_group is not None:
         subscribed = set(consumer_group.subscribed)
     elif not group.is_in(S.EMPTY):
         topics = group.subscribed_topics()
@@ -150,20 +158,31 @@ def expire(shard: GroupShard, retention_ms: int, now: int | None = None) -> Coor
     for group_id in list(shard.offsets.keys() | shard.groups.keys()):
         group = shard.group(group_id)
         consumer_group = shard.consumer_groups.get(group_id)
+        streams_group = shard.streams_groups.get(group_id)
         committed = shard.offsets.get(group_id, {})
         records = []
+        subscribed = None
+        if streams_group is not None:
+            subscribed = streams_subscribed(streams_group)
+        elif consumer_group is not None:
+            subscribed = consumer_group.subscribed
         for (topic, partition), c in committed.items():
-            if consumer_group is not None:
-                # A consumer group: offsets of topics it does not subscribe to expire a retention
-                # after their commit (Kafka's condition on the commit timestamp).
-                if topic not in consumer_group.subscribed and (
+            if subscribed is not None:
+                # A consumer or streams group: offsets of topics it does not subscribe to expire
+                # a retention after their commit (Kafka's condition on the commit timestamp).
+                if topic not in subscribed and (
                         now >= c.expire_timestamp if c.expire_timestamp >= 0
                         else now - c.commit_timestamp >= retention_ms):
                     records.append((rec.offset_commit_key(group_id, topic, partition), None))
             elif _expired(group, topic, c, retention_ms, now):
                 records.append((rec.offset_commit_key(group_id, topic, partition), None))
         expired = len(records)
-        if consumer_group is not None:
+        if streams_group is not None:
+            if streams_group.is_empty and expired == len(committed) and expired:
+                from kbroker.coordinator.group.streams import records as streams_records
+                records += streams_records.group_tombstones(streams_group)
+            drop_group = False
+        elif consumer_group is not None:
             if consumer_group.is_empty and expired == len(committed) and expired:
                 from kbroker.coordinator.group.consumer import records as consumer_records
                 records += consumer_records.group_tombstones(consumer_group)
@@ -208,3 +227,11 @@ def _expired(group, topic: str, c: rec.CommittedOffset, retention_ms: int, now: 
         if topics is not None and topic not in topics:
             return now - c.commit_timestamp >= retention_ms
     return False
+
+
+def streams_subscribed(group) -> set:
+    """The topics a streams group reads (Kafka's isSubscribedToTopic): its source and
+    repartition source topics, none while it is empty."""
+    if group.is_empty or group.topology is None:
+        return set()
+    return set(group.topology.source_topic_subtopologies())
