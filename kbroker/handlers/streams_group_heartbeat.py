@@ -153,12 +153,14 @@ async def handle_streams_group_heartbeat(ctx, request):
     response = R(throttle_time_ms=0, error_code=0, member_id=result.member_id,
                  member_epoch=result.member_epoch,
                  heartbeat_interval_ms=result.heartbeat_interval_ms,
-                 acceptable_recovery_lag_legacy=min(result.acceptable_recovery_lag, 2**31 - 1),
-                 acceptable_recovery_lag=result.acceptable_recovery_lag,
                  task_offset_interval_ms=result.task_offset_interval_ms,
                  status=[R.Status(status_code=int(code), status_detail=detail)
                          for code, detail in result.status],
                  endpoint_information_epoch=result.endpoint_information_epoch)
+    if ctx.api_version >= 1:  # KIP-1071's v1: the lag as a long
+        response.acceptable_recovery_lag = result.acceptable_recovery_lag
+    else:
+        response.acceptable_recovery_lag_legacy = min(result.acceptable_recovery_lag, 2**31 - 1)
     if result.tasks is not None:
         def ids(tasks):
             return [R.TaskIds(subtopology_id=s, partitions=sorted(tasks[s])) for s in
