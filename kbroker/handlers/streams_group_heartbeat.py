@@ -5,7 +5,9 @@ Kafka's GroupCoordinatorService does (INVALID_REQUEST with Kafka's message: empt
 instance or rack id; a join without rebalance timeout or topology, or with tasks; an epoch below
 -2; one task list without the others; a topology outside a join. STREAMS_INVALID_TOPOLOGY: a
 changelog topic with a partition count), and for what Kafka's streams groups do not support yet
-(static membership, task offsets, warm-up tasks, source topic regexes). Authorization: READ on
+(static membership, warm-up tasks, source topic regexes). Task offsets and end offsets, which
+Kafka Streams 4.4 members send every ``task.offset.interval.ms``, are accepted; the assignor does
+not use them (no warm-up tasks, as Kafka 4.4.0's assignor hands out none). Authorization: READ on
 the group (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on the topology's topics
 (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis.
 
@@ -73,10 +75,6 @@ def _invalid(request) -> KafkaError | None:
     # What Kafka's streams groups do not support yet.
     if request.instance_id is not None:
         return bad("Static membership is not yet supported.")
-    if request.task_offsets is not None:
-        return bad("TaskOffsets are not supported yet.")
-    if request.task_end_offsets is not None:
-        return bad("TaskEndOffsets are not supported yet.")
     if request.warmup_tasks:
         return bad("WarmupTasks are not supported yet.")
     if request.topology is not None:

@@ -266,19 +266,22 @@ def test_kafka_streams_exactly_once_through_member_restarts(sg_broker):
         apps[1] = _start_app(bootstrap, app, source, sink, 10**9, 400_000)
         produce(total - 400)
 
+        # While the apps run, transactions are open: read read_committed as it goes.
+        reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
+                           "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                           "enable.auto.commit": False})
+        reader.assign([TopicPartition(sink, p, 0) for p in range(4)])
+        last: dict[str, int] = {}
+
         def counted():
-            got = _read_committed(bootstrap, sink, 4)
-            last = {}
-            for k, v in got:
-                last[k] = int(v)
+            for msg in reader.consume(500, 0.5):
+                if msg.error() is None:
+                    last[msg.key().decode()] = int(msg.value().decode())
             return last == expected
-        wait_until(counted, 180, 2, message="the final counts in the output (read_committed)")
-        got = _read_committed(bootstrap, sink, 4)
-        by_key: dict[str, list[int]] = {}
-        for k, v in got:
-            by_key.setdefault(k, []).append(int(v))
-        # Exactly once: each key's counts are 1..n, each once, in order.
-        assert by_key == {k: list(range(1, n + 1)) for k, n in expected.items()}
+        try:
+            wait_until(counted, 240, 0, message="the final counts in the output (read_committed)")
+        finally:
+            reader.close()
         g = describe(bootstrap, app)
         assert g.error_code == 0 and len(g.members) >= 2
     finally:
@@ -290,3 +293,10 @@ def test_kafka_streams_exactly_once_through_member_restarts(sg_broker):
                 p.wait(30)
             except subprocess.TimeoutExpired:
                 p.kill()
+    # Every transaction is over: the whole output, read_committed.
+    got = _read_committed(bootstrap, sink, 4)
+    by_key: dict[str, list[int]] = {}
+    for k, v in got:
+        by_key.setdefault(k, []).append(int(v))
+    # Exactly once: each key's counts are 1..n, each once, in order.
+    assert by_key == {k: list(range(1, n + 1)) for k, n in expected.items()}
