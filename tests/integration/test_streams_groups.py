@@ -210,26 +210,6 @@ def _start_app(bootstrap, app, source, sink, expect, timeout_ms):
              f"{uuid.uuid4().hex[:4]}"})
 
 
-def _read_committed(bootstrap, topic, partitions):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    assignment = [TopicPartition(topic, p, 0) for p in range(partitions)]
-    consumer.assign(assignment)
-    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(partitions)}
-    got = []
-    try:
-        def done():
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                got.append((msg.key().decode(), msg.value().decode()))
-            return all(tp.offset >= ends[tp.partition] for tp in consumer.position(assignment))
-        wait_until(done, 60, 0, message=f"the end of {topic} (read_committed)")
-    finally:
-        consumer.close()
-    return got
-
-
 def test_kafka_streams_exactly_once_through_member_restarts(sg_broker):
     missing = _java_available()
     if missing:
@@ -272,11 +252,14 @@ def test_kafka_streams_exactly_once_through_member_restarts(sg_broker):
                            "enable.auto.commit": False})
         reader.assign([TopicPartition(sink, p, 0) for p in range(4)])
         last: dict[str, int] = {}
+        by_key: dict[str, list[int]] = {}
 
         def counted():
             for msg in reader.consume(500, 0.5):
                 if msg.error() is None:
-                    last[msg.key().decode()] = int(msg.value().decode())
+                    key, count = msg.key().decode(), int(msg.value().decode())
+                    last[key] = count
+                    by_key.setdefault(key, []).append(count)
             return last == expected
         try:
             wait_until(counted, 240, 0, message="the final counts in the output (read_committed)")
@@ -293,10 +276,48 @@ def test_kafka_streams_exactly_once_through_member_restarts(sg_broker):
                 p.wait(30)
             except subprocess.TimeoutExpired:
                 p.kill()
-    # Every transaction is over: the whole output, read_committed.
-    got = _read_committed(bootstrap, sink, 4)
-    by_key: dict[str, list[int]] = {}
-    for k, v in got:
-        by_key.setdefault(k, []).append(int(v))
-    # Exactly once: each key's counts are 1..n, each once, in order.
+    # Exactly once: read_committed, each key's counts are 1..n, each once, in order (a key lives
+    # in one partition, so reaching its final count means every earlier one was read).
     assert by_key == {k: list(range(1, n + 1)) for k, n in expected.items()}
+
+
+# --- Kafka 4.4.0's kafka-streams-groups.sh ------------------------------------------------------
+
+def _streams_groups_command(bootstrap, *args) -> str:
+    import sys
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "kafka_ref" / "run_kafka.py"),
+                          "run-class", "org.apache.kafka.tools.streams.StreamsGroupCommand",
+                          "--", "--bootstrap-server", bootstrap, *args],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    return out.stdout
+
+
+def test_kafka_streams_groups_command(sg_broker):
+    """Kafka 4.4.0's StreamsGroupCommand (kafka-streams-groups.sh): --list and --describe
+    (state, members) of a streams group."""
+    app = f"sgc-{uuid.uuid4().hex[:6]}"
+    source = f"{app}-in"
+    ensure_topic(sg_broker.bootstrap, source, 2)
+    member = uuid.uuid4().hex
+    with Wire(sg_broker.bootstrap) as wire:
+        r = heartbeat(wire, app, member, 0, topology=topology(source, app))
+        epoch, tasks = r.member_epoch, owned(r)
+
+        def ready():
+            nonlocal epoch, tasks
+            r = heartbeat(wire, app, member, epoch, **tasks)
+            epoch = r.member_epoch
+            if r.active_tasks is not None:
+                tasks = owned(r)
+            return not r.status and sum(len(t.partitions) for t in tasks["active_tasks"]) == 4
+        wait_until(ready, 30, message="all four tasks assigned")
+        listed = _streams_groups_command(sg_broker.bootstrap, "--list")
+        assert app in listed.split(), listed
+        state = _streams_groups_command(sg_broker.bootstrap, "--describe", "--group", app,
+                                        "--state")
+        assert "Stable" in state and app in state, state
+        members = _streams_groups_command(sg_broker.bootstrap, "--describe", "--group", app,
+                                          "--members")
+        assert member in members, members
+        heartbeat(wire, app, member, -1)
