@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -295,7 +296,8 @@ def _streams_groups_command(bootstrap, *args) -> str:
 
 def test_kafka_streams_groups_command(sg_broker):
     """Kafka 4.4.0's StreamsGroupCommand (kafka-streams-groups.sh): --list and --describe
-    (state, members) of a streams group."""
+    (state, members with their process and tasks, the input partitions' lag) of a streams
+    group."""
     app = f"sgc-{uuid.uuid4().hex[:6]}"
     source = f"{app}-in"
     ensure_topic(sg_broker.bootstrap, source, 2)
@@ -312,6 +314,16 @@ def test_kafka_streams_groups_command(sg_broker):
                 tasks = owned(r)
             return not r.status and sum(len(t.partitions) for t in tasks["active_tasks"]) == 4
         wait_until(ready, 30, message="all four tasks assigned")
+    # The member keeps heartbeating while the tool (a JVM) starts and asks.
+    stop = threading.Event()
+
+    def keep_alive():
+        with Wire(sg_broker.bootstrap) as w:
+            while not stop.wait(0.5):
+                heartbeat(w, app, member, epoch, **tasks)
+    thread = threading.Thread(target=keep_alive, daemon=True)
+    thread.start()
+    try:
         listed = _streams_groups_command(sg_broker.bootstrap, "--list")
         assert app in listed.split(), listed
         state = _streams_groups_command(sg_broker.bootstrap, "--describe", "--group", app,
@@ -320,4 +332,12 @@ def test_kafka_streams_groups_command(sg_broker):
         members = _streams_groups_command(sg_broker.bootstrap, "--describe", "--group", app,
                                           "--members")
         assert member in members, members
-        heartbeat(wire, app, member, -1)
+        row = next(line.split() for line in members.splitlines() if line.startswith(app))
+        assert row[1:3] == [member, f"process-{member}"] and "ACTIVE:" in row, members
+        offsets = _streams_groups_command(sg_broker.bootstrap, "--describe", "--group", app)
+        topics = sorted({line.split()[1] for line in offsets.splitlines()
+                         if line.startswith(app)})
+        assert topics == sorted([source, f"{app}-rep"]), offsets
+    finally:
+        stop.set()
+        thread.join(5)
