@@ -4,10 +4,10 @@ Thin wrapper over :mod:`kbroker.coordinator.group.streams.heartbeat`. The reques
 Kafka's GroupCoordinatorService does (INVALID_REQUEST with Kafka's message: empty member, group,
 instance or rack id; a join without rebalance timeout or topology, or with tasks; an epoch below
 -2; one task list without the others; a topology outside a join. STREAMS_INVALID_TOPOLOGY: a
-changelog topic with a partition count), and for what Kafka's streams groups do not support yet
-(static membership, warm-up tasks, source topic regexes). Task offsets and end offsets, which
-Kafka Streams 4.4 members send every ``task.offset.interval.ms``, are accepted; the assignor does
-not use them (no warm-up tasks, as Kafka 4.4.0's assignor hands out none). Authorization: READ on
+changelog topic with a partition count), and for what Kafka 4.4.0's streams groups do not
+support yet (source topic regexes). Task offsets and end offsets, which Kafka Streams 4.4 members
+send every ``task.offset.interval.ms``, are accepted; the assignor does not use them (it hands out
+no warm-up tasks). Authorization: READ on
 the group (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on the topology's topics
 (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis.
 
@@ -72,11 +72,7 @@ def _invalid(request) -> KafkaError | None:
         return bad("If one task-type is non-null, all must be non-null.")
     if request.member_epoch != 0 and request.topology is not None:
         return bad("Topology can only be provided when (re-)joining.")
-    # What Kafka's streams groups do not support yet.
-    if request.instance_id is not None:
-        return bad("Static membership is not yet supported.")
-    if request.warmup_tasks:
-        return bad("WarmupTasks are not supported yet.")
+    # What Kafka 4.4.0's streams groups do not support yet.
     if request.topology is not None:
         for s in request.topology.subtopologies:
             if s.source_topic_regex:

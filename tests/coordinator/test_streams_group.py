@@ -199,3 +199,39 @@ def test_standby_replicas_from_the_group_config():
         assert standby["a"] and standby["b"]  # stateful subtopology 1 has standbys
         shard.runtime.unload(0)
     run(main())
+
+
+def test_static_member_temporary_leave_and_rejoin_keeps_its_tasks():
+    async def main():
+        shard = await _ready_shard()
+        a = await hb(shard, member="a", instance_id="i-a")
+        b = await hb(shard, member="b", instance_id="i-b")
+        for _ in range(3):
+            a = await hb(shard, member="a", epoch=a.member_epoch, owned=owned(a),
+                         instance_id="i-a") if a.tasks is not None else \
+                await hb(shard, member="a", epoch=a.member_epoch, instance_id="i-a")
+            b = await hb(shard, member="b", epoch=b.member_epoch, owned=owned(b),
+                         instance_id="i-b") if b.tasks is not None else \
+                await hb(shard, member="b", epoch=b.member_epoch, instance_id="i-b")
+        group = shard.streams_groups["app"]
+        assert group.state is G.STABLE
+        epoch, tasks_b = group.group_epoch, group.members["b"].assigned.active_ids()
+        left = await hb(shard, member="b", epoch=-2, instance_id="i-b")
+        assert left.member_epoch == -2
+        assert shard.streams_groups["app"].group_epoch == epoch  # no rebalance
+        # Another instance may not take the instance id while it is held...
+        with pytest.raises(KafkaError) as e:
+            await hb(shard, member="a2", instance_id="i-a")
+        assert e.value.error is Errors.UNRELEASED_INSTANCE_ID
+        # ... the one that left comes back as a new member with the same tasks.
+        b2 = await hb(shard, member="b2", instance_id="i-b", process="process-b")
+        group = shard.streams_groups["app"]
+        assert "b" not in group.members and group.members["b2"].instance_id == "i-b"
+        assert group.group_epoch == epoch
+        assert {s: frozenset(p) for s, p in b2.tasks.active.items()} == dict(tasks_b)
+        # The old member id is fenced.
+        with pytest.raises(KafkaError) as e:
+            await hb(shard, member="b", epoch=b.member_epoch, instance_id="i-b")
+        assert e.value.error is Errors.FENCED_INSTANCE_ID
+        shard.runtime.unload(0)
+    run(main())

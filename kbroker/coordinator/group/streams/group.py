@@ -76,6 +76,12 @@ class StreamsGroup:
     def target_of(self, member_id: str) -> TaskTuple:
         return self.target.get(member_id, EMPTY_TARGET)
 
+    def static_member(self, instance_id: str | None):
+        """The member holding ``instance_id`` (a static member), or None."""
+        if instance_id is None:
+            return None
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
     # --- who owns what now (for reconciliation) -----------------------------------------------
 
     def current_active_process(self, subtopology: str, partition: int) -> str | None:

@@ -31,8 +31,9 @@ from kbroker.coordinator.group.streams import membership
 from kbroker.coordinator.group.streams import records as rec
 from kbroker.coordinator.group.streams import settings, target
 from kbroker.coordinator.group.streams.group import StreamsGroup
-from kbroker.coordinator.group.streams.member import (JOIN_EPOCH, LEAVE_EPOCH, Endpoint,
-                                                      MemberState, StreamsGroupMember, TaskTuple)
+from kbroker.coordinator.group.streams.member import (JOIN_EPOCH, LEAVE_EPOCH,
+                                                      STATIC_LEAVE_EPOCH, Endpoint, MemberState,
+                                                      StreamsGroupMember, TaskTuple)
 from kbroker.coordinator.group.streams.reconcile import reconcile
 from kbroker.coordinator.group.streams.topology import Status, StreamsTopology, configure
 from kbroker.coordinator.runtime import CoordinatorResult, now_ms
@@ -78,11 +79,12 @@ class HeartbeatResult:
 
 
 def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
-    if req.member_epoch == LEAVE_EPOCH:
+    if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
         group = membership.streams_group(shard, req.group_id)
         if req.shutdown_application:
             group.shutdown_request_member_id = req.member_id
-        return membership.leave(shard, req.group_id, req.member_id,
+        return membership.leave(shard, req.group_id, req.member_id, req.instance_id,
+                                req.member_epoch,
                                 HeartbeatResult(req.member_id, req.member_epoch))
     now = now_ms()
     records: list = []
@@ -92,7 +94,14 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
     joining = req.member_epoch == JOIN_EPOCH
     group = _group(shard, gid, joining, records, committed)
     was_empty = group.is_empty
-    member = _member(group, req, joining)
+    if joining and req.member_id not in group.members and \
+            group.static_member(req.instance_id) is None:
+        _throw_if_full(shard, group)
+    replaced = None  # the static member a rejoining instance replaces
+    if req.instance_id is None:
+        member = _member(group, req, joining)
+    else:
+        member, replaced = _static_member(group, req, joining, records)
     updated = _updated(member, req)
     bump = False
     if updated != member:
@@ -140,7 +149,7 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
             _schedule_once(shard, (INITIAL, gid), delay)
     # --- target assignment ---
     target_epoch, member_target = _update_target(shard, group, epoch, updated, configured,
-                                                 configs, now, records, status)
+                                                 configs, now, records, status, replaced)
     # --- reconciliation ---
     if not updated.is_reconciled_to(target_epoch):
         reconciled = reconcile(updated, target_epoch, member_target, group, req.owned)
@@ -217,6 +226,14 @@ def _group(shard, gid: str, joining: bool, records: list, committed: list) -> St
     return StreamsGroup(gid)
 
 
+def _throw_if_full(shard, group: StreamsGroup) -> None:
+    limit = settings.max_size(shard)
+    if len(group.members) >= limit:
+        raise KafkaError(Errors.GROUP_MAX_SIZE_REACHED,
+                         f"The streams group has reached its maximum capacity of {limit} "
+                         f"members.")
+
+
 def _member(group: StreamsGroup, req: HeartbeatRequest, joining: bool) -> StreamsGroupMember:
     member = group.members.get(req.member_id)
     if member is None:
@@ -224,9 +241,50 @@ def _member(group: StreamsGroup, req: HeartbeatRequest, joining: bool) -> Stream
             raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
                              f"Member {req.member_id} is not a member of group "
                              f"{group.group_id}.")
+        log.info("group %s (member %s): member joins the streams group", group.group_id,
+                 req.member_id)
         return StreamsGroupMember(req.member_id)
     if joining:
         return member
+    _check_epoch(member, req)
+    return member
+
+
+def _static_member(group: StreamsGroup, req: HeartbeatRequest, joining: bool, records: list):
+    """(member, the member id it replaces or None) for a static member (KIP-345 semantics, as
+    Kafka 4.4's streams groups: a new instance replaces one that left with epoch -2)."""
+    gid = group.group_id
+    if not joining:
+        member = membership.static_member_of(group, req.instance_id, req.member_id)
+        _check_epoch(member, req)
+        return member, None
+    existing = group.static_member(req.instance_id)
+    if existing is None:
+        log.info("group %s (member %s): static member %s with instance id %s joins the streams "
+                 "group", gid, req.member_id, req.member_id, req.instance_id)
+        return group.members.get(req.member_id) or \
+            StreamsGroupMember(req.member_id, instance_id=req.instance_id), None
+    if existing.member_epoch != STATIC_LEAVE_EPOCH:
+        log.info("group %s: static member %s with instance id %s cannot join the group because "
+                 "the instance id is owned by member %s", gid, req.member_id, req.instance_id,
+                 existing.member_id)
+        raise KafkaError(Errors.UNRELEASED_INSTANCE_ID,
+                         f"Static member {req.member_id} with instance id {req.instance_id} "
+                         f"cannot join the group because the instance id is owned by "
+                         f"{existing.member_id} member.")
+    replacement = replace(existing, member_id=req.member_id, member_epoch=0,
+                          previous_member_epoch=0)
+    records += rec.remove_member_records(gid, existing.member_id)
+    records.append(rec.member_metadata(gid, replacement))
+    records.append(rec.target_member(gid, req.member_id, group.target_of(existing.member_id)))
+    records.append(rec.current_assignment(gid, replacement))
+    log.info("group %s (member %s): static member with instance id %s re-joins the streams "
+             "group, replacing member %s", gid, req.member_id, req.instance_id,
+             existing.member_id)
+    return replacement, existing.member_id
+
+
+def _check_epoch(member: StreamsGroupMember, req: HeartbeatRequest) -> None:
     epoch = req.member_epoch
     if epoch > member.member_epoch:
         raise KafkaError(Errors.FENCED_MEMBER_EPOCH,
@@ -239,7 +297,6 @@ def _member(group: StreamsGroup, req: HeartbeatRequest, joining: bool) -> Stream
                          f"The streams group member has a smaller member epoch ({epoch}) than "
                          f"the one known by the group coordinator ({member.member_epoch}). The "
                          f"member must abandon all its partitions and rejoin.")
-    return member
 
 
 def _owned_subset(owned: TaskTuple | None, member: StreamsGroupMember) -> bool:
@@ -257,6 +314,7 @@ def _owned_subset(owned: TaskTuple | None, member: StreamsGroupMember) -> bool:
 def _updated(member: StreamsGroupMember, req: HeartbeatRequest) -> StreamsGroupMember:
     return replace(
         member,
+        instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
         rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
         rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
         else member.rebalance_timeout_ms,
@@ -312,23 +370,28 @@ def _schedule_once(shard, key: tuple, delay_ms: int) -> None:
 
 
 def _update_target(shard, group, epoch: int, updated, configured, configs, now, records,
-                   status) -> tuple[int, TaskTuple]:
+                   status, replaced: str | None = None) -> tuple[int, TaskTuple]:
     gid = group.group_id
     if shard.runtime.has_timer(shard.partition_index, (INITIAL, gid)):
         status.append((Status.ASSIGNMENT_DELAYED,
                        "Assignment delayed due to the configured initial rebalance delay."))
         return group.assignment_epoch, TaskTuple()
+    current = group.target_of(replaced if replaced is not None and
+                              updated.member_id not in group.target else updated.member_id)
     if group.assignment_epoch >= epoch:
-        return group.assignment_epoch, group.target_of(updated.member_id)
+        return group.assignment_epoch, current
     interval = settings.assignment_interval_ms(shard, gid)
     if not modern.can_compute_assignment(group.assignment_timestamp, interval, now):
         status.append((Status.ASSIGNMENT_DELAYED,
                        "Assignment delayed due to the configured assignment interval."))
         _schedule_once(shard, (ASSIGN, gid), group.assignment_timestamp + interval - now)
-        return group.assignment_epoch, group.target_of(updated.member_id)
+        return group.assignment_epoch, current
     members = dict(group.members)
+    if replaced is not None:
+        members.pop(replaced, None)
     members[updated.member_id] = updated
-    new_records, assignment = target.build(group, epoch, members, configured, configs, now)
+    new_records, assignment = target.build(group, epoch, members, configured, configs, now,
+                                           {updated.member_id: current})
     records += new_records
     log.info("group %s: computed a new target assignment for epoch %d with the 'sticky' "
              "assignor", gid, epoch)

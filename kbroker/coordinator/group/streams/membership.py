@@ -1,5 +1,6 @@
-"""Members leaving a streams group: a leave heartbeat (epoch -1) and fencing (session timeout,
-or a member that does not revoke its tasks within its rebalance timeout).
+"""Members leaving a streams group: a leave heartbeat (epoch -1; -2 for a static member's
+temporary leave, which keeps its tasks until it rejoins or its session expires) and fencing
+(session timeout, or a member that does not revoke its tasks within its rebalance timeout).
 
 Removing a member writes its tombstones (current assignment, target, metadata) and a new group
 epoch; the others get a new target assignment at their next heartbeat. Timers live in the
@@ -9,10 +10,12 @@ runtime: ``("streams-session", group, member)`` and ``("streams-rebalance", grou
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from kbroker.coordinator.group import modern
 from kbroker.coordinator.group.streams import records as rec
 from kbroker.coordinator.group.streams import settings
+from kbroker.coordinator.group.streams.member import NO_TASKS, STATIC_LEAVE_EPOCH
 from kbroker.coordinator.runtime import CoordinatorResult
 from kbroker.protocol.errors import Errors, KafkaError
 
@@ -38,10 +41,37 @@ def member_of(group, member_id: str):
     return member
 
 
-def leave(shard, group_id: str, member_id: str, response) -> CoordinatorResult:
+def static_member_of(group, instance_id: str, member_id: str):
+    member = group.static_member(instance_id)
+    if member is None:
+        raise KafkaError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+    if member.member_id != member_id:
+        log.info("group %s: static member %s with instance id %s is fenced by existing member "
+                 "%s", group.group_id, member_id, instance_id, member.member_id)
+        raise KafkaError(Errors.FENCED_INSTANCE_ID,
+                         f"Static member {member_id} with instance id {instance_id} was fenced "
+                         f"by member {member.member_id}.")
+    return member
+
+
+def leave(shard, group_id: str, member_id: str, instance_id: str | None, epoch: int,
+          response) -> CoordinatorResult:
     group = streams_group(shard, group_id)
-    member = member_of(group, member_id)
-    log.info("group %s: member %s left the streams group", group_id, member_id)
+    if instance_id is None:
+        member = member_of(group, member_id)
+        log.info("group %s: member %s left the streams group", group_id, member_id)
+        return fence(shard, group, member, response)
+    member = static_member_of(group, instance_id, member_id)
+    if epoch == STATIC_LEAVE_EPOCH:
+        log.info("group %s: static member %s with instance id %s temporarily left the streams "
+                 "group", group_id, member_id, instance_id)
+        # It keeps its tasks (active ones at assignment epoch 0: commits of the old instance
+        # are fenced) until it rejoins or its session expires.
+        leaving = replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation=NO_TASKS,
+                          assigned=member.assigned.with_active_epochs_zero())
+        return CoordinatorResult([rec.current_assignment(group_id, leaving)], response)
+    log.info("group %s: static member %s with instance id %s left the streams group", group_id,
+             member_id, instance_id)
     return fence(shard, group, member, response)
 
 

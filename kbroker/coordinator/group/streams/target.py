@@ -14,18 +14,21 @@ from kbroker.coordinator.group.streams.member import TaskTuple
 EMPTY = TaskTuple()
 
 
-def build(group, epoch: int, members: dict, configured, configs: dict, now: int) -> \
-        tuple[list, dict]:
-    """``members``: the group's members after this operation (id -> member). Returns (records,
-    member id -> TaskTuple)."""
+def build(group, epoch: int, members: dict, configured, configs: dict, now: int,
+          current: dict | None = None) -> tuple[list, dict]:
+    """``members``: the group's members after this operation (id -> member); ``current``: the
+    current target of members not in the group's target yet (a static member that replaced its
+    predecessor). Returns (records, member id -> TaskTuple)."""
+    current = current or {}
     if configured is None or not configured.ready or not members:
         assignment = {mid: EMPTY for mid in members}
     else:
         specs = {}
         for mid, m in members.items():
-            current = group.target_of(mid)
-            specs[mid] = assignor.AssignmentMember(m.process_id or mid, dict(current.active),
-                                                   dict(current.standby))
+            now_target = current.get(mid) or group.target_of(mid)
+            specs[mid] = assignor.AssignmentMember(m.process_id or mid,
+                                                   dict(now_target.active),
+                                                   dict(now_target.standby))
         subtopologies = {sid: (s.number_of_tasks, s.stateful)
                          for sid, s in configured.subtopologies.items()}
         assignment = assignor.assign(specs, subtopologies,
