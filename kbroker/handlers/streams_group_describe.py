@@ -23,6 +23,11 @@ def _ids(R, tasks) -> list:
     return [R.TaskIds(subtopology_id=s, partitions=sorted(tasks[s])) for s in sorted(tasks)]
 
 
+def _offsets(R, offsets: dict) -> list:
+    return [R.TaskOffset(subtopology_id=s, partition=p, offset=offsets[s][p])
+            for s in sorted(offsets) for p in sorted(offsets[s])]
+
+
 def _topic_info(R, t) -> object:
     configs = t.configs.items() if isinstance(t.configs, dict) else t.configs
     return R.TopicInfo(name=t.name, partitions=t.partitions,
@@ -90,6 +95,7 @@ def describe(ctx, R, group_id: str):
     out.assignor_name = ASSIGNOR
     for m in group.members.values():
         target = group.target_of(m.member_id)
+        offsets, ends = group.offsets_of(m.member_id)
         out.members.append(R.Member(
             member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id,
             rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
@@ -103,6 +109,7 @@ def describe(ctx, R, group_id: str):
             target_assignment=R.Assignment(active_tasks=_ids(R, target.active),
                                            standby_tasks=_ids(R, target.standby),
                                            warmup_tasks=_ids(R, target.warmup)),
+            task_offsets=_offsets(R, offsets), task_end_offsets=_offsets(R, ends),
             is_classic=False))
     return out
 

@@ -137,6 +137,10 @@ async def handle_streams_group_heartbeat(ctx, request):
         rebalance_timeout_ms=request.rebalance_timeout_ms, topology=request.topology,
         owned=owned, process_id=request.process_id, user_endpoint=endpoint, client_tags=tags,
         shutdown_application=bool(request.shutdown_application),
+        task_offsets=None if request.task_offsets is None else
+        [(t.subtopology_id, t.partition, t.offset) for t in request.task_offsets],
+        task_end_offsets=None if request.task_end_offsets is None else
+        [(t.subtopology_id, t.partition, t.offset) for t in request.task_end_offsets],
         client_id=ctx.client_id or "", client_host="/" + ctx.client_host)
     try:
         result = await ctx.groups.write(request.group_id, lambda shard: heartbeat(shard, req))

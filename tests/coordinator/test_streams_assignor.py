@@ -81,3 +81,17 @@ def test_previous_active_owner_gets_the_standby():
     result = assign(members, {"0": (2, True)}, num_standby_replicas=1)
     assert result["a"].active["0"] == {0} and result["b"].active["0"] == {1}
     assert result["b"].standby["0"] == {0} and result["a"].standby["0"] == {1}
+
+
+def test_standby_goes_to_the_member_with_the_most_caught_up_state():
+    # Kafka 4.4: members reporting a task's state (task offsets) are standby candidates, the
+    # highest offset sum first; a previous standby still comes first.
+    members = {"a": AssignmentMember("p1", active={"0": {0}}),
+               "b": AssignmentMember("p2", task_offsets={"0": {0: 10}}),
+               "c": AssignmentMember("p3", task_offsets={"0": {0: 500}})}
+    result = assign(members, {"0": (1, True)}, num_standby_replicas=1)
+    assert result["a"].active["0"] == {0}
+    assert result["c"].standby == {"0": frozenset({0})} and not result["b"].standby
+    members["b"].standby = {"0": {0}}
+    result = assign(members, {"0": (1, True)}, num_standby_replicas=1)
+    assert result["b"].standby == {"0": frozenset({0})} and not result["c"].standby

@@ -235,3 +235,22 @@ def test_static_member_temporary_leave_and_rejoin_keeps_its_tasks():
         assert e.value.error is Errors.FENCED_INSTANCE_ID
         shard.runtime.unload(0)
     run(main())
+
+
+def test_task_offsets_are_kept_and_checked():
+    async def main():
+        shard = await _ready_shard()
+        a = await hb(shard, member="a", task_offsets=[("1", 0, 42)], task_end_offsets=[])
+        group = shard.streams_groups["app"]
+        assert group.offsets_of("a") == ({"1": {0: 42}}, {})
+        with pytest.raises(KafkaError) as e:
+            await hb(shard, member="a", epoch=a.member_epoch, owned=owned(a),
+                     task_offsets=[("1", 0, 1), ("1", 0, 2)])
+        assert e.value.error is Errors.INVALID_REQUEST
+        assert e.value.message == ("Task offsets contain a duplicate entry for subtopology 1 "
+                                   "and partition 0.")
+        # A heartbeat without them keeps the last ones.
+        await hb(shard, member="a", epoch=a.member_epoch, owned=owned(a))
+        assert shard.streams_groups["app"].offsets_of("a") == ({"1": {0: 42}}, {})
+        shard.runtime.unload(0)
+    run(main())

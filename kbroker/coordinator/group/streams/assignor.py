@@ -12,9 +12,10 @@ Active tasks, in order:
    process (tasks per member of the process), and there to its least loaded member.
 
 Standby tasks (stateful subtopologies only, ``num.standby.replicas`` per task, never on a
-process that already holds the task): first the member that had the task active, then a member
-that had it as standby, under the total quota; the rest go to the least loaded processes. When
-no process can take a replica, Kafka logs it and the task has fewer standbys.
+process that already holds the task): first the member that had the task active, then a
+candidate (Kafka 4.4: members that had it as standby, then members reporting its state in their
+task offsets, the most caught-up first), under the total quota; the rest go to the least loaded
+processes. When no process can take a replica, Kafka logs it and the task has fewer standbys.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class AssignmentMember:
     process_id: str
     active: dict = field(default_factory=dict)    # subtopology -> partitions (current target)
     standby: dict = field(default_factory=dict)
+    task_offsets: dict = field(default_factory=dict)  # subtopology -> {partition: offset sum}
 
 
 @dataclass
@@ -87,16 +89,25 @@ def assign(members: dict, subtopologies: dict, num_standby_replicas: int = 0) ->
     """``members``: id -> AssignmentMember; ``subtopologies``: id -> (number of tasks,
     stateful). Returns id -> TaskTuple."""
     processes: dict[str, _Process] = {}
-    prev_active, prev_standby = {}, {}
+    prev_active, candidates = {}, {}
     for member_id, spec in members.items():
         process = processes.setdefault(spec.process_id, _Process(spec.process_id))
         process.members[member_id] = 0
         for s, parts in spec.active.items():
             for p in parts:
                 prev_active[(s, p)] = member_id
+        # Standby candidates (Kafka 4.4): previous standbys first, then members reporting the
+        # task's state (task offsets), the most caught-up first.
         for s, parts in spec.standby.items():
             for p in parts:
-                prev_standby.setdefault((s, p), []).append(member_id)
+                offset = spec.task_offsets.get(s, {}).get(p, 0)
+                candidates.setdefault((s, p), []).append((0, -offset, member_id))
+        for s, offsets in spec.task_offsets.items():
+            for p, offset in offsets.items():
+                if p not in spec.standby.get(s, ()):
+                    candidates.setdefault((s, p), []).append((1, -offset, member_id))
+    prev_standby = {task: [m for _, _, m in sorted(c, key=lambda x: x[:2])]
+                    for task, c in candidates.items()}
     total_active = sum(n for n, _ in subtopologies.values())
     total = total_active + sum(n * num_standby_replicas for n, stateful in subtopologies.values()
                                if stateful)
@@ -112,20 +123,19 @@ def assign(members: dict, subtopologies: dict, num_standby_replicas: int = 0) ->
         total_quota.filled(count)
 
     def least_loaded_previous(candidates, task=None):
-        if not candidates:
-            return None
-        best = candidates[0]
-        best_process = process_of(best)
-        best_load, best_member_load = best_process.load, best_process.members[best]
-        for member_id in candidates[1:]:
+        """In rank order, the first candidate, replaced only by one whose process and member
+        are both less loaded; candidates whose process holds ``task`` are skipped."""
+        best = None
+        best_load = best_member_load = float("inf")
+        for member_id in candidates or ():
             process = process_of(member_id)
-            if process.load < best_load and (task is None or task not in process.tasks):
-                if process.members[member_id] < best_member_load:
-                    best, best_load = member_id, process.load
-                    best_member_load = process.members[member_id]
-        if task is None or task not in process_of(best).tasks:
-            return best
-        return None
+            if task is not None and task in process.tasks:
+                continue
+            load, member_load = process.load, process.members[member_id]
+            if best is not None and not (load < best_load and member_load < best_member_load):
+                continue
+            best, best_load, best_member_load = member_id, load, member_load
+        return best
 
     # --- active tasks ---
     active_tasks = [(s, p) for s, (n, _) in subtopologies.items() for p in range(n)]

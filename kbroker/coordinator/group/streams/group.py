@@ -44,6 +44,9 @@ class StreamsGroup:
         self.configured = None               # ConfiguredTopology
         self.endpoint_information_epoch = 0
         self.shutdown_request_member_id: str | None = None
+        # member id -> (task offsets, task end offsets), each {subtopology: {partition:
+        # offset}}: what members last reported (Kafka 4.4 keeps them in memory too)
+        self.task_offsets: dict = {}
 
     def copy(self) -> "StreamsGroup":
         other = StreamsGroup.__new__(StreamsGroup)
@@ -51,7 +54,11 @@ class StreamsGroup:
         other.members = dict(self.members)
         other.target = dict(self.target)
         other.last_assignment_configs = dict(self.last_assignment_configs)
+        other.task_offsets = dict(self.task_offsets)
         return other
+
+    def offsets_of(self, member_id: str) -> tuple[dict, dict]:
+        return self.task_offsets.get(member_id, ({}, {}))
 
     # --- state -------------------------------------------------------------------------------
 

@@ -62,6 +62,8 @@ class HeartbeatRequest:
     shutdown_application: bool = False
     client_id: str = ""
     client_host: str = ""
+    task_offsets: list | None = None       # [(subtopology, partition, offset)]
+    task_end_offsets: list | None = None
 
 
 @dataclass
@@ -103,6 +105,8 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
     else:
         member, replaced = _static_member(group, req, joining, records)
     updated = _updated(member, req)
+    offsets = _task_offsets(group, updated.member_id, req, replaced)
+    committed.append(lambda: _set_task_offsets(shard, gid, updated.member_id, offsets))
     bump = False
     if updated != member:
         records.append(rec.member_metadata(gid, updated))
@@ -191,6 +195,37 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
     out = CoordinatorResult(records, result)
     out.on_committed = lambda: [fn() for fn in committed]
     return out
+
+
+def _nested(entries, what: str) -> dict:
+    out: dict = {}
+    for s, p, offset in entries:
+        by_partition = out.setdefault(s, {})
+        if p in by_partition:
+            raise KafkaError(Errors.INVALID_REQUEST, f"{what} contain a duplicate entry for "
+                             f"subtopology {s} and partition {p}.")
+        by_partition[p] = offset
+    return out
+
+
+def _task_offsets(group, member_id: str, req: HeartbeatRequest, replaced) -> tuple:
+    """The member's task offsets and end offsets after this heartbeat (Kafka's
+    MemberTaskOffsets: a list sent replaces the previous one, a null keeps it)."""
+    offsets, ends = group.offsets_of(replaced if replaced is not None else member_id)
+    if req.task_offsets is not None:
+        offsets = _nested(req.task_offsets, "Task offsets")
+    if req.task_end_offsets is not None:
+        ends = _nested(req.task_end_offsets, "Task offsets")
+    return offsets, ends
+
+
+def _set_task_offsets(shard, gid: str, member_id: str, offsets: tuple) -> None:
+    group = shard.streams_groups.get(gid)
+    if group is not None:
+        if member_id in group.members:
+            group.task_offsets[member_id] = offsets
+        for gone in [m for m in group.task_offsets if m not in group.members]:
+            del group.task_offsets[gone]
 
 
 def _install_configured(shard, gid: str, configured) -> None:

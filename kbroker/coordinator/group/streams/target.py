@@ -28,7 +28,8 @@ def build(group, epoch: int, members: dict, configured, configs: dict, now: int,
             now_target = current.get(mid) or group.target_of(mid)
             specs[mid] = assignor.AssignmentMember(m.process_id or mid,
                                                    dict(now_target.active),
-                                                   dict(now_target.standby))
+                                                   dict(now_target.standby),
+                                                   group.offsets_of(mid)[0])
         subtopologies = {sid: (s.number_of_tasks, s.stateful)
                          for sid, s in configured.subtopologies.items()}
         assignment = assignor.assign(specs, subtopologies,
