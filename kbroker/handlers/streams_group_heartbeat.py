@@ -136,7 +136,7 @@ async def handle_streams_group_heartbeat(ctx, request):
         instance_id=request.instance_id, rack_id=request.rack_id,
         rebalance_timeout_ms=request.rebalance_timeout_ms, topology=request.topology,
         owned=owned, process_id=request.process_id, user_endpoint=endpoint, client_tags=tags,
-        shutdown_application=bool(request.shutdown_application),
+        shutdown_application=bool(request.shutdown_application), api_version=ctx.api_version,
         task_offsets=None if request.task_offsets is None else
         [(t.subtopology_id, t.partition, t.offset) for t in request.task_offsets],
         task_end_offsets=None if request.task_end_offsets is None else

@@ -254,3 +254,19 @@ def test_task_offsets_are_kept_and_checked():
         assert shard.streams_groups["app"].offsets_of("a") == ({"1": {0: 42}}, {})
         shard.runtime.unload(0)
     run(main())
+
+
+def test_missing_client_tags_status():
+    async def main():
+        shard = await _ready_shard()
+        shard.test_group_configs["app"] = {"streams.rack.aware.assignment.tags": ["zone"]}
+        r = await hb(shard, member="a", client_tags={"rack": "r1"})
+        assert (Status.MISSING_CLIENT_TAGS,
+                "Missing required client tags for rack-aware standby assignment: [zone]. "
+                "Configure them via 'client.tag.<tagKey>' in your Streams config.") in r.status
+        assert shard.streams_groups["app"].last_assignment_configs == {
+            "num.standby.replicas": "0", "rack.aware.assignment.tags": "zone"}
+        r = await hb(shard, member="b", client_tags={"zone": "z1"})
+        assert all(s != Status.MISSING_CLIENT_TAGS for s, _ in r.status)
+        shard.runtime.unload(0)
+    run(main())

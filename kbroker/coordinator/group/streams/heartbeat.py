@@ -62,6 +62,7 @@ class HeartbeatRequest:
     shutdown_application: bool = False
     client_id: str = ""
     client_host: str = ""
+    api_version: int = 1
     task_offsets: list | None = None       # [(subtopology, partition, offset)]
     task_end_offsets: list | None = None
 
@@ -96,8 +97,8 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
     joining = req.member_epoch == JOIN_EPOCH
     group = _group(shard, gid, joining, records, committed)
     was_empty = group.is_empty
-    if joining and req.member_id not in group.members and \
-            group.static_member(req.instance_id) is None:
+    if joining and group.static_member(req.instance_id) is None and \
+            req.member_id not in group.members:
         _throw_if_full(shard, group)
     replaced = None  # the static member a rejoining instance replaces
     if req.instance_id is None:
@@ -110,7 +111,8 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
     bump = False
     if updated != member:
         records.append(rec.member_metadata(gid, updated))
-        bump = True
+        # A static member's changes move the epoch only when the assignment depends on them.
+        bump = req.instance_id is None or member.epoch_relevant_change(updated)
     topology = _topology(group, req, records)
     if topology is not None and updated.topology_epoch < topology.epoch:
         status.append((Status.STALE_TOPOLOGY,
@@ -175,11 +177,13 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
                              settings.acceptable_recovery_lag(shard, gid),
                              settings.task_offset_interval_ms(shard, gid), status)
     endpoint_epoch = group.endpoint_information_epoch
-    if joining or updated.assigned != member.assigned:
+    tasks_changed = updated.assigned != member.assigned
+    if joining or tasks_changed:
         a = updated.assigned
         result.tasks = TaskTuple.of(a.active_ids(), a.standby, a.warmup)
-        if updated.user_endpoint is not None:
-            endpoint_epoch += 1
+    if updated.user_endpoint != member.user_endpoint or \
+            (tasks_changed and updated.user_endpoint is not None):
+        endpoint_epoch += 1
     if endpoint_epoch != group.endpoint_information_epoch:
         committed.append(lambda: _set_endpoint_epoch(shard, gid, endpoint_epoch))
     if endpoint_epoch != req.endpoint_information_epoch and configured.ready:
@@ -192,6 +196,13 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
         status.append((Status.SHUTDOWN_APPLICATION,
                        f"Streams group member {group.shutdown_request_member_id} encountered a "
                        f"fatal error and requested a shutdown for the entire application."))
+    required = [t for t in configs.get("rack.aware.assignment.tags", "").split(",") if t]
+    missing = [t for t in required if t not in updated.client_tags]
+    if req.api_version >= 1 and missing:
+        status.append((Status.MISSING_CLIENT_TAGS,
+                       f"Missing required client tags for rack-aware standby assignment: "
+                       f"[{', '.join(missing)}]. Configure them via 'client.tag.<tagKey>' in "
+                       f"your Streams config."))
     out = CoordinatorResult(records, result)
     out.on_committed = lambda: [fn() for fn in committed]
     return out
@@ -358,8 +369,9 @@ def _updated(member: StreamsGroupMember, req: HeartbeatRequest) -> StreamsGroupM
         process_id=req.process_id if req.process_id is not None else member.process_id,
         client_tags=dict(req.client_tags) if req.client_tags is not None
         else member.client_tags,
-        user_endpoint=req.user_endpoint if req.user_endpoint is not None
-        else member.user_endpoint)
+        # A join sets the endpoint (none clears it); later heartbeats only change it.
+        user_endpoint=req.user_endpoint if req.user_endpoint is not None or
+        req.member_epoch == JOIN_EPOCH else member.user_endpoint)
 
 
 def _topology(group: StreamsGroup, req: HeartbeatRequest, records: list) -> StreamsTopology:
