@@ -2,7 +2,8 @@
 protocol on the wire, the broker creating internal topics, the group rebuilt after ``kill -9``,
 bad input answered with Kafka's errors, and a real Kafka Streams 4.4 application
 (exactly_once_v2 word count, two instances, one killed and restarted) whose read_committed
-output equals the expected counts.
+output equals the expected counts, with Kafka 4.4.0's DumpLogSegments decoding the group's
+records; Kafka 4.4.0's kafka-streams-groups.sh lists and describes a group.
 
 The broker runs with a short streams heartbeat interval and session and no initial rebalance
 delay, so tests wait for the protocol's own timing.
@@ -280,6 +281,20 @@ def test_kafka_streams_exactly_once_through_member_restarts(sg_broker):
     # Exactly once: read_committed, each key's counts are 1..n, each once, in order (a key lives
     # in one partition, so reaching its final count means every earlier one was read).
     assert by_key == {k: list(range(1, n + 1)) for k, n in expected.items()}
+    # Kafka 4.4.0's own tool decodes every record we wrote for the group.
+    from tests.log.conftest import kafka_classpath
+    segments = sorted(Path(sg_broker.data_dir).glob("__consumer_offsets-*/*.log"))
+    dump = subprocess.run(["java", "-cp", kafka_classpath(),
+                           "org.apache.kafka.tools.DumpLogSegments", "--offsets-decoder",
+                           "--files", ",".join(map(str, segments))],
+                          capture_output=True, text=True, timeout=120)
+    assert dump.returncode == 0, dump.stderr[-2000:]
+    # 17 StreamsGroupMetadata, 19 ...MemberMetadata, 20 ...TargetAssignmentMetadata,
+    # 21 ...TargetAssignmentMember, 22 ...CurrentMemberAssignment, 23 ...Topology.
+    for record_type in (17, 19, 20, 21, 22, 23):
+        assert f'key: {{"type":"{record_type}"' in dump.stdout, record_type
+    assert "Error at offset" not in dump.stdout, dump.stdout[:3000]
+    assert "Exception" not in dump.stdout + dump.stderr
 
 
 # --- Kafka 4.4.0's kafka-streams-groups.sh ------------------------------------------------------
