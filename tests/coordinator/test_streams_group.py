@@ -270,3 +270,21 @@ def test_missing_client_tags_status():
         assert all(s != Status.MISSING_CLIENT_TAGS for s, _ in r.status)
         shard.runtime.unload(0)
     run(main())
+
+
+def test_shutdown_request_reaches_every_member_until_the_group_empties():
+    async def main():
+        shard = await _ready_shard()
+        a = await hb(shard, member="a")
+        b = await hb(shard, member="b")
+        await hb(shard, member="a", epoch=a.member_epoch, owned=owned(a),
+                 shutdown_application=True)
+        r = await hb(shard, member="b", epoch=b.member_epoch, owned=TaskTuple())
+        assert (Status.SHUTDOWN_APPLICATION, "Streams group member a encountered a fatal error "
+                "and requested a shutdown for the entire application.") in r.status
+        group = shard.streams_groups["app"]
+        await hb(shard, member="a", epoch=-1)
+        await hb(shard, member="b", epoch=-1)
+        assert group.shutdown_request_member_id is None and not group.members
+        shard.runtime.unload(0)
+    run(main())

@@ -84,7 +84,7 @@ class HeartbeatResult:
 def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
     if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
         group = membership.streams_group(shard, req.group_id)
-        if req.shutdown_application:
+        if req.shutdown_application and group.shutdown_request_member_id is None:
             group.shutdown_request_member_id = req.member_id
         return membership.leave(shard, req.group_id, req.member_id, req.instance_id,
                                 req.member_epoch,
@@ -169,8 +169,11 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
                 shard.cancel((membership.REBALANCE, gid, reconciled.member_id))
         updated = reconciled
     membership.schedule_session(shard, gid, updated.member_id)
-    if req.shutdown_application:
-        group.shutdown_request_member_id = updated.member_id
+    if req.shutdown_application and group.shutdown_request_member_id is None:
+        log.info("group %s (member %s): shutdown requested for the streams application", gid,
+                 updated.member_id)
+        group.shutdown_request_member_id = updated.member_id  # the first request stays
+        committed.append(lambda: _set_shutdown(shard, gid, updated.member_id))
     # --- the answer ---
     result = HeartbeatResult(updated.member_id, updated.member_epoch,
                              settings.heartbeat_interval_ms(shard, gid),
@@ -187,7 +190,7 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
     if endpoint_epoch != group.endpoint_information_epoch:
         committed.append(lambda: _set_endpoint_epoch(shard, gid, endpoint_epoch))
     if endpoint_epoch != req.endpoint_information_epoch and configured.ready:
-        result.endpoints = endpoints(group, updated, configured, shard.image)
+        result.endpoints = endpoints(group, updated, configured, shard.image, replaced)
     result.endpoint_information_epoch = endpoint_epoch if gid in shard.streams_groups else 0
     if configured.problem is not None:
         result.topics_to_create = configured.topics_to_create
@@ -243,6 +246,12 @@ def _install_configured(shard, gid: str, configured) -> None:
     group = shard.streams_groups.get(gid)
     if group is not None:
         group.configured = configured
+
+
+def _set_shutdown(shard, gid: str, member_id: str) -> None:
+    group = shard.streams_groups.get(gid)
+    if group is not None and group.shutdown_request_member_id is None:
+        group.shutdown_request_member_id = member_id
 
 
 def _set_endpoint_epoch(shard, gid: str, epoch: int) -> None:
@@ -466,11 +475,14 @@ def assign_now(shard, gid: str, now: int) -> list:
 
 # --- interactive queries ---------------------------------------------------------------------------
 
-def endpoints(group: StreamsGroup, updated: StreamsGroupMember, configured, image) -> list:
+def endpoints(group: StreamsGroup, updated: StreamsGroupMember, configured, image,
+              replaced: str | None = None) -> list:
     """[(endpoint, active [(topic, partitions)], standby [...])] of every member with an
-    endpoint: the partitions of the source and repartition source topics of its tasks."""
+    endpoint: the partitions of the source and repartition source topics of its tasks (a static
+    member's replaced predecessor left out)."""
     out = []
-    members = [m for mid, m in group.members.items() if mid != updated.member_id] + [updated]
+    members = [m for mid, m in group.members.items()
+               if mid != updated.member_id and mid != replaced] + [updated]
     for m in members:
         if m.user_endpoint is None:
             continue

@@ -85,7 +85,13 @@ def fence(shard, group, member, response) -> CoordinatorResult:
     log.info("group %s: bumped the streams group epoch to %d (member %s removed)", gid, epoch,
              member.member_id)
     cancel_timers(shard, gid, member.member_id)
-    return CoordinatorResult(records, response)
+
+    def emptied() -> None:
+        # Kafka forgets an application's shutdown request once its last member is gone.
+        now = shard.streams_groups.get(gid)
+        if now is not None and not now.members:
+            now.shutdown_request_member_id = None
+    return CoordinatorResult(records, response, on_committed=emptied)
 
 
 def fence_op(shard, group_id: str, member_id: str, reason: str) -> CoordinatorResult:
