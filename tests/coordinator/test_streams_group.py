@@ -157,6 +157,12 @@ def test_topology_changes_and_invalid_topologies():
         with pytest.raises(KafkaError) as e:
             await hb(shard, member="c", group="loop", topology=loop)
         assert e.value.error is Errors.STREAMS_INVALID_TOPOLOGY
+        hostile = Q.Topology(epoch=0, subtopologies=[
+            Q.Subtopology(subtopology_id="0", source_topics=["in"], copartition_groups=[
+                Q.CopartitionGroup(source_topics=[0, 7])])])
+        with pytest.raises(KafkaError) as e:
+            await hb(shard, member="d", group="hostile", topology=hostile)
+        assert e.value.error is Errors.STREAMS_INVALID_TOPOLOGY
         shard.runtime.unload(0)
     run(main())
 

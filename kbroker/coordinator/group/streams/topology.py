@@ -69,8 +69,21 @@ class Subtopology:
     copartition_groups: tuple = ()          # ((source idx...), (regex idx...), (repart idx...))
 
     def copartitioned_topic_sets(self) -> list[set]:
+        """The topics of each copartition group. An index outside the subtopology's topics
+        cannot come from Kafka Streams: STREAMS_INVALID_TOPOLOGY (Kafka fails on it with an
+        internal error)."""
         out = []
         for sources, _regexes, repartitions in self.copartition_groups:
+            for index, topics in ((i, self.source_topics) for i in sources):
+                if not 0 <= index < len(topics):
+                    raise invalid_topology(f"Copartition group of subtopology "
+                                           f"{self.subtopology_id} refers to source topic "
+                                           f"index {index}, which does not exist.")
+            for index in repartitions:
+                if not 0 <= index < len(self.repartition_source_topics):
+                    raise invalid_topology(f"Copartition group of subtopology "
+                                           f"{self.subtopology_id} refers to repartition source "
+                                           f"topic index {index}, which does not exist.")
             out.append({self.source_topics[i] for i in sources}
                        | {self.repartition_source_topics[i].name for i in repartitions})
         return out
