@@ -185,9 +185,33 @@ def test_bad_input_gets_kafkas_errors(sg_broker):
             protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(
                 name="range", metadata=b"")]))
         assert j.error_code == Errors.INCONSISTENT_GROUP_PROTOCOL.code
+        # The other group APIs name the group's type as Kafka does.
+        from kbroker.protocol.messages.consumer_group_describe import \
+            ConsumerGroupDescribeRequest
+        from kbroker.protocol.messages.delete_groups import DeleteGroupsRequest
+        from kbroker.protocol.messages.describe_groups import DescribeGroupsRequest
+        from kbroker.protocol.messages.streams_group_describe import \
+            StreamsGroupDescribeRequest
+        d = wire.call(15, 6, DescribeGroupsRequest(groups=[app])).groups[0]
+        assert (d.error_code, d.error_message) == (Errors.GROUP_ID_NOT_FOUND.code,
+                                                   f"Group {app} is not a classic group.")
+        d = wire.call(69, 1, ConsumerGroupDescribeRequest(group_ids=[app])).groups[0]
+        assert (d.error_code, d.error_message) == (Errors.GROUP_ID_NOT_FOUND.code,
+                                                   f"Group {app} is not a consumer group.")
+        d = wire.call(STREAMS_DESCRIBE, 1,
+                      StreamsGroupDescribeRequest(group_ids=[consumer_group])).groups[0]
+        assert (d.error_code, d.error_message) == (
+            Errors.GROUP_ID_NOT_FOUND.code, f"Group {consumer_group} is not a streams group.")
+        deleted = wire.call(DELETE, 2, DeleteGroupsRequest(groups_names=[app])).results[0]
+        assert deleted.error_code == Errors.NON_EMPTY_GROUP.code
         # The member carries on.
         r = heartbeat(wire, app, member, epoch)
         assert r.error_code == 0
+        # Once it left, the group can be deleted.
+        assert heartbeat(wire, app, member, -1).error_code == 0
+        deleted = wire.call(DELETE, 2, DeleteGroupsRequest(groups_names=[app])).results[0]
+        assert deleted.error_code == 0
+        assert describe(sg_broker.bootstrap, app).error_code == Errors.GROUP_ID_NOT_FOUND.code
     # Each refusal is one log line.
     assert sg_broker.log().count("UNKNOWN_MEMBER_ID (Member nobody is not a member") == 1
 
