@@ -325,7 +325,7 @@ def _enforce_copartitioning(subtopologies, decided: dict, count) -> None:
                     if wanted == 0:
                         raise invalid_topology("All topics in the copartition group had "
                                                "undefined partition number: "
-                                               f"{sorted(repartition)}")
+                                               f"[{', '.join(sorted(repartition))}]")
             else:
                 values = set(external.values())
                 if len(values) > 1:
@@ -352,7 +352,8 @@ def _known(count, topic: str) -> int:
 
 
 def _sorted_map(counts: dict) -> str:
-    return ", ".join(f"{t}={counts[t]}" for t in sorted(counts))
+    """As Java prints a TreeMap: {a=1, b=2}."""
+    return "{" + ", ".join(f"{t}={counts[t]}" for t in sorted(counts)) + "}"
 
 
 def _changelog_counts(subtopologies, count) -> dict:
