@@ -294,3 +294,21 @@ def test_shutdown_request_reaches_every_member_until_the_group_empties():
         assert group.shutdown_request_member_id is None and not group.members
         shard.runtime.unload(0)
     run(main())
+
+
+def test_initial_rebalance_delay_then_assignment():
+    async def main():
+        shard = make_consumer_shard(**{**STREAMS, "group.streams.initial.rebalance.delay.ms": 100})
+        for name in ("in", "app-rep", "app-store-changelog"):
+            shard.controller.add_topic(name, 2)
+        a = await hb(shard, member="a")
+        assert (Status.ASSIGNMENT_DELAYED,
+                "Assignment delayed due to the configured initial rebalance delay.") in a.status
+        assert a.tasks.is_empty
+        await asyncio.sleep(0.3)  # the delayed assignment is computed by its timer
+        group = shard.streams_groups["app"]
+        assert group.assignment_epoch == group.group_epoch
+        r = await hb(shard, member="a", epoch=a.member_epoch, owned=TaskTuple())
+        assert r.status == [] and active(r) == {"0": [0, 1], "1": [0, 1]}
+        shard.runtime.unload(0)
+    run(main())

@@ -17,6 +17,7 @@ import enum
 from kbroker.coordinator.group.streams.member import StreamsGroupMember, TaskTuple
 
 EMPTY_TARGET = TaskTuple()
+INITIAL_EPOCH = 1  # Kafka 4.4 starts a streams group and its target assignment at epoch 1
 
 
 class StreamsGroupState(enum.Enum):
@@ -31,14 +32,14 @@ class StreamsGroupState(enum.Enum):
 class StreamsGroup:
     def __init__(self, group_id: str):
         self.group_id = group_id
-        self.group_epoch = 0
+        self.group_epoch = INITIAL_EPOCH
         self.metadata_hash = 0
         self.validated_topology_epoch = -1
         self.last_assignment_configs: dict = {}
         self.topology = None                 # StreamsTopology, from its record
         self.members: dict[str, StreamsGroupMember] = {}
         self.target: dict[str, TaskTuple] = {}
-        self.assignment_epoch = -1
+        self.assignment_epoch = INITIAL_EPOCH
         self.assignment_timestamp = 0
         # derived, in memory
         self.configured = None               # ConfiguredTopology

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kbroker.coordinator.group.streams import records as rec
-from kbroker.coordinator.group.streams.group import StreamsGroup
+from kbroker.coordinator.group.streams.group import INITIAL_EPOCH, StreamsGroup
 from kbroker.coordinator.group.streams.member import (NO_TASKS, AssignedTasks, Endpoint,
                                                       MemberState, StreamsGroupMember, TaskTuple,
                                                       tasks, tasks_with_epochs)
@@ -54,7 +54,7 @@ def replay(groups: dict, record_type: int, key_view: memoryview, value: bytes | 
                 client_tags={t.key: t.value for t in v.client_tags or ()})
     elif record_type == rec.TARGET_METADATA:
         if v is None:
-            group.assignment_epoch, group.assignment_timestamp = -1, 0
+            group.assignment_epoch, group.assignment_timestamp = INITIAL_EPOCH, 0
         else:
             group.assignment_epoch = v.assignment_epoch
             group.assignment_timestamp = v.assignment_timestamp
