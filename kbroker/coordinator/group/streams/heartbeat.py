@@ -319,10 +319,7 @@ def _static_member(group: StreamsGroup, req: HeartbeatRequest, joining: bool, re
                  "group", gid, req.member_id, req.member_id, req.instance_id)
         return group.members.get(req.member_id) or \
             StreamsGroupMember(req.member_id, instance_id=req.instance_id), None
-    if existing.member_epoch != STATIC_LEAVE_EPOCH:
-        log.info("group %s: static member %s with instance id %s cannot join the group because "
-                 "the instance id is owned by member %s", gid, req.member_id, req.instance_id,
-                 existing.member_id)
+    if existing.member_epoch != STATIC_LEAVE_EPOCH:  # the handler logs the refusal, once
         raise KafkaError(Errors.UNRELEASED_INSTANCE_ID,
                          f"Static member {req.member_id} with instance id {req.instance_id} "
                          f"cannot join the group because the instance id is owned by "

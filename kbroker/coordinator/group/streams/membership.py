@@ -45,9 +45,7 @@ def static_member_of(group, instance_id: str, member_id: str):
     member = group.static_member(instance_id)
     if member is None:
         raise KafkaError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-    if member.member_id != member_id:
-        log.info("group %s: static member %s with instance id %s is fenced by existing member "
-                 "%s", group.group_id, member_id, instance_id, member.member_id)
+    if member.member_id != member_id:  # the handler logs the refusal, once
         raise KafkaError(Errors.FENCED_INSTANCE_ID,
                          f"Static member {member_id} with instance id {instance_id} was fenced "
                          f"by member {member.member_id}.")
