@@ -36,8 +36,8 @@ def _now_ms() -> int:
 
 
 def _secret(ctx) -> str | None:
-    secret = ctx.config.get("delegation.token.secret.key")
-    return str(secret) if secret else None
+    secret = ctx.config.get("delegation.token.secret.key")  # a config Password: its text
+    return str.__str__(secret) if secret else None
 
 
 def _refusal(ctx) -> Errors | None:
@@ -73,7 +73,7 @@ async def create_delegation_token(ctx, request):
 
     def answer(error: Errors, info=None, mac: bytes = b""):
         kind, name = _split(owner)
-        rkind, rname = _split(requester)
+        rkind, rname = _split(requester) if ctx.api_version >= 3 else ("", "")  # v3: KIP-373
         return R(error_code=error.code, principal_type=kind, principal_name=name,
                  token_requester_principal_type=rkind, token_requester_principal_name=rname,
                  issue_timestamp_ms=info.issue_ms if info else -1,
@@ -181,7 +181,7 @@ def describe_delegation_token(ctx, request):
                 or allowed(ctx, Op.DESCRIBE_TOKENS, ResourceType.USER, info.owner)):
             continue
         kind, name = _split(info.owner)
-        rkind, rname = _split(info.requester)
+        rkind, rname = _split(info.requester) if ctx.api_version >= 3 else ("", "")
         described.append(R.DescribedDelegationToken(
             principal_type=kind, principal_name=name, token_requester_principal_type=rkind,
             token_requester_principal_name=rname, issue_timestamp=info.issue_ms,

@@ -276,7 +276,7 @@ class Broker:
         if credential is None:
             if len(self._token_credentials) > 10_000:
                 self._token_credentials.clear()
-            password = base64.b64encode(hmac_of(token_id, str(secret))).decode()
+            password = base64.b64encode(hmac_of(token_id, str.__str__(secret))).decode()
             credential = self._token_credentials[key] = token_credential(mechanism, password)
         return credential, info.owner.partition(":")[2], info.expiry_ms
 
