@@ -44,7 +44,8 @@ def _refusal(ctx) -> Errors | None:
     """Kafka's allowTokenRequests: no token requests from a token, PLAINTEXT, or one-way TLS."""
     if getattr(ctx.connection, "token_authenticated", False):
         return Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
-    protocol = ctx.config.security_protocol(ctx.listener) if ctx.listener else "PLAINTEXT"
+    protocol = ctx.config.listener_security_protocols.get((ctx.listener or "").upper(),
+                                                          "PLAINTEXT")
     if protocol == "PLAINTEXT" or (protocol == "SSL" and ctx.principal == ANONYMOUS):
         return Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
     return None
