@@ -288,6 +288,38 @@ def test_describe_shows_what_the_requester_may_see(broker):
         assert {mine.token_id, shared.token_id} <= set(describe(carol, ["User:alice"])[1])
 
 
+def test_one_way_tls_may_not_ask_for_tokens_a_client_certificate_may(tmp_path, ca):
+    """Kafka's allowTokenRequests: SSL without a client certificate is refused, with one (the
+    principal its subject maps to) a token can be made."""
+    import ssl
+
+    tls = start(tmp_path / "data", **{
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                          "SSL:SSL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(ca.server.keystore_pem),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.ca_pem),
+        "listener.name.ssl.ssl.client.auth": "requested",
+        "delegation.token.secret.key": SECRET})
+    try:
+        def connect(with_certificate: bool) -> Wire:
+            wire = Wire(tls.endpoints["SSL"])
+            context = ssl.create_default_context(cafile=str(ca.ca_pem))
+            if with_certificate:
+                context.load_cert_chain(str(ca.client.cert_pem), str(ca.client.key_pem))
+            wire.sock = context.wrap_socket(wire.sock, server_hostname="127.0.0.1")
+            return wire
+
+        with connect(False) as wire:
+            assert create(wire).error_code == Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED.code
+        with connect(True) as wire:
+            made = create(wire)
+            assert made.error_code == 0
+            assert made.principal_name.startswith("CN=alice")
+    finally:
+        tls.process.kill()
+
+
 # --- authenticating with a token ------------------------------------------------------------
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
@@ -296,7 +328,10 @@ def test_token_authenticates_as_its_owner(broker, mechanism):
         token = create(alice)
     password = base64.b64encode(bytes(token.hmac)).decode()
     with Wire(broker.endpoints["SASL_PLAINTEXT"]) as wire:
-        assert scram_token_login(wire, mechanism, token.token_id, password).error_code == 0
+        done = scram_token_login(wire, mechanism, token.token_id, password)
+        assert done.error_code == 0
+        # The token's expiry bounds the session (KIP-368), as Kafka's tokenExpiryTimestamp does.
+        assert 0 < done.session_lifetime_ms <= token.expiry_timestamp_ms - token.issue_timestamp_ms
         assert wire.call(METADATA, 12, req(METADATA, topics=None,
                                            allow_auto_topic_creation=False)).brokers
         # A token-authenticated connection may not ask for tokens, nor describe them.
