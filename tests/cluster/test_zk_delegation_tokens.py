@@ -24,7 +24,8 @@ def _settings(broker_id: int) -> dict:
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
             "connection.failed.authentication.delay.ms": "20",
-            "delegation.token.secret.key": SECRET}
+            "delegation.token.secret.key": SECRET,
+            "delegation.token.expiry.check.interval.ms": 500}
 
 
 @pytest.fixture
@@ -105,3 +106,22 @@ def test_a_token_written_by_kafka_is_read(cluster, clients):
     with login(_view(cluster[1]), "carol") as wire:
         seen = describe(wire, ["User:carol"])[1][token_id]
     assert (seen.principal_name, seen.token_requester_principal_name) == ("carol", "admin")
+
+
+def test_the_controller_removes_expired_tokens(cluster, clients):
+    zk = clients()
+    with login(_view(cluster[2]), "alice") as wire:
+        token = create(wire, max_lifetime_ms=1500)
+    path = f"/delegation_token/tokens/{token.token_id}"
+    assert zk.exists(path)
+    wait_for(lambda: not zk.exists(path), "the expired token's znode to go", 30)
+    password = base64.b64encode(bytes(token.hmac)).decode()
+    for broker in cluster.values():
+        assert not _authenticates(broker, token.token_id, password)
+        wait_for(lambda b=broker: token.token_id not in describe_as_alice(b),
+                 "every broker to forget the token", 30)
+
+
+def describe_as_alice(broker) -> dict:
+    with login(_view(broker), "alice") as wire:
+        return describe(wire, None)[1]
