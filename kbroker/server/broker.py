@@ -284,15 +284,20 @@ class Broker:
         """Kafka's expireTokens: every delegation.token.expiry.check.interval.ms, tokens past
         their expiry or end are removed (by the controller: one writer in a cluster)."""
         from kbroker.metadata import delegation_tokens
+        from kbroker.protocol.errors import KafkaError
 
         if not self.controller.is_active():
             return
         now = int(time.time() * 1000)
         gone = delegation_tokens.expired(self.controller.image, now)
         if gone:
-            await self.controller.change_delegation_tokens(
-                lambda image: (delegation_tokens.expired(image, now), None),
-                "removing expired delegation tokens")
+            try:
+                await self.controller.change_delegation_tokens(
+                    lambda image: (delegation_tokens.expired(image, now), None),
+                    "removing expired delegation tokens")
+            except KafkaError as exc:  # the store refused (ZooKeeper away): the next round
+                log.warning("removing expired delegation tokens failed: %s", exc.message)
+                return
             log.info("removed expired delegation tokens %s", ", ".join(sorted(gone)))
 
     def handle_frame(self, frame, connection):
