@@ -12,9 +12,9 @@ Deliberate differences from Kafka, for a single-node dev/CI broker:
   KIP-1030) so tests can roll segments cheaply.
 * ``cluster.id`` is our extension (Kafka keeps it in ``meta.properties``).
 
-A key whose value asks for a feature kbroker lacks (Java plugin classes, tiered storage,
-...) is refused at start-up and by AlterConfigs with a message naming it. A key marked ``no_effect`` is
-accepted without effect, only where Kafka itself shows none we could emulate; the reason is in
+A key whose value asks for a feature kbroker lacks (Java plugin classes, tiered storage, ...)
+is refused at start-up and by AlterConfigs with a message naming it. A key marked ``no_effect``
+is accepted without effect, only where Kafka itself shows none we could emulate; the reason is in
 its DescribeConfigs documentation.
 """
 

@@ -98,7 +98,8 @@ async def create_delegation_token(ctx, request):
         _refused(ctx, "CreateDelegationToken", error, detail)
         return answer(error)
     info = tokens.create(_now_ms(), owner, requester, [f"{k}:{n}" for k, n in renewers],
-                         request.max_lifetime_ms, ctx.config.get("delegation.token.max.lifetime.ms"),
+                         request.max_lifetime_ms,
+                         ctx.config.get("delegation.token.max.lifetime.ms"),
                          ctx.config.get("delegation.token.expiry.time.ms"))
     try:
         await ctx.controller.change_delegation_tokens(

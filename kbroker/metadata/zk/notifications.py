@@ -3,8 +3,8 @@
 A config, SCRAM or quota change adds a sequential ``/config/changes/config_change_N`` znode, an
 ACL change an ``acl_changes_N`` under ``/kafka-acl-changes`` or ``/kafka-acl-extended-changes``
 (:mod:`.store`, :mod:`.security`), a delegation token change a ``token_change_N`` under
-``/delegation_token/token_changes`` (:mod:`.tokens`). Brokers read a notification once, when it arrives
-(:mod:`.sync`); left alone the znodes pile up in ZooKeeper's memory and in every listing.
+``/delegation_token/token_changes`` (:mod:`.tokens`). Brokers read a notification once, when it
+arrives (:mod:`.sync`); left alone the znodes pile up in ZooKeeper's memory and in every listing.
 Kafka 3.x's listener (``kafka.common.ZkNodeChangeNotificationListener``) purges them
 after processing a change, and :class:`NotificationPurger` does the same, step for step:
 
