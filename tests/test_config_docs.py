@@ -45,6 +45,9 @@ EXISTING_FEATURES = [
                                                                    r"producer never does"]),
     ("kbroker.log.segment", [r"preallocating segment files"]),
     ("kbroker.metadata.zk.store", [r"ZooKeeper[^.]{0,40}not implemented"]),
+    ("kbroker.handlers.delegation_tokens", [r"delegation token API \(KIP-48\)",
+                                            r"delegation tokens?[^.\n]{0,40}not implemented",
+                                            r"no delegation tokens"]),
 ]
 
 

@@ -54,6 +54,8 @@ FEATURES = {
     "telemetry": "the client pushes its own metrics to the broker (KIP-714)",
 }
 NO_KIP_714 = "the client does not implement KIP-714 (GetTelemetrySubscriptions/PushTelemetry)"
+NO_TOKENAUTH = ("{client}'s SCRAM client sends no extensions: it cannot send tokenauth=true, so it "
+                "cannot authenticate with a delegation token (KIP-48)")
 NO_CYRUS = ("confluent-kafka's wheels bundle a librdkafka built without Cyrus SASL (\"No provider "
             "for SASL mechanism GSSAPI\"); librdkafka's GSSAPI is the kcat column")
 
@@ -138,15 +140,20 @@ INSTALL = "run scripts/install-test-deps.sh"
 
 DRIVERS: list[Driver] = [
     Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent"),
-           lacks={"security.gssapi": NO_CYRUS}, config_style="librdkafka"),
+           lacks={"security.gssapi": NO_CYRUS,
+                  "security.delegation-token": NO_TOKENAUTH.format(client="librdkafka")},
+           config_style="librdkafka"),
     Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python",
            lacks={"groups.consumer-protocol": NO_KIP848.format(client="aiokafka 0.14.0") +
                   ": its consumer speaks the classic JoinGroup/SyncGroup protocol only",
-                  "telemetry": NO_KIP_714}),
+                  "telemetry": NO_KIP_714,
+                  "security.delegation-token": NO_TOKENAUTH.format(client="aiokafka 0.14.0")}),
     Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python",
            lacks={"groups.consumer-protocol": NO_KIP848.format(client="kafka-python 3.0.12") +
                   ": its KafkaConsumer has no group.protocol setting",
-                  "telemetry": NO_KIP_714}),
+                  "telemetry": NO_KIP_714,
+                  "security.delegation-token": NO_TOKENAUTH.format(
+                      client="kafka-python 3.0.12")}),
     Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
            lacks={"timestamps": "kcat -P cannot set per-message timestamps",
                   "transactions": "kcat has no transactional producer",
@@ -158,6 +165,7 @@ DRIVERS: list[Driver] = [
                                                "sasl.oauthbearer.method=oidc",
                   "groups.consumer-protocol": "kcat links the system librdkafka (2.0.2 on "
                   "Debian), which predates KIP-848 support (librdkafka 2.12)",
+                  "security.delegation-token": NO_TOKENAUTH.format(client="librdkafka"),
                   **_kcat_scram_lack(), **_kcat_telemetry_lack()},
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
@@ -173,7 +181,8 @@ DRIVERS: list[Driver] = [
                                      "oauthbearer only)",
                   "groups.consumer-protocol": NO_KIP848.format(client="KafkaJS 2.2") +
                   " (classic JoinGroup/SyncGroup only)",
-                  "telemetry": NO_KIP_714},
+                  "telemetry": NO_KIP_714,
+                  "security.delegation-token": NO_TOKENAUTH.format(client="KafkaJS 2.2.4")},
            unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
     # Spark registers here the same way.
 ]

@@ -106,10 +106,15 @@ func securityOpts(s map[string]string) ([]kgo.Opt, error) {
 		return nil, usagef("the franz-go driver has no GSSAPI: set sasl.mechanism")
 	case "PLAIN":
 		opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: password}.AsMechanism()))
-	case "SCRAM-SHA-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha256Mechanism()))
-	case "SCRAM-SHA-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha512Mechanism()))
+	case "SCRAM-SHA-256", "SCRAM-SHA-512":
+		// Kafka's ScramLoginModule option tokenauth="true": a delegation token (KIP-48), the
+		// token id as the user and its HMAC (base64) as the password.
+		auth := scram.Auth{User: user, Pass: password, IsToken: strings.EqualFold(jaas["tokenauth"], "true")}
+		if strings.ToUpper(mechanism) == "SCRAM-SHA-256" {
+			opts = append(opts, kgo.SASL(auth.AsSha256Mechanism()))
+		} else {
+			opts = append(opts, kgo.SASL(auth.AsSha512Mechanism()))
+		}
 	default:
 		return nil, usagef("--property sasl.mechanism=%s: not mapped by the franz-go driver", mechanism)
 	}

@@ -4,8 +4,8 @@ One definition per key (:class:`ConfigDef`) in two tables, and everything else d
 
 * ``types``        value types, sources, parsers, validators, :class:`ConfigDef` itself.
 * ``broker_table`` ``BROKER_CONFIGS``: ``server.properties`` keys with Kafka 4's dynamic update
-                   modes; keys for unimplemented features (Java plugins, tiered storage,
-                   delegation tokens) are refused when set.
+                   modes; keys for unimplemented features (Java plugins, tiered storage) are
+                   refused when set.
 * ``topic_table``  ``TOPIC_CONFIGS``: every Kafka topic key with its broker synonyms in Kafka's
                    order, and the LogConfig field it feeds (or why it is refused / has no effect).
 * ``properties``, ``listeners``  the two text formats a config file holds.

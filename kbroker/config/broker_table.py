@@ -12,9 +12,9 @@ Deliberate differences from Kafka, for a single-node dev/CI broker:
   KIP-1030) so tests can roll segments cheaply.
 * ``cluster.id`` is our extension (Kafka keeps it in ``meta.properties``).
 
-A key whose value asks for a feature kbroker lacks (Java plugin classes, tiered storage, delegation
-tokens, ...) is refused at start-up and by AlterConfigs with a message naming it. A key marked ``no_effect`` is
-accepted without effect, only where Kafka itself shows none we could emulate; the reason is in
+A key whose value asks for a feature kbroker lacks (Java plugin classes, tiered storage, ...)
+is refused at start-up and by AlterConfigs with a message naming it. A key marked ``no_effect``
+is accepted without effect, only where Kafka itself shows none we could emulate; the reason is in
 its DescribeConfigs documentation.
 """
 
@@ -44,7 +44,6 @@ CW, PB = CLUSTER_WIDE, PER_BROKER
 THREADS = "kbroker serves every request on one asyncio event loop; it has no thread pool to size"
 NO_REPLICATION = "a single node has no followers, so there is no replication to tune"
 NO_TIERED = "kbroker has no tiered storage (remote.storage.enable is refused)"
-DELEGATION_TOKENS = not_implemented_if_set("the delegation token API (KIP-48)")
 AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                "kafka.security.authorizer.AclAuthorizer")
 
@@ -615,15 +614,16 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        unsupported=_authorizer),
     _d("super.users", S, None, "Semicolon-separated principals that pass every ACL check.", LOW),
     _d("allow.everyone.if.no.acl.found", B, False, "Allow access to resources without ACLs.", LOW),
-    _d("delegation.token.secret.key", P, None, "Secret for delegation tokens.", MEDIUM,
-       unsupported=DELEGATION_TOKENS),
-    _d("delegation.token.max.lifetime.ms", L, 604800000, "Longest life of a delegation token.",
-       MEDIUM, _AT1, unsupported=only(604800000, "the delegation token API (KIP-48)")),
+    _d("delegation.token.secret.key", P, None, "Secret key that makes and checks delegation "
+       "tokens (KIP-48): a token's HMAC is HMAC-SHA512 of its id under this key. Every broker "
+       "must have the same key. Unset or empty: the delegation token API answers "
+       "DELEGATION_TOKEN_AUTH_DISABLED.", MEDIUM),
+    _d("delegation.token.max.lifetime.ms", L, 604800000, "Longest life of a delegation token: "
+       "it cannot be renewed past this, from its creation.", MEDIUM, _AT1),
     _d("delegation.token.expiry.time.ms", L, 86400000, "How long a delegation token lives "
-       "without renewal.", MEDIUM, _AT1, unsupported=only(86400000, "the delegation token API (KIP-48)")),
+       "without renewal (the default renew period).", MEDIUM, _AT1),
     _d("delegation.token.expiry.check.interval.ms", L, 3600000, "How often expired delegation "
-       "tokens are removed.", LOW, _AT1, unsupported=only(3600000,
-                                                          "the delegation token API (KIP-48)")),
+       "tokens are removed.", LOW, _AT1),
     _d("connections.max.reauth.ms", L, 0, "Longest SASL session (KIP-368): clients (SaslAuthenticate "
        "v1+) are told to re-authenticate within it, and a connection that has not is closed at its "
        "next request. 0 means no limit (an OAUTHBEARER token's expiry still bounds a session). "

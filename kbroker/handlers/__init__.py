@@ -52,6 +52,7 @@ MODULES = (
     "describe_producers",
     "sasl",
     "scram_credentials",
+    "delegation_tokens",
     "acls",
     "client_quotas",
     "client_metrics",

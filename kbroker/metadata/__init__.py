@@ -7,7 +7,8 @@ one pipeline every change takes, in both modes: validate against the image -> de
 ``topic_policy`` and ``partition_changes`` (the validation rules, pure functions of an image),
 ``store`` (the interface), ``local_store`` (the single node's store, a JSON file in the data
 dir), ``leader_election`` and ``placement`` (Kafka's election and replica placement rules,
-pure), ``producer_ids`` (producer id blocks reserved through the controller).
+pure), ``producer_ids`` (producer id blocks reserved through the controller),
+``delegation_tokens`` (KIP-48's rules: create, renew, expire, the HMAC).
 
 Cluster mode adds one package, ``zk``: the ZooKeeper store, the sync that turns watches into
 deltas, the elected controller's duties, registration and election. Nothing outside it knows

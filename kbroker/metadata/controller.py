@@ -325,6 +325,20 @@ class Controller:
         await self.write(lambda image: MetadataDelta(scram=changes),
                          "altering SCRAM credentials")
 
+    async def change_delegation_tokens(self, decide, what: str):
+        """A delegation token change (:mod:`kbroker.metadata.delegation_tokens`):
+        ``decide(image)`` -> (token id -> TokenInfo or None to remove, answer); raises
+        KafkaError. Returns the answer of the decision that was committed."""
+        answer = None
+
+        def as_delta(image):
+            nonlocal answer
+            changes, answer = decide(image)
+            return MetadataDelta(tokens=dict(changes)) if changes else None
+
+        await self.write(as_delta, what)
+        return answer
+
     async def create_acls(self, acls) -> dict:
         """Add ACL bindings (validated by the handler); one already present is not duplicated.
         Returns ACL -> KafkaError for each one not stored (the ZooKeeper store writes one

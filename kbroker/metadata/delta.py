@@ -28,6 +28,8 @@ field               meaning                                          ZooKeeper
 ``acls_removed``
 ``client_quotas``   entity -> its whole new quota set ({} removes)   ``/config/users|clients|ips``
 ``features``        finalized feature levels and their epoch         ``/feature``
+``tokens``          delegation token id -> its TokenInfo, None       ``/delegation_token/
+                    removes                                          tokens/<id>``
 ``brokers``,        live brokers (None: gone) and the active         ``/brokers/ids/N``,
 ``controller_id``   controller (read only: never committed)          ``/controller``
 ==================  ===============================================  ==========================
@@ -43,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Mapping
 
-from kbroker.metadata.image import BrokerInfo, PartitionState, TopicMetadata
+from kbroker.metadata.image import BrokerInfo, PartitionState, TokenInfo, TopicMetadata
 
 _EMPTY: Mapping = MappingProxyType({})
 _UNCHANGED = object()
@@ -74,6 +76,7 @@ class MetadataDelta:
     client_quotas: Mapping[tuple, Mapping[str, float]] = field(default_factory=lambda: _EMPTY)
     features: Mapping[str, int] | None = None
     features_epoch: int = 1
+    tokens: Mapping[str, TokenInfo | None] = field(default_factory=lambda: _EMPTY)
     brokers: Mapping[int, BrokerInfo | None] = field(default_factory=lambda: _EMPTY)
     controller_id: object = _UNCHANGED
 
@@ -90,7 +93,7 @@ class MetadataDelta:
     def empty(self) -> bool:
         return not (self.touches_topics or self.broker_configs or self.scram or self.acls_added
                     or self.acls_removed or self.client_quotas or self.features is not None
-                    or self.brokers or self.controller_changed)
+                    or self.tokens or self.brokers or self.controller_changed)
 
     def merged(self, other: "MetadataDelta") -> "MetadataDelta":
         """This delta followed by ``other`` (for a notification that needs several reads)."""
@@ -118,6 +121,7 @@ class MetadataDelta:
             features=other.features if other.features is not None else self.features,
             features_epoch=other.features_epoch if other.features is not None
             else self.features_epoch,
+            tokens={**self.tokens, **other.tokens},
             brokers={**self.brokers, **other.brokers},
             controller_id=other.controller_id if other.controller_changed
             else self.controller_id)
@@ -134,6 +138,7 @@ class MetadataDelta:
                              ("broker configs", sorted(self.broker_configs)),
                              ("SCRAM", sorted({u for u, _ in self.scram})),
                              ("client quotas", len(self.client_quotas)),
+                             ("delegation tokens", sorted(self.tokens)),
                              ("brokers", sorted(self.brokers))):
             if value:
                 parts.append(f"{label} {value}")

@@ -71,6 +71,29 @@ MISSING_STATE = PartitionState(-1, -1, (), -1, -1)
 
 
 @dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """A delegation token (KIP-48), as Kafka's ``TokenInformation``: its id, owner, the principal
+    that asked for it (KIP-373), the principals that may renew it, and its times (epoch ms). The
+    HMAC is not kept: every broker computes it from the id and ``delegation.token.secret.key``.
+    Principals are strings ``Type:name`` (``User:alice``)."""
+
+    token_id: str
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_ms: int
+    max_ms: int
+    expiry_ms: int
+
+    def owner_or_renewer(self, principal: str) -> bool:
+        """Kafka's ``ownerOrRenewer``: who may see the token without an ACL."""
+        return principal in (self.owner, self.requester) or principal in self.renewers
+
+    def expired(self, now_ms: int) -> bool:
+        return self.max_ms < now_ms or self.expiry_ms < now_ms
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerInfo:
     """A live broker (``/brokers/ids/N``): its advertised endpoint per listener, and rack."""
 
@@ -195,12 +218,14 @@ class MetadataImage:
     # so a client can tell a newer answer; 1 before any change.
     finalized_features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     features_epoch: int = 1
+    # Delegation tokens (KIP-48): token id -> TokenInfo.
+    delegation_tokens: Mapping[str, TokenInfo] = field(default_factory=lambda: _EMPTY)
 
     @classmethod
     def build(cls, cluster_id: str, topics=(), broker_configs: Mapping | None = None,
               scram_credentials: Mapping | None = None, acls=(),
               client_quotas: Mapping | None = None, finalized_features: Mapping | None = None,
-              features_epoch: int = 1):
+              features_epoch: int = 1, delegation_tokens=()):
         by_name = {t.name: t for t in topics}
         return cls(cluster_id, MappingProxyType(by_name),
                    MappingProxyType({t.topic_id: t for t in by_name.values()}),
@@ -211,7 +236,9 @@ class MetadataImage:
                    tuple(tuple(a) for a in acls),
                    client_quotas=_frozen_quotas(client_quotas or {}),
                    finalized_features=frozen_mapping(finalized_features),
-                   features_epoch=features_epoch)
+                   features_epoch=features_epoch,
+                   delegation_tokens=MappingProxyType({t.token_id: t
+                                                       for t in delegation_tokens}))
 
     # --- reads (the names handlers have always used) -------------------------------------------
 
@@ -312,6 +339,14 @@ class MetadataImage:
         if delta.features is not None:
             changes["finalized_features"] = frozen_mapping(delta.features)
             changes["features_epoch"] = delta.features_epoch
+        if delta.tokens:
+            tokens = dict(self.delegation_tokens)
+            for token_id, info in delta.tokens.items():
+                if info is None:
+                    tokens.pop(token_id, None)
+                else:
+                    tokens[token_id] = info
+            changes["delegation_tokens"] = MappingProxyType(tokens)
         if delta.brokers:
             brokers = dict(self.brokers)
             for node_id, info in delta.brokers.items():

@@ -9,6 +9,9 @@ File ``<log.dir>/kbroker-metadata.json``::
      "client_quotas": [{"entity": {"user": "alice", "client-id": null},
                         "quotas": {"producer_byte_rate": 1024.0}}, ...],
      "finalized_features": {"epoch": N, "levels": {"transaction.version": 1}},
+     "delegation_tokens": {"<token id>": {"owner": "User:alice", "requester": "User:alice",
+                           "renewers": ["User:bob"], "issue_ms": N, "max_ms": N,
+                           "expiry_ms": N}},
      "topics": {"<name>": {"topic_id": "<uuid>", "partitions": N,
                            "replicas": [[node, ...], ...], "configs": {...}}}}
 
@@ -33,7 +36,7 @@ import uuid
 from dataclasses import replace
 
 from kbroker.metadata.delta import NO_CHANGE, MetadataDelta
-from kbroker.metadata.image import MetadataImage, TopicMetadata
+from kbroker.metadata.image import MetadataImage, TokenInfo, TopicMetadata
 from kbroker.metadata.store import Commit, new_cluster_id
 
 FILE_NAME = "kbroker-metadata.json"
@@ -99,7 +102,9 @@ class LocalMetadataStore:
                                    self._state.get("acls", ()),
                                    {tuple(e["entity"].items()): e["quotas"]
                                     for e in self._state.get("client_quotas", ())},
-                                   features.get("levels"), features.get("epoch", 1))
+                                   features.get("levels"), features.get("epoch", 1),
+                                   [_token(token_id, t) for token_id, t
+                                    in (self._state.get("delegation_tokens") or {}).items()])
 
     async def reread(self, delta: MetadataDelta) -> MetadataDelta:
         return NO_CHANGE  # one writer, serialised by the controller: never stale
@@ -158,6 +163,17 @@ class LocalMetadataStore:
             epoch = (state.get("finalized_features") or {}).get("epoch", 1) + 1
             state["finalized_features"] = {"epoch": epoch, "levels": dict(delta.features)}
             stored = replace(stored, features_epoch=epoch)
+        if delta.tokens:
+            tokens = dict(state.get("delegation_tokens") or {})
+            for token_id, info in delta.tokens.items():
+                if info is None:
+                    tokens.pop(token_id, None)
+                else:
+                    tokens[token_id] = {"owner": info.owner, "requester": info.requester,
+                                        "renewers": list(info.renewers),
+                                        "issue_ms": info.issue_ms, "max_ms": info.max_ms,
+                                        "expiry_ms": info.expiry_ms}
+            state["delegation_tokens"] = tokens
         await self._save(state)
         return Commit(stored)
 
@@ -166,3 +182,9 @@ class LocalMetadataStore:
         first = self._state.get("next_producer_id_block", 0)
         await self._save({**self._state, "next_producer_id_block": first + size})
         return first
+
+
+def _token(token_id: str, stored: dict) -> TokenInfo:
+    return TokenInfo(token_id, stored["owner"], stored.get("requester", stored["owner"]),
+                     tuple(stored.get("renewers", ())), stored["issue_ms"], stored["max_ms"],
+                     stored["expiry_ms"])

@@ -86,6 +86,7 @@ class ListenerSecurity:
     mechanisms: list[str] = field(default_factory=list)
     plain_users: dict[str, str] = field(default_factory=dict)
     scram_lookup: Callable | None = None
+    token_lookup: Callable | None = None  # delegation tokens (SCRAM with tokenauth=true)
     oauth_options: object | None = None  # OAUTHBEARER's validator (JAAS options, or JWKS)
     jwks_refresher: object | None = None  # kbroker.server.jwks.JwksRefresher, for a JWKS
     gssapi_acceptor: object | None = None  # GSSAPI's keytab credentials and short-name rules
@@ -206,7 +207,7 @@ class SaslAuthenticator:
         security = self._security
         self._mechanism_server = new_server(request.mechanism, security.plain_users,
                                             security.scram_lookup, security.oauth_options,
-                                            security.gssapi_acceptor)
+                                            security.gssapi_acceptor, security.token_lookup)
         self._state = "AUTHENTICATE" if version >= 1 else "RAW_TOKENS"
         return reply(response_cls(error_code=Errors.NONE.code, mechanisms=enabled))
 
@@ -253,6 +254,8 @@ class SaslAuthenticator:
         self._session_expiry = now + lifetime_ms / 1000 if lifetime_ms is not None else None
         self._mechanism, self._principal = server.mechanism, principal
         self._reauthenticating = False
+        # Kafka's KafkaPrincipal.tokenAuthenticated: such a connection may not ask for tokens.
+        connection.token_authenticated = getattr(server, "token_authenticated", False)
         if self._session_expiry is None:
             self._state = "DONE"  # nothing left to watch: frames go straight to the broker
             connection.authenticated(principal)

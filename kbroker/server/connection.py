@@ -114,6 +114,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._security = security
         self.tls = security is not None and security.ssl_context is not None
         self.principal = ANONYMOUS
+        self.token_authenticated = False  # authenticated with a delegation token (KIP-48)
         self.session = ClientSession()  # handlers' per-connection state (produce order)
         if authenticator is not None:
             self._frame_handler = authenticator.handle

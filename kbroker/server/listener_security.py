@@ -16,7 +16,8 @@ from kbroker.startup import EXIT_LISTENER, StartupError
 log = logging.getLogger("kbroker.auth")
 
 
-def build(config, listener: str, scram_lookup, failures: FailureLog) -> ListenerSecurity:
+def build(config, listener: str, scram_lookup, failures: FailureLog, token_lookup=None
+          ) -> ListenerSecurity:
     protocol = config.security_protocol(listener)
     setting = lambda key: config.listener_get(listener, key)  # noqa: E731
     security = ListenerSecurity(listener, protocol, failures=failures,
@@ -44,6 +45,7 @@ def build(config, listener: str, scram_lookup, failures: FailureLog) -> Listener
 
         security.mechanisms = [m.upper() for m in setting("sasl.enabled.mechanisms")]
         security.scram_lookup = scram_lookup
+        security.token_lookup = token_lookup
         for mechanism in security.mechanisms:
             # Kafka's connectionsMaxReauthMsByMechanism; 0 or less means no limit.
             security.max_reauth_ms[mechanism] = config.max_reauth_ms(listener, mechanism)

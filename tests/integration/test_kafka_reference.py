@@ -26,7 +26,7 @@ from kbroker.protocol import messages
 from kbroker.protocol.primitives import ZERO_UUID
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import Wire, ensure_topic, wait_until
-from tests.protocol.test_advertised_versions import KAFKA_4_4_0
+from tests.protocol.test_advertised_versions import KAFKA_4_4_0, KAFKA_4_4_0_WITH_TELEMETRY
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
@@ -99,7 +99,11 @@ def test_kbroker_advertises_kafkas_range_for_every_api_it_serves(brokers):
     ranges = {name: {k.api_key: (k.min_version, k.max_version)
                      for k in api_versions(bootstrap).api_keys}
               for name, bootstrap in brokers.items()}
-    assert ranges["kbroker"] == {key: ranges["kafka"][key] for key in ranges["kbroker"]}
+    # The reference broker has no client telemetry exporter, so it leaves out GetTelemetry-
+    # Subscriptions and PushTelemetry (KIP-714), which kbroker always serves: their range is
+    # Kafka's with an exporter configured.
+    kafka = {**ranges["kafka"], **{key: KAFKA_4_4_0_WITH_TELEMETRY[key] for key in (71, 72)}}
+    assert ranges["kbroker"] == {key: kafka[key] for key in ranges["kbroker"]}
 
 
 def expected_broker(bootstrap):

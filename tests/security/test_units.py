@@ -39,6 +39,43 @@ def test_scram_refuses_channel_binding_tokens_and_bad_names():
             server.evaluate(message)
 
 
+def test_scram_with_a_delegation_token():
+    """``tokenauth=true`` names a token id as the user: its credential is the token's, the
+    authorization id its owner's; without the extension the id is a user name like any other,
+    and other extensions are ignored."""
+    import hashlib
+    import hmac
+
+    from kbroker.security.sasl.scram import token_credential
+
+    password = base64.b64encode(b"h" * 64).decode()
+    credential = token_credential("SCRAM-SHA-512", password)
+    tokens = {"tok1": (credential, "alice", 1234)}
+    server = ScramServer("SCRAM-SHA-512", lambda user, mech: None,
+                         lambda token_id, mech: tokens.get(token_id))
+    bare = "n=tok1,r=abc,tokenauth=true"
+    first = server.evaluate(f"n,,{bare}".encode()).decode()
+    fields = dict(part.split("=", 1) for part in first.split(","))
+    salted = hashlib.pbkdf2_hmac("sha512", password.encode(), base64.b64decode(fields["s"]),
+                                 int(fields["i"]))
+    client_key = hmac.digest(salted, b"Client Key", hashlib.sha512)
+    without_proof = f"c=biws,r={fields['r']}"
+    signature = hmac.digest(hashlib.sha512(client_key).digest(),
+                            f"{bare},{first},{without_proof}".encode(), hashlib.sha512)
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+    server.evaluate(f"{without_proof},p={proof}".encode())
+    assert server.complete and server.authorization_id == "alice"
+    assert server.token_authenticated and server.credential_expiry_ms == 1234
+    for message in (b"n,,n=tok1,r=abc", b"n,,n=tok2,r=abc,tokenauth=true",
+                    b"n,,n=tok1,r=abc,tokenauth=false"):
+        with pytest.raises(AuthenticationFailed):
+            ScramServer("SCRAM-SHA-512", lambda user, mech: None,
+                        lambda token_id, mech: tokens.get(token_id)).evaluate(message)
+    plain_user = ScramServer("SCRAM-SHA-512", lambda user, mech: credential)
+    plain_user.evaluate(b"n,,n=bob,r=abc,other=1")
+    assert not plain_user.token_authenticated
+
+
 def test_plain():
     server = PlainServer({"alice": "secret"})
     assert server.evaluate(b"\0alice\0secret") == b"" and server.authorization_id == "alice"

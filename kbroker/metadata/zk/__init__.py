@@ -7,7 +7,7 @@ Key files, by job:
   single node's file (:mod:`kbroker.metadata.store`);
 - ``reader``: ZooKeeper -> image (the whole tree) and -> deltas (just what a notification names),
   newer znode versions only; ``security``: SCRAM credentials, ACLs and client quotas, read and
-  written as read-modify-write deltas;
+  written as read-modify-write deltas; ``tokens``: delegation tokens (``/delegation_token``);
 - ``sync``: watches and notifications that become deltas, published through
   ``Controller.follow``; a periodic full read as the safety net against a lost watch;
 - ``duties``: the elected controller's work (leader election, ISR notification trimming,

@@ -2,8 +2,9 @@
 
 A config, SCRAM or quota change adds a sequential ``/config/changes/config_change_N`` znode, an
 ACL change an ``acl_changes_N`` under ``/kafka-acl-changes`` or ``/kafka-acl-extended-changes``
-(:mod:`.store`, :mod:`.security`). Brokers read a notification once, when it arrives
-(:mod:`.sync`); left alone the znodes pile up in ZooKeeper's memory and in every listing.
+(:mod:`.store`, :mod:`.security`), a delegation token change a ``token_change_N`` under
+``/delegation_token/token_changes`` (:mod:`.tokens`). Brokers read a notification once, when it
+arrives (:mod:`.sync`); left alone the znodes pile up in ZooKeeper's memory and in every listing.
 Kafka 3.x's listener (``kafka.common.ZkNodeChangeNotificationListener``) purges them
 after processing a change, and :class:`NotificationPurger` does the same, step for step:
 
@@ -44,7 +45,7 @@ log = logging.getLogger("kbroker.metadata.zk")
 # Kafka's ZkNodeChangeNotificationListener default (changeExpirationMs), used by its dynamic
 # config manager and by AclAuthorizer alike.
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
-PURGED_PATHS = (zn.CONFIG_CHANGES, zn.ACL_CHANGES, zn.EXTENDED_ACL_CHANGES)
+PURGED_PATHS = (zn.CONFIG_CHANGES, zn.ACL_CHANGES, zn.EXTENDED_ACL_CHANGES, zn.TOKEN_CHANGES)
 # Notifications read (their Stat) and deleted per path per round, at most: a burst of thousands
 # is purged over several rounds (each follows at once: the deletions fire the child watch).
 PURGE_BATCH = 500

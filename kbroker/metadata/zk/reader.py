@@ -35,7 +35,7 @@ from kazoo.exceptions import NoNodeError
 from kbroker.metadata.delta import Assignment, MetadataDelta
 from kbroker.metadata.image import (MISSING_STATE, BrokerInfo, MetadataImage, PartitionState,
                                     TopicMetadata)
-from kbroker.metadata.zk import security
+from kbroker.metadata.zk import security, tokens
 from kbroker.metadata.zk import znodes as zn
 from kbroker.metadata.zk.client import aio, gather, submit
 
@@ -142,11 +142,13 @@ class ZkReader:
         topics = await self.read_topics([n for n in names if n not in deleting],
                                         watch("topic"))
         credentials, acls, quotas = await security.read_all(self._zk)
+        delegation_tokens = await tokens.read_all(self)
         controller = found.get(zn.CONTROLLER)
         feature = found.get(zn.FEATURE)
         image = MetadataImage.build(
             self.cluster_id, [t for t in topics.values() if t is not None],
-            self._broker_configs(found), credentials, acls, client_quotas=quotas)
+            self._broker_configs(found), credentials, acls, client_quotas=quotas,
+            delegation_tokens=delegation_tokens)
         return image.with_brokers(brokers, zn.decode_controller(controller[0])
                                   if controller else None).with_finalized_features(
             zn.decode_features(feature[0] if feature else None),

@@ -36,6 +36,8 @@ What each field of a delta writes:
   the state version alone: a leader is not the controller.
 - SCRAM credentials, ACLs and client quotas: read-modify-write deltas (:mod:`.security`).
 - ``features``: ``/feature``, conditional on the version read.
+- ``tokens``: ``/delegation_token/tokens/<id>`` with a ``token_changes`` notification each
+  (:mod:`.tokens`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MISSING_STATE, MetadataImage, PartitionState, TopicMetadata
 from kbroker.metadata.store import (AlreadyExistsError, Commit, FencedError, StaleMetadataError,
                                     StoreUnavailableError, new_cluster_id)
-from kbroker.metadata.zk import security
+from kbroker.metadata.zk import security, tokens
 from kbroker.metadata.zk import znodes as zn
 from kbroker.metadata.zk.client import ZK_ERRORS, aio, gather, submit
 from kbroker.metadata.zk.reader import ZkReader, ZnodeVersions
@@ -63,7 +65,7 @@ _PRODUCER_ID_RETRIES = 20
 STATES_PER_TRANSACTION = 500
 # Znodes deleted per transaction when a topic goes (a path is ~60 bytes).
 DELETES_PER_TRANSACTION = 5000
-_NOTIFICATION_PREFIXES = (zn.ISR_CHANGE_PREFIX, zn.CONFIG_CHANGE_PREFIX,
+_NOTIFICATION_PREFIXES = (zn.ISR_CHANGE_PREFIX, zn.CONFIG_CHANGE_PREFIX, zn.TOKEN_CHANGE_PREFIX,
                           f"{zn.ACL_CHANGES}/{zn.ACL_CHANGE_SEQUENCE}",
                           f"{zn.EXTENDED_ACL_CHANGES}/{zn.ACL_CHANGE_SEQUENCE}")
 # Own notifications remembered until the sync sees them (a bound: one it never sees is dropped).
@@ -296,6 +298,8 @@ class ZkMetadataStore:
             await security.set_client_quotas(self, delta.client_quotas)
         if delta.features is not None:
             stored = replace(stored, features_epoch=await self._set_features(delta.features))
+        if delta.tokens:
+            await tokens.write_tokens(self, delta.tokens)
         return Commit(stored, refused)
 
     # --- topics -----------------------------------------------------------------------------------

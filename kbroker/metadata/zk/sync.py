@@ -20,6 +20,8 @@ children of ``/config/changes``        the config entity each new notification n
                                        credentials and quotas, a client's or ip's quotas)
 children of ``/kafka-acl-changes``,    the ACL resource each new notification names
 ``/kafka-acl-extended-changes``
+children of ``/delegation_token/       the delegation token each new notification names
+token_changes``
 =====================================  =======================================================
 
 Every read goes through :meth:`Controller.follow`, under the controller's write lock, so it is
@@ -52,7 +54,7 @@ from kazoo.protocol.states import EventType
 
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage
-from kbroker.metadata.zk import security
+from kbroker.metadata.zk import security, tokens
 from kbroker.metadata.zk import znodes as zn
 from kbroker.metadata.zk.client import ZK_ERRORS
 
@@ -68,7 +70,8 @@ SETTLE_S = 1.0
 RETRY_S = 0.5
 
 _NOTIFICATIONS = {"isr": zn.ISR_CHANGE, "config": zn.CONFIG_CHANGES,
-                  "acl": zn.ACL_CHANGES, "acl-extended": zn.EXTENDED_ACL_CHANGES}
+                  "acl": zn.ACL_CHANGES, "acl-extended": zn.EXTENDED_ACL_CHANGES,
+                  "token": zn.TOKEN_CHANGES}
 
 
 class ZkSync:
@@ -339,6 +342,9 @@ class ZkSync:
                           for p in _decoded(zn.decode_isr_change, d, path, [])
                           if _held_zxid(image, p["topic"], p["partition"]) < stat.czxid}
             return MetadataDelta(states=await reader.read_states(image, sorted(partitions)))
+        if kind == "token":
+            return await tokens.read_named(reader, image, (
+                bytes(d).decode("utf-8", "replace") for d in data if d))
         delta = MetadataDelta()
         if kind == "config":
             for entity in dict.fromkeys(e for d in data if (
@@ -389,6 +395,8 @@ class ZkSync:
                                                                         f"brokers/{entity}"))
             if ("security", "") in suspects:
                 delta = delta.merged(_security_delta(image, *await security.read_all(self._zk)))
+            if ("tokens", "") in suspects:
+                delta = delta.merged(tokens.delta_to(image, await tokens.read_all(self._reader)))
             if not delta.empty and not quiet:
                 self.differences += 1
                 log.warning("metadata sync: the periodic full read of ZooKeeper found what no "
@@ -441,6 +449,8 @@ def _differences(image: MetadataImage, fresh: MetadataImage) -> set[tuple[str, s
             or {e: dict(v) for e, v in image.client_quotas.items()}
             != {e: dict(v) for e, v in fresh.client_quotas.items()}):
         found.add(("security", ""))
+    if dict(image.delegation_tokens) != dict(fresh.delegation_tokens):
+        found.add(("tokens", ""))
     return found
 
 
@@ -488,7 +498,7 @@ def _explain(image: MetadataImage, delta: MetadataDelta) -> str:
                          features_epoch=delta.features_epoch,
                          broker_configs=delta.broker_configs, scram=delta.scram,
                          acls_added=delta.acls_added, acls_removed=delta.acls_removed,
-                         client_quotas=delta.client_quotas)
+                         client_quotas=delta.client_quotas, tokens=delta.tokens)
     if not rest.empty:
         parts.append(rest.describe())
     return "; ".join(parts)

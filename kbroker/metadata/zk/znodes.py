@@ -31,6 +31,12 @@ reading a kbroker-written tree) read what we write::
     /kafka-acl-changes/acl_changes_NNNNNNNNNN    "TOPIC:<name>"  (a literal resource changed)
     /kafka-acl-extended-changes/acl_changes_NNNNNNNNNN   {"version":1,"resourceType":"TOPIC",
                                           "name":"<name>","patternType":"PREFIXED"}
+    /delegation_token/tokens/<token id>  {"version":3,"owner":"User%3Aalice","tokenRequester":
+                                          "User%3Aalice","renewers":["User%3Abob"],
+                                          "issueTimestamp":N,"maxTimestamp":N,
+                                          "expiryTimestamp":N,"tokenId":"<id>"}
+                                         (principals sanitized; no HMAC: brokers compute it)
+    /delegation_token/token_changes/token_change_NNNNNNNNNN   "<token id>"  (UTF-8, sequential)
 
 Kafka quirks kept on purpose: ``/cluster/id``'s version is the *string* "1"; timestamps and
 producer-id bounds are strings; a topic id is Kafka's ``Uuid.toString()`` (URL-safe base64 of
@@ -70,11 +76,17 @@ EXTENDED_ACLS = "/kafka-acl-extended"
 ACL_CHANGES = "/kafka-acl-changes"
 EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
 ACL_CHANGE_SEQUENCE = "acl_changes_"
+# Delegation tokens (Kafka's DelegationTokenManagerZk): a znode per token, and a sequential
+# notification naming the token id after every change (creation, renewal, expiry, removal).
+TOKENS = "/delegation_token/tokens"
+TOKEN_CHANGES = "/delegation_token/token_changes"
+TOKEN_CHANGE_PREFIX = TOKEN_CHANGES + "/token_change_"
 PERSISTENT_PATHS = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS,
                     "/brokers/seqid", ISR_CHANGE, PRODUCER_ID_BLOCK,
                     "/log_dir_event_notification", TOPIC_CONFIGS, "/config/clients",
                     "/config/users", BROKER_CONFIGS, "/config/ips",
-                    ACLS, EXTENDED_ACLS + "/prefixed", ACL_CHANGES, EXTENDED_ACL_CHANGES)
+                    ACLS, EXTENDED_ACLS + "/prefixed", ACL_CHANGES, EXTENDED_ACL_CHANGES,
+                    TOKENS, TOKEN_CHANGES)
 
 
 def _json(value) -> bytes:
@@ -430,3 +442,36 @@ def acl_change(resource_type: int, pattern_type: int, name: str) -> tuple[str, b
 # --- SCRAM credentials (ScramCredentialUtils, in /config/users/<sanitized user>) ----------------
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+# --- delegation tokens (DelegationTokenManagerZk.toJsonCompatibleMap / fromBytes) --------------
+
+TOKEN_VERSION = 3
+
+
+def token_path(token_id: str) -> str:
+    return f"{TOKENS}/{token_id}"
+
+
+def encode_token(info) -> bytes:
+    """A :class:`kbroker.metadata.image.TokenInfo` as Kafka 3.x writes it (version 3)."""
+    return _json({"version": TOKEN_VERSION, "owner": sanitize(info.owner),
+                  "tokenRequester": sanitize(info.requester),
+                  "renewers": [sanitize(r) for r in info.renewers],
+                  "issueTimestamp": info.issue_ms, "maxTimestamp": info.max_ms,
+                  "expiryTimestamp": info.expiry_ms, "tokenId": info.token_id})
+
+
+def decode_token(data: bytes):
+    """A token znode's TokenInfo (versions 1 to 3; before 3 the requester is the owner)."""
+    from kbroker.metadata.image import TokenInfo
+
+    doc = _parse(data)
+    version = int(doc["version"])
+    if not 0 < version <= TOKEN_VERSION:
+        raise ValueError(f"unknown delegation token znode version {version}")
+    owner = desanitize(doc["owner"])
+    requester = desanitize(doc["tokenRequester"]) if version >= 3 else owner
+    return TokenInfo(str(doc["tokenId"]), owner, requester,
+                     tuple(desanitize(r) for r in doc["renewers"]), int(doc["issueTimestamp"]),
+                     int(doc["maxTimestamp"]), int(doc["expiryTimestamp"]))

@@ -181,6 +181,10 @@ ADVERTISED = {
     29: (1, 3),  # DescribeAcls
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls
+    38: (1, 3),  # CreateDelegationToken
+    39: (1, 2),  # RenewDelegationToken
+    40: (1, 2),  # ExpireDelegationToken
+    41: (1, 3),  # DescribeDelegationToken
     71: (0, 0),  # GetTelemetrySubscriptions
     72: (0, 0),  # PushTelemetry
     74: (0, 1),  # ListConfigResources

@@ -31,12 +31,13 @@ class InvalidCredentials(AuthenticationFailed):
 
 
 def new_server(mechanism: str, plain_users=None, scram_lookup=None, oauth_options=None,
-               gssapi_acceptor=None):
+               gssapi_acceptor=None, token_lookup=None):
     """A fresh server for one authentication. ``plain_users``: name -> password (PLAIN);
     ``scram_lookup(user, mechanism)``: a :class:`~.scram.ScramCredential` or None;
     ``oauth_options``: the OAUTHBEARER validator (:class:`~.oauthbearer.ValidatorOptions` or
     :class:`~.jwt.JwksValidator`); ``gssapi_acceptor``: the listener's
-    :class:`~.gssapi.GssapiAcceptor`."""
+    :class:`~.gssapi.GssapiAcceptor`; ``token_lookup(token_id, mechanism)``: a delegation
+    token's (credential, owner name, expiry ms), or None (SCRAM with ``tokenauth=true``)."""
     if mechanism == "GSSAPI":
         from kbroker.security.sasl.gssapi import GssapiServer
         return GssapiServer(gssapi_acceptor)
@@ -47,4 +48,4 @@ def new_server(mechanism: str, plain_users=None, scram_lookup=None, oauth_option
         from kbroker.security.sasl.oauthbearer import OAuthBearerServer, ValidatorOptions
         return OAuthBearerServer(oauth_options or ValidatorOptions())
     from kbroker.security.sasl.scram import ScramServer
-    return ScramServer(mechanism, scram_lookup)
+    return ScramServer(mechanism, scram_lookup, token_lookup)

@@ -12,7 +12,11 @@ The credential (Kafka's ``ScramCredential``, stored in ``/config/users/<user>`` 
 ``StoredKey = H(HMAC(SaltedPassword, "Client Key"))``, ``ServerKey = HMAC(SaltedPassword, "Server
 Key")``. AlterUserScramCredentials sends the salted password; the broker keeps only these keys.
 An unknown user, a changed nonce, a wrong proof or a malformed message all fail the exchange.
-Kafka's delegation-token extension (``tokenauth=true``) is refused.
+Delegation tokens (KIP-48): a client-first message with the extension ``tokenauth=true`` after
+the nonce names a token id as its user; its credential is the token's (derived from its HMAC, see
+:func:`token_credential`), and the authorization id is the token's owner. The server then says
+``token_authenticated`` and the token's expiry (``credential_expiry_ms``, which bounds the
+session as KIP-368 does). Other extensions are ignored, as in Kafka.
 
 Failures: as in Kafka's ScramSaslServer, every failure but an authorization id that differs from
 the user name is a plain ``SaslException`` there, so the client gets the generic "invalid
@@ -82,6 +86,19 @@ def _attributes(message: str) -> list[tuple[str, str]]:
     return out
 
 
+def _extensions(text: str) -> dict[str, str]:
+    """SCRAM extensions after the nonce (``key=value,...``), as Kafka's ScramExtensions."""
+    if not text:
+        return {}
+    out = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise InvalidCredentials("Authentication failed: Invalid SCRAM client first message")
+        out[key] = value
+    return out
+
+
 def _username(saslname: str) -> str:
     """RFC 5802's saslname: ',' and '=' arrive as '=2C' and '=3D'; any other '=' is invalid."""
     if re.search(r"=(?!2C|3D)", saslname):
@@ -89,11 +106,24 @@ def _username(saslname: str) -> str:
     return saslname.replace("=2C", ",").replace("=3D", "=")
 
 
+def token_credential(mechanism: str, hmac_base64: str) -> ScramCredential:
+    """A delegation token's SCRAM credential, as Kafka's DelegationTokenManager makes it: the
+    password is the token's HMAC in base64, with a random salt and the mechanism's minimum
+    iterations (each broker makes its own; the client only needs the password)."""
+    return ScramCredential.from_password(mechanism, hmac_base64, secrets.token_bytes(32),
+                                         MIN_ITERATIONS)
+
+
 class ScramServer:
-    def __init__(self, mechanism: str, lookup):
+    def __init__(self, mechanism: str, lookup, token_lookup=None):
+        """``lookup(user, mechanism)``: the user's credential or None; ``token_lookup(token_id,
+        mechanism)``: (credential, owner name, expiry ms) of a live token, or None."""
         self.mechanism = mechanism
         self._digest = HASHES[mechanism]
         self._lookup = lookup
+        self._token_lookup = token_lookup
+        self.token_authenticated = False
+        self.credential_expiry_ms: int | None = None
         self._state = "client-first"
         self.complete = False
         self.authorization_id: str | None = None
@@ -116,21 +146,30 @@ class ScramServer:
         if not sep or not sep2 or cbind not in ("n", "y"):
             raise InvalidCredentials("Authentication failed: Invalid SCRAM client first message "
                                        "(channel binding is not supported)")
-        if ",tokenauth=" in bare:
-            raise InvalidCredentials("Authentication failed: delegation tokens are not "
-                                       "supported")
-        attributes = _attributes(bare)
+        name_part, _, rest = bare.partition(",")
+        nonce_part, _, extension_text = rest.partition(",")
+        attributes = _attributes(f"{name_part},{nonce_part}")
         if len(attributes) < 2 or attributes[0][0] != "n" or attributes[1][0] != "r" \
                 or not attributes[1][1]:
             raise InvalidCredentials("Authentication failed: Invalid SCRAM client first message")
+        extensions = _extensions(extension_text)
         username = _username(attributes[0][1])
+        authorization_id = username
+        if extensions.get("tokenauth", "").lower() == "true":
+            found = self._token_lookup(username, self.mechanism) if self._token_lookup else None
+            if found is None:
+                raise InvalidCredentials(f"Token Authentication failed: Invalid tokenId : "
+                                         f"{username}")
+            credential, authorization_id, self.credential_expiry_ms = found
+            self.token_authenticated = True
+        else:
+            credential = self._lookup(username, self.mechanism)
+        if credential is None:
+            raise InvalidCredentials("Authentication failed: Invalid user credentials")
         if authzid and authzid != f"a={attributes[0][1]}":
             raise AuthenticationFailed("Authentication failed: Client requested an authorization "
                                        "id that is different from username")
-        credential = self._lookup(username, self.mechanism)
-        if credential is None:
-            raise InvalidCredentials("Authentication failed: Invalid user credentials")
-        self._user, self._credential = username, credential
+        self._user, self._credential = authorization_id, credential
         self._gs2_header = f"{cbind},{authzid},"
         self._nonce = attributes[1][1] + secrets.token_urlsafe(24)
         self._client_first_bare = bare
