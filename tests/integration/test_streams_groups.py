@@ -5,8 +5,8 @@ bad input answered with Kafka's errors, and a real Kafka Streams 4.4 application
 output equals the expected counts, with Kafka 4.4.0's DumpLogSegments decoding the group's
 records; Kafka 4.4.0's kafka-streams-groups.sh lists and describes a group.
 
-The broker runs with a short streams heartbeat interval and session and no initial rebalance
-delay, so tests wait for the protocol's own timing.
+The broker runs with a short streams heartbeat interval, a 15 s session (JVMs on a loaded
+machine stall) and no initial rebalance delay, so tests wait for the protocol's own timing.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 JAVA_JAR = ROOT / "compat_tests" / "java" / "target" / "kbroker-java-driver.jar"
 BROKER = {"group.streams.heartbeat.interval.ms": 500,
           "group.streams.min.heartbeat.interval.ms": 100,
-          "group.streams.session.timeout.ms": 6000,
+          "group.streams.session.timeout.ms": 15000,
           "group.streams.min.session.timeout.ms": 1000,
           "group.streams.initial.rebalance.delay.ms": 0,
           "offsets.topic.num.partitions": 4}
@@ -328,7 +328,7 @@ def _streams_groups_command(bootstrap, *args) -> str:
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "kafka_ref" / "run_kafka.py"),
                           "run-class", "org.apache.kafka.tools.streams.StreamsGroupCommand",
                           "--", "--bootstrap-server", bootstrap, *args],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     return out.stdout
 
