@@ -144,7 +144,7 @@ def _describe_group(broker, group_id: str, names, include_synonyms: bool,
     from kbroker.coordinator.group.group_configs import GROUP_CONFIGS
     if not group_id:
         raise KafkaError(Errors.INVALID_REQUEST, "Group name must not be empty")
-    overrides = broker.groups.group_configs.get(group_id)
+    overrides = broker.metadata.group_config(group_id)
     entries = []
     for name, (synonym, _, _, _, doc) in GROUP_CONFIGS.items():
         if names is not None and name not in names:
@@ -278,31 +278,33 @@ async def _apply(broker, resource, changes: dict, replace_all: bool, validate_on
         _check_node_id(broker, name, allow_empty=False)
         _alter_loggers(changes, validate_only)
     elif kind == GROUP and not replace_all:
-        _alter_group(broker, name, changes, validate_only)
+        await _alter_group(broker, name, changes, validate_only)
     elif kind == CLIENT_METRICS:
         await client_metrics.alter(broker, name, changes, replace_all, validate_only)
     else:
         raise KafkaError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
 
-def _alter_group(broker, group_id: str, changes: dict, validate_only: bool) -> None:
-    """IncrementalAlterConfigs on a GROUP (SET and DELETE; the configs are INTs)."""
+async def _alter_group(broker, group_id: str, changes: dict, validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a GROUP (SET and DELETE; the configs are INTs), through the
+    controller: group configs are metadata (the image's ``group_configs``)."""
     from kbroker.coordinator.group import group_configs
     if not group_id:
         raise KafkaError(Errors.INVALID_REQUEST, "Group name must not be empty")
-    store = broker.groups.group_configs
-    new = dict(store.get(group_id))
-    for key, (op, value) in changes.items():
-        if op == SET:
-            new[key] = value
-        elif op == DELETE:
-            new.pop(key, None)
-        else:
-            raise KafkaError(Errors.INVALID_CONFIG, f"Can't {OPERATIONS[op]} to key {key} "
-                                                    "because its type is not LIST.")
-    checked = group_configs.check(broker.config, new)
-    if not validate_only and checked != store.get(group_id):
-        store.put(group_id, checked)
+
+    def decide(current: dict) -> dict:
+        new = dict(current)
+        for key, (op, value) in changes.items():
+            if op == SET:
+                new[key] = value
+            elif op == DELETE:
+                new.pop(key, None)
+            else:
+                raise KafkaError(Errors.INVALID_CONFIG, f"Can't {OPERATIONS[op]} to key {key} "
+                                                        "because its type is not LIST.")
+        return group_configs.check(broker.config, new)
+
+    await broker.controller.alter_group_configs(group_id, decide, validate_only)
 
 
 def _incremental(effective: TopicConfig, overrides: dict, ops: dict) -> dict:

@@ -9,24 +9,18 @@ name: N"), a value must be an INT at least its minimum, and within the broker's
 or equal to B"). Kafka's share.* and streams.* group configs are refused with INVALID_CONFIG:
 kbroker has no share or streams groups, and a setting is never accepted to be ignored.
 
-Storage: Kafka keeps group configs in its metadata log. On a single node they are a file in the
-first log dir (``group-configs.json``: {group: {name: value}}, written atomically: temp file,
-fsync, rename), loaded at start-up. In a cluster they would need the ZooKeeper-backed metadata
-store, which does not hold them yet: altering one there is INVALID_REQUEST, and DescribeConfigs
-shows the broker defaults.
+Storage: group configs are metadata, as in Kafka (its metadata log): IncrementalAlterConfigs
+goes through the controller (``Controller.alter_group_configs``) into the image's
+``group_configs``, stored by the metadata store (the single node's file, or
+``/config/groups/<group>`` in ZooKeeper, announced by a ``/config/changes`` notification), and the
+coordinator reads them from the current image at each use. Deleting a group keeps its configs, as
+Kafka 4.3's DeleteGroups does.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-from pathlib import Path
-
 from kbroker.protocol.errors import Errors, KafkaError
 
-log = logging.getLogger("kbroker.coordinator.group")
-FILE = "group-configs.json"
 
 # name -> (broker synonym, least value, broker lower bound key, broker upper bound key, doc)
 GROUP_CONFIGS = {
@@ -75,42 +69,3 @@ def check(config, overrides: dict) -> dict:
             raise KafkaError(Errors.INVALID_CONFIG, f"{name} must be less than or equal to {upper}")
         out[name] = value
     return out
-
-
-class GroupConfigStore:
-    """Group id -> {config name: int}; durable in ``directory`` (None: a cluster, read-only)."""
-
-    def __init__(self, directory: str | Path | None):
-        self.path = Path(directory) / FILE if directory is not None else None
-        self.configs: dict[str, dict] = {}
-        if self.path is not None and self.path.exists():
-            try:
-                self.configs = {g: dict(c) for g, c in json.loads(self.path.read_text()).items()}
-            except (OSError, ValueError) as exc:
-                log.error("cannot read %s (%s): group configs start empty", self.path, exc)
-
-    def get(self, group_id: str) -> dict:
-        return self.configs.get(group_id, {})
-
-    def put(self, group_id: str, overrides: dict) -> None:
-        if self.path is None:
-            raise KafkaError(Errors.INVALID_REQUEST, "Group configs cannot be altered in a "
-                                                     "kbroker cluster yet: its metadata store "
-                                                     "does not hold them")
-        new = {g: dict(c) for g, c in self.configs.items()}
-        if overrides:
-            new[group_id] = dict(overrides)
-        else:
-            new.pop(group_id, None)
-        tmp = self.path.with_suffix(".tmp")
-        try:
-            with open(tmp, "w") as f:
-                json.dump(new, f, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            raise KafkaError(Errors.KAFKA_STORAGE_ERROR,
-                             f"Could not persist the group configs: {exc}") from None
-        self.configs = new
-        log.info("group %s configs are now %s", group_id, overrides)
