@@ -400,6 +400,18 @@ def test_group_configs(cg_broker):
         r = _heartbeat(wire, group_id="g-configs", member_epoch=0, rebalance_timeout_ms=1000,
                        topic_partitions=[], subscribed_topic_names=[topic])
         assert r.error_code == 0 and r.heartbeat_interval_ms == 700
+        # A change applies to the running group: its member's next heartbeat gets it.
+        alter("consumer.heartbeat.interval.ms", "900").result(20)
+        again = _heartbeat(wire, group_id="g-configs", member_id=r.member_id,
+                           member_epoch=r.member_epoch)
+        assert again.error_code == 0 and again.heartbeat_interval_ms == 900
     cg_broker.stop()
+    # A data dir of a kbroker that kept group configs in a side file: imported once.
+    (cg_broker.data_dir / "group-configs.json").write_text(
+        '{"g-old": {"consumer.session.timeout.ms": 50000}}')
     cg_broker.start()
-    assert described()["consumer.heartbeat.interval.ms"].value == "700"
+    assert described()["consumer.heartbeat.interval.ms"].value == "900"
+    old = ConfigResource(ResourceType.GROUP, "g-old")
+    assert admin.describe_configs([old])[old].result(20)[
+        "consumer.session.timeout.ms"].value == "50000"
+    assert not (cg_broker.data_dir / "group-configs.json").exists()
