@@ -387,6 +387,11 @@ def test_group_configs(cg_broker):
     alter("consumer.heartbeat.interval.ms", "700").result(20)
     entry = described()["consumer.heartbeat.interval.ms"]
     assert entry.value == "700" and entry.source == 8  # GROUP_CONFIG
+    from kbroker.protocol import messages
+    with Wire(cg_broker.bootstrap) as wire:  # ListConfigResources v1: groups with configs
+        listed = wire.call(74, 1, messages.request_class(74)(resource_types=[32]))
+    assert [(r.resource_name, r.resource_type) for r in listed.config_resources] == [
+        ("g-configs", 32)]
     assert described()["consumer.session.timeout.ms"].value == "6000"  # the broker's
     for name, value, text in (("consumer.heartbeat.interval.ms", "50", "greater than or equal"),
                               ("consumer.nope", "1", "Unknown group config name"),
