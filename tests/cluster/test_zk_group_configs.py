@@ -136,3 +136,35 @@ def test_bad_group_configs_get_kafkas_errors_and_nothing_is_written(cluster, cli
             _alter(cluster[2], group, name, value)
         assert err.value.args[0].code() == error.code and text in str(err.value)
     assert not clients().exists(f"/config/groups/{group}")
+
+
+def _inner(broker):
+    return broker._inner.broker
+
+
+def test_znodes_written_by_hand_are_followed_and_the_full_read_is_the_safety_net(
+        connect_string, clients, monkeypatch, caplog):
+    """A group config another writer put in ZooKeeper with its notification is read from the
+    notification; one written with none (a lost watch) is found by the periodic full read."""
+    from kbroker.metadata.zk import sync as zk_sync
+    monkeypatch.setattr(zk_sync, "FULL_READ_INTERVAL_S", 1.0)
+    monkeypatch.setattr(zk_sync, "SETTLE_S", 0.1)
+    brokers = start_brokers(connect_string, lambda broker_id: SETTINGS, ids=(1, 2))
+    try:
+        zk = clients()
+        zk.ensure_path("/config/groups")
+        zk.create("/config/groups/noted", b'{"version":1,"config":'
+                                          b'{"consumer.session.timeout.ms":"50000"}}')
+        zk.create("/config/changes/config_change_", b'{"version":2,"entity_path":"groups/noted"}',
+                  sequence=True)
+        wait_for(lambda: all(dict(_inner(b).controller.image.group_config("noted"))
+                             == {"consumer.session.timeout.ms": "50000"}
+                             for b in brokers.values()), "the notification to be read", 30)
+        with caplog.at_level("WARNING", logger="kbroker.cluster"):
+            zk.delete("/config/groups/noted")  # no notification
+            wait_for(lambda: all("noted" not in _inner(b).controller.image.group_configs
+                                 for b in brokers.values()), "the full read", 30)
+        reports = [r.getMessage() for r in caplog.records if "full read" in r.getMessage()]
+        assert reports and all("group configs ['noted']" in r for r in reports), reports
+    finally:
+        stop_brokers(brokers)
