@@ -12,10 +12,18 @@ GROUP_CONFIG_SYNONYMS = {
 
 
 def group_setting(shard, group_id: str, name: str) -> int:
-    """A group config's value for ``group_id``: its override, or the broker's synonym."""
+    """A group config's value for ``group_id``: its override, or the broker's synonym. An
+    override outside the broker's ``group.consumer.min.*`` / ``.max.*`` bounds (stored before
+    the bounds changed) is capped to them, as Kafka's GroupConfig.evaluate does."""
     overrides = shard.group_configs(group_id)
     if name in overrides:
-        return int(overrides[name])
+        from kbroker.coordinator.group.group_configs import GROUP_CONFIGS
+        _, _, lower, upper, _ = GROUP_CONFIGS[name]
+        try:
+            value = int(overrides[name])
+        except ValueError:  # not written by kbroker's validation: the broker's value
+            return shard.config.get(GROUP_CONFIG_SYNONYMS[name])
+        return min(max(value, shard.config.get(lower)), shard.config.get(upper))
     return shard.config.get(GROUP_CONFIG_SYNONYMS[name])
 
 
