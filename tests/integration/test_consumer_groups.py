@@ -420,3 +420,12 @@ def test_group_configs(cg_broker):
     assert admin.describe_configs([old])[old].result(20)[
         "consumer.session.timeout.ms"].value == "50000"
     assert not (cg_broker.data_dir / "group-configs.json").exists()
+
+    # Deleting a group keeps its configs, as on Kafka (DeleteGroups removes its records only).
+    from confluent_kafka import TopicPartition
+    committer = Consumer({"bootstrap.servers": cg_broker.bootstrap, "group.id": "g-old"})
+    committer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    committer.close()
+    admin.delete_consumer_groups(["g-old"], request_timeout=20)["g-old"].result(20)
+    assert admin.describe_configs([old])[old].result(20)[
+        "consumer.session.timeout.ms"].value == "50000"
