@@ -6,8 +6,9 @@ Two kinds of read, both asynchronous (kazoo's ``*_async`` calls gathered, :mod:`
   net): live brokers (``/brokers/ids`` and their registrations), the controller, every topic
   (``/brokers/topics/T``, ``/config/topics/T`` and each ``.../partitions/P/state``), this
   broker's dynamic configs, the finalized features, SCRAM credentials, ACLs and client quotas
-  (:mod:`.security`), delegation tokens, group configs (``/config/groups/G``). A topic marked under ``/admin/delete_topics`` is left out (on its way out,
-  as Kafka's brokers stop serving it).
+  (:mod:`.security`), delegation tokens, group configs (``/config/groups/G``). A topic marked
+  under ``/admin/delete_topics`` is left out (on its way out, as Kafka's brokers stop serving
+  it).
 - the pieces a notification names, each returned as a :class:`MetadataDelta` against the
   current image: whole topics (a new child of ``/brokers/topics``), one topic's assignment (its
   data watch fired), partition states (an ``/isr_change_notification``), a config entity (a
