@@ -9,8 +9,9 @@ DescribeConfigs / AlterConfigs / IncrementalAlterConfigs.
 - ListConfigResources: v0 lists client-metrics subscriptions only (the API was
   ListClientMetricsResources); v1 (KIP-1142) lists the types asked for, or every type it knows
   when none is named (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP); a type outside those
-  is UNSUPPORTED_VERSION. kbroker keeps no group configs, so GROUP lists nothing. Needs DESCRIBE_CONFIGS
-  on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+  is UNSUPPORTED_VERSION. GROUP lists the groups that have group configs (the image's, first, as
+  Kafka lists its GroupConfigManager's ids). Needs DESCRIBE_CONFIGS on the cluster
+  (CLUSTER_AUTHORIZATION_FAILED).
 - CLIENT_METRICS resources (``kafka-client-metrics.sh``, ``kafka-configs.sh --entity-type
   client-metrics``): keys ``metrics``, ``interval.ms`` and ``match``, checked against the whole
   resulting set as Kafka's ``ClientMetricsConfigs.validate`` does (an unknown key or an interval
@@ -174,6 +175,8 @@ def handle_list_config_resources(ctx, request):
     if not wanted <= supported:
         return R(error_code=Errors.UNSUPPORTED_VERSION.code)
     found = []
+    if GROUP in wanted:
+        found += [(name, GROUP) for name in sorted(ctx.metadata.group_configs)]
     if CLIENT_METRICS in wanted:
         found += [(name, CLIENT_METRICS) for name in sorted(stored_subscriptions(ctx.metadata))]
     nodes = sorted(ctx.metadata.brokers) or [ctx.node_id]

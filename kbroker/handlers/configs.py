@@ -145,7 +145,7 @@ def _describe_group(broker, group_id: str, names, include_synonyms: bool,
     from kbroker.coordinator.group.group_configs import GROUP_CONFIGS, default_value, render
     if not group_id:
         raise KafkaError(Errors.INVALID_REQUEST, "Group name must not be empty")
-    overrides = broker.groups.group_configs.get(group_id)
+    overrides = broker.metadata.group_config(group_id)
     entries = []
     for name, definition in GROUP_CONFIGS.items():
         if names is not None and name not in names:
@@ -154,7 +154,7 @@ def _describe_group(broker, group_id: str, names, include_synonyms: bool,
             continue
         broker_entry = describe_broker_configs(broker.config, [definition.synonym])[0]
         default = render(definition, default_value(broker.config, definition))
-        value = render(definition, overrides[name]) if name in overrides else default
+        value = overrides[name] if name in overrides else default  # stored rendered
         source = ConfigSource.GROUP_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG
         synonyms = []
         if include_synonyms:
@@ -284,44 +284,47 @@ async def _apply(broker, resource, changes: dict, replace_all: bool, validate_on
         _check_node_id(broker, name, allow_empty=False)
         _alter_loggers(changes, validate_only)
     elif kind == GROUP and not replace_all:
-        _alter_group(broker, name, changes, validate_only)
+        await _alter_group(broker, name, changes, validate_only)
     elif kind == CLIENT_METRICS:
         await client_metrics.alter(broker, name, changes, replace_all, validate_only)
     else:
         raise KafkaError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
 
 
-def _alter_group(broker, group_id: str, changes: dict, validate_only: bool) -> None:
+async def _alter_group(broker, group_id: str, changes: dict, validate_only: bool) -> None:
     """IncrementalAlterConfigs on a GROUP (SET and DELETE; APPEND and SUBTRACT only for the
-    LIST config streams.rack.aware.assignment.tags)."""
+    LIST config streams.rack.aware.assignment.tags), through the controller: group configs are
+    metadata (the image's ``group_configs``), stored as Kafka renders them."""
     from kbroker.coordinator.group import group_configs
     if not group_id:
         raise KafkaError(Errors.INVALID_REQUEST, "Group name must not be empty")
-    store = broker.groups.group_configs
-    new = {name: group_configs.render(group_configs.GROUP_CONFIGS[name], value)
-           for name, value in store.get(group_id).items()}
-    for key, (op, value) in changes.items():
-        if op == SET:
-            new[key] = value
-        elif op == DELETE:
-            new.pop(key, None)
-        else:
-            definition = group_configs.GROUP_CONFIGS.get(key)
-            if definition is None or definition.type != group_configs.LIST:
-                raise KafkaError(Errors.INVALID_CONFIG, f"Can't {OPERATIONS[op]} to key {key} "
-                                                        "because its type is not LIST.")
-            current = [v for v in new.get(key, group_configs.render(
-                definition, group_configs.default_value(broker.config, definition))).split(",")
-                if v]
-            for item in (value or "").split(","):
-                if op == APPEND and item and item not in current:
-                    current.append(item)
-                elif op == SUBTRACT and item in current:
-                    current.remove(item)
-            new[key] = ",".join(current)
-    checked = group_configs.check(broker.config, new)
-    if not validate_only and checked != store.get(group_id):
-        store.put(group_id, checked)
+
+    def decide(current: dict) -> dict:
+        new = dict(current)
+        for key, (op, value) in changes.items():
+            if op == SET:
+                new[key] = value
+            elif op == DELETE:
+                new.pop(key, None)
+            else:
+                definition = group_configs.GROUP_CONFIGS.get(key)
+                if definition is None or definition.type != group_configs.LIST:
+                    raise KafkaError(Errors.INVALID_CONFIG, f"Can't {OPERATIONS[op]} to key "
+                                                            f"{key} because its type is not LIST.")
+                items = [v for v in new.get(key, group_configs.render(
+                    definition, group_configs.default_value(broker.config, definition)))
+                    .split(",") if v]
+                for item in (value or "").split(","):
+                    if op == APPEND and item and item not in items:
+                        items.append(item)
+                    elif op == SUBTRACT and item in items:
+                        items.remove(item)
+                new[key] = ",".join(items)
+        checked = group_configs.check(broker.config, new)
+        return {name: group_configs.render(group_configs.GROUP_CONFIGS[name], value)
+                for name, value in checked.items()}
+
+    await broker.controller.alter_group_configs(group_id, decide, validate_only)
 
 
 def _incremental(effective: TopicConfig, overrides: dict, ops: dict) -> dict:

@@ -339,6 +339,22 @@ class Controller:
         await self.write(as_delta, what)
         return answer
 
+    async def alter_group_configs(self, group_id: str,
+                                  decide: Callable[[Mapping[str, str]], Mapping[str, str]],
+                                  validate_only: bool = False) -> None:
+        """Set a group's whole set of configs (KIP-848, the GROUP resource):
+        ``decide(current overrides)`` -> the new overrides, validated (raises KafkaError); an
+        empty set removes the group's entry. The group coordinator reads them from the image.
+        """
+        def as_delta(image):
+            current = dict(image.group_config(group_id))
+            new = {k: str(v) for k, v in decide(current).items()}
+            if validate_only or new == current:
+                return None
+            return MetadataDelta(group_configs={group_id: new})
+
+        await self.write(as_delta, f"altering the configs of group {group_id}")
+
     async def create_acls(self, acls) -> dict:
         """Add ACL bindings (validated by the handler); one already present is not duplicated.
         Returns ACL -> KafkaError for each one not stored (the ZooKeeper store writes one

@@ -30,6 +30,8 @@ field               meaning                                          ZooKeeper
 ``features``        finalized feature levels and their epoch         ``/feature``
 ``tokens``          delegation token id -> its TokenInfo, None       ``/delegation_token/
                     removes                                          tokens/<id>``
+``group_configs``   group id -> its whole new set of group configs   ``/config/groups/G``
+                    ({} removes)
 ``brokers``,        live brokers (None: gone) and the active         ``/brokers/ids/N``,
 ``controller_id``   controller (read only: never committed)          ``/controller``
 ==================  ===============================================  ==========================
@@ -77,6 +79,7 @@ class MetadataDelta:
     features: Mapping[str, int] | None = None
     features_epoch: int = 1
     tokens: Mapping[str, TokenInfo | None] = field(default_factory=lambda: _EMPTY)
+    group_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     brokers: Mapping[int, BrokerInfo | None] = field(default_factory=lambda: _EMPTY)
     controller_id: object = _UNCHANGED
 
@@ -93,7 +96,8 @@ class MetadataDelta:
     def empty(self) -> bool:
         return not (self.touches_topics or self.broker_configs or self.scram or self.acls_added
                     or self.acls_removed or self.client_quotas or self.features is not None
-                    or self.tokens or self.brokers or self.controller_changed)
+                    or self.tokens or self.group_configs or self.brokers
+                    or self.controller_changed)
 
     def merged(self, other: "MetadataDelta") -> "MetadataDelta":
         """This delta followed by ``other`` (for a notification that needs several reads)."""
@@ -122,6 +126,7 @@ class MetadataDelta:
             features_epoch=other.features_epoch if other.features is not None
             else self.features_epoch,
             tokens={**self.tokens, **other.tokens},
+            group_configs={**self.group_configs, **other.group_configs},
             brokers={**self.brokers, **other.brokers},
             controller_id=other.controller_id if other.controller_changed
             else self.controller_id)
@@ -139,6 +144,7 @@ class MetadataDelta:
                              ("SCRAM", sorted({u for u, _ in self.scram})),
                              ("client quotas", len(self.client_quotas)),
                              ("delegation tokens", sorted(self.tokens)),
+                             ("group configs", sorted(self.group_configs)),
                              ("brokers", sorted(self.brokers))):
             if value:
                 parts.append(f"{label} {value}")

@@ -220,12 +220,16 @@ class MetadataImage:
     features_epoch: int = 1
     # Delegation tokens (KIP-48): token id -> TokenInfo.
     delegation_tokens: Mapping[str, TokenInfo] = field(default_factory=lambda: _EMPTY)
+    # Group configs (KIP-848, the GROUP config resource): group id -> config name -> value (a
+    # string, as topic configs); a group without overrides is absent.
+    group_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
 
     @classmethod
     def build(cls, cluster_id: str, topics=(), broker_configs: Mapping | None = None,
               scram_credentials: Mapping | None = None, acls=(),
               client_quotas: Mapping | None = None, finalized_features: Mapping | None = None,
-              features_epoch: int = 1, delegation_tokens=()):
+              features_epoch: int = 1, delegation_tokens=(),
+              group_configs: Mapping | None = None):
         by_name = {t.name: t for t in topics}
         return cls(cluster_id, MappingProxyType(by_name),
                    MappingProxyType({t.topic_id: t for t in by_name.values()}),
@@ -238,7 +242,8 @@ class MetadataImage:
                    finalized_features=frozen_mapping(finalized_features),
                    features_epoch=features_epoch,
                    delegation_tokens=MappingProxyType({t.token_id: t
-                                                       for t in delegation_tokens}))
+                                                       for t in delegation_tokens}),
+                   group_configs=_frozen_group_configs(group_configs or {}))
 
     # --- reads (the names handlers have always used) -------------------------------------------
 
@@ -254,6 +259,10 @@ class MetadataImage:
     def broker_configs(self, *, cluster_default: bool) -> dict[str, str]:
         return dict(self.dynamic_broker_configs.get("cluster" if cluster_default else "broker",
                                                     _EMPTY))
+
+    def group_config(self, group_id: str) -> Mapping[str, str]:
+        """The group's config overrides (empty when it has none)."""
+        return self.group_configs.get(group_id, _EMPTY)
 
     def scram_credential(self, user: str, mechanism: str) -> str | None:
         return self.scram_credentials.get(user, _EMPTY).get(mechanism)
@@ -347,6 +356,10 @@ class MetadataImage:
                 else:
                     tokens[token_id] = info
             changes["delegation_tokens"] = MappingProxyType(tokens)
+        if delta.group_configs:
+            groups = dict(self.group_configs)
+            groups.update(delta.group_configs)
+            changes["group_configs"] = _frozen_group_configs(groups)
         if delta.brokers:
             brokers = dict(self.brokers)
             for node_id, info in delta.brokers.items():
@@ -385,3 +398,8 @@ class MetadataImage:
 def _frozen_quotas(quotas: Mapping) -> Mapping:
     return MappingProxyType({tuple(sorted(entity)): frozen_mapping(values)
                              for entity, values in quotas.items() if values})
+
+
+def _frozen_group_configs(configs: Mapping) -> Mapping:
+    return MappingProxyType({group: frozen_mapping({k: str(v) for k, v in values.items()})
+                             for group, values in configs.items() if values})

@@ -12,6 +12,7 @@ File ``<log.dir>/kbroker-metadata.json``::
      "delegation_tokens": {"<token id>": {"owner": "User:alice", "requester": "User:alice",
                            "renewers": ["User:bob"], "issue_ms": N, "max_ms": N,
                            "expiry_ms": N}},
+     "group_configs": {"<group id>": {"consumer.heartbeat.interval.ms": "700"}},
      "topics": {"<name>": {"topic_id": "<uuid>", "partitions": N,
                            "replicas": [[node, ...], ...], "configs": {...}}}}
 
@@ -22,6 +23,10 @@ is either wholly on disk or not at all; the rewrite runs in a thread, so the eve
 serving while a large file is written. Kafka's log-dir scan ignores plain files, so the file
 does not disturb Kafka's layout.
 
+Group configs were kept, before they became metadata, in a file of their own
+(``<log.dir>/group-configs.json``: {group: {name: value}}); a store that finds one imports it
+once at start-up (a group the store already holds keeps its stored configs), then deletes it.
+
 A single node leads every partition with its only replica: partition states are not stored
 (a delta's states are dropped, and topics are committed without them), and this broker is
 always the controller.
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import uuid
 from dataclasses import replace
@@ -40,6 +46,10 @@ from kbroker.metadata.image import MetadataImage, TokenInfo, TopicMetadata
 from kbroker.metadata.store import Commit, new_cluster_id
 
 FILE_NAME = "kbroker-metadata.json"
+# Where group configs were kept before they were metadata (imported once, then deleted).
+OLD_GROUP_CONFIGS = "group-configs.json"
+
+log = logging.getLogger("kbroker.metadata")
 
 
 def write_atomically(path: str, data: bytes) -> None:
@@ -78,6 +88,30 @@ class LocalMetadataStore:
                            "next_producer_id_block": 0,
                            "broker_configs": {"cluster": {}, "broker": {}}, "topics": {}}
             write_atomically(self.path, self._encode(self._state))
+        self._import_group_configs(os.path.join(log_dir, OLD_GROUP_CONFIGS))
+
+    def _import_group_configs(self, old: str) -> None:
+        """Take in the group configs of the file they were kept in before (once: the file is
+        deleted after the store holding them is written)."""
+        if not os.path.exists(old):
+            return
+        try:
+            with open(old, "rb") as f:
+                found = json.load(f)
+            imported = {str(g): {str(k): str(v) for k, v in c.items()}
+                        for g, c in found.items() if c}
+        except (OSError, ValueError, AttributeError) as exc:
+            log.error("cannot import the group configs of %s (%s); the file is left as it is",
+                      old, exc)
+            return
+        groups = dict(self._state.get("group_configs") or {})
+        for group, configs in imported.items():
+            groups.setdefault(group, configs)
+        self._state = {**self._state, "group_configs": groups}
+        write_atomically(self.path, self._encode(self._state))
+        os.remove(old)
+        log.info("imported the group configs of %d group(s) from %s into %s", len(imported),
+                 old, self.path)
 
     @staticmethod
     def _encode(state: dict) -> bytes:
@@ -104,7 +138,8 @@ class LocalMetadataStore:
                                     for e in self._state.get("client_quotas", ())},
                                    features.get("levels"), features.get("epoch", 1),
                                    [_token(token_id, t) for token_id, t
-                                    in (self._state.get("delegation_tokens") or {}).items()])
+                                    in (self._state.get("delegation_tokens") or {}).items()],
+                                   self._state.get("group_configs"))
 
     async def reread(self, delta: MetadataDelta) -> MetadataDelta:
         return NO_CHANGE  # one writer, serialised by the controller: never stale
@@ -174,6 +209,14 @@ class LocalMetadataStore:
                                         "issue_ms": info.issue_ms, "max_ms": info.max_ms,
                                         "expiry_ms": info.expiry_ms}
             state["delegation_tokens"] = tokens
+        if delta.group_configs:
+            groups = dict(state.get("group_configs") or {})
+            for group, configs in delta.group_configs.items():
+                if configs:
+                    groups[group] = {k: str(v) for k, v in configs.items()}
+                else:
+                    groups.pop(group, None)
+            state["group_configs"] = groups
         await self._save(state)
         return Commit(stored)
 

@@ -268,3 +268,19 @@ def test_rolling_upgrade_and_downgrade():
         shard.runtime.unload(0)
     run(main())
 
+
+
+def test_a_group_config_outside_the_brokers_bounds_is_capped_to_them():
+    """Kafka's GroupConfig.evaluate: a stored value the broker's (since changed) bounds no longer
+    allow takes the nearest bound; a group without one takes the broker's value."""
+    from kbroker.coordinator.group.consumer import settings
+    shard = make_consumer_shard(**{"group.consumer.min.heartbeat.interval.ms": 1000,
+                                   "group.consumer.max.heartbeat.interval.ms": 8000})
+    shard.test_group_configs["low"] = {"consumer.heartbeat.interval.ms": "10"}
+    shard.test_group_configs["high"] = {"consumer.heartbeat.interval.ms": "90000"}
+    shard.test_group_configs["ok"] = {"consumer.heartbeat.interval.ms": "1500"}
+    assert settings.heartbeat_interval_ms(shard, "low") == 1000
+    assert settings.heartbeat_interval_ms(shard, "high") == 8000
+    assert settings.heartbeat_interval_ms(shard, "ok") == 1500
+    assert settings.heartbeat_interval_ms(shard, "none") == shard.config.get(
+        "group.consumer.heartbeat.interval.ms")

@@ -387,6 +387,11 @@ def test_group_configs(cg_broker):
     alter("consumer.heartbeat.interval.ms", "700").result(20)
     entry = described()["consumer.heartbeat.interval.ms"]
     assert entry.value == "700" and entry.source == 8  # GROUP_CONFIG
+    from kbroker.protocol import messages
+    with Wire(cg_broker.bootstrap) as wire:  # ListConfigResources v1: groups with configs
+        listed = wire.call(74, 1, messages.request_class(74)(resource_types=[32]))
+    assert [(r.resource_name, r.resource_type) for r in listed.config_resources] == [
+        ("g-configs", 32)]
     assert described()["consumer.session.timeout.ms"].value == "6000"  # the broker's
     for name, value, text in (("consumer.heartbeat.interval.ms", "50", "must be in the range 100 to 15000"),
                               ("consumer.nope", "1", "Unknown group config name"),
@@ -400,6 +405,27 @@ def test_group_configs(cg_broker):
         r = _heartbeat(wire, group_id="g-configs", member_epoch=0, rebalance_timeout_ms=1000,
                        topic_partitions=[], subscribed_topic_names=[topic])
         assert r.error_code == 0 and r.heartbeat_interval_ms == 700
+        # A change applies to the running group: its member's next heartbeat gets it.
+        alter("consumer.heartbeat.interval.ms", "900").result(20)
+        again = _heartbeat(wire, group_id="g-configs", member_id=r.member_id,
+                           member_epoch=r.member_epoch)
+        assert again.error_code == 0 and again.heartbeat_interval_ms == 900
     cg_broker.stop()
+    # A data dir of a kbroker that kept group configs in a side file: imported once.
+    (cg_broker.data_dir / "group-configs.json").write_text(
+        '{"g-old": {"consumer.session.timeout.ms": 50000}}')
     cg_broker.start()
-    assert described()["consumer.heartbeat.interval.ms"].value == "700"
+    assert described()["consumer.heartbeat.interval.ms"].value == "900"
+    old = ConfigResource(ResourceType.GROUP, "g-old")
+    assert admin.describe_configs([old])[old].result(20)[
+        "consumer.session.timeout.ms"].value == "50000"
+    assert not (cg_broker.data_dir / "group-configs.json").exists()
+
+    # Deleting a group keeps its configs, as on Kafka (DeleteGroups removes its records only).
+    from confluent_kafka import TopicPartition
+    committer = Consumer({"bootstrap.servers": cg_broker.bootstrap, "group.id": "g-old"})
+    committer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    committer.close()
+    admin.delete_consumer_groups(["g-old"], request_timeout=20)["g-old"].result(20)
+    assert admin.describe_configs([old])[old].result(20)[
+        "consumer.session.timeout.ms"].value == "50000"

@@ -22,19 +22,20 @@ class GroupCoordinator:
         self.config = config
         self.controller = controller
         self.topic_changes = TopicChanges()
-        from kbroker.coordinator.group.group_configs import GroupConfigStore
-        # Group configs (GROUP resource): durable in the data dir on a single node.
-        self.group_configs = GroupConfigStore(
-            None if config.get("zookeeper.connect") else config.log_dirs[0])
         topic_configs = {"cleanup.policy": "compact", "compression.type": "producer",
                          "segment.bytes": str(config.get("offsets.topic.segment.bytes"))}
         self.runtime = CoordinatorRuntime(
             controller, partitions, TOPIC, config.get("offsets.topic.num.partitions"), topic_configs,
             lambda runtime, index: GroupShard(runtime, index, config, self.topic_changes,
-                                              lambda group_id: self.group_configs.get(
-                                                  group_id)),
+                                              self.group_configs),
             config.get("offsets.topic.replication.factor"))
         self._expiry: asyncio.Task | None = None
+
+    def group_configs(self, group_id: str):
+        """A group's configs (the GROUP resource) as the current metadata image holds them:
+        read at each use, so a change applies to running groups from their next heartbeat
+        (interval) and next deadlines (session timeout), as on Kafka."""
+        return self.controller.image.group_config(group_id)
 
     def start(self) -> None:
         self.runtime.start()

@@ -19,26 +19,21 @@ Internal configs (Kafka's ``defineInternal``: ``streams.task.offset.interval.ms`
 ``streams.assignor.offload.enable``) are settable but shown by DescribeConfigs only once set,
 as Kafka does.
 
-Storage: Kafka keeps group configs in its metadata log. On a single node they are a file in the
-first log dir (``group-configs.json``: {group: {name: value}}, written atomically: temp file,
-fsync, rename), loaded at start-up. In a cluster they would need the ZooKeeper-backed metadata
-store, which does not hold them yet: altering one there is INVALID_REQUEST, and DescribeConfigs
-shows the broker defaults.
+Storage: group configs are metadata, as in Kafka (its metadata log): IncrementalAlterConfigs
+goes through the controller (``Controller.alter_group_configs``) into the image's
+``group_configs``, stored by the metadata store (the single node's file, or
+``/config/groups/<group>`` in ZooKeeper, announced by a ``/config/changes`` notification), and the
+coordinator reads them from the current image at each use. Deleting a group keeps its configs, as
+Kafka 4.3's DeleteGroups does.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from kbroker.protocol.errors import Errors, KafkaError
 
-log = logging.getLogger("kbroker.coordinator.group")
-FILE = "group-configs.json"
 
 INT, LONG, BOOLEAN, STRING, LIST = "INT", "LONG", "BOOLEAN", "STRING", "LIST"
 
@@ -223,41 +218,19 @@ def _check_bounds(config, definition: GroupConfigDef, value: int) -> None:
                          f"{name} must be greater than or equal to {lower}")
 
 
-class GroupConfigStore:
-    """Group id -> {config name: parsed value}; durable in ``directory`` (None: a cluster,
-    read-only)."""
-
-    def __init__(self, directory: str | Path | None):
-        self.path = Path(directory) / FILE if directory is not None else None
-        self.configs: dict[str, dict] = {}
-        if self.path is not None and self.path.exists():
-            try:
-                self.configs = {g: dict(c) for g, c in json.loads(self.path.read_text()).items()}
-            except (OSError, ValueError) as exc:
-                log.error("cannot read %s (%s): group configs start empty", self.path, exc)
-
-    def get(self, group_id: str) -> dict:
-        return self.configs.get(group_id, {})
-
-    def put(self, group_id: str, overrides: dict) -> None:
-        if self.path is None:
-            raise KafkaError(Errors.INVALID_REQUEST, "Group configs cannot be altered in a "
-                                                     "kbroker cluster yet: its metadata store "
-                                                     "does not hold them")
-        new = {g: dict(c) for g, c in self.configs.items()}
-        if overrides:
-            new[group_id] = dict(overrides)
-        else:
-            new.pop(group_id, None)
-        tmp = self.path.with_suffix(".tmp")
-        try:
-            with open(tmp, "w") as f:
-                json.dump(new, f, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            raise KafkaError(Errors.KAFKA_STORAGE_ERROR,
-                             f"Could not persist the group configs: {exc}") from None
-        self.configs = new
-        log.info("group %s configs are now %s", group_id, overrides)
+def stored_value(config, name: str, stored: str):
+    """A stored override as the coordinator uses it: parsed to its type and, for a number,
+    capped to the broker's current bounds (Kafka's GroupConfig.evaluate: an override stored
+    before the bounds changed still applies, within them). None when it no longer parses (not
+    written by kbroker's validation): the broker's value applies."""
+    definition = GROUP_CONFIGS[name]
+    try:
+        value = _parse(definition, stored)
+    except KafkaError:
+        return None
+    if definition.type in (INT, LONG):
+        if definition.lower:
+            value = max(value, config.get(definition.lower))
+        if definition.upper:
+            value = min(value, config.get(definition.upper))
+    return value

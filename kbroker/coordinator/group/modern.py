@@ -80,12 +80,14 @@ def can_compute_assignment(assignment_timestamp: int, interval_ms: int, now: int
 
 def group_setting(shard, group_id: str, name: str):
     """A group config's value for ``group_id``: its override (IncrementalAlterConfigs on the
-    GROUP resource), or else the broker config it defaults to."""
-    from kbroker.coordinator.group.group_configs import GROUP_CONFIGS
+    GROUP resource, as the metadata image stores it), or else the broker config it defaults to."""
+    from kbroker.coordinator.group.group_configs import GROUP_CONFIGS, default_value, stored_value
     overrides = shard.group_configs(group_id)
     if name in overrides:
-        return overrides[name]
-    return shard.config.get(GROUP_CONFIGS[name].synonym)
+        value = stored_value(shard.config, name, overrides[name])
+        if value is not None:
+            return value
+    return default_value(shard.config, GROUP_CONFIGS[name])
 
 
 # --- session timers --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ Key files, by job:
 - ``reader``: ZooKeeper -> image (the whole tree) and -> deltas (just what a notification names),
   newer znode versions only; ``security``: SCRAM credentials, ACLs and client quotas, read and
   written as read-modify-write deltas; ``tokens``: delegation tokens (``/delegation_token``);
+  group configs (``/config/groups/G``) are read and written by ``reader`` and ``store``;
 - ``sync``: watches and notifications that become deltas, published through
   ``Controller.follow``; a periodic full read as the safety net against a lost watch;
 - ``duties``: the elected controller's work (leader election, ISR notification trimming,

@@ -6,8 +6,9 @@ Two kinds of read, both asynchronous (kazoo's ``*_async`` calls gathered, :mod:`
   net): live brokers (``/brokers/ids`` and their registrations), the controller, every topic
   (``/brokers/topics/T``, ``/config/topics/T`` and each ``.../partitions/P/state``), this
   broker's dynamic configs, the finalized features, SCRAM credentials, ACLs and client quotas
-  (:mod:`.security`). A topic marked under ``/admin/delete_topics`` is left out (on its way out,
-  as Kafka's brokers stop serving it).
+  (:mod:`.security`), delegation tokens, group configs (``/config/groups/G``). A topic marked
+  under ``/admin/delete_topics`` is left out (on its way out, as Kafka's brokers stop serving
+  it).
 - the pieces a notification names, each returned as a :class:`MetadataDelta` against the
   current image: whole topics (a new child of ``/brokers/topics``), one topic's assignment (its
   data watch fired), partition states (an ``/isr_change_notification``), a config entity (a
@@ -143,16 +144,37 @@ class ZkReader:
                                         watch("topic"))
         credentials, acls, quotas = await security.read_all(self._zk)
         delegation_tokens = await tokens.read_all(self)
+        group_configs = await self.read_all_group_configs()
         controller = found.get(zn.CONTROLLER)
         feature = found.get(zn.FEATURE)
         image = MetadataImage.build(
             self.cluster_id, [t for t in topics.values() if t is not None],
             self._broker_configs(found), credentials, acls, client_quotas=quotas,
-            delegation_tokens=delegation_tokens)
+            delegation_tokens=delegation_tokens, group_configs=group_configs)
         return image.with_brokers(brokers, zn.decode_controller(controller[0])
                                   if controller else None).with_finalized_features(
             zn.decode_features(feature[0] if feature else None),
             zn.features_epoch(feature[1].version if feature else None))
+
+    async def read_all_group_configs(self) -> dict[str, dict[str, str]]:
+        """Every group's configs (``/config/groups/G``), group id -> configs."""
+        names = await self.children(zn.GROUP_CONFIGS)
+        return {g: c for g, c in (await self.read_group_configs(
+            [zn.desanitize(n) for n in names])).items() if c}
+
+    async def read_group_configs(self, group_ids) -> dict[str, dict[str, str]]:
+        """Group id -> its configs as stored now ({} when it has none); versions remembered."""
+        paths = {g: zn.group_config_path(g) for g in group_ids}
+        found = await self.get_many(paths.values())
+        configs = {}
+        for group_id, path in paths.items():
+            entry = found.get(path)
+            if entry is None:
+                self.versions.forget(path)
+            else:
+                self.versions.remember(path, entry[1])
+            configs[group_id] = _group_config(group_id, path, entry)
+        return configs
 
     def _broker_configs(self, found: dict) -> dict:
         configs = {}
@@ -308,7 +330,7 @@ class ZkReader:
     async def read_entity(self, image: MetadataImage, entity_path: str) -> MetadataDelta:
         """The config entity a ``/config/changes`` notification names: ``topics/T``,
         ``brokers/<default>`` or ``brokers/N``, ``users/U``, ``users/U/clients/C``,
-        ``clients/C``, ``ips/IP``."""
+        ``clients/C``, ``ips/IP``, ``groups/G``."""
         kind, _, name = entity_path.partition("/")
         if kind == "topics":
             path = zn.topic_config_path(name)
@@ -337,7 +359,33 @@ class ZkReader:
             if configs == dict(image.dynamic_broker_configs.get(scope, {})):
                 return MetadataDelta()
             return MetadataDelta(broker_configs={scope: configs})
+        if kind == "groups":
+            group_id = zn.desanitize(name)
+            path = zn.group_config_path(group_id)
+            entry = (await self.get_many([path])).get(path)
+            if entry is None:
+                self.versions.forget(path)
+            elif self.versions.newer(path, entry[1]):
+                self.versions.remember(path, entry[1])
+            else:
+                return MetadataDelta()
+            configs = _group_config(group_id, path, entry)
+            if configs == dict(image.group_config(group_id)):
+                return MetadataDelta()
+            return MetadataDelta(group_configs={group_id: configs})
         return await security.read_entity(self._zk, image, entity_path)
+
+
+def _group_config(group_id: str, path: str, entry) -> dict[str, str]:
+    """A group's configs from its znode's (data, stat), {} when absent or unreadable."""
+    if entry is None:
+        return {}
+    try:
+        return zn.decode_config(entry[0])
+    except (ValueError, AttributeError) as exc:
+        log.warning("ignoring the unreadable configs of group %s at %s (%s)", group_id, path,
+                    exc)
+        return {}
 
 
 def _state(entry) -> PartitionState:

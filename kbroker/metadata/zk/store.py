@@ -38,6 +38,9 @@ What each field of a delta writes:
 - ``features``: ``/feature``, conditional on the version read.
 - ``tokens``: ``/delegation_token/tokens/<id>`` with a ``token_changes`` notification each
   (:mod:`.tokens`).
+- ``group_configs``: ``/config/groups/<group>`` (created, updated, or deleted when the group has
+  no config left), conditional on its version, with a ``/config/changes`` notification naming
+  ``groups/<group>``, one transaction per group.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ class ZkMetadataStore:
         # (controller epoch, /controller_epoch's znode version) while this broker is controller;
         # replaced whole from the election's thread, read once per transaction.
         self._fencing: tuple[int, int] | None = None
+        self._parents: set[str] = set()  # lazily created persistent parents (/config/groups)
 
     @classmethod
     async def open(cls, client, node_id: int, cluster_id: str | None = None
@@ -158,6 +162,9 @@ class ZkMetadataStore:
                                      else str(self._node_id))))
         if delta.features is not None:
             fresh = fresh.merged(await self.reader.read_features(image))
+        if delta.group_configs:
+            fresh = fresh.merged(MetadataDelta(group_configs=await self.reader.read_group_configs(
+                list(delta.group_configs))))
         return fresh
 
     # --- transactions ---------------------------------------------------------------------------
@@ -300,6 +307,8 @@ class ZkMetadataStore:
             stored = replace(stored, features_epoch=await self._set_features(delta.features))
         if delta.tokens:
             await tokens.write_tokens(self, delta.tokens)
+        for group_id, configs in delta.group_configs.items():
+            await self._set_group_config(group_id, configs)
         return Commit(stored, refused)
 
     # --- topics -----------------------------------------------------------------------------------
@@ -460,6 +469,31 @@ class ZkMetadataStore:
         await self._set_or_create(txn, path, zn.encode_config(configs))
         txn.create(zn.CONFIG_CHANGE_PREFIX, zn.encode_config_change(entity_path), sequence=True)
         await self.run(txn, what)
+
+    async def _set_group_config(self, group_id: str, configs) -> None:
+        """``/config/groups/<group>`` made ``configs``, or deleted when empty, and the
+        notification every broker's sync reads."""
+        path = zn.group_config_path(group_id)
+        what = f"altering the configs of group {group_id}"
+        txn = self.transaction()
+        if configs:
+            await self._ensure_parent(zn.GROUP_CONFIGS)
+            await self._set_or_create(txn, path, zn.encode_config(configs))
+        else:
+            version = await self._version(path)
+            if version is None:
+                return  # nothing stored: nothing to delete
+            txn.delete(path, version)
+        txn.create(zn.CONFIG_CHANGE_PREFIX, zn.encode_config_change(zn.group_entity_path(
+            group_id)), sequence=True)
+        await self.run(txn, what)
+
+    async def _ensure_parent(self, path: str) -> None:
+        """Create ``path`` (a persistent parent Kafka 3.x does not create) if missing."""
+        if path in self._parents:
+            return
+        await aio(self._zk.ensure_path_async(path))
+        self._parents.add(path)
 
     # --- partition states -----------------------------------------------------------------------
 

@@ -17,7 +17,8 @@ children of ``/isr_change_             the partition states each new notificatio
 notification``
 children of ``/config/changes``        the config entity each new notification names (a
                                        topic's or broker's configs, a user's SCRAM
-                                       credentials and quotas, a client's or ip's quotas)
+                                       credentials and quotas, a client's or ip's quotas, a
+                                       group's configs)
 children of ``/kafka-acl-changes``,    the ACL resource each new notification names
 ``/kafka-acl-extended-changes``
 children of ``/delegation_token/       the delegation token each new notification names
@@ -397,6 +398,11 @@ class ZkSync:
                 delta = delta.merged(_security_delta(image, *await security.read_all(self._zk)))
             if ("tokens", "") in suspects:
                 delta = delta.merged(tokens.delta_to(image, await tokens.read_all(self._reader)))
+            if ("groups", "") in suspects:
+                now = await self._reader.read_all_group_configs()
+                delta = delta.merged(MetadataDelta(group_configs={
+                    g: now.get(g, {}) for g in image.group_configs.keys() | now.keys()
+                    if now.get(g, {}) != dict(image.group_config(g))}))
             if not delta.empty and not quiet:
                 self.differences += 1
                 log.warning("metadata sync: the periodic full read of ZooKeeper found what no "
@@ -451,6 +457,9 @@ def _differences(image: MetadataImage, fresh: MetadataImage) -> set[tuple[str, s
         found.add(("security", ""))
     if dict(image.delegation_tokens) != dict(fresh.delegation_tokens):
         found.add(("tokens", ""))
+    if ({g: dict(c) for g, c in image.group_configs.items()}
+            != {g: dict(c) for g, c in fresh.group_configs.items()}):
+        found.add(("groups", ""))
     return found
 
 
@@ -498,7 +507,8 @@ def _explain(image: MetadataImage, delta: MetadataDelta) -> str:
                          features_epoch=delta.features_epoch,
                          broker_configs=delta.broker_configs, scram=delta.scram,
                          acls_added=delta.acls_added, acls_removed=delta.acls_removed,
-                         client_quotas=delta.client_quotas, tokens=delta.tokens)
+                         client_quotas=delta.client_quotas, tokens=delta.tokens,
+                         group_configs=delta.group_configs)
     if not rest.empty:
         parts.append(rest.describe())
     return "; ".join(parts)

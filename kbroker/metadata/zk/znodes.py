@@ -14,7 +14,14 @@ reading a kbroker-written tree) read what we write::
                                           "controller_epoch":1,"isr":[1,2]}
     /config/topics/T, /config/brokers/N, /config/brokers/<default>
                                          {"version":1,"config":{"key":"value"}}
+    /config/groups/G                     {"version":1,"config":{"consumer.heartbeat.interval.ms":
+                                          "700"}}  (KIP-848 group configs: Kafka 3.x's ZooKeeper
+                                          mode has none, so kbroker uses the layout of its other
+                                          config entities; G sanitized as a user name; deleted
+                                          when the group has no config left)
     /config/changes/config_change_NNNNNNNNNN   {"version":2,"entity_path":"topics/T"}  sequential
+                                         (entity paths: topics/T, brokers/N, users/U, clients/C,
+                                          ips/IP, groups/G)
     /config/users/U, /config/users/U/clients/C, /config/clients/C, /config/ips/IP
                                          {"version":1,"config":{"producer_byte_rate":"1024"}}
                                          (client quotas; U and C sanitized, <default> for the
@@ -59,6 +66,7 @@ BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
+GROUP_CONFIGS = "/config/groups"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -115,6 +123,15 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def group_entity_path(group_id: str) -> str:
+    """A group's config entity, as a ``/config/changes`` notification names it."""
+    return f"groups/{sanitize(group_id)}"
+
+
+def group_config_path(group_id: str) -> str:
+    return f"/config/{group_entity_path(group_id)}"
 
 
 def broker_config_path(broker_id: int | None) -> str:
