@@ -191,7 +191,7 @@ def test_records_rebuild_the_group():
 def test_standby_replicas_from_the_group_config():
     async def main():
         shard = await _ready_shard()
-        shard.test_group_configs["app"] = {"streams.num.standby.replicas": 1}
+        shard.test_group_configs["app"] = {"streams.num.standby.replicas": "1"}  # as the image stores it
         a = await hb(shard, member="a")
         b = await hb(shard, member="b")
         for _ in range(3):
@@ -265,7 +265,7 @@ def test_task_offsets_are_kept_and_checked():
 def test_missing_client_tags_status():
     async def main():
         shard = await _ready_shard()
-        shard.test_group_configs["app"] = {"streams.rack.aware.assignment.tags": ["zone"]}
+        shard.test_group_configs["app"] = {"streams.rack.aware.assignment.tags": "zone"}  # as the image stores it
         r = await hb(shard, member="a", client_tags={"rack": "r1"})
         assert (Status.MISSING_CLIENT_TAGS,
                 "Missing required client tags for rack-aware standby assignment: [zone]. "
