@@ -39,7 +39,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from tests.broker_process import BrokerProcess  # noqa: E402
 from tools.eos_chains import GO_DRIVER, InputProducer, member_command  # noqa: E402
-from tools.kafka_ref.run_kafka import free_port, start_kafka  # noqa: E402
+from tools.kafka_ref.run_kafka import COMPARABLE_SETTINGS, free_port, start_kafka  # noqa: E402
 
 PARTITIONS = 7
 
@@ -113,7 +113,8 @@ def main() -> int:
         parser.error(f"{GO_DRIVER} is missing: build compat_tests/go")
     workdir = Path(tempfile.mkdtemp(prefix="bench-txn-cycle-"))
     print(f"logs in {workdir}")
-    overrides = dict(kv.split("=", 1) for kv in args.broker_set)
+    # kbroker gets the reference Kafka's group/transaction settings (no initial rebalance delay).
+    overrides = {**COMPARABLE_SETTINGS, **dict(kv.split("=", 1) for kv in args.broker_set)}
     results: dict[str, dict] = {}
     errors: list[str] = []
     brokers = {}
