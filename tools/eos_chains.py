@@ -473,7 +473,11 @@ def with_fresh_broker(which: str, workdir: Path, workload) -> Result:
         finally:
             handle.stop()
     from tests.broker_process import BrokerProcess
-    broker = BrokerProcess(workdir / "kbroker").start()
+    from tools.kafka_ref.run_kafka import COMPARABLE_SETTINGS
+    # The reference Kafka's group and transaction settings (no initial rebalance delay above
+    # all): franz-go members live a second or two here, so groups empty often, and with Kafka's
+    # default 3 s delay on kbroker's side only each empty group stalled its stage 3-7 s.
+    broker = BrokerProcess(workdir / "kbroker", COMPARABLE_SETTINGS).start()
     try:
         return workload(broker.bootstrap, [broker.log_path])
     finally:

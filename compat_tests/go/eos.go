@@ -22,7 +22,10 @@ import (
 // It stops after --max-ms, after --idle-ms without a record once it has copied something, after
 // --transactions transactions (a member leaving mid-stream), or on SIGTERM; then it prints a
 // "done" event with its counts and every error by name (produce callbacks, End, fetches), so a
-// harness can tell Kafka's answers apart.
+// harness can tell Kafka's answers apart. The event also times the transactions (milliseconds,
+// p50/p99/max): "cycle_ms" from one End's return to the next (a whole poll, produce, End
+// cycle), "poll_ms" the PollFetches that fed a transaction, "end_ms" the End (flush, offsets in
+// the transaction, EndTxn).
 //
 //	kbroker-go-driver eos-copy --bootstrap H:P --input IN --output OUT --group G
 //	     --transactional-id ID [--value-prefix P] [--max-ms 120000] [--idle-ms 10000]
@@ -98,6 +101,8 @@ func eosCopy(ctx context.Context, a *args) (int, error) {
 	}
 	copied, committed, aborted := 0, 0, 0
 	lastRecord := time.Now()
+	var cycles, polls, ends []float64
+	var lastEnd time.Time
 	for ctx.Err() == nil {
 		if maxTxns > 0 && int64(committed+aborted) >= maxTxns {
 			break
@@ -105,6 +110,7 @@ func eosCopy(ctx context.Context, a *args) (int, error) {
 		if copied > 0 && time.Since(lastRecord) > time.Duration(idleMs)*time.Millisecond {
 			break
 		}
+		pollStart := time.Now()
 		fetches := sess.PollFetches(ctx)
 		if fetches.IsClientClosed() {
 			break
@@ -118,6 +124,7 @@ func eosCopy(ctx context.Context, a *args) (int, error) {
 			continue
 		}
 		lastRecord = time.Now()
+		polls = append(polls, ms(lastRecord.Sub(pollStart)))
 		if err := sess.Begin(); err != nil {
 			countError("begin", err)
 			return 1, err
@@ -133,7 +140,14 @@ func eosCopy(ctx context.Context, a *args) (int, error) {
 				}
 			})
 		})
+		endStart := time.Now()
 		ok, err := sess.End(ctx, kgo.TryCommit)
+		now := time.Now()
+		ends = append(ends, ms(now.Sub(endStart)))
+		if !lastEnd.IsZero() {
+			cycles = append(cycles, ms(now.Sub(lastEnd)))
+		}
+		lastEnd = now
 		if err != nil {
 			countError("end", err)
 		}
@@ -145,8 +159,28 @@ func eosCopy(ctx context.Context, a *args) (int, error) {
 		}
 	}
 	emit(obj{"event", "done", "copied", copied, "committed", committed, "aborted", aborted,
-		"errors", sortedCounts(errs)})
+		"errors", sortedCounts(errs), "cycle_ms", quantiles(cycles), "poll_ms", quantiles(polls),
+		"end_ms", quantiles(ends)})
 	return 0, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// quantiles is {"n", "p50", "p99", "max"} of xs (milliseconds), null without any.
+func quantiles(xs []float64) any {
+	if len(xs) == 0 {
+		return nil
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	at := func(q float64) float64 {
+		i := int(q * float64(len(s)))
+		if i >= len(s) {
+			i = len(s) - 1
+		}
+		return s[i]
+	}
+	return obj{"n", len(s), "p50", at(0.5), "p99", at(0.99), "max", s[len(s)-1]}
 }
 
 // sortedCounts is errs as a JSON object with its keys in order (stable output).

@@ -268,6 +268,18 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
+# The reference broker's departures from Kafka's production defaults that change how clients'
+# groups and transactions behave (the others below are about a single node). A harness that
+# compares kbroker with this broker gives kbroker the same (``BrokerProcess(dir, COMPARABLE)``):
+# with Kafka's default 3 s initial rebalance delay on one side only, every group that empties
+# (short-lived members of a churn test) waits 3 s or more on that side before its next generation.
+COMPARABLE_SETTINGS = {
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.num.partitions": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
 def server_properties(port: int, controller_port: int, log_dir: Path, advertised: str,
                       extra: dict[str, str]) -> str:
     props = {
@@ -284,13 +296,11 @@ def server_properties(port: int, controller_port: int, log_dir: Path, advertised
         "default.replication.factor": "1",
         "min.insync.replicas": "1",
         "offsets.topic.replication.factor": "1",
-        "offsets.topic.num.partitions": "1",
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
-        "transaction.state.log.num.partitions": "1",
         "share.coordinator.state.topic.replication.factor": "1",
         "share.coordinator.state.topic.min.isr": "1",
-        "group.initial.rebalance.delay.ms": "0",
+        **COMPARABLE_SETTINGS,
         "auto.create.topics.enable": "true",
         "delete.topic.enable": "true",
     }
