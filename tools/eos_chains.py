@@ -50,7 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from tools.broker_refusals import GUARD_SUFFIX, BrokerLogs  # noqa: E402
@@ -227,9 +227,16 @@ class Output:
     def catch_up(self, budget: float = 300) -> int:
         """Read up to the topic's current end offsets (for at most ``budget`` seconds); the
         number of records seen so far."""
-        ends = {p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                       timeout=10)[1]
-                for p in range(PARTITIONS)}
+        try:
+            ends = {p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p),
+                                                           timeout=10)[1]
+                    for p in range(PARTITIONS)}
+        except KafkaException as exc:
+            # A leader moving (or a broker still down after a fault) answers this with a
+            # retriable error: nothing was read this time, the caller asks again.
+            print(f"  output: end offsets not read ({exc.args[0]}); retrying", flush=True)
+            time.sleep(1)
+            return sum(self.seen.values())
         deadline = time.monotonic() + budget
         while time.monotonic() < deadline:
             positions = self.consumer.position(
