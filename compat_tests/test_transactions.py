@@ -74,6 +74,20 @@ def test_kafka_streams_exactly_once_v2(broker, cell):
     transactions) and writes every updated count to the output topic. With the record cache off
     each input record yields one output record: read_committed, each key's counts must be exactly
     1..n in order, and nothing else."""
+    _streams_count(broker, cell, "streams-app")
+
+
+@pytest.mark.skipif(bool(_NARROWED) and "java" not in _NARROWED.split(","),
+                    reason="COMPAT_CLIENTS leaves out java, whose driver runs Kafka Streams")
+@pytest.mark.compat("kafka streams: group.protocol=streams (KIP-1071), exactly_once_v2 count",
+                    client="kafka-streams", version=f"{STREAMS_VERSION} (in the Java driver)")
+def test_kafka_streams_streams_protocol(broker, cell):
+    """The same count with the streams rebalance protocol: the broker assigns the tasks
+    (StreamsGroupHeartbeat) and creates the changelog topic the topology declares."""
+    _streams_count(broker, cell, "streams-kip1071", "--property", "group.protocol=streams")
+
+
+def _streams_count(broker, cell, app_prefix: str, *args):
     java = BY_NAME["java"]
     unavailable = java.unavailable()
     assert unavailable is None, unavailable
@@ -87,8 +101,8 @@ def test_kafka_streams_exactly_once_v2(broker, cell):
         producer.produce(source, key=key.encode(), value=f"v{i}".encode())
     assert producer.flush(30) == 0
 
-    run = harness.run(java, "streams-count", broker.bootstrap, timeout=120, input=source,
-                      output=sink, application_id=harness.unique("streams-app"),
+    run = harness.run(java, "streams-count", broker.bootstrap, *args, timeout=120, input=source,
+                      output=sink, application_id=harness.unique(app_prefix),
                       expect=len(keys), timeout_ms=90_000)
     assert run.rc == 0, f"{run.error_text()}\n{run.describe()}"
     startup = run.of("running")[0]["startupMs"]
