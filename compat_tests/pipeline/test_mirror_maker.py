@@ -50,6 +50,18 @@ def produce(bootstrap: str, topic: str, count: int) -> None:
     assert producer.flush(30) == 0
 
 
+def records_in(bootstrap: str, topic: str) -> int:
+    """How many records ``topic``'s two partitions hold (high watermarks; nothing is deleted)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex}"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                   for p in (0, 1))
+    except Exception:  # noqa: BLE001 - the mirrored topic may not be there yet
+        return 0
+    finally:
+        consumer.close()
+
+
 def consume(bootstrap: str, group: str, topic: str, count: int, timeout: float = 60) -> list[str]:
     """Up to ``count`` values as a member of ``group``, committed synchronously at the end."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
@@ -146,6 +158,10 @@ def test_mirror_both_ways_and_fail_over_a_consumer_group(clusters, tmp_path):
             wait_until(lambda: len(committed(target, group, topic)) == 2, 120, 0.5,
                        f"{group}'s translated offsets on {topic}")
             translated[source] = committed(target, group, topic)
+            # Offsets are translated on their own schedule: the records themselves may still be
+            # on their way when the offsets are there, and MirrorMaker is stopped next.
+            wait_until(lambda: records_in(target, topic) >= RECORDS, 120, 0.5,
+                       f"the {RECORDS} records of {source} mirrored to {topic}")
             assert all(0 <= translated[source][p] <= upstream[source][p] for p in (0, 1)), \
                 (translated, upstream)
         log = (tmp_path / "mm2.log").read_text(errors="replace")

@@ -201,7 +201,10 @@ def changed_at_run_time(bootstrap, topic):
                         topic_type]:
                     break
                 time.sleep(0.1)
-        return [b["codec"] for b in fetched(wire, topic, base)]
+        codecs = [b["codec"] for b in fetched(wire, topic, base)]
+    # How many batches still got the old codec depends on when each broker applies the change
+    # (Kafka: when the metadata reaches the log), so the trace compared is the codecs in order.
+    return [c for i, c in enumerate(codecs) if i == 0 or c != codecs[i - 1]]
 
 
 def test_changing_a_topics_type_applies_to_new_batches_only(brokers):
