@@ -21,11 +21,12 @@ test:
 	bash scripts/install-test-deps.sh
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
-# Scenarios too long for `make test` (tests/long, ignored otherwise): the whole CDC pipeline,
-# PostgreSQL -> Debezium -> kbroker -> the PySpark example -> kbroker (docs/pipeline.md).
+# Scenarios too long for `make test` (tests/long and MirrorMaker 2, ignored otherwise): the whole
+# CDC pipeline, PostgreSQL -> Debezium -> kbroker -> the PySpark example -> kbroker
+# (docs/pipeline.md), and MirrorMaker 2 between Kafka 4.4.0 and kbroker.
 test-long:
 	bash scripts/install-test-deps.sh
-	KBROKER_LONG_TESTS=1 $(VENV)/bin/python -m pytest tests/long $(PYTEST_ARGS)
+	KBROKER_LONG_TESTS=1 $(VENV)/bin/python -m pytest tests/long compat_tests/pipeline/test_mirror_maker.py $(PYTEST_ARGS)
 
 # Protocol and unit tests only: no client installs beyond the Python ones.
 test-fast:
