@@ -208,3 +208,103 @@ def test_migration_of_a_running_classic_group(broker, groups_ready, driver, cell
     read = got()
     cell.note(f"classic -> mixed -> consumer: {len(sent)} records, 0 missed, "
               f"{len(read) - len(set(read))} read twice")
+
+
+def describe(bootstrap: str, group: str):
+    """The ConsumerGroupDescribe entry of ``group`` (state, epochs, members with instance ids)."""
+    from kbroker.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
+    with Wire(bootstrap) as wire:
+        return wire.call(69, 1, ConsumerGroupDescribeRequest(group_ids=[group])).groups[0]
+
+
+@pytest.mark.compat("consumer protocol: regex subscription picks up a new topic")
+def test_regex_subscription_picks_up_a_new_topic(broker, groups_ready, driver, cell):
+    cell.need(driver, "groups.consumer-protocol")
+    prefix, group = harness.unique("cp-rx", driver.name), harness.unique("g", driver.name)
+    first, later, unrelated = f"{prefix}-a", f"{prefix}-b", f"{prefix}x-c"
+    ensure_topic(broker.bootstrap, first, partitions=2)
+    ensure_topic(broker.bootstrap, unrelated, partitions=1)
+    reference.produce(broker.bootstrap, first, [(i % 2, f"a{i}", None) for i in range(4)])
+    reference.produce(broker.bootstrap, unrelated, [(0, "not-matched", None)])
+    member = harness.start(driver, "consume", broker.bootstrap, *CONSUMER, timeout=120,
+                           topic=f"{prefix}-.*", pattern=True, count=7, group=group,
+                           from_beginning=True, timeout_ms=90_000)
+    try:
+        member.wait_for(lambda: len(member.events("record")) >= 4, 60,
+                        "the records of the topic that matched at subscribe time")
+        created = time.monotonic()
+        ensure_topic(broker.bootstrap, later, partitions=1)
+        reference.produce(broker.bootstrap, later, [(0, f"b{i}", None) for i in range(3)])
+        member.wait_for(lambda: len(member.events("record")) >= 7, 60,
+                        "the records of the topic created after the subscription")
+        picked_up = time.monotonic() - created
+        member.wait()
+    finally:
+        if member.run.rc is None:
+            member.stop()
+    records = member.events("record")
+    assert sorted(values(records)) == sorted([f"a{i}" for i in range(4)] +
+                                             [f"b{i}" for i in range(3)])
+    assert {r["topic"] for r in records} == {first, later}, "the regex must full-match"
+    cell.note(f"the topic created later was consumed {picked_up:.1f} s after its creation; "
+              f"the non-matching {unrelated} was never assigned")
+
+
+@pytest.mark.compat("consumer protocol: static member restart without a rebalance")
+def test_static_member_restart_without_a_rebalance(broker, groups_ready, driver, cell):
+    cell.need(driver, "groups.consumer-protocol")
+    partitions = 4
+    topic, group = harness.unique("cp-static", driver.name), harness.unique("g", driver.name)
+    ensure_topic(broker.bootstrap, topic, partitions=partitions)
+    static = lambda name: [*CONSUMER, "--property", f"group.instance.id={group}-{name}",  # noqa
+                           "--property", "session.timeout.ms=45000"]
+    sent = [f"r{i}" for i in range(8)]
+    reference.produce(broker.bootstrap, topic, [(i % partitions, v, None)
+                                                for i, v in enumerate(sent)])
+    # ``a`` closes by itself after 20 s, as a restarted process would: a static member's leave
+    # (member epoch -2) keeps its place and partitions for the session timeout.
+    a = harness.start(driver, "consume", broker.bootstrap, *static("a"), timeout=60, topic=topic,
+                      count=1_000_000, group=group, from_beginning=True, timeout_ms=20_000)
+    b = harness.start(driver, "consume", broker.bootstrap, *static("b"), timeout=120,
+                      topic=topic, count=1_000_000, group=group, from_beginning=True,
+                      timeout_ms=100_000)
+    started = [a, b]
+    try:
+        def split():
+            g = describe(broker.bootstrap, group)
+            owned = {m.instance_id: sorted(p for tp in m.assignment.topic_partitions
+                                           for p in tp.partitions) for m in g.members}
+            return g, owned
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            g, owned = split()
+            if g.group_state == "Stable" and sorted(len(p) for p in owned.values()) == [2, 2]:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"no Stable 2/2 split within 60 s: {split()}")
+        epoch_before, owned_before = g.group_epoch, owned
+        a.wait()
+        restarted = harness.start(driver, "consume", broker.bootstrap, *static("a"),
+                                  timeout=120, topic=topic, count=1_000_000, group=group,
+                                  from_beginning=True, timeout_ms=100_000)
+        started.append(restarted)
+        reference.produce(broker.bootstrap, topic, [(p, f"after-p{p}", None)
+                                                    for p in range(partitions)])
+        sent += [f"after-p{p}" for p in range(partitions)]
+        got = lambda: [v for m in started for v in values(m.events("record"))]  # noqa: E731
+        deadline = time.monotonic() + 60
+        while set(sent) - set(got()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        g, owned = split()
+    finally:
+        for m in started:
+            if m.run.rc is None:
+                m.stop()
+    missing = sorted(set(sent) - set(got()))
+    assert not missing, f"{len(missing)} records never consumed: {missing}"
+    assert g.group_epoch == epoch_before, \
+        f"the group rebalanced: epoch {epoch_before} -> {g.group_epoch}"
+    assert owned == owned_before, f"assignment changed: {owned_before} -> {owned}"
+    cell.note(f"instance {group}-a restarted and got back {owned[f'{group}-a']} at group epoch "
+              f"{g.group_epoch}; the other member's partitions never moved")

@@ -71,8 +71,14 @@ def produce(a) -> int:
 
 
 def consume(a) -> int:
+    if a.pattern and not a.group:
+        raise SystemExit("--pattern needs --group")
+    if a.pattern and a.client != "confluent":
+        raise SystemExit(f"--pattern: not wired for {a.client}")
+    # librdkafka reads a subscribed topic that starts with "^" as a regular expression.
+    topic = "^" + a.topic.lstrip("^") if a.pattern else a.topic
     got = adapter(a.client).consume(
-        a.bootstrap, a.topic, a.count, start="beginning" if a.from_beginning else "end",
+        a.bootstrap, topic, a.count, start="beginning" if a.from_beginning else "end",
         group=a.group, isolation=a.isolation, config=CONSUMER_CONFIG[a.client](a),
         timeout=a.timeout_ms / 1000, on_record=record_event, on_rebalance=rebalance_event)
     return done_consuming(len(got), a.count)
@@ -487,6 +493,8 @@ def parser() -> argparse.ArgumentParser:
     cons.add_argument("--count", type=int, default=10)
     cons.add_argument("--group")
     cons.add_argument("--from-beginning", action="store_true")
+    cons.add_argument("--pattern", action="store_true",
+                      help="the topic is a regular expression (with --group)")
     cons.add_argument("--isolation", default="read_uncommitted",
                       choices=["read_uncommitted", "read_committed"])
 

@@ -58,6 +58,13 @@ func consume(ctx context.Context, a *args) (int, error) {
 	defer cancel()
 
 	owned := &assignment{parts: map[int32]bool{}}
+	if a.flag("pattern") {
+		// --pattern: the topic is a regular expression (a group subscription only).
+		if group == "" {
+			return 64, usagef("--pattern needs --group")
+		}
+		opts = append(opts, kgo.ConsumeRegex())
+	}
 	if group != "" {
 		opts = append(opts, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(start), kgo.DisableAutoCommit(),

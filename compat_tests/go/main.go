@@ -9,7 +9,7 @@
 //	     [--key-prefix k] [--value-prefix v] [--null-key-every N] [--headers] [--partition P]
 //	     [--linger-ms MS] [--client-id ID] [--property k=v ...]
 //	kbroker-go-driver consume --bootstrap H:P --topic T --count N [--group G]
-//	     [--from-beginning] [--timeout-ms MS] [--isolation read_committed|read_uncommitted]
+//	     [--from-beginning] [--pattern] [--timeout-ms MS] [--isolation read_committed|read_uncommitted]
 //	     [--client-id ID] [--property k=v ...]
 //	kbroker-go-driver admin --bootstrap H:P ACTION ...
 //	kbroker-go-driver eos-copy --bootstrap H:P --input IN --output OUT --group G --transactional-id ID
@@ -47,7 +47,7 @@ func main() {
 	case "produce":
 		rc, err = withArgs(os.Args[2:], []string{"headers"}, func(a *args) (int, error) { return produce(ctx, a) })
 	case "consume":
-		rc, err = withArgs(os.Args[2:], []string{"from-beginning"}, func(a *args) (int, error) { return consume(ctx, a) })
+		rc, err = withArgs(os.Args[2:], []string{"from-beginning", "pattern"}, func(a *args) (int, error) { return consume(ctx, a) })
 	case "admin":
 		rc, err = withArgs(os.Args[2:], []string{"internal"}, func(a *args) (int, error) { return admin(ctx, a) })
 	case "eos-copy":

@@ -12,7 +12,8 @@ Behaviour:
   A topic another request is still creating gets LEADER_NOT_AVAILABLE; a refused creation (a
   partition limit, a storage error) the controller's error code.
 - An illegal name gets INVALID_TOPIC_EXCEPTION; an unknown one UNKNOWN_TOPIC_OR_PARTITION.
-- v10+ topic ids; v12+ topics may be requested by id (unknown id: UNKNOWN_TOPIC_ID).
+- v10+ topic ids; v12+ topics may be requested by id: one non-zero id makes the whole request
+  one by id (names ignored; unknown id: UNKNOWN_TOPIC_ID), as Kafka serves it.
 - Authorized operations (v8+) are not computed yet: the "not requested" value is returned.
 Kafka 4 keeps v0-3 for kafka-python and aiokafka; so do we.
 """
@@ -67,13 +68,19 @@ def handle_metadata(ctx, request):
         return response
     _cluster_operations(ctx, request, response)
 
-    if ctx.api_version < 12 and any(t.name is None for t in request.topics):
+    if ctx.api_version < 12 and any(t.name is None or t.topic_id != ZERO_UUID
+                                    for t in request.topics):
         # v10-11 carry topic ids but Kafka serves ids only from v12: INVALID_REQUEST for every
         # topic, a null name answered as "" (MetadataRequest.getErrorResponse).
         for requested in request.topics:
             response.topics.append(R.MetadataResponseTopic(
                 error_code=Errors.INVALID_REQUEST.code, name=requested.name or "",
                 topic_id=requested.topic_id, topic_authorized_operations=NOT_REQUESTED))
+        return response
+    if any(t.topic_id != ZERO_UUID for t in request.topics):
+        # By id (Kafka's rule: one non-zero id makes it an id request and names are ignored;
+        # Java's consumer asks so for the topics of a KIP-848 regex assignment, name "").
+        _describe_by_id(R, ctx, request, response, store)
         return response
     allow_create = (ctx.config.get("auto.create.topics.enable")
                     and (ctx.api_version < 4 or request.allow_auto_topic_creation))
@@ -106,19 +113,24 @@ async def _create_then_describe(ctx, request, response, missing, failures):
     return response
 
 
+def _describe_by_id(R, ctx, request, response, store) -> None:
+    """Each distinct non-zero id: unknown gets UNKNOWN_TOPIC_ID, no DESCRIBE gets
+    TOPIC_AUTHORIZATION_FAILED (ids are not secret; the name is not given), never auto-created."""
+    for topic_id in dict.fromkeys(t.topic_id for t in request.topics if t.topic_id != ZERO_UUID):
+        topic = store.topic_by_id(topic_id)
+        if topic is None or not allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC, topic.name):
+            error = Errors.UNKNOWN_TOPIC_ID if topic is None else DENIED
+            response.topics.append(R.MetadataResponseTopic(
+                error_code=error.code, name=None, topic_id=topic_id,
+                topic_authorized_operations=NOT_REQUESTED))
+            continue
+        response.topics.append(describe_topic(R, ctx, topic, request))
+
+
 def _describe_requested(R, ctx, request, response, store, failures: dict) -> None:
     for requested in request.topics:
         name = requested.name
-        if name is None:
-            topic = store.topic_by_id(requested.topic_id)
-            if topic is None:
-                response.topics.append(R.MetadataResponseTopic(
-                    error_code=Errors.UNKNOWN_TOPIC_ID.code, name=None,
-                    topic_id=requested.topic_id, topic_authorized_operations=NOT_REQUESTED))
-                continue
-            name = topic.name
-        else:
-            topic = store.topic(name)
+        topic = store.topic(name)
         if not allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC, name):
             # Kafka's rule: a topic named without DESCRIBE is denied whether or not it exists,
             # so its existence does not leak (by id: the name is not given back).

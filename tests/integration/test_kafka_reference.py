@@ -269,3 +269,37 @@ def test_txn_offset_commit_v5_and_v6(brokers):
     assert errors[(6, "an unknown topic")] == [("unknown id", [(0, 100)])]
     assert errors[(6, "no member, mid-rebalance")] == [("known id", [(0, 0)])]
     assert trace[-2:] == [("new5", b"\x00\x04", 3, True), ("new6", b"\x00\x04", 3, True)]
+
+
+# --- Metadata by topic id (v12+) ---------------------------------------------------------------
+
+def metadata_by_id(bootstrap, suffix):
+    """Java's KIP-848 consumer asks for the topics of a regex assignment by id with name ""."""
+    cls = messages.request_class(METADATA)
+    topic = f"mdid-{suffix}"
+    ensure_topic(bootstrap, topic)
+    topic_id = call(bootstrap, METADATA, 12, request(METADATA, topics=[
+        cls.MetadataRequestTopic(name=topic)])).topics[0].topic_id
+    unknown = uuid.uuid4()
+
+    def answer(version, topics):
+        r = call(bootstrap, METADATA, version, request(METADATA, topics=topics,
+                                                       allow_auto_topic_creation=True))
+        return sorted(((t.error_code, t.name == topic, t.name is None, t.topic_id == topic_id,
+                        len(t.partitions)) for t in r.topics), key=repr)
+
+    return [
+        answer(13, [cls.MetadataRequestTopic(topic_id=topic_id, name="")]),
+        answer(12, [cls.MetadataRequestTopic(topic_id=topic_id, name=None)]),
+        answer(13, [cls.MetadataRequestTopic(topic_id=unknown, name="")]),
+        # one id makes it a request by id: the name beside it is ignored, never auto-created
+        answer(13, [cls.MetadataRequestTopic(topic_id=topic_id, name=""),
+                    cls.MetadataRequestTopic(name=f"never-created-{suffix}")]),
+        answer(11, [cls.MetadataRequestTopic(topic_id=topic_id, name=topic)]),
+    ]
+
+
+def test_metadata_by_topic_id(brokers):
+    trace = side_by_side(brokers, metadata_by_id, uuid.uuid4().hex[:8])
+    assert trace[0] == [(0, True, False, True, 1)]
+    assert trace[2] == [(100, False, True, False, 0)]  # UNKNOWN_TOPIC_ID

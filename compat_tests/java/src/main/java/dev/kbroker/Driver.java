@@ -31,6 +31,7 @@ import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -90,7 +91,7 @@ public final class Driver {
         try {
             rc = switch (argv[0]) {
                 case "produce" -> produce(new Args(argv, 1, "headers"));
-                case "consume" -> consume(new Args(argv, 1, "from-beginning"));
+                case "consume" -> consume(new Args(argv, 1, "from-beginning", "pattern"));
                 case "admin" -> admin(new Args(argv, 1, "internal"));
                 case "eos" -> Eos.run(new Args(argv, 1));
                 case "eos-member" -> EosMember.run(new Args(argv, 1));
@@ -239,6 +240,11 @@ public final class Driver {
         long timeoutMs = a.getLong("timeout-ms", 30000);
         String group = a.get("group", null);
         boolean fromBeginning = a.flag("from-beginning");
+        // --pattern: the topic is a regular expression (a group subscription only). On the
+        // consumer protocol the broker evaluates it (RE2J's SubscriptionPattern, KIP-848); on the
+        // classic protocol the client matches it against metadata (java.util.regex).
+        boolean pattern = a.flag("pattern");
+        if (pattern && group == null) throw new IllegalArgumentException("--pattern needs --group");
 
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.require("bootstrap"));
@@ -257,7 +263,13 @@ public final class Driver {
         int seen = 0;
         long deadline = System.currentTimeMillis() + timeoutMs;
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
-            if (group != null) {
+            if (group != null && pattern) {
+                if ("consumer".equalsIgnoreCase(p.getProperty(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic"))) {
+                    consumer.subscribe(new SubscriptionPattern(topic));
+                } else {
+                    consumer.subscribe(java.util.regex.Pattern.compile(topic));
+                }
+            } else if (group != null) {
                 consumer.subscribe(List.of(topic));
             } else {
                 List<TopicPartition> tps = new ArrayList<>();
