@@ -1,6 +1,7 @@
 """Consumer groups on the KIP-848 protocol (``group.protocol=consumer``): join and consume,
-commit and resume, three members moving partitions incrementally, and the online migration of a
-running classic group. Records come from the reference producer with explicit partitions; the
+commit and resume, three members moving partitions incrementally, the online migration of a
+running classic group, a regex subscription that picks up a topic created later, and a static
+member's restart without a rebalance. Records come from the reference producer with explicit partitions; the
 client under test only consumes. Clients without the protocol are n/a with their reason
 (``drivers/registry.py``)."""
 
@@ -253,11 +254,13 @@ def test_regex_subscription_picks_up_a_new_topic(broker, groups_ready, driver, c
 @pytest.mark.compat("consumer protocol: static member restart without a rebalance")
 def test_static_member_restart_without_a_rebalance(broker, groups_ready, driver, cell):
     cell.need(driver, "groups.consumer-protocol")
+    cell.need(driver, "groups.consumer-protocol-static")
     partitions = 4
     topic, group = harness.unique("cp-static", driver.name), harness.unique("g", driver.name)
     ensure_topic(broker.bootstrap, topic, partitions=partitions)
-    static = lambda name: [*CONSUMER, "--property", f"group.instance.id={group}-{name}",  # noqa
-                           "--property", "session.timeout.ms=45000"]
+    # The session timeout is the group's (consumer.session.timeout.ms, 45 s by default): a
+    # consumer-protocol client may not set one.
+    static = lambda name: [*CONSUMER, "--property", f"group.instance.id={group}-{name}"]  # noqa
     sent = [f"r{i}" for i in range(8)]
     reference.produce(broker.bootstrap, topic, [(i % partitions, v, None)
                                                 for i, v in enumerate(sent)])

@@ -35,6 +35,8 @@ FEATURES = {
     "produce-timeout": "produce --timeout-ms MS (give up delivering after MS)",
     "groups": "consume --group G (subscribe, commit at the end)",
     "groups.consumer-protocol": "consume --group G --property group.protocol=consumer (KIP-848)",
+    "groups.consumer-protocol-static": "a static member (group.instance.id) on the consumer "
+                                       "protocol leaves with member epoch -2 and its instance id",
     "transactions": "produce --transactional-id ID --transaction commit|abort",
     "admin.create-topic": "admin create-topic",
     "admin.delete-topic": "admin delete-topic",
@@ -175,7 +177,11 @@ DRIVERS: list[Driver] = [
                                     "--property", f"delivery.timeout.ms={ms}"]),
     Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL),
            todo={"security.gssapi": "franz-go has sasl/kerberos (gokrb5); the driver does not "
-                                    "map Krb5LoginModule settings to it"}),
+                                    "map Krb5LoginModule settings to it"},
+           lacks={"groups.consumer-protocol-static": "franz-go 1.22.2 sends a static member's "
+                  "leave (member epoch -2) without its instance id; Kafka 4.4.0 refuses it with "
+                  "INVALID_REQUEST as kbroker does, so the restarted member gets "
+                  "UNRELEASED_INSTANCE_ID on both"}),
     Driver("kafkajs", "KafkaJS", ("node", "compat_tests/js/driver.js"),
            lacks={"security.gssapi": "KafkaJS has no GSSAPI mechanism (plain, scram, aws, "
                                      "oauthbearer only)",
