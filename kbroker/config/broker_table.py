@@ -405,6 +405,17 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "Online migration between classic and consumer groups: bidirectional, upgrade, downgrade "
        "or disabled.", MEDIUM, OneOf("bidirectional", "upgrade", "downgrade", "disabled",
                                      case_sensitive=False)),
+    # share groups (KIP-932): the data path's settings
+    _d("group.share.record.lock.duration.ms", I, 30000,
+       "How long a share consumer holds the records it acquired before they go back.", MEDIUM,
+       Range(1000, 3600000)),
+    _d("group.share.delivery.count.limit", I, 5,
+       "Deliveries of a record to share consumers before it is archived.", MEDIUM,
+       Range(2, 10)),
+    _d("group.share.partition.max.record.locks", I, 2000,
+       "Most records of one share partition in flight at once.", MEDIUM, Range(100, 10000)),
+    _d("group.share.max.share.sessions", I, 2000, "Most share sessions a broker keeps.", MEDIUM,
+       _AT1),
     # streams groups (KIP-1071)
     _d("group.streams.session.timeout.ms", I, 45000, "Session timeout of streams-protocol members.",
        MEDIUM, _AT1),

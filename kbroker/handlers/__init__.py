@@ -56,6 +56,8 @@ MODULES = (
     "acls",
     "client_quotas",
     "client_metrics",
+    "share_fetch",
+    "share_acknowledge",
 )
 
 

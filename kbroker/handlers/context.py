@@ -13,6 +13,8 @@ A handler names exactly what it uses through this context and nothing else of th
   the listener it came in on and the authenticated principal;
 - ``session`` — what handlers keep per client connection (:mod:`kbroker.handlers.session`), None
   for a request that came from no connection;
+- ``share`` — the share-partition manager (:mod:`kbroker.share`), None when the broker has no
+  share-group persister;
 - ``client_metrics`` — client telemetry (KIP-714, :mod:`kbroker.telemetry`); ``connection`` — the
   client's connection as an opaque object (telemetry keys its client instances by it and reads
   its ``port`` and ``client_software``), None without one.
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from kbroker.metadata.controller import Controller
     from kbroker.metadata.producer_ids import ProducerIdManager
     from kbroker.replica.replica_manager import ReplicaManager
+    from kbroker.share.manager import SharePartitionManager
     from kbroker.telemetry.manager import ClientMetricsManager
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -65,12 +68,14 @@ class BrokerServices:
     cluster: ClusterView
     txn: "TransactionCoordinator | None" = None
     client_metrics: "ClientMetricsManager | None" = None
+    share: "SharePartitionManager | None" = None
 
 
 class RequestContext:
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
                  "listener", "principal", "config", "partitions", "controller", "groups",
-                 "producer_ids", "cluster", "txn", "session", "client_metrics", "connection")
+                 "producer_ids", "cluster", "txn", "session", "client_metrics", "connection",
+                 "share")
 
     def __init__(self, services: BrokerServices | None, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, client_host: str = "?",
@@ -94,6 +99,7 @@ class RequestContext:
             self.cluster = services.cluster
             self.txn = services.txn
             self.client_metrics = services.client_metrics
+            self.share = services.share
 
     @property
     def node_id(self) -> int:

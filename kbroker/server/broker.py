@@ -43,6 +43,10 @@ class Broker:
         self.group_coordinator = None
         self.txn_coordinator = None
         self.client_metrics = None  # kbroker.telemetry.manager.ClientMetricsManager (KIP-714)
+        # The share-group state persister (kbroker.coordinator.share.persister.Persister); share
+        # fetches are served only with one (tests may set one before start()).
+        self.share_persister = None
+        self.share_partitions = None  # kbroker.share.manager.SharePartitionManager
         self.log_cleaner = None
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
         self.cluster = None  # kbroker.metadata.zk.cluster.ZkCluster with zookeeper.connect
@@ -99,6 +103,12 @@ class Broker:
         follower = ClientMetricsFollower(self.client_metrics)
         follower.apply(None, self.controller.image)  # the subscriptions stored so far
         self.controller.subscribe(follower)
+        if self.share_persister is not None:
+            from kbroker.share.manager import SharePartitionManager
+            from kbroker.share.settings import broker_defaults
+            self.share_partitions = SharePartitionManager(
+                self.share_persister, broker_defaults(self.config),
+                self.config.get("group.share.max.share.sessions"), self.replicas.wait_for_news)
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         self.connection_limits.image = lambda: self.controller.image  # ip quotas (KIP-612)
         failures = FailureLog()
@@ -186,6 +196,8 @@ class Broker:
                 pass
         for _, server in self.servers:
             await server.wait_closed()
+        if self.share_partitions is not None:
+            self.share_partitions.close()
         if self.txn_coordinator is not None:
             await self.txn_coordinator.stop()
         if self.group_coordinator is not None:
@@ -238,7 +250,8 @@ class Broker:
             config=self.config, partitions=self.replicas, controller=self.controller,
             groups=self.group_coordinator, producer_ids=self.producer_ids,
             cluster=ClusterView(self.node_id, rack, self.advertised_endpoint),
-            txn=self.txn_coordinator, client_metrics=self.client_metrics)
+            txn=self.txn_coordinator, client_metrics=self.client_metrics,
+            share=self.share_partitions)
 
     # --- what connections call -----------------------------------------------------------------
 

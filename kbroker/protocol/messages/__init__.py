@@ -188,6 +188,8 @@ ADVERTISED = {
     71: (0, 0),  # GetTelemetrySubscriptions
     72: (0, 0),  # PushTelemetry
     74: (0, 1),  # ListConfigResources
+    78: (1, 2),  # ShareFetch
+    79: (1, 2),  # ShareAcknowledge
 }
 
 SCHEMAS = {

@@ -1,0 +1,294 @@
+"""One share partition's in-flight records (KIP-932): Kafka's ``SharePartition`` state, pure.
+
+A share group reads a partition from its *start offset*. Every offset from there up to the
+*end offset* (the next one never fetched) is in flight, in one of four states:
+
+- AVAILABLE: may be acquired by the next fetch (never delivered, or released);
+- ACQUIRED: locked by one member until it acknowledges it or its lock expires;
+- ACKNOWLEDGED: accepted, done;
+- ARCHIVED: rejected, a gap, a control or aborted record, or out of delivery attempts; done.
+
+Transitions (one table, :data:`ACK_TO_STATE`, plus :meth:`_release`):
+
+  AVAILABLE --acquire (delivery count +1)--> ACQUIRED
+  ACQUIRED --ACCEPT--> ACKNOWLEDGED;  --REJECT / GAP--> ARCHIVED;  --RENEW--> ACQUIRED (new lock)
+  ACQUIRED --RELEASE, lock timeout, session close--> AVAILABLE, or ARCHIVED once the delivery
+          count reached ``group.share.delivery.count.limit``
+
+The start offset moves past every leading ACKNOWLEDGED/ARCHIVED offset (and past the log start
+offset when retention deletes records). The state is kept per offset rather than per batch as
+Kafka does: simpler, and bounded by ``group.share.partition.max.record.locks`` (no new offset is
+acquired while that many are in flight).
+
+This module does no I/O and keeps no clock: callers pass ``now_ms``. Every mutating method returns
+the offsets it changed so :mod:`kbroker.share.partition` can persist them
+(:func:`persisted_batches`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kbroker.coordinator.share.persister import (ACKNOWLEDGED, ARCHIVED, AVAILABLE, ReadResult,
+                                                 StateBatch)
+from kbroker.protocol.errors import Errors, KafkaError
+
+ACQUIRED = 1  # never persisted: a restart makes acquired records available again
+
+# Acknowledge types of ShareFetch/ShareAcknowledge (AcknowledgeType in kafka-clients).
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+ACK_TO_STATE = {ACCEPT: ACKNOWLEDGED, REJECT: ARCHIVED, GAP: ARCHIVED}
+TERMINAL = (ACKNOWLEDGED, ARCHIVED)
+
+
+class InFlight:
+    __slots__ = ("state", "delivery_count", "member", "deadline_ms")
+
+    def __init__(self, state: int, delivery_count: int = 0):
+        self.state = state
+        self.delivery_count = delivery_count
+        self.member: str | None = None
+        self.deadline_ms = 0
+
+    def __repr__(self) -> str:
+        return f"InFlight({self.state}, {self.delivery_count}, {self.member!r})"
+
+
+@dataclass(frozen=True)
+class FetchedBatch:
+    """A record batch the log returned: its offsets and whether a consumer may see it (False for
+    control batches and, under read_committed, aborted transactional batches)."""
+    base_offset: int
+    last_offset: int
+    deliverable: bool = True
+
+
+@dataclass(frozen=True)
+class Acquired:
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True)
+class Limits:
+    delivery_count_limit: int = 5
+    max_record_locks: int = 2000
+    lock_duration_ms: int = 30000
+
+
+class SharePartitionState:
+    def __init__(self, start_offset: int, state_epoch: int = 0):
+        self.start_offset = start_offset
+        self.end_offset = start_offset
+        self.state_epoch = state_epoch
+        self.records: dict[int, InFlight] = {}
+
+    # --- loading -------------------------------------------------------------------------------
+
+    @classmethod
+    def from_persisted(cls, read: ReadResult, start_offset: int) -> "SharePartitionState":
+        """Rebuild from ReadShareGroupState: ``start_offset`` is the persisted one, or where
+        ``share.auto.offset.reset`` points when none was persisted. Offsets between persisted
+        batches were never delivered: AVAILABLE with no delivery yet."""
+        state = cls(start_offset, read.state_epoch)
+        for batch in sorted(read.batches, key=lambda b: b.first_offset):
+            if batch.last_offset < batch.first_offset or batch.first_offset < start_offset:
+                raise ValueError(f"invalid persisted state batch {batch} (start {start_offset})")
+            for offset in range(state.end_offset, batch.first_offset):
+                state.records[offset] = InFlight(AVAILABLE)
+            for offset in range(batch.first_offset, batch.last_offset + 1):
+                state.records[offset] = InFlight(batch.delivery_state, batch.delivery_count)
+            state.end_offset = batch.last_offset + 1
+        state.advance_start()
+        return state
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def next_fetch_offset(self) -> int:
+        """The first offset worth reading from the log: the lowest AVAILABLE one, else the end."""
+        for offset in range(self.start_offset, self.end_offset):
+            if self.records[offset].state == AVAILABLE:
+                return offset
+        return self.end_offset
+
+    def has_available(self) -> bool:
+        return self.next_fetch_offset() < self.end_offset
+
+    def in_flight_count(self) -> int:
+        return len(self.records)
+
+    def acquired_by(self, member: str) -> list[int]:
+        return [o for o, r in self.records.items() if r.state == ACQUIRED and r.member == member]
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [r.deadline_ms for r in self.records.values() if r.state == ACQUIRED]
+        return min(deadlines) if deadlines else None
+
+    # --- acquisition ---------------------------------------------------------------------------
+
+    def acquire(self, member: str, batches: list[FetchedBatch], max_records: int,
+                record_limit_mode: bool, limits: Limits, now_ms: int
+                ) -> tuple[list[Acquired], set[int]]:
+        """Lock AVAILABLE and new offsets of ``batches`` (in log order) for ``member``. In the
+        default batch-optimized mode whole batches are taken even past ``max_records``; in
+        record-limit mode (ShareAcquireMode 1, KIP-1206) exactly up to it. Returns the acquired
+        ranges and the changed offsets (records not deliverable are archived at once)."""
+        acquired: list[int] = []
+        changed: set[int] = set()
+        deadline = now_ms + limits.lock_duration_ms
+        for batch in batches:
+            if len(acquired) >= max_records:
+                break
+            if batch.last_offset < self.start_offset:
+                continue
+            if batch.base_offset > self.end_offset:
+                # Offsets the log no longer has (compaction) are never delivered.
+                for offset in range(self.end_offset, batch.base_offset):
+                    self.records[offset] = InFlight(ARCHIVED)
+                    changed.add(offset)
+                self.end_offset = batch.base_offset
+            for offset in range(max(batch.base_offset, self.start_offset), batch.last_offset + 1):
+                if record_limit_mode and len(acquired) >= max_records:
+                    break
+                record = self.records.get(offset)
+                if record is None:
+                    if len(self.records) >= limits.max_record_locks:
+                        break
+                    record = self.records[offset] = InFlight(AVAILABLE)
+                    self.end_offset = offset + 1
+                if record.state != AVAILABLE:
+                    continue
+                if not batch.deliverable:
+                    record.state = ARCHIVED
+                    changed.add(offset)
+                    continue
+                record.state = ACQUIRED
+                record.delivery_count += 1
+                record.member = member
+                record.deadline_ms = deadline
+                acquired.append(offset)
+        if changed:
+            self.advance_start()
+        return self._ranges(acquired), changed
+
+    def _ranges(self, offsets: list[int]) -> list[Acquired]:
+        ranges: list[Acquired] = []
+        for offset in offsets:
+            count = self.records[offset].delivery_count
+            last = ranges[-1] if ranges else None
+            if last is not None and last.last_offset + 1 == offset \
+                    and last.delivery_count == count:
+                ranges[-1] = Acquired(last.first_offset, offset, count)
+            else:
+                ranges.append(Acquired(offset, offset, count))
+        return ranges
+
+    # --- acknowledgement -----------------------------------------------------------------------
+
+    def acknowledge(self, member: str, batches: list[tuple[int, int, list[int]]], limits: Limits,
+                    now_ms: int) -> set[int]:
+        """Apply ``(first_offset, last_offset, acknowledge_types)`` batches (already checked for
+        order and shape by the handler) all or nothing: raises KafkaError INVALID_RECORD_STATE for
+        an offset not acquired, or acquired by another member, and INVALID_REQUEST for offsets past
+        what was ever acquired, as Kafka's SharePartition.acknowledge."""
+        plan: list[tuple[int, int]] = []
+        for first, last, types in batches:
+            if first >= self.end_offset or last >= self.end_offset:
+                raise KafkaError(Errors.INVALID_REQUEST, "Batch record not found. The request "
+                                 "batch offsets are past acquired records.")
+            if last < self.start_offset:
+                raise KafkaError(Errors.INVALID_RECORD_STATE, "Batch record not found. The "
+                                 "request batch offsets are not found in the cache.")
+            for offset in range(max(first, self.start_offset), last + 1):
+                ack = types[0] if len(types) == 1 else types[offset - first]
+                record = self.records[offset]
+                if record.state != ACQUIRED:
+                    raise KafkaError(Errors.INVALID_RECORD_STATE, "The record state is invalid. "
+                                     "The acknowledgement of delivery could not be completed.")
+                if record.member != member:
+                    raise KafkaError(Errors.INVALID_RECORD_STATE,
+                                     "Member is not the owner of the record.")
+                plan.append((offset, ack))
+        changed: set[int] = set()
+        for offset, ack in plan:
+            record = self.records[offset]
+            if ack == RENEW:
+                record.deadline_ms = now_ms + limits.lock_duration_ms
+                continue
+            if ack == RELEASE:
+                self._release(record, limits)
+            else:
+                record.state = ACK_TO_STATE[ack]
+                record.member = None
+            changed.add(offset)
+        self.advance_start()
+        return changed
+
+    def _release(self, record: InFlight, limits: Limits) -> None:
+        record.member = None
+        record.state = ARCHIVED if record.delivery_count >= limits.delivery_count_limit \
+            else AVAILABLE
+
+    def release_member(self, member: str, limits: Limits) -> set[int]:
+        """A member's share session closed: its acquired records go back (or are archived)."""
+        changed = set()
+        for offset in self.acquired_by(member):
+            self._release(self.records[offset], limits)
+            changed.add(offset)
+        self.advance_start()
+        return changed
+
+    def expire_locks(self, now_ms: int, limits: Limits) -> set[int]:
+        """Release every record whose acquisition lock has run out."""
+        changed = set()
+        for offset, record in self.records.items():
+            if record.state == ACQUIRED and record.deadline_ms <= now_ms:
+                self._release(record, limits)
+                changed.add(offset)
+        self.advance_start()
+        return changed
+
+    # --- start offset --------------------------------------------------------------------------
+
+    def advance_start(self) -> bool:
+        """Move the start offset past leading finished records; whether it moved."""
+        before = self.start_offset
+        while self.start_offset < self.end_offset \
+                and self.records[self.start_offset].state in TERMINAL:
+            del self.records[self.start_offset]
+            self.start_offset += 1
+        return self.start_offset != before
+
+    def move_start_to(self, log_start_offset: int) -> bool:
+        """Retention or DeleteRecords removed records below ``log_start_offset``: they can no
+        longer be delivered, whatever their state (Kafka archives them too)."""
+        if log_start_offset <= self.start_offset:
+            return False
+        for offset in range(self.start_offset, min(log_start_offset, self.end_offset)):
+            del self.records[offset]
+        self.start_offset = log_start_offset
+        self.end_offset = max(self.end_offset, log_start_offset)
+        self.advance_start()
+        return True
+
+    # --- persistence ---------------------------------------------------------------------------
+
+    def persisted_batches(self, offsets: set[int]) -> list[StateBatch]:
+        """The changed offsets still in flight, as runs of one state and delivery count. An
+        ACQUIRED record is written as AVAILABLE: its lock does not survive a restart."""
+        batches: list[StateBatch] = []
+        for offset in sorted(o for o in offsets if o in self.records):
+            record = self.records[offset]
+            state = AVAILABLE if record.state == ACQUIRED else record.state
+            last = batches[-1] if batches else None
+            if last is not None and last.last_offset + 1 == offset \
+                    and (last.delivery_state, last.delivery_count) == (state,
+                                                                       record.delivery_count):
+                batches[-1] = StateBatch(last.first_offset, offset, state, record.delivery_count)
+            else:
+                batches.append(StateBatch(offset, offset, state, record.delivery_count))
+        return batches
+
+    def delivery_complete_count(self) -> int:
+        return sum(1 for r in self.records.values() if r.state in TERMINAL)

@@ -1,0 +1,135 @@
+"""The share partition state machine alone (kbroker/share/state.py): acquisition, the
+acknowledgement rules Kafka's SharePartition applies, delivery limits, locks, start offset."""
+
+import pytest
+
+from kbroker.coordinator.share.persister import (ACKNOWLEDGED, ARCHIVED, AVAILABLE, ReadResult,
+                                                 StateBatch)
+from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.share.state import (ACCEPT, ACQUIRED, GAP, REJECT, RELEASE, RENEW, Acquired,
+                                 FetchedBatch, Limits, SharePartitionState)
+
+LIMITS = Limits(delivery_count_limit=3, max_record_locks=100, lock_duration_ms=1000)
+
+
+def acquire(state, member, batches, max_records=500, now=0, record_limit=False, limits=LIMITS):
+    return state.acquire(member, batches, max_records, record_limit, limits, now)[0]
+
+
+def test_acquire_whole_batches_then_nothing_left():
+    state = SharePartitionState(0)
+    got = acquire(state, "a", [FetchedBatch(0, 4), FetchedBatch(5, 9)], max_records=3)
+    # batch-optimized: the first batch whole, past max_records, then stop
+    assert got == [Acquired(0, 4, 1)]
+    assert state.next_fetch_offset() == 5
+    assert acquire(state, "b", [FetchedBatch(5, 9)]) == [Acquired(5, 9, 1)]
+    assert acquire(state, "c", [FetchedBatch(0, 4), FetchedBatch(5, 9)]) == []
+
+
+def test_record_limit_mode_stops_inside_a_batch():
+    state = SharePartitionState(0)
+    assert acquire(state, "a", [FetchedBatch(0, 9)], max_records=3, record_limit=True) == \
+        [Acquired(0, 2, 1)]
+    assert acquire(state, "b", [FetchedBatch(0, 9)], max_records=100) == [Acquired(3, 9, 1)]
+
+
+def test_accept_moves_the_start_offset_and_release_redelivers():
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 4)])
+    changed = state.acknowledge("a", [(0, 1, [ACCEPT]), (2, 2, [RELEASE])], LIMITS, 0)
+    assert changed == {0, 1, 2}
+    assert state.start_offset == 2
+    assert state.records[2].state == AVAILABLE
+    got = acquire(state, "b", [FetchedBatch(0, 4)])
+    assert got == [Acquired(2, 2, 2)]  # the released one, on its second delivery
+
+
+def test_per_offset_types_and_gaps():
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 3)])
+    state.acknowledge("a", [(0, 3, [ACCEPT, GAP, REJECT, ACCEPT])], LIMITS, 0)
+    assert state.start_offset == 4 and not state.records
+
+
+def test_not_acquired_and_other_member_are_invalid_record_state_and_change_nothing():
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 4)])
+    with pytest.raises(KafkaError) as err:
+        state.acknowledge("b", [(0, 0, [ACCEPT])], LIMITS, 0)
+    assert err.value.error == Errors.INVALID_RECORD_STATE
+    state.acknowledge("a", [(0, 0, [ACCEPT])], LIMITS, 0)
+    with pytest.raises(KafkaError) as err:  # 1 is fine, 0 is done already: all or nothing
+        state.acknowledge("a", [(1, 1, [ACCEPT]), (0, 0, [ACCEPT])], LIMITS, 0)
+    assert err.value.error == Errors.INVALID_RECORD_STATE
+    assert state.records[1].state == ACQUIRED
+
+
+def test_past_acquired_records_is_invalid_request():
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 4)])
+    with pytest.raises(KafkaError) as err:
+        state.acknowledge("a", [(3, 7, [ACCEPT])], LIMITS, 0)
+    assert err.value.error == Errors.INVALID_REQUEST
+
+
+def test_delivery_limit_archives_a_poison_record():
+    state = SharePartitionState(0)
+    for delivery in range(1, 4):
+        assert acquire(state, "a", [FetchedBatch(0, 0)]) == [Acquired(0, 0, delivery)]
+        state.acknowledge("a", [(0, 0, [RELEASE])], LIMITS, 0)
+    assert state.start_offset == 1  # archived after the third delivery
+    assert acquire(state, "a", [FetchedBatch(0, 0)]) == []
+
+
+def test_lock_expiry_releases_and_renew_extends():
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 1)], now=0)
+    state.acknowledge("a", [(1, 1, [RENEW])], LIMITS, 500)
+    assert state.expire_locks(999, LIMITS) == set()
+    assert state.expire_locks(1000, LIMITS) == {0}
+    assert state.records[0].state == AVAILABLE and state.records[1].state == ACQUIRED
+    assert state.next_deadline_ms() == 1500
+
+
+def test_release_member_on_session_close():
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 1)])
+    acquire(state, "b", [FetchedBatch(2, 3)])
+    assert state.release_member("a", LIMITS) == {0, 1}
+    assert state.acquired_by("b") == [2, 3]
+
+
+def test_control_and_aborted_batches_are_archived_not_delivered():
+    state = SharePartitionState(0)
+    got = acquire(state, "a", [FetchedBatch(0, 1), FetchedBatch(2, 2, deliverable=False),
+                               FetchedBatch(3, 3)])
+    assert got == [Acquired(0, 1, 1), Acquired(3, 3, 1)]
+    assert state.records[2].state == ARCHIVED
+
+
+def test_max_record_locks_bounds_what_is_in_flight():
+    state = SharePartitionState(0)
+    limits = Limits(delivery_count_limit=3, max_record_locks=3, lock_duration_ms=1000)
+    assert acquire(state, "a", [FetchedBatch(0, 9)], limits=limits) == [Acquired(0, 2, 1)]
+    state.acknowledge("a", [(0, 2, [ACCEPT])], limits, 0)
+    assert acquire(state, "a", [FetchedBatch(0, 9)], limits=limits) == [Acquired(3, 5, 1)]
+
+
+def test_load_from_persisted_state_and_write_back():
+    read = ReadResult(state_epoch=2, start_offset=10, batches=[
+        StateBatch(10, 11, ACKNOWLEDGED, 1), StateBatch(12, 12, AVAILABLE, 2),
+        StateBatch(14, 14, ARCHIVED, 3)])
+    state = SharePartitionState.from_persisted(read, 10)
+    assert state.start_offset == 12 and state.end_offset == 15
+    got = acquire(state, "a", [FetchedBatch(12, 16)])
+    assert got == [Acquired(12, 12, 3), Acquired(13, 13, 1), Acquired(15, 16, 1)]
+    changed = state.acknowledge("a", [(12, 13, [REJECT])], LIMITS, 0)
+    assert state.start_offset == 15
+    assert state.persisted_batches(changed | {15}) == [StateBatch(15, 15, AVAILABLE, 1)]
+
+
+def test_log_start_offset_moving_past_the_start():
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 4)])
+    assert state.move_start_to(3)
+    assert state.start_offset == 3 and sorted(state.records) == [3, 4]
