@@ -39,8 +39,7 @@ def handle_share_acknowledge(ctx, request):
         log.info("ShareAcknowledge of group %s member %s epoch %d from %s: %s %s",
                  request.group_id, request.member_id, request.share_session_epoch,
                  ctx.client_host, error.error.name, error.message or "")
-        return R(throttle_time_ms=0, error_code=error.error.code, error_message=error.message,
-                 responses=[])
+        return R(throttle_time_ms=0, error_code=error.error.code, responses=[])
     return _acknowledge(ctx, request, manager, R)
 
 

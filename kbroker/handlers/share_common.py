@@ -25,11 +25,11 @@ RENEW = 4
 
 def check_request(ctx, group_id, member_id) -> KafkaError | None:
     if group_id is None:
-        return KafkaError(Errors.INVALID_REQUEST, "Invalid group id in the request.")
+        return KafkaError(Errors.INVALID_REQUEST, "the group id is null")
     if not allowed(ctx, Op.READ, ResourceType.GROUP, group_id):
         return KafkaError(Errors.GROUP_AUTHORIZATION_FAILED)
     if not member_id or len(member_id) > MAX_MEMBER_ID_LENGTH:
-        return KafkaError(Errors.INVALID_REQUEST, "Invalid member id in the request.")
+        return KafkaError(Errors.INVALID_REQUEST, "the member id must be 1 to 36 characters")
     return None
 
 

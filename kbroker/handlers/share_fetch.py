@@ -40,8 +40,9 @@ from kbroker.share.sessions import FINAL_EPOCH
 log = logging.getLogger("kbroker.share_fetch")
 
 
-def _error_response(R, error: Errors, message: str | None = None):
-    return R(throttle_time_ms=0, error_code=error.code, error_message=message, responses=[])
+def _error_response(R, error: Errors):
+    # Kafka's getErrorResponse carries the code alone; the reason goes to the log.
+    return R(throttle_time_ms=0, error_code=error.code, responses=[])
 
 
 @handles("ShareFetch")
@@ -54,12 +55,12 @@ def handle_share_fetch(ctx, request):
     error = check_request(ctx, request.group_id, request.member_id)
     if error is None and ctx.api_version >= 2 and request.is_renew_ack and any(
             (request.max_bytes, request.min_bytes, request.max_records, request.max_wait_ms)):
-        error = KafkaError(Errors.INVALID_REQUEST, "maxBytes, minBytes, maxRecords and "
-                           "maxWaitMs must be set to 0 if isRenewAck is true.")
+        error = KafkaError(Errors.INVALID_REQUEST, "a renew-ack request fetches nothing: its "
+                           "max_bytes, min_bytes, max_records and max_wait_ms must be 0")
     if error is not None:
         log.info("ShareFetch from %s (%s) refused: %s %s", ctx.client_host, ctx.client_id,
                  error.error.name, error.message or "")
-        return _error_response(R, error.error, error.message)
+        return _error_response(R, error.error)
     wanted = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
     forgotten = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
     acknowledging = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
@@ -70,7 +71,7 @@ def handle_share_fetch(ctx, request):
     except KafkaError as exc:
         log.info("ShareFetch of group %s member %s epoch %d: %s", request.group_id,
                  request.member_id, request.share_session_epoch, exc.error.name)
-        return _error_response(R, exc.error, exc.message)
+        return _error_response(R, exc.error)
     return _serve(ctx, request, manager, session, full, R)
 
 
@@ -101,7 +102,6 @@ async def _serve(ctx, request, manager, session, full, R):
         result = fetched.get(key)
         if result is not None:
             out.error_code = result.error.code
-            out.error_message = result.message if result.error != Errors.NONE else None
             out.records = b"".join(result.records)
             out.acquired_records = [
                 R.AcquiredRecords(first_offset=a.first_offset, last_offset=a.last_offset,

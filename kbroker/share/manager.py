@@ -164,7 +164,8 @@ class SharePartitionManager:
         for key, batches in acks:
             partition = self._partitions.get(key)
             if partition is None or partition.state is None:
-                results[key] = (Errors.UNKNOWN_TOPIC_OR_PARTITION, None)
+                results[key] = (Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                Errors.UNKNOWN_TOPIC_OR_PARTITION.message)
                 continue
             before = partition.state.start_offset
             try:

@@ -74,7 +74,7 @@ class ShareSessionCache:
         if epoch == INITIAL_EPOCH:
             if acknowledging:
                 raise KafkaError(Errors.INVALID_REQUEST,
-                                 "Acknowledge data present in the initial share fetch request.")
+                                 "a share session's opening fetch (epoch 0) cannot acknowledge")
             self.sessions.pop(key, None)
             if len(self.sessions) >= self.max_sessions:
                 raise KafkaError(Errors.SHARE_SESSION_LIMIT_REACHED)

@@ -25,7 +25,9 @@ class MemoryPersister:
         if self.fail_reads is not None:
             return ReadResult(error=self.fail_reads, error_message="injected")
         if key not in self.state:
-            return ReadResult(start_offset=NO_OFFSET)
+            # Kafka's share coordinator refuses to read a partition no group initialized.
+            return ReadResult(error=Errors.INVALID_REQUEST, error_message="Read operation on "
+                              "uninitialized share partition not allowed.")
         epoch, start, offsets = self.state[key]
         return ReadResult(state_epoch=epoch, start_offset=start, batches=_batches(offsets))
 

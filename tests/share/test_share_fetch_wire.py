@@ -167,12 +167,19 @@ def test_acknowledgement_errors(kafka, topic, members):
         assert response.responses[0].partitions[0].error_code == Errors.INVALID_REQUEST.code, \
             batches
     # an offset this member already acknowledged is no longer acquired
-    assert a.acknowledge(topic_id, [(0, 0, [ACCEPT])]).responses[0].partitions[0].error_code == 0
-    assert a.acknowledge(topic_id, [(0, 0, [ACCEPT])]).responses[0].partitions[0].error_code == err
+    assert a.acknowledge(topic_id, [(2, 2, [ACCEPT])]).responses[0].partitions[0].error_code == 0
+    assert a.acknowledge(topic_id, [(2, 2, [ACCEPT])]).responses[0].partitions[0].error_code == err
+    # Kafka's order check is "first offset < previous last offset": batches may touch
+    # (0-1 then 1-2 passes it), and then 2, already acknowledged, fails the state check
+    touching = a.acknowledge(topic_id, [(0, 1, [ACCEPT]), (1, 2, [ACCEPT])])
+    assert touching.responses[0].partitions[0].error_code == err
     # piggybacked on a fetch: answered in acknowledge_error_code
     response = b.fetch(topic_id, acks={0: [(1, 1, [ACCEPT])]})
     assert response.error_code == 0
     assert partition(response).acknowledge_error_code == err
+    # below the start offset: done already, and Kafka answers NONE
+    assert a.acknowledge(topic_id, [(0, 1, [ACCEPT])]).responses[0].partitions[0].error_code == 0
+    assert a.acknowledge(topic_id, [(0, 0, [ACCEPT])]).responses[0].partitions[0].error_code == 0
 
 
 def test_share_session_epochs(kafka, topic, members):
@@ -288,3 +295,25 @@ def test_closed_connection_releases_the_members_records(kafka, topic, members):
     response = b.fetch(topic_id, max_wait_ms=5000)
     assert acquired(response) == [(0, 4, 2)]
     assert time.monotonic() - started < 0.5  # released at once, not when the 1 s lock expires
+
+
+def test_a_group_without_share_state(kafka, topic, members):
+    """ShareFetch does not ask the group coordinator: a group id with no initialized share
+    state (a classic group's, or no group at all) reaches the persister, which refuses to read;
+    Kafka 4.4.0 answers the partition UNKNOWN_SERVER_ERROR, and an acknowledgement for it
+    UNKNOWN_TOPIC_OR_PARTITION with the error's default message."""
+    _, topic_id = topic
+    a = members("member-a", group="classic-group")
+    response = a.fetch(topic_id)
+    assert response.error_code == 0
+    assert partition(response).error_code == Errors.UNKNOWN_SERVER_ERROR.code
+    assert partition(response).error_message is None
+    ack = a.acknowledge(topic_id, [(0, 0, [ACCEPT])]).responses[0].partitions[0]
+    assert ack.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION.code
+    assert ack.error_message == "This server does not host this topic-partition."
+
+
+def test_top_level_errors_carry_no_message(kafka, topic, members):
+    _, topic_id = topic
+    response = members("x" * 37).fetch(topic_id)
+    assert (response.error_code, response.error_message) == (Errors.INVALID_REQUEST.code, None)
