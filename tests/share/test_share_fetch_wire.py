@@ -317,3 +317,66 @@ def test_top_level_errors_carry_no_message(kafka, topic, members):
     _, topic_id = topic
     response = members("x" * 37).fetch(topic_id)
     assert (response.error_code, response.error_message) == (Errors.INVALID_REQUEST.code, None)
+
+
+def test_read_committed_skips_aborted_and_open_transactions(kafka, members):
+    """share.isolation.level=read_committed: only records below the last stable offset are
+    acquired, aborted transactions' records and the markers are never delivered."""
+    from confluent_kafka import Producer
+
+    from kbroker.share.settings import READ_COMMITTED, ShareGroupSettings
+
+    name = f"share-rc-{next(_topics)}"
+    ensure_topic(kafka.bootstrap, name)
+    with Wire(kafka.bootstrap) as wire:
+        wire.api_versions()
+        topic_id = wire.metadata([name]).topics[0].topic_id
+    group = "rc-group"
+    kafka.persister.state[SharePartitionKey(group, topic_id, 0)] = (0, 0, {})
+    defaults = kafka.share_partitions.settings
+    kafka.share_partitions.settings = lambda g: (
+        ShareGroupSettings(record_lock_duration_ms=1000, delivery_count_limit=3,
+                           isolation_level=READ_COMMITTED) if g == group else defaults(g))
+    try:
+        producer = Producer({"bootstrap.servers": kafka.bootstrap,
+                             "transactional.id": f"tx-{name}"})
+        producer.init_transactions(20)
+        producer.begin_transaction()
+        producer.produce(name, b"aborted-1", partition=0)
+        producer.produce(name, b"aborted-2", partition=0)
+        producer.flush(20)  # else librdkafka drops them unsent and writes no marker
+        producer.abort_transaction(20)
+        producer.begin_transaction()
+        producer.produce(name, b"committed", partition=0)
+        producer.flush(20)
+        producer.commit_transaction(20)
+        producer.begin_transaction()
+        producer.produce(name, b"open", partition=0)
+        producer.flush(20)
+        a = members("member-a", group=group)
+        response = a.fetch(topic_id)
+        got = acquired(response)
+        # offsets: 0-1 aborted, 2 abort marker, 3 committed, 4 commit marker, 5 open
+        assert got == [(3, 3, 1)], got
+        from tests.recordbatch import parse_batches
+        batches = parse_batches(partition(response).records)
+        assert [r.value for batch in batches for r in batch.raw_records()] == [b"committed"]
+        producer.commit_transaction(20)
+        got = acquired(a.fetch(topic_id, max_wait_ms=3000))
+        assert got == [(5, 5, 1)], got
+    finally:
+        kafka.share_partitions.settings = defaults
+
+
+def test_what_is_persisted(kafka, topic, members):
+    """Acknowledgements are written with their delivery counts and the moved start offset;
+    acquisition alone is not."""
+    _, topic_id = topic
+    key = SharePartitionKey(GROUP, topic_id, 0)
+    a = members("member-a")
+    a.fetch(topic_id)
+    assert [w for w in kafka.persister.writes if w[0] == key] == []
+    a.acknowledge(topic_id, [(0, 0, [ACCEPT]), (1, 1, [RELEASE]), (2, 2, [REJECT])])
+    from kbroker.coordinator.share.persister import ARCHIVED, AVAILABLE, StateBatch
+    writes = [w for w in kafka.persister.writes if w[0] == key]
+    assert writes == [(key, 1, [StateBatch(1, 1, AVAILABLE, 1), StateBatch(2, 2, ARCHIVED, 1)])]
