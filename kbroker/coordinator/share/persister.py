@@ -11,6 +11,7 @@ exception, so that one partition's coordinator being away does not fail its neig
 
 from __future__ import annotations
 
+import base64
 import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -42,7 +43,10 @@ class SharePartitionKey:
 
     def coordinator_key(self) -> str:
         """The FindCoordinator key (key type 2, SHARE) that locates its share coordinator."""
-        return f"{self.group_id}:{self.topic_id}:{self.partition}"
+        # Kafka's Uuid text form (URL-safe base64, unpadded), not Python's: the key's hash picks
+        # the __share_group_state partition, which must be the one Kafka picks.
+        topic = base64.urlsafe_b64encode(self.topic_id.bytes).decode().rstrip("=")
+        return f"{self.group_id}:{topic}:{self.partition}"
 
 
 @dataclass
