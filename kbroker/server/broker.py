@@ -92,7 +92,7 @@ class Broker:
         # Loads the shards of __share_group_state (when it exists) by replaying them.
         self.share_coordinator = ShareCoordinator(self.config, self.controller, self.replicas)
         self.share_coordinator.start()
-        self.share_persister = BrokerPersister(self.share_coordinator)
+        self.share_persister = BrokerPersister(self.share_coordinator, self.config)
         # Coordinator shards follow leadership of their internal-topic partition (on a single
         # node: the topic's creation); listeners run in order, so the partition has its new
         # role before its shard loads.
@@ -194,6 +194,8 @@ class Broker:
                 pass
         for _, server in self.servers:
             await server.wait_closed()
+        if self.share_persister is not None:
+            self.share_persister.close()  # cancels calls waiting on other brokers
         if self.share_coordinator is not None:
             await self.share_coordinator.stop()
         if self.txn_coordinator is not None:

@@ -1,11 +1,12 @@
-"""The five share-coordinator operations on one shard (Kafka's ShareCoordinatorShard).
+"""The five share-coordinator operations on one shard (Kafka 4.4's ShareCoordinatorShard).
 
 Each is ``op(shard) -> CoordinatorResult`` whose response is the persister's result
 (:mod:`kbroker.coordinator.share.persister`); a refusal is a result with an error and no
-records. Fencing, as Kafka: a write or read with a leader epoch (not -1) below the highest seen
-gets FENCED_LEADER_EPOCH; a write or initialize with a state epoch (not -1) below the highest
-seen gets FENCED_STATE_EPOCH. Reading or writing a partition never initialized is
-INVALID_REQUEST; a topic or partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION.
+records. Checks, in Kafka's order: a negative partition, leader epoch or state epoch is
+INVALID_REQUEST (Kafka 4.4 no longer takes -1 as "any epoch"); reading or writing a partition
+never initialized is INVALID_REQUEST; a leader epoch below the highest recorded is
+FENCED_LEADER_EPOCH, a state epoch below the highest recorded FENCED_STATE_EPOCH; a topic or
+partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ log = logging.getLogger("kbroker.coordinator.share")
 NEGATIVE_PARTITION = "The partition id cannot be a negative number."
 WRITE_UNINITIALIZED = "Write operation on uninitialized share partition not allowed."
 READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
+NEGATIVE_LEADER_EPOCH = "The leader epoch cannot be a negative number."
+NEGATIVE_STATE_EPOCH = "The state epoch cannot be a negative number."
 
 
 def _refused(result_cls, error: Errors, message: str | None = None) -> CoordinatorResult:
@@ -36,19 +39,24 @@ def _unknown_topic(shard, key: SharePartitionKey) -> bool:
     return topic is None or topic.num_partitions <= key.partition
 
 
-def _common_error(shard, key: SharePartitionKey, result_cls) -> CoordinatorResult | None:
+def _common_error(shard, key: SharePartitionKey, result_cls, leader_epoch: int = 0,
+                  state_epoch: int = 0) -> CoordinatorResult | None:
     if key.partition < 0:
         return _refused(result_cls, Errors.INVALID_REQUEST, NEGATIVE_PARTITION)
+    if leader_epoch < 0:
+        return _refused(result_cls, Errors.INVALID_REQUEST, NEGATIVE_LEADER_EPOCH)
+    if state_epoch < 0:
+        return _refused(result_cls, Errors.INVALID_REQUEST, NEGATIVE_STATE_EPOCH)
     return None
 
 
 def initialize(key: SharePartitionKey, state_epoch: int, start_offset: int):
     def op(shard) -> CoordinatorResult:
-        refused = _common_error(shard, key, WriteResult)
+        refused = _common_error(shard, key, WriteResult, state_epoch=state_epoch)
         if refused is not None:
             return refused
         known = shard.state_epochs.get(key)
-        if state_epoch != -1 and known is not None and known > state_epoch:
+        if known is not None and known > state_epoch:
             log.info("initialize of %s refused: state epoch %d is below %d",
                      key.coordinator_key(), state_epoch, known)
             return _refused(WriteResult, Errors.FENCED_STATE_EPOCH)
@@ -70,19 +78,19 @@ def initialize(key: SharePartitionKey, state_epoch: int, start_offset: int):
 def write(key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
           batches: list[StateBatch], delivery_complete_count: int):
     def op(shard) -> CoordinatorResult:
-        refused = _common_error(shard, key, WriteResult)
+        refused = _common_error(shard, key, WriteResult, leader_epoch, state_epoch)
         if refused is not None:
             return refused
         current = shard.states.get(key)
         if current is None:
             return _refused(WriteResult, Errors.INVALID_REQUEST, WRITE_UNINITIALIZED)
         known_leader = shard.leader_epochs.get(key)
-        if leader_epoch != -1 and known_leader is not None and known_leader > leader_epoch:
+        if known_leader is not None and known_leader > leader_epoch:
             log.warning("write of %s refused: leader epoch %d is below %d",
                         key.coordinator_key(), leader_epoch, known_leader)
             return _refused(WriteResult, Errors.FENCED_LEADER_EPOCH)
         known_state = shard.state_epochs.get(key)
-        if state_epoch != -1 and known_state is not None and known_state > state_epoch:
+        if known_state is not None and known_state > state_epoch:
             log.info("write of %s refused: state epoch %d is below %d",
                      key.coordinator_key(), state_epoch, known_state)
             return _refused(WriteResult, Errors.FENCED_STATE_EPOCH)
@@ -96,29 +104,37 @@ def write(key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_off
 
 def _state_record(shard, key, current: ShareState, leader_epoch: int, start_offset: int,
                   batches, delivery_complete_count: int):
-    """A snapshot once enough updates followed the last one, else an update of the changes."""
+    """A snapshot once enough updates followed the last one, else an update of the changes.
+
+    As Kafka 4.4: the start offset never moves back (the higher of the stored and the written
+    one); the delivery complete count written stands when the start offset moved forward, the
+    higher of the two when it stayed, and the stored one when the write's start is behind."""
+    start = max(start_offset, current.start_offset)
+    if start_offset == current.start_offset:
+        delivery_complete_count = max(delivery_complete_count, current.delivery_complete_count)
+    elif start_offset < current.start_offset:
+        delivery_complete_count = current.delivery_complete_count
     if shard.update_counts.get(key, 0) >= shard.updates_per_snapshot:
-        start = current.start_offset if start_offset == NO_OFFSET else start_offset
         now = now_ms()
         return rec.snapshot_record(key, ShareState(
             current.snapshot_epoch + 1, current.state_epoch, leader_epoch, start,
             delivery_complete_count, tuple(combine(current.batches, batches, start)), now, now))
-    return rec.update_record(key, current.snapshot_epoch, leader_epoch, start_offset,
-                             delivery_complete_count, combine((), batches, start_offset))
+    return rec.update_record(key, current.snapshot_epoch, leader_epoch, start,
+                             delivery_complete_count, combine((), batches, start))
 
 
 def read(key: SharePartitionKey, leader_epoch: int):
     """ReadShareGroupState; a newer leader epoch than recorded is written down (an update), so
     the older leader is fenced from then on."""
     def op(shard) -> CoordinatorResult:
-        refused = _common_error(shard, key, ReadResult)
+        refused = _common_error(shard, key, ReadResult, leader_epoch)
         if refused is not None:
             return refused
         current = shard.states.get(key)
         if current is None:
             return _refused(ReadResult, Errors.INVALID_REQUEST, READ_UNINITIALIZED)
         known = shard.leader_epochs.get(key)
-        if leader_epoch != -1 and known is not None and known > leader_epoch:
+        if known is not None and known > leader_epoch:
             log.warning("read of %s refused: leader epoch %d is below %d",
                         key.coordinator_key(), leader_epoch, known)
             return _refused(ReadResult, Errors.FENCED_LEADER_EPOCH)
@@ -126,7 +142,7 @@ def read(key: SharePartitionKey, leader_epoch: int):
             return _refused(ReadResult, Errors.UNKNOWN_TOPIC_OR_PARTITION)
         result = ReadResult(state_epoch=current.state_epoch, start_offset=current.start_offset,
                             batches=list(current.batches))
-        if leader_epoch == -1 or known == leader_epoch:
+        if known == leader_epoch:
             return CoordinatorResult([], result)
         log.info("share partition %s read by leader epoch %d: recording it",
                  key.coordinator_key(), leader_epoch)

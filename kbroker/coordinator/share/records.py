@@ -9,6 +9,8 @@ value. Other record types are skipped on replay.
 from __future__ import annotations
 
 import base64
+import binascii
+import re
 import struct
 import uuid
 from dataclasses import dataclass
@@ -32,9 +34,13 @@ def kafka_uuid_str(topic_id: uuid.UUID) -> str:
 
 
 def parse_kafka_uuid(text: str) -> uuid.UUID:
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Kafka's ``Uuid.fromString``: URL-safe base64 of exactly 16 bytes. ValueError else."""
+    try:
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"Invalid topic ID: {text}") from None
     if len(raw) != 16:
-        raise ValueError(f"not a topic id: {text!r}")
+        raise ValueError(f"Invalid topic ID: {text}")
     return uuid.UUID(bytes=raw)
 
 
@@ -43,27 +49,28 @@ def partition_for(coordinator_key: str, num_partitions: int) -> int:
     return _partition_for(coordinator_key, num_partitions)
 
 
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
 def parse_coordinator_key(text: str) -> SharePartitionKey:
     """A FindCoordinator SHARE key ``group:topicId:partition``, parsed from the right (the group
-    id may hold colons), as Kafka's ``SharePartitionKey.getInstance(String)``. ValueError when
-    malformed."""
+    id may hold colons), with the checks of Kafka's ``SharePartitionKey.getInstance(String)``.
+    ValueError when malformed."""
     if not text:
         raise ValueError("Share partition key cannot be empty")
-    group_id, sep, rest = text.rpartition(":")
-    group_id, sep2, topic = group_id.rpartition(":")
-    if not sep or not sep2 or not group_id or not topic or not rest:
+    tokens = text.split(":")
+    while tokens and tokens[-1] == "":  # Java's split drops trailing empty strings
+        tokens.pop()
+    if len(tokens) < 3:
         raise ValueError(f"Invalid key format: expected - groupId:topicId:partition, "
                          f"found - {text}")
-    try:
-        partition = int(rest)
-        topic_id = parse_kafka_uuid(topic)
-    except ValueError:
-        raise ValueError(f"Invalid key format: expected - groupId:topicId:partition, "
-                         f"found - {text}") from None
-    if partition < 0:
-        raise ValueError(f"Invalid key format: expected - groupId:topicId:partition, "
-                         f"found - {text}")
-    return SharePartitionKey(group_id, topic_id, partition)
+    group_id = ":".join(tokens[:-2])
+    if not group_id.strip():
+        raise ValueError("GroupId must not be empty")
+    topic_id = parse_kafka_uuid(tokens[-2])
+    if not _JAVA_INT.fullmatch(tokens[-1]) or not -2**31 <= int(tokens[-1]) < 2**31:
+        raise ValueError(f"Invalid partition: {tokens[-1]}")
+    return SharePartitionKey(group_id, topic_id, int(tokens[-1]))
 
 
 @dataclass(frozen=True)

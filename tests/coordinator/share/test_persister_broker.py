@@ -35,7 +35,7 @@ async def write_state(broker) -> uuid.UUID:
         assert (await persister.read(key, 3)).error is Errors.NONE
         result = await persister.write(key, 1, 3, 3, [B(0, 9, AV, 2), B(3, 4, ACK, 3)], -1)
         assert result.error is Errors.NONE, result
-        result = await persister.write(key, 1, 3, -1, [B(10, 19, ARC, 5)], 7)
+        result = await persister.write(key, 1, 3, 3, [B(10, 19, ARC, 5)], 7)
         assert result.error is Errors.NONE, result
     return topic.topic_id
 

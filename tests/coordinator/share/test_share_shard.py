@@ -61,12 +61,12 @@ def test_initialize_write_read():
         ops.initialize(KEY, 1, -1),
         ops.write(KEY, 1, 0, 0, [B(0, 9, AV, 1)], -1),
         ops.write(KEY, 1, 0, 5, [B(5, 7, ACK, 1)], 3),
-        ops.read(KEY, -1))
+        ops.read(KEY, 0))
     assert (init.error, w1.error, w2.error) == (Errors.NONE,) * 3
     assert read.error is Errors.NONE
     assert read.state_epoch == 1 and read.start_offset == 5
     assert read.batches == [B(5, 7, ACK, 1), B(8, 9, AV, 1)]
-    summary = _run(runtime, ops.read_summary(KEY, -1))
+    summary = _run(runtime, ops.read_summary(KEY, 0))
     assert (summary.start_offset, summary.state_epoch, summary.delivery_complete_count,
             summary.leader_epoch) == (5, 1, 3, 0)
     assert _types(broker) == [rec.SNAPSHOT_TYPE, rec.UPDATE_TYPE, rec.UPDATE_TYPE]
@@ -136,12 +136,12 @@ def test_fencing():
     # ... so the older leader is fenced, for reads and writes.
     assert _run(runtime, ops.read(KEY, 4)).error is Errors.FENCED_LEADER_EPOCH
     assert _run(runtime, ops.write(KEY, 2, 4, -1, [], -1)).error is Errors.FENCED_LEADER_EPOCH
-    assert _run(runtime, ops.write(KEY, 2, -1, -1, [], -1)).error is Errors.NONE
+    assert _run(runtime, ops.write(KEY, 2, 5, -1, [], -1)).error is Errors.NONE
     # State epochs: an older group epoch can neither write nor initialize.
     assert _run(runtime, ops.write(KEY, 1, 5, -1, [], -1)).error is Errors.FENCED_STATE_EPOCH
     assert _run(runtime, ops.initialize(KEY, 1, 0)).error is Errors.FENCED_STATE_EPOCH
     assert _run(runtime, ops.initialize(KEY, 3, 7)).error is Errors.NONE
-    summary = _run(runtime, ops.read_summary(KEY, -1))
+    summary = _run(runtime, ops.read_summary(KEY, 0))
     # A re-initialize starts afresh: leader epoch 0 in the record, the highest seen still fences.
     assert (summary.state_epoch, summary.start_offset, summary.leader_epoch,
             summary.delivery_complete_count) == (3, 7, 0, 0)
@@ -177,3 +177,30 @@ def test_coordinator_key_uses_kafka_uuid_text():
     for bad in ("", "g:3", "g:notauuid:1", "g:AAECAwQFBgcICQoLDA0ODw:x"):
         with pytest.raises(ValueError):
             rec.parse_coordinator_key(bad)
+
+
+def test_negative_epochs_are_invalid():
+    """Kafka 4.4 takes no -1 for "any epoch": a negative epoch is INVALID_REQUEST, checked
+    before whether the partition was initialized."""
+    runtime, _ = _setup()
+    read = _run(runtime, ops.read(KEY, -1))
+    assert (read.error, read.error_message) == (
+        Errors.INVALID_REQUEST, "The leader epoch cannot be a negative number.")
+    write = _run(runtime, ops.write(KEY, -1, 0, 0, [], -1))
+    assert (write.error, write.error_message) == (
+        Errors.INVALID_REQUEST, "The state epoch cannot be a negative number.")
+    assert _run(runtime, ops.write(KEY, 0, -1, 0, [], -1)).error_message == \
+        "The leader epoch cannot be a negative number."
+    assert _run(runtime, ops.initialize(KEY, -1, 0)).error_message == \
+        "The state epoch cannot be a negative number."
+
+
+def test_start_offset_and_delivery_complete_count_never_move_back():
+    runtime, _ = _setup()
+    run_all(runtime, ops.initialize(KEY, 0, 10),
+            ops.write(KEY, 0, 0, 20, [B(15, 30, AV, 1)], 5),   # forward: 5 stands
+            ops.write(KEY, 0, 0, 20, [], 3),                    # same start: the higher, 5
+            ops.write(KEY, 0, 0, 12, [B(12, 13, ACK, 1)], 9))   # behind: stays 20 and 5
+    state = runtime.shards[0].states[KEY]
+    assert (state.start_offset, state.delivery_complete_count) == (20, 5)
+    assert state.batches == (B(20, 30, AV, 1),)
