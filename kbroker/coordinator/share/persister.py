@@ -7,6 +7,11 @@ local shard, or another broker through the inter-broker APIs 83-87 in a cluster)
 
 Every call answers per partition; a failure is an :class:`Errors` code in the result, never an
 exception, so that one partition's coordinator being away does not fail its neighbours.
+
+Epochs are never negative: Kafka 4.4 answers a negative leader or state epoch INVALID_REQUEST
+(-1 is no "any epoch" wildcard). The broker's persister retries NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE itself (up to request.timeout.ms);
+a result carrying one of them means the coordinator stayed away that long.
 """
 
 from __future__ import annotations
