@@ -149,6 +149,14 @@ def scenario(bootstrap):
                 topic_id=topic_id, partitions=[R.PartitionData(partition=p)
                                                for p in partitions])])
 
+        # Kafka names the coordinator before its shards have loaded (NOT_COORDINATOR until
+        # then): wait until every state partition the steps touch answers.
+        deadline = time.monotonic() + 60
+        for topic_id, partition in ((tid, 0), (tid, 1), (tid, 5), (tid, -1), (missing, 0)):
+            while _summary_error(wire, topic_id, partition) in (14, 15, 16):
+                assert time.monotonic() < deadline, "the share coordinator did not load"
+                time.sleep(0.2)
+
         steps = [
             ("read uninitialized", lambda: read("g1", tid, [(0, 0)])),
             ("write uninitialized", lambda: write("g1", tid, [(0, 0, 0, 0, -1, [])])),
@@ -193,7 +201,51 @@ def scenario(bootstrap):
         ]
         for name, step in steps:
             trace.append((name, step()))
+        trace.append(("__share_group_state records", _state_records(wire, tid, names)))
     return trace
+
+
+def _summary_error(wire, topic_id, partition):
+    R = messages.request_class(SUMMARY)
+    response = wire.call(SUMMARY, 1, R(group_id="g1", topics=[R.ReadStateSummaryData(
+        topic_id=topic_id, partitions=[R.PartitionData(partition=partition, leader_epoch=0)])]))
+    return response.results[0].partitions[0].error_code
+
+
+def _state_records(wire, tid, names):
+    """What the scenario wrote to __share_group_state for its topic: per share partition, in
+    log order, record type, group and value (timestamps only as set or not)."""
+    from kbroker.coordinator.share import records as rec
+    from kbroker.protocol.records import decode_records, iter_batches
+
+    FETCH = 1
+    R = messages.request_class(FETCH)
+    out = []
+    partitions = sorted({rec.partition_for(f"g1:{_kafka_uuid(tid)}:{p}", 50) for p in (0, 1)})
+    for index in partitions:
+        response = wire.call(FETCH, 12, R(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=[R.FetchTopic(
+                topic="__share_group_state", partitions=[R.FetchPartition(
+                    partition=index, fetch_offset=0, log_start_offset=-1,
+                    partition_max_bytes=1 << 20, current_leader_epoch=-1)])]))
+        data = response.responses[0].partitions[0]
+        for header in iter_batches(memoryview(bytes(data.records or b""))):
+            if header.is_control:
+                continue
+            for record in decode_records(header, 1 << 24):
+                decoded = rec.decode(record.key, record.value)
+                if decoded is None or decoded.key.topic_id != tid:
+                    continue
+                value = decoded.value
+                if value is not None:
+                    value = _plain(value, names)
+                    value = tuple((f, (v > 0) if f.endswith("_timestamp") else v)
+                                  for f, v in value)
+                out.append((decoded.key.partition, decoded.record_type, decoded.key.group_id,
+                            value))
+    # By share partition, each in log order (their state partitions differ between brokers).
+    return sorted(out, key=lambda r: r[0])
 
 
 def test_share_state_apis_answer_as_kafka(brokers):
@@ -203,3 +255,5 @@ def test_share_state_apis_answer_as_kafka(brokers):
                    for got, want in zip(traces["kbroker"], traces["kafka"]) if got != want]
     assert not differences, "\n".join(differences)
     assert len(traces["kbroker"]) == len(traces["kafka"])
+    records = traces["kafka"][-1][1]
+    assert len(records) >= 10 and {r[1] for r in records} == {0, 1}  # snapshots and updates
