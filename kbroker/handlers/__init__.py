@@ -56,6 +56,7 @@ MODULES = (
     "acls",
     "client_quotas",
     "client_metrics",
+    "share_group_state",
     "share_fetch",
     "share_acknowledge",
 )

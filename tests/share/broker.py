@@ -28,8 +28,9 @@ def share_broker(settings: dict | None = None):
 
     async def start():
         broker = Broker(BrokerConfig(props))
-        broker.share_persister = persister
         await broker.start()
+        # Before any share partition exists: they all take the manager's persister.
+        broker.share_partitions.persister = persister
         return broker
 
     broker = asyncio.run_coroutine_threadsafe(start(), loop).result(60)

@@ -1,0 +1,176 @@
+"""ShareCoordinator: the shards of ``__share_group_state`` this broker leads, and
+:class:`BrokerPersister`, the broker's :class:`~kbroker.coordinator.share.persister.Persister`.
+
+A share partition's state lives in partition ``abs(hash("group:topicId:partition")) % n`` of
+``__share_group_state`` (Kafka's ShareCoordinatorService.partitionFor, Java String.hashCode and
+Kafka's Uuid text form). The topic is created on first use, as Kafka creates it on the first
+FindCoordinator(SHARE): compacted, with the ``share.coordinator.state.topic.*`` settings.
+
+Routing (Kafka's DefaultStatePersister): the persister finds the key's coordinator, the leader
+of its partition, in the metadata image - the answer FindCoordinator(SHARE) gives, without the
+round trip, and always as fresh as this broker's image. It runs the operation on the local shard
+when that leader is this broker, else sends the matching API (83-87) to the leader over an
+inter-broker connection. NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS and
+COORDINATOR_NOT_AVAILABLE (also an unreachable leader) are retried with a growing back-off, up to
+``request.timeout.ms``, looking the leader up again each time: a coordinator that moved or is
+loading is found once the image says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from kbroker.coordinator.runtime import CoordinatorRuntime
+from kbroker.coordinator.share import operations as ops
+from kbroker.coordinator.share import wire
+from kbroker.coordinator.share.persister import (ReadResult, SharePartitionKey, StateBatch,
+                                                 SummaryResult, WriteResult)
+from kbroker.coordinator.share.records import partition_for
+from kbroker.coordinator.share.shard import ShareShard
+from kbroker.coordinator.txn.marker_channel import MarkerChannel
+from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.replica.broker_client import BrokerClientError
+
+log = logging.getLogger("kbroker.coordinator.share")
+
+TOPIC = "__share_group_state"
+RETRIABLE = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                       Errors.COORDINATOR_NOT_AVAILABLE})
+_RETRY_FIRST_S = 0.05
+_RETRY_MAX_S = 1.0
+
+
+class ShareCoordinator:
+    def __init__(self, config, controller, partitions):
+        self.config = config
+        self.partitions = partitions
+        updates_per_snapshot = config.get("share.coordinator.snapshot.update.records.per.snapshot")
+        topic_configs = {
+            "cleanup.policy": "compact", "compression.type": "producer",
+            "segment.bytes": str(config.get("share.coordinator.state.topic.segment.bytes")),
+            "min.insync.replicas": str(config.get("share.coordinator.state.topic.min.isr"))}
+        self.runtime = CoordinatorRuntime(
+            controller, partitions, TOPIC,
+            config.get("share.coordinator.state.topic.num.partitions"), topic_configs,
+            lambda runtime, index: ShareShard(runtime, index, updates_per_snapshot),
+            config.get("share.coordinator.state.topic.replication.factor"))
+
+    def start(self) -> None:
+        self.runtime.start()
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
+
+    def partition_for(self, key: SharePartitionKey | str) -> int:
+        """The state partition of a key (or of its FindCoordinator text)."""
+        text = key if isinstance(key, str) else key.coordinator_key()
+        return partition_for(text, self.runtime.num_partitions)
+
+    async def run(self, key: SharePartitionKey, op, result_cls):
+        """Run ``op`` on the shard of ``key`` here (the APIs 83-87 from another broker): its
+        result, or ``result_cls`` with the error - NOT_COORDINATOR when this broker does not
+        host the key's shard, COORDINATOR_LOAD_IN_PROGRESS while it loads."""
+        try:
+            return await self.runtime.write(self.partition_for(key), op)
+        except KafkaError as exc:
+            return result_cls(exc.error, exc.message)
+
+    def coordinator_of(self, key: SharePartitionKey) -> int:
+        """The broker leading the key's state partition (-1: none, or no topic yet)."""
+        topic = self.runtime.controller.image.topic(TOPIC)
+        if topic is None:
+            return -1
+        return topic.state(self.partition_for(key)).leader
+
+
+class BrokerPersister:
+    """The persister share partitions and the group coordinator call (see the module doc)."""
+
+    def __init__(self, coordinator: ShareCoordinator, config):
+        self.coordinator = coordinator
+        self.config = config
+        self.node_id = coordinator.partitions.node_id
+        self.timeout_s = config.get("request.timeout.ms") / 1000
+        partitions = coordinator.partitions
+        self.channel = MarkerChannel(
+            self.node_id, self.timeout_s, "share-state",
+            lambda: getattr(partitions, "inter_broker_security", None))
+
+    def close(self) -> None:
+        self.channel.close()
+
+    async def _run(self, key: SharePartitionKey, api: str, op, request):
+        result_cls = wire.RESULT_TYPES[api]
+        if not key.group_id:
+            return result_cls(Errors.INVALID_REQUEST, "Group id must be specified and non-empty")
+        deadline = time.monotonic() + self.timeout_s
+        backoff = _RETRY_FIRST_S
+        while True:
+            result = await self._attempt(key, api, op, request, result_cls)
+            if result.error not in RETRIABLE or time.monotonic() + backoff > deadline:
+                return result
+            log.debug("%s of %s: %s; retrying", api, key.coordinator_key(), result.error.name)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _RETRY_MAX_S)
+
+    async def _attempt(self, key, api, op, request, result_cls):
+        runtime = self.coordinator.runtime
+        if not runtime.exists:
+            try:
+                await runtime.create_topic_if_missing()
+            except KafkaError as exc:
+                # Another broker creating it meanwhile, too few brokers yet: retriable.
+                log.info("cannot create %s yet: %s", TOPIC, exc.message)
+                return result_cls(Errors.COORDINATOR_NOT_AVAILABLE, exc.message)
+        leader = self.coordinator.coordinator_of(key)
+        if leader == self.node_id:
+            return await self.coordinator.run(key, op, result_cls)
+        if leader < 0:
+            return result_cls(Errors.COORDINATOR_NOT_AVAILABLE,
+                              f"{TOPIC}-{self.coordinator.partition_for(key)} has no leader")
+        endpoint = self._endpoint(leader)
+        if endpoint is None:
+            return result_cls(Errors.COORDINATOR_NOT_AVAILABLE, f"broker {leader} is offline")
+        try:
+            response = await self.channel.request(leader, endpoint, api, request)
+        except BrokerClientError as exc:
+            return result_cls(Errors.COORDINATOR_NOT_AVAILABLE,
+                              f"{api} to broker {leader} failed: {exc}")
+        return wire.result_of(api, key, response)
+
+    def _endpoint(self, broker_id: int):
+        broker = self.coordinator.runtime.controller.image.brokers.get(broker_id)
+        if broker is None or not broker.endpoints:
+            return None
+        endpoint = broker.endpoints.get(self.config.inter_broker_listener_name)
+        return endpoint if endpoint is not None else next(iter(broker.endpoints.values()))
+
+    async def initialize(self, key: SharePartitionKey, state_epoch: int,
+                         start_offset: int) -> WriteResult:
+        return await self._run(key, wire.INITIALIZE,
+                               ops.initialize(key, state_epoch, start_offset),
+                               wire.initialize_request(key, state_epoch, start_offset))
+
+    async def read(self, key: SharePartitionKey, leader_epoch: int) -> ReadResult:
+        return await self._run(key, wire.READ, ops.read(key, leader_epoch),
+                               wire.read_request(key, leader_epoch))
+
+    async def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int,
+                    start_offset: int, batches: list[StateBatch],
+                    delivery_complete_count: int = -1) -> WriteResult:
+        batches = list(batches)
+        return await self._run(
+            key, wire.WRITE,
+            ops.write(key, state_epoch, leader_epoch, start_offset, batches,
+                      delivery_complete_count),
+            wire.write_request(key, state_epoch, leader_epoch, start_offset, batches,
+                               delivery_complete_count))
+
+    async def delete(self, key: SharePartitionKey) -> WriteResult:
+        return await self._run(key, wire.DELETE, ops.delete(key), wire.delete_request(key))
+
+    async def read_summary(self, key: SharePartitionKey, leader_epoch: int) -> SummaryResult:
+        return await self._run(key, wire.SUMMARY, ops.read_summary(key, leader_epoch),
+                               wire.summary_request(key, leader_epoch))
