@@ -30,6 +30,11 @@ class GroupCoordinator:
                                               self.group_configs),
             config.get("offsets.topic.replication.factor"))
         self._expiry: asyncio.Task | None = None
+        # The share coordinator's persister (kbroker.coordinator.share.persister.Persister):
+        # share groups initialize, read and delete share-partition state through it. The broker
+        # sets it once its share coordinator exists; until then no partition is initialized, so
+        # share groups get no assignment.
+        self.share_persister = None
 
     def group_configs(self, group_id: str):
         """A group's configs (the GROUP resource) as the current metadata image holds them:
