@@ -42,6 +42,13 @@ class GroupCoordinator:
         (interval) and next deadlines (session timeout), as on Kafka."""
         return self.controller.image.group_config(group_id)
 
+    def share_group_settings(self, group_id: str):
+        """What a share partition of ``group_id`` needs of its group's configs
+        (:class:`kbroker.coordinator.group.group_configs.ShareGroupSettings`): the group's
+        ``share.*`` overrides, else the broker's ``group.share.*`` values; read at each call."""
+        from kbroker.coordinator.group.group_configs import share_group_settings_of
+        return share_group_settings_of(self.config, self.group_configs(group_id))
+
     def start(self) -> None:
         self.runtime.start()
         self.controller.subscribe(_TopicListener(self))

@@ -1,19 +1,21 @@
-"""Where a share group's settings come from: the broker's ``group.share.*`` configs. (Group
-configs ``share.*`` on the GROUP resource are refused until they are wired in here.)"""
+"""Where a share group's settings come from: its group configs (``share.*`` on the GROUP
+resource) or else the broker's ``group.share.*`` defaults."""
 
 from __future__ import annotations
 
+from kbroker.coordinator.group.modern import group_setting
+
 
 def session_timeout_ms(shard, group_id: str) -> int:
-    return int(shard.config.get("group.share.session.timeout.ms"))
+    return int(group_setting(shard, group_id, "share.session.timeout.ms"))
 
 
 def heartbeat_interval_ms(shard, group_id: str) -> int:
-    return int(shard.config.get("group.share.heartbeat.interval.ms"))
+    return int(group_setting(shard, group_id, "share.heartbeat.interval.ms"))
 
 
 def assignment_interval_ms(shard, group_id: str) -> int:
-    return int(shard.config.get("group.share.assignment.interval.ms"))
+    return int(group_setting(shard, group_id, "share.assignment.interval.ms"))
 
 
 def max_size(shard) -> int:
