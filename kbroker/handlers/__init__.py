@@ -42,6 +42,7 @@ MODULES = (
     "consumer_group_describe",
     "streams_group_heartbeat",
     "streams_group_describe",
+    "share_group_heartbeat",
     "add_partitions_to_txn",
     "add_offsets_to_txn",
     "end_txn",

@@ -109,10 +109,10 @@ class Broker:
         follower.apply(None, self.controller.image)  # the subscriptions stored so far
         self.controller.subscribe(follower)
         from kbroker.share.manager import SharePartitionManager
-        from kbroker.share.settings import broker_defaults
-        # Share partitions (ShareFetch/ShareAcknowledge) keep their state through the persister.
+        # Share partitions (ShareFetch/ShareAcknowledge) keep their state through the persister
+        # and read their group's share.* configs from the group coordinator.
         self.share_partitions = SharePartitionManager(
-            self.share_persister, broker_defaults(self.config),
+            self.share_persister, self.group_coordinator.share_group_settings,
             self.config.get("group.share.max.share.sessions"), self.replicas.wait_for_news)
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         self.connection_limits.image = lambda: self.controller.image  # ip quotas (KIP-612)

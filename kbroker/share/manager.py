@@ -26,7 +26,7 @@ from kbroker.coordinator.share.persister import Persister, SharePartitionKey
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.share.partition import SharePartition
 from kbroker.share.sessions import ShareSessionCache
-from kbroker.share.settings import SettingsProvider
+from kbroker.share.settings import SettingsProvider, limits_of
 from kbroker.share.state import Acquired
 
 log = logging.getLogger("kbroker.share")
@@ -100,7 +100,7 @@ class SharePartitionManager:
     def _acquire(self, member_id, partitions, params, settings, results) -> bool:
         bytes_left = params.max_bytes
         records_left = params.max_records
-        limits = settings.limits()
+        limits = limits_of(settings)
         now = _now_ms()
         acquired_any = False
         for partition in partitions:
@@ -158,7 +158,7 @@ class SharePartitionManager:
                           ) -> dict[SharePartitionKey, tuple[Errors, str | None]]:
         """``acks``: [(SharePartitionKey, [(first, last, types)])]. UNKNOWN_TOPIC_OR_PARTITION for
         a partition this broker has no share partition for (never fetched), as Kafka."""
-        limits = self.settings(group_id).limits()
+        limits = limits_of(self.settings(group_id))
         results = {}
         writes = []
         for key, batches in acks:
@@ -197,7 +197,7 @@ class SharePartitionManager:
             self._spawn(self._release_member(session.group_id, session.member_id))
 
     async def _release_member(self, group_id: str, member_id: str) -> None:
-        limits = self.settings(group_id).limits()
+        limits = limits_of(self.settings(group_id))
         writes = []
         for key, partition in list(self._partitions.items()):
             if key.group_id != group_id or partition.state is None:
@@ -227,7 +227,7 @@ class SharePartitionManager:
         if partition.state is None:
             return
         settings = self.settings(group_id)
-        changed = partition.state.expire_locks(_now_ms(), settings.limits())
+        changed = partition.state.expire_locks(_now_ms(), limits_of(settings))
         if changed:
             log.debug("acquisition locks of %d records of %s expired", len(changed),
                       partition.key)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from kbroker.coordinator.share.persister import NO_OFFSET, Persister, SharePartitionKey
 from kbroker.protocol.errors import Errors, KafkaError
@@ -79,13 +80,23 @@ class SharePartition:
             raise KafkaError(error, result.error_message)
         start = result.start_offset
         if start == NO_OFFSET:
-            start = (self.replica.log_start_offset if settings.auto_offset_reset == "earliest"
-                     else self.replica.high_watermark)
+            start = self._reset_offset(settings)
         try:
             self.state = SharePartitionState.from_persisted(result, start)
         except ValueError as exc:
             log.error("share partition %s has an invalid persisted state: %s", self._name(), exc)
             raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, str(exc)) from None
+
+    def _reset_offset(self, settings) -> int:
+        """Where a group that never read this partition starts (share.auto.offset.reset)."""
+        if settings.auto_offset_reset == "earliest":
+            return self.replica.log_start_offset
+        duration_ms = getattr(settings, "auto_offset_reset_duration_ms", None)
+        if duration_ms is not None:  # by_duration: the first record at most that old
+            found = self.replica.offset_for_timestamp(int(time.time() * 1000) - duration_ms)
+            if found is not None:
+                return found[0]
+        return self.replica.high_watermark
 
     def _name(self) -> str:
         return f"{self.key.group_id}:{self.replica.topic}-{self.replica.index}"

@@ -80,6 +80,7 @@ class Limits:
     delivery_count_limit: int = 5
     max_record_locks: int = 2000
     lock_duration_ms: int = 30000
+    renew_enabled: bool = True
 
 
 class SharePartitionState:
@@ -217,6 +218,9 @@ class SharePartitionState:
                 if record.member != member:
                     raise KafkaError(Errors.INVALID_RECORD_STATE,
                                      f"offset {offset} is acquired by another member")
+                if ack == RENEW and not limits.renew_enabled:
+                    raise KafkaError(Errors.INVALID_RECORD_STATE, "the group's "
+                                     "share.renew.acknowledge.enable is false")
                 plan.append((offset, ack))
         changed: set[int] = set()
         for offset, ack in plan:

@@ -30,12 +30,24 @@ class GroupCoordinator:
                                               self.group_configs),
             config.get("offsets.topic.replication.factor"))
         self._expiry: asyncio.Task | None = None
+        # The share coordinator's persister (kbroker.coordinator.share.persister.Persister):
+        # share groups initialize, read and delete share-partition state through it. The broker
+        # sets it once its share coordinator exists; until then no partition is initialized, so
+        # share groups get no assignment.
+        self.share_persister = None
 
     def group_configs(self, group_id: str):
         """A group's configs (the GROUP resource) as the current metadata image holds them:
         read at each use, so a change applies to running groups from their next heartbeat
         (interval) and next deadlines (session timeout), as on Kafka."""
         return self.controller.image.group_config(group_id)
+
+    def share_group_settings(self, group_id: str):
+        """What a share partition of ``group_id`` needs of its group's configs
+        (:class:`kbroker.coordinator.group.group_configs.ShareGroupSettings`): the group's
+        ``share.*`` overrides, else the broker's ``group.share.*`` values; read at each call."""
+        from kbroker.coordinator.group.group_configs import share_group_settings_of
+        return share_group_settings_of(self.config, self.group_configs(group_id))
 
     def start(self) -> None:
         self.runtime.start()

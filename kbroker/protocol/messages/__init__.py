@@ -164,6 +164,7 @@ ADVERTISED = {
     69: (0, 1),  # ConsumerGroupDescribe
     88: (0, 1),  # StreamsGroupHeartbeat
     89: (0, 1),  # StreamsGroupDescribe
+    76: (1, 1),  # ShareGroupHeartbeat
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn
