@@ -94,6 +94,8 @@ class Broker:
         self.share_coordinator = ShareCoordinator(self.config, self.controller, self.replicas)
         self.share_coordinator.start()
         self.share_persister = BrokerPersister(self.share_coordinator, self.config)
+        # Share groups initialize their partitions' state through it before assigning them.
+        self.group_coordinator.share_persister = self.share_persister
         # Coordinator shards follow leadership of their internal-topic partition (on a single
         # node: the topic's creation); listeners run in order, so the partition has its new
         # role before its shard loads.
