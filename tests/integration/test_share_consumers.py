@@ -255,3 +255,60 @@ def test_read_committed_share_group(kafka):
         assert got == [b"committed", b"open"]
     finally:
         consumer.close()
+
+
+def java_share_consumer(kafka, group, topic, seconds, mode):
+    if shutil.which("java") is None:
+        pytest.skip("needs a JDK")
+    if not JAVA_JAR.exists():
+        pytest.fail(f"{JAVA_JAR} is missing: build it with mvn -f compat_tests/java/pom.xml "
+                    "package (scripts/install-test-deps.sh does)")
+    return subprocess.Popen(["java", "-cp", str(JAVA_JAR), str(SHARE_CONSUME), kafka.bootstrap,
+                             group, topic, str(seconds), mode],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def java_records(output: str) -> list[tuple[int, int, str]]:
+    return [(int(offset), int(count), value) for kind, offset, count, value in
+            (line.split(" ", 3) for line in output.splitlines() if line.startswith("record "))]
+
+
+def test_java_consumers_implicit_each_record_once(kafka):
+    """Two Java KafkaShareConsumers in implicit mode (records accepted by the next poll) and
+    one confluent-kafka ShareConsumer share a partition: every record once, none twice."""
+    values = [f"x{i}".encode() for i in range(60)]
+    topic, group = new_topic(kafka, [])
+    javas = [java_share_consumer(kafka, group, topic, 25, "implicit") for _ in range(2)]
+    received = []
+    consumer = share_consumer(kafka, group, topic)
+    try:
+        time.sleep(6)  # the JVMs start and join
+        producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
+        for value in values:
+            producer.produce(topic, value, partition=0)
+            producer.flush(10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            received += [m.value().decode() for m in poll(consumer, 0.5)]
+    finally:
+        consumer.close()
+    outputs = [java.communicate(timeout=60)[0] for java in javas]
+    java_values = [value for output in outputs for _, _, value in java_records(output)]
+    assert all("closed" in output for output in outputs), outputs
+    everything = received + java_values
+    assert sorted(everything) == sorted(v.decode() for v in values), \
+        (len(everything), len(set(everything)), outputs)
+
+
+def test_java_explicit_release_and_reject(kafka):
+    values = [f"x{i}".encode() for i in range(12)]
+    topic, group = new_topic(kafka, values)
+    java = java_share_consumer(kafka, group, topic, 15, "explicit:release-mod3")
+    output = java.communicate(timeout=60)[0]
+    assert "closed" in output and "ack-error" not in output, output
+    seen: dict[str, list[int]] = {}
+    for _, count, value in java_records(output):
+        seen.setdefault(value, []).append(count)
+    for i in range(12):
+        expected = [1, 2] if i % 3 == 0 else [1]  # released once, then accepted
+        assert seen.get(f"x{i}") == expected, (i, seen)
