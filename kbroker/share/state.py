@@ -16,9 +16,8 @@ Transitions (one table, :data:`ACK_TO_STATE`, plus :meth:`_release`):
           count reached ``group.share.delivery.count.limit``
 
 The start offset moves past every leading ACKNOWLEDGED/ARCHIVED offset (and past the log start
-offset when retention deletes records). Finished offsets below it stay known while their batch
-reaches past it, as in Kafka's batch cache: acknowledging them again is INVALID_RECORD_STATE,
-while a batch already forgotten is skipped and succeeds. The state is kept per offset rather than per batch as
+offset when retention deletes records). Offsets below it are finished: an acknowledgement
+naming them skips them and succeeds, as Kafka's does. The state is kept per offset rather than per batch as
 Kafka does: simpler, and bounded by ``group.share.partition.max.record.locks`` (no new offset is
 acquired while that many are in flight).
 
@@ -44,16 +43,13 @@ TERMINAL = (ACKNOWLEDGED, ARCHIVED)
 
 
 class InFlight:
-    __slots__ = ("state", "delivery_count", "member", "deadline_ms", "batch_last")
+    __slots__ = ("state", "delivery_count", "member", "deadline_ms")
 
-    def __init__(self, state: int, delivery_count: int = 0, batch_last: int = -1):
+    def __init__(self, state: int, delivery_count: int = 0):
         self.state = state
         self.delivery_count = delivery_count
         self.member: str | None = None
         self.deadline_ms = 0
-        # The last offset of the log (or persisted) batch this offset came in: Kafka caches
-        # whole batches, and forgets a batch only once the start offset is past all of it.
-        self.batch_last = batch_last
 
     def __repr__(self) -> str:
         return f"InFlight({self.state}, {self.delivery_count}, {self.member!r})"
@@ -102,10 +98,9 @@ class SharePartitionState:
             if batch.last_offset < batch.first_offset or batch.first_offset < start_offset:
                 raise ValueError(f"invalid persisted state batch {batch} (start {start_offset})")
             for offset in range(state.end_offset, batch.first_offset):
-                state.records[offset] = InFlight(AVAILABLE, 0, offset)
+                state.records[offset] = InFlight(AVAILABLE)
             for offset in range(batch.first_offset, batch.last_offset + 1):
-                state.records[offset] = InFlight(batch.delivery_state, batch.delivery_count,
-                                                 batch.last_offset)
+                state.records[offset] = InFlight(batch.delivery_state, batch.delivery_count)
             state.end_offset = batch.last_offset + 1
         state.advance_start()
         return state
@@ -152,7 +147,7 @@ class SharePartitionState:
             if batch.base_offset > self.end_offset:
                 # Offsets the log no longer has (compaction) are never delivered.
                 for offset in range(self.end_offset, batch.base_offset):
-                    self.records[offset] = InFlight(ARCHIVED, 0, offset)
+                    self.records[offset] = InFlight(ARCHIVED)
                     changed.add(offset)
                 self.end_offset = batch.base_offset
             for offset in range(max(batch.base_offset, self.start_offset), batch.last_offset + 1):
@@ -162,7 +157,7 @@ class SharePartitionState:
                 if record is None:
                     if self.in_flight_count() >= limits.max_record_locks:
                         break
-                    record = self.records[offset] = InFlight(AVAILABLE, 0, batch.last_offset)
+                    record = self.records[offset] = InFlight(AVAILABLE)
                     self.end_offset = offset + 1
                 if record.state != AVAILABLE:
                     continue
@@ -201,18 +196,19 @@ class SharePartitionState:
         what was ever acquired, as Kafka's SharePartition.acknowledge. Offsets below the start
         offset are finished already and ignored (a batch wholly below it succeeds)."""
         plan: list[tuple[int, int]] = []
+        planned: dict[int, int] = {}
         for first, last, types in batches:
             if first >= self.end_offset or last >= self.end_offset:
                 raise KafkaError(Errors.INVALID_REQUEST, f"offsets {first}-{last} reach past "
                                  f"the last offset ever delivered ({self.end_offset - 1})")
             if last < self.start_offset:
                 continue  # all done already (acknowledged, archived or expired): Kafka skips it
-            for offset in range(first, last + 1):
-                record = self.records.get(offset)
-                if record is None:  # below the start offset, its batch forgotten
-                    continue
+            for offset in range(max(first, self.start_offset), last + 1):
+                record = self.records[offset]
                 ack = types[0] if len(types) == 1 else types[offset - first]
-                if record.state != ACQUIRED:
+                # Batches may touch (the handler's order check allows it): an offset named twice
+                # is no longer acquired the second time unless the first only renewed it.
+                if record.state != ACQUIRED or planned.get(offset, RENEW) != RENEW:
                     raise KafkaError(Errors.INVALID_RECORD_STATE,
                                      f"offset {offset} is not acquired")
                 if record.member != member:
@@ -222,6 +218,7 @@ class SharePartitionState:
                     raise KafkaError(Errors.INVALID_RECORD_STATE, "the group's "
                                      "share.renew.acknowledge.enable is false")
                 plan.append((offset, ack))
+                planned[offset] = ack
         changed: set[int] = set()
         for offset, ack in plan:
             record = self.records[offset]
@@ -269,26 +266,16 @@ class SharePartitionState:
         while self.start_offset < self.end_offset \
                 and self.records[self.start_offset].state in TERMINAL:
             self.start_offset += 1
-        if self.start_offset != before:
-            self._forget_finished_batches()
+        for offset in range(before, self.start_offset):
+            del self.records[offset]
         return self.start_offset != before
-
-    def _forget_finished_batches(self) -> None:
-        # Offsets are inserted in increasing order, so the dict iterates from the lowest.
-        for offset in list(self.records):
-            if offset >= self.start_offset:
-                break
-            if self.records[offset].batch_last < self.start_offset:
-                del self.records[offset]
 
     def move_start_to(self, log_start_offset: int) -> bool:
         """Retention or DeleteRecords removed records below ``log_start_offset``: they can no
         longer be delivered, whatever their state (Kafka archives them too)."""
         if log_start_offset <= self.start_offset:
             return False
-        for offset in list(self.records):
-            if offset >= log_start_offset:
-                break
+        for offset in range(self.start_offset, min(log_start_offset, self.end_offset)):
             del self.records[offset]
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
@@ -301,7 +288,7 @@ class SharePartitionState:
         """The changed offsets still in flight, as runs of one state and delivery count. An
         ACQUIRED record is written as AVAILABLE: its lock does not survive a restart."""
         batches: list[StateBatch] = []
-        for offset in sorted(o for o in offsets if o in self.records and o >= self.start_offset):
+        for offset in sorted(o for o in offsets if o in self.records):
             record = self.records[offset]
             state = AVAILABLE if record.state == ACQUIRED else record.state
             last = batches[-1] if batches else None
@@ -314,5 +301,4 @@ class SharePartitionState:
         return batches
 
     def delivery_complete_count(self) -> int:
-        return sum(1 for o, r in self.records.items()
-                   if o >= self.start_offset and r.state in TERMINAL)
+        return sum(1 for r in self.records.values() if r.state in TERMINAL)

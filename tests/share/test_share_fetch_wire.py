@@ -170,7 +170,7 @@ def test_acknowledgement_errors(kafka, topic, members):
     assert a.acknowledge(topic_id, [(2, 2, [ACCEPT])]).responses[0].partitions[0].error_code == 0
     assert a.acknowledge(topic_id, [(2, 2, [ACCEPT])]).responses[0].partitions[0].error_code == err
     # Kafka's order check is "first offset < previous last offset": batches may touch
-    # (0-1 then 1-2 passes it), and then 2, already acknowledged, fails the state check
+    # (0-1 then 1-2 passes it); 1 is then named twice and 2 is acknowledged already
     touching = a.acknowledge(topic_id, [(0, 1, [ACCEPT]), (1, 2, [ACCEPT])])
     assert touching.responses[0].partitions[0].error_code == err
     # piggybacked on a fetch: answered in acknowledge_error_code
