@@ -28,6 +28,7 @@ the offsets it changed so :mod:`kbroker.share.partition` can persist them
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from kbroker.coordinator.share.persister import (ACKNOWLEDGED, ARCHIVED, AVAILABLE, ReadResult,
@@ -40,6 +41,10 @@ ACQUIRED = 1  # never persisted: a restart makes acquired records available agai
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 ACK_TO_STATE = {ACCEPT: ACKNOWLEDGED, REJECT: ARCHIVED, GAP: ARCHIVED}
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)
+# The in-flight window is bounded by group.share.partition.max.record.locks (at most 10000), so
+# a persisted state spanning far more offsets is damaged: loading it fails rather than filling
+# memory offset by offset.
+MAX_LOADED_OFFSETS = 1_000_000
 
 
 class InFlight:
@@ -92,9 +97,16 @@ class SharePartitionState:
     def from_persisted(cls, read: ReadResult, start_offset: int) -> "SharePartitionState":
         """Rebuild from ReadShareGroupState: ``start_offset`` is the persisted one, or where
         ``share.auto.offset.reset`` points when none was persisted. Offsets between persisted
-        batches were never delivered: AVAILABLE with no delivery yet."""
+        batches were never delivered: AVAILABLE with no delivery yet (those the log lacks are
+        archived by the first fetch that reads past them). Raises ValueError for a state that
+        cannot be right: batches below the start offset or inverted, or more offsets in flight
+        than :data:`MAX_LOADED_OFFSETS`."""
         state = cls(start_offset, read.state_epoch)
-        for batch in sorted(read.batches, key=lambda b: b.first_offset):
+        batches = sorted(read.batches, key=lambda b: b.first_offset)
+        if batches and batches[-1].last_offset - start_offset >= MAX_LOADED_OFFSETS:
+            raise ValueError(f"persisted state spans offsets {start_offset}-"
+                             f"{batches[-1].last_offset}, more than {MAX_LOADED_OFFSETS}")
+        for batch in batches:
             if batch.last_offset < batch.first_offset or batch.first_offset < start_offset:
                 raise ValueError(f"invalid persisted state batch {batch} (start {start_offset})")
             for offset in range(state.end_offset, batch.first_offset):
@@ -109,8 +121,8 @@ class SharePartitionState:
 
     def next_fetch_offset(self) -> int:
         """The first offset worth reading from the log: the lowest AVAILABLE one, else the end."""
-        for offset in range(self.start_offset, self.end_offset):
-            if self.records[offset].state == AVAILABLE:
+        for offset, record in self.records.items():  # in offset order (see advance_start)
+            if record.state == AVAILABLE:
                 return offset
         return self.end_offset
 
@@ -118,7 +130,7 @@ class SharePartitionState:
         return self.next_fetch_offset() < self.end_offset
 
     def in_flight_count(self) -> int:
-        return self.end_offset - self.start_offset
+        return len(self.records)
 
     def acquired_by(self, member: str) -> list[int]:
         return [o for o, r in self.records.items() if r.state == ACQUIRED and r.member == member]
@@ -139,18 +151,21 @@ class SharePartitionState:
         acquired: list[int] = []
         changed: set[int] = set()
         deadline = now_ms + limits.lock_duration_ms
+        cursor = self.next_fetch_offset()
         for batch in batches:
             if len(acquired) >= max_records:
                 break
             if batch.last_offset < self.start_offset:
                 continue
-            if batch.base_offset > self.end_offset:
-                # Offsets the log no longer has (compaction) are never delivered.
-                for offset in range(self.end_offset, batch.base_offset):
-                    self.records[offset] = InFlight(ARCHIVED)
-                    changed.add(offset)
-                self.end_offset = batch.base_offset
-            for offset in range(max(batch.base_offset, self.start_offset), batch.last_offset + 1):
+            # Offsets between the batches the log returned no longer exist (compaction,
+            # a deleted segment): available ones there are archived, new ones skipped.
+            changed |= self._archive_missing(cursor, batch.base_offset)
+            cursor = batch.last_offset + 1
+            self.end_offset = max(self.end_offset, batch.base_offset)
+            first = max(batch.base_offset, self.start_offset)
+            known = self._offsets_in(first, min(batch.last_offset, self.end_offset - 1))
+            new = range(max(first, self.end_offset), batch.last_offset + 1)
+            for offset in itertools.chain(known, new):
                 if record_limit_mode and len(acquired) >= max_records:
                     break
                 record = self.records.get(offset)
@@ -173,6 +188,25 @@ class SharePartitionState:
         if changed:
             self.advance_start()
         return self._ranges(acquired), changed
+
+    def _offsets_in(self, first: int, last: int) -> list[int]:
+        """The offsets in flight within [first, last], in order; the cost is bounded by what is
+        in flight, not by the range (holes in a compacted log can be huge)."""
+        if last < first:
+            return []
+        if last - first < len(self.records):
+            return [o for o in range(first, last + 1) if o in self.records]
+        return [o for o in self.records if first <= o <= last]
+
+    def _archive_missing(self, first: int, end: int) -> set[int]:
+        """AVAILABLE records in [first, end) the log no longer has, archived."""
+        changed = set()
+        for offset in self._offsets_in(first, end - 1):
+            record = self.records[offset]
+            if record.state == AVAILABLE:
+                record.state = ARCHIVED
+                changed.add(offset)
+        return changed
 
     def _ranges(self, offsets: list[int]) -> list[Acquired]:
         ranges: list[Acquired] = []
@@ -203,7 +237,8 @@ class SharePartitionState:
                                  f"the last offset ever delivered ({self.end_offset - 1})")
             if last < self.start_offset:
                 continue  # all done already (acknowledged, archived or expired): Kafka skips it
-            for offset in range(max(first, self.start_offset), last + 1):
+            # offsets not in flight are finished (below the start offset, or holes in the log)
+            for offset in self._offsets_in(max(first, self.start_offset), last):
                 record = self.records[offset]
                 ack = types[0] if len(types) == 1 else types[offset - first]
                 # Batches may touch (the handler's order check allows it): an offset named twice
@@ -263,11 +298,16 @@ class SharePartitionState:
     def advance_start(self) -> bool:
         """Move the start offset past leading finished records; whether it moved."""
         before = self.start_offset
-        while self.start_offset < self.end_offset \
-                and self.records[self.start_offset].state in TERMINAL:
+        records = self.records
+        while self.start_offset < self.end_offset:
+            record = records.get(self.start_offset)
+            if record is None:  # a hole: jump to the lowest offset still in flight
+                self.start_offset = next(iter(records), self.end_offset)
+                continue
+            if record.state not in TERMINAL:
+                break
+            del records[self.start_offset]
             self.start_offset += 1
-        for offset in range(before, self.start_offset):
-            del self.records[offset]
         return self.start_offset != before
 
     def move_start_to(self, log_start_offset: int) -> bool:
@@ -275,7 +315,7 @@ class SharePartitionState:
         longer be delivered, whatever their state (Kafka archives them too)."""
         if log_start_offset <= self.start_offset:
             return False
-        for offset in range(self.start_offset, min(log_start_offset, self.end_offset)):
+        for offset in [o for o in self.records if o < log_start_offset]:
             del self.records[offset]
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)

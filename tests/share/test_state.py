@@ -152,3 +152,27 @@ def test_log_start_offset_moving_past_the_start():
     acquire(state, "a", [FetchedBatch(0, 4)])
     assert state.move_start_to(3)
     assert state.start_offset == 3 and sorted(state.records) == [3, 4]
+
+
+def test_holes_in_the_log_are_skipped_not_filled():
+    """Compaction leaves holes between batches: nothing is allocated for them, the start offset
+    jumps over them, and available records the log no longer has are archived."""
+    state = SharePartitionState(0)
+    far = 10**12
+    got = acquire(state, "a", [FetchedBatch(0, 1), FetchedBatch(far, far + 1)])
+    assert got == [Acquired(0, 1, 1), Acquired(far, far + 1, 1)]
+    assert len(state.records) == 4
+    state.acknowledge("a", [(0, far + 1, [ACCEPT])], LIMITS, 0)
+    assert state.start_offset == far + 2 and not state.records
+    # a released record whose offset the log lost meanwhile
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 2)])
+    state.acknowledge("a", [(0, 0, [RELEASE]), (1, 2, [ACCEPT])], LIMITS, 0)
+    assert acquire(state, "b", [FetchedBatch(5, 6)]) == [Acquired(5, 6, 1)]
+    assert state.start_offset == 5
+
+
+def test_a_damaged_persisted_state_does_not_load():
+    read = ReadResult(start_offset=0, batches=[StateBatch(10**9, 10**9, ACKNOWLEDGED, 1)])
+    with pytest.raises(ValueError):
+        SharePartitionState.from_persisted(read, 0)
