@@ -21,12 +21,14 @@ opening request, INVALID_REQUEST, all for the whole request). Behaviour:
   acknowledgement result or an error to clear, as Kafka's ShareSessionContext.
 - Epoch -1 fetches nothing, applies its acknowledgements, then releases what the member holds.
 - Kafka's broker does not ask the group coordinator here: membership is not checked.
+- SHARE_SESSION_LIMIT_REACHED is answered after ``max_wait_ms``, as Kafka does.
 Records are read through Python (the batch headers decide which offsets are acquired), not sent
 with sendfile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from kbroker.coordinator.share.persister import SharePartitionKey
@@ -71,8 +73,17 @@ def handle_share_fetch(ctx, request):
     except KafkaError as exc:
         log.info("ShareFetch of group %s member %s epoch %d: %s", request.group_id,
                  request.member_id, request.share_session_epoch, exc.error.name)
+        if exc.error == Errors.SHARE_SESSION_LIMIT_REACHED:
+            return _after(request.max_wait_ms, _error_response(R, exc.error))
         return _error_response(R, exc.error)
     return _serve(ctx, request, manager, session, full, R)
+
+
+async def _after(wait_ms: int, response):
+    """Kafka answers SHARE_SESSION_LIMIT_REACHED only after the request's max wait, so that a
+    consumer retrying at once does not spin."""
+    await asyncio.sleep(max(wait_ms, 0) / 1000)
+    return response
 
 
 async def _serve(ctx, request, manager, session, full, R):

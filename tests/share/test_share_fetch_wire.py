@@ -380,3 +380,38 @@ def test_what_is_persisted(kafka, topic, members):
     from kbroker.coordinator.share.persister import ARCHIVED, AVAILABLE, StateBatch
     writes = [w for w in kafka.persister.writes if w[0] == key]
     assert writes == [(key, 1, [StateBatch(1, 1, AVAILABLE, 1), StateBatch(2, 2, ARCHIVED, 1)])]
+
+
+def test_forgotten_partitions_and_incremental_answers(kafka, topic, members):
+    _, topic_id = topic
+    a = members("member-a")
+    opening = a.fetch(topic_id, partitions=(0,), max_records=1)
+    assert acquired(opening) == [(0, 2, 1)]
+    # incremental: a partition with nothing new is left out of the answer
+    a.acknowledge(topic_id, [(0, 2, [ACCEPT])])
+    Q = messages.request_class(SHARE_FETCH)
+    forget = a.fetch(topic_id, partitions=(), forgotten_topics_data=[
+        Q.ForgottenTopic(topic_id=topic_id, partitions=[0])])
+    assert forget.error_code == 0 and forget.responses == []
+    # the session no longer fetches partition 0: records 3-4 stay with nobody
+    assert a.fetch(topic_id, partitions=()).responses == []
+    b = members("member-b")
+    assert acquired(b.fetch(topic_id)) == [(3, 4, 1)]
+
+
+def test_share_session_limit():
+    with share_broker({"group.share.max.share.sessions": 1}) as broker:
+        one, two = Member(broker, "member-1"), Member(broker, "member-2")
+        try:
+            import uuid
+            topic_id = uuid.uuid4()
+            assert one.fetch(topic_id).error_code == 0
+            started = time.monotonic()
+            refused = two.fetch(topic_id, max_wait_ms=400)
+            assert refused.error_code == Errors.SHARE_SESSION_LIMIT_REACHED.code
+            assert time.monotonic() - started >= 0.35  # after max_wait_ms, as Kafka
+            assert one.fetch(topic_id, epoch=-1).error_code == 0  # closing frees the slot
+            assert two.fetch(topic_id, epoch=0).error_code == 0
+        finally:
+            one.close()
+            two.close()
