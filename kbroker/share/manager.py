@@ -167,9 +167,10 @@ class SharePartitionManager:
                 results[key] = (Errors.UNKNOWN_TOPIC_OR_PARTITION,
                                 Errors.UNKNOWN_TOPIC_OR_PARTITION.message)
                 continue
-            before = partition.state.start_offset
+            state = partition.state
+            start, remembered = state.start_offset, state.remember()
             try:
-                changed = partition.state.acknowledge(member_id, batches, limits, _now_ms())
+                changed = state.acknowledge(member_id, batches, limits, _now_ms())
             except KafkaError as exc:
                 results[key] = (exc.error, exc.message)
                 continue
@@ -177,11 +178,16 @@ class SharePartitionManager:
             self._schedule_expiry(partition, self.settings(group_id))
             if changed:
                 self._wake()
-                writes.append((key, partition.persist(
-                    changed, partition.state.start_offset != before)))
-        for key, write in writes:
+                after = {o: state.remember().get(o) for o in changed}
+                writes.append((key, partition, remembered, changed, after,
+                               partition.persist(changed, state.start_offset != start)))
+        for key, partition, remembered, changed, after, write in writes:
             error = await write
             if error != Errors.NONE:
+                # As Kafka: a change the persister did not take is undone and the member may
+                # acknowledge again.
+                partition.state.undo(remembered, changed, after)
+                self._schedule_expiry(partition, self.settings(group_id))
                 results[key] = (error, None)
         return results
 

@@ -293,6 +293,31 @@ class SharePartitionState:
         self.advance_start()
         return changed
 
+    # --- undo (a write the persister refused) ----------------------------------------------
+
+    def remember(self) -> dict[int, tuple]:
+        """Every in-flight record's fields, for :meth:`undo`."""
+        return {offset: _fields(record) for offset, record in self.records.items()}
+
+    def undo(self, before: dict[int, tuple], changed: set[int], after: dict[int, tuple | None]
+             ) -> None:
+        """Put the ``changed`` offsets back as ``before`` had them, except those something else
+        changed since (``after`` holds what the undone operation left): a released record that
+        another member acquired meanwhile stays with that member."""
+        reinserted = []
+        for offset in changed:
+            old = before.get(offset)
+            record = self.records.get(offset)
+            if old is None or _fields(record) != after[offset]:
+                continue
+            if record is None:
+                record = self.records[offset] = InFlight(AVAILABLE)
+                reinserted.append(offset)
+            record.state, record.delivery_count, record.member, record.deadline_ms = old
+        if reinserted:
+            self.start_offset = min(self.start_offset, min(reinserted))
+            self.records = dict(sorted(self.records.items()))  # keep offset order
+
     # --- start offset --------------------------------------------------------------------------
 
     def advance_start(self) -> bool:
@@ -342,3 +367,9 @@ class SharePartitionState:
 
     def delivery_complete_count(self) -> int:
         return sum(1 for r in self.records.values() if r.state in TERMINAL)
+
+
+def _fields(record: InFlight | None) -> tuple | None:
+    if record is None:
+        return None
+    return record.state, record.delivery_count, record.member, record.deadline_ms

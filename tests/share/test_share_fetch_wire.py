@@ -415,3 +415,21 @@ def test_share_session_limit():
         finally:
             one.close()
             two.close()
+
+
+def test_a_refused_write_undoes_the_acknowledgement(kafka, topic, members):
+    _, topic_id = topic
+    a, b = members("member-a"), members("member-b")
+    assert acquired(a.fetch(topic_id)) == [(0, 4, 1)]
+    kafka.persister.fail_writes = Errors.COORDINATOR_NOT_AVAILABLE
+    try:
+        refused = a.acknowledge(topic_id, [(0, 4, [ACCEPT])])
+    finally:
+        kafka.persister.fail_writes = None
+    assert refused.responses[0].partitions[0].error_code == \
+        Errors.COORDINATOR_NOT_AVAILABLE.code
+    # still a's: nobody else gets them, and a's retry goes through
+    assert acquired(b.fetch(topic_id)) == []
+    assert a.acknowledge(topic_id, [(0, 4, [ACCEPT])]).responses[0].partitions[0].error_code == 0
+    key = SharePartitionKey(GROUP, topic_id, 0)
+    assert kafka.persister.state[key][1] == 5

@@ -176,3 +176,20 @@ def test_a_damaged_persisted_state_does_not_load():
     read = ReadResult(start_offset=0, batches=[StateBatch(10**9, 10**9, ACKNOWLEDGED, 1)])
     with pytest.raises(ValueError):
         SharePartitionState.from_persisted(read, 0)
+
+
+def test_undo_restores_what_nothing_else_changed():
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 3)])
+    before = state.remember()
+    changed = state.acknowledge("a", [(0, 1, [ACCEPT]), (2, 3, [RELEASE])], LIMITS, 0)
+    after = {o: state.remember().get(o) for o in changed}
+    assert state.start_offset == 2
+    # meanwhile b takes the released 2 and 3, and gives 2 back: both changed since
+    acquire(state, "b", [FetchedBatch(0, 3)], now=5)
+    state.acknowledge("b", [(2, 2, [RELEASE])], LIMITS, 0)
+    state.undo(before, changed, after)
+    assert state.start_offset == 0 and list(state.records) == [0, 1, 2, 3]
+    assert [state.records[o].member for o in range(4)] == ["a", "a", None, "b"]
+    assert [state.records[o].state for o in range(4)] == [ACQUIRED, ACQUIRED, AVAILABLE,
+                                                          ACQUIRED]
