@@ -22,6 +22,8 @@ opening request, INVALID_REQUEST, all for the whole request). Behaviour:
 - Epoch -1 fetches nothing, applies its acknowledgements, then releases what the member holds.
 - Kafka's broker does not ask the group coordinator here: membership is not checked.
 - SHARE_SESSION_LIMIT_REACHED is answered after ``max_wait_ms``, as Kafka does.
+- NOT_LEADER_OR_FOLLOWER (a partition led by another broker) carries the ``current_leader`` and
+  its ``node_endpoints`` (KIP-951), as Fetch does.
 Records are read through Python (the batch headers decide which offsets are acquired), not sent
 with sendfile.
 """
@@ -33,6 +35,7 @@ import logging
 
 from kbroker.coordinator.share.persister import SharePartitionKey
 from kbroker.handlers import handles
+from kbroker.handlers.leader_hint import current_leader, node_endpoints
 from kbroker.handlers.share_common import (acknowledgements, check_request, partition_error,
                                            topic_name)
 from kbroker.protocol.errors import Errors, KafkaError
@@ -104,6 +107,7 @@ async def _serve(ctx, request, manager, session, full, R):
         fetched = await _fetch(ctx, request, manager, order)
 
     topics: dict = {}
+    leaders: set[int] = set()  # KIP-951: the leaders named in NOT_LEADER_OR_FOLLOWER answers
     keys = order + [key for key in ack_results if key not in fetched and key not in order]
     for key in keys:
         if final and key not in ack_results:
@@ -117,6 +121,12 @@ async def _serve(ctx, request, manager, session, full, R):
             out.acquired_records = [
                 R.AcquiredRecords(first_offset=a.first_offset, last_offset=a.last_offset,
                                   delivery_count=a.delivery_count) for a in result.acquired]
+            if result.error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH):
+                leader = current_leader(ctx, topic_name(ctx, topic_id), index)
+                if leader is not None:
+                    out.current_leader = R.LeaderIdAndEpoch(leader_id=leader[0],
+                                                            leader_epoch=leader[1])
+                    leaders.add(leader[0])
         if key in ack_results:
             error, message = ack_results[key]
             out.acknowledge_error_code = error.code
@@ -132,7 +142,8 @@ async def _serve(ctx, request, manager, session, full, R):
         await manager.release_session(group_id, member_id)
     lock_ms = manager.settings(group_id).record_lock_duration_ms
     return R(throttle_time_ms=0, error_code=0, acquisition_lock_timeout_ms=lock_ms,
-             responses=list(topics.values()))
+             responses=list(topics.values()),
+             node_endpoints=node_endpoints(ctx, leaders, R.NodeEndpoint) if leaders else [])
 
 
 def _must_answer(session, key, out, acknowledged: bool) -> bool:
