@@ -176,6 +176,7 @@ async def _fetch(ctx, request, manager, order):
         params = FetchParams(max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
                              max_bytes=min(request.max_bytes, fetch_max),
                              max_records=request.max_records,
+                             batch_size=request.batch_size,
                              acquire_mode=request.share_acquire_mode if ctx.api_version >= 2
                              else 0, isolation_level=settings.isolation_level)
         for key, result in (await manager.fetch(group_id, request.member_id, wanted,

@@ -52,6 +52,7 @@ class FetchParams:
     max_bytes: int
     max_records: int
     acquire_mode: int = 0
+    batch_size: int = 0
     isolation_level: int = 0
 
 
@@ -115,7 +116,7 @@ class SharePartitionManager:
                 continue
             ranges, changed = partition.state.acquire(
                 member_id, batches, records_left, params.acquire_mode == RECORD_LIMIT_MODE,
-                limits, now)
+                limits, now, params.batch_size)
             if changed:
                 self._persist_later(partition, changed)
             if not ranges:

@@ -142,12 +142,14 @@ class SharePartitionState:
     # --- acquisition ---------------------------------------------------------------------------
 
     def acquire(self, member: str, batches: list[FetchedBatch], max_records: int,
-                record_limit_mode: bool, limits: Limits, now_ms: int
+                record_limit_mode: bool, limits: Limits, now_ms: int, batch_size: int = 0
                 ) -> tuple[list[Acquired], set[int]]:
         """Lock AVAILABLE and new offsets of ``batches`` (in log order) for ``member``. In the
         default batch-optimized mode whole batches are taken even past ``max_records``; in
         record-limit mode (ShareAcquireMode 1, KIP-1206) exactly up to it. Returns the acquired
-        ranges and the changed offsets (records not deliverable are archived at once)."""
+        ranges and the changed offsets (records not deliverable are archived at once). With a
+        ``batch_size`` (batch-optimized mode), a range is cut at the first log batch that starts
+        ``batch_size`` or more offsets after it, as Kafka's ranges are."""
         acquired: list[int] = []
         changed: set[int] = set()
         deadline = now_ms + limits.lock_duration_ms
@@ -187,7 +189,10 @@ class SharePartitionState:
                 acquired.append(offset)
         if changed:
             self.advance_start()
-        return self._ranges(acquired), changed
+        cuts = set()
+        if batch_size > 0 and not record_limit_mode:
+            cuts = {b.base_offset for b in batches}
+        return self._ranges(acquired, cuts, batch_size), changed
 
     def _offsets_in(self, first: int, last: int) -> list[int]:
         """The offsets in flight within [first, last], in order; the cost is bounded by what is
@@ -208,13 +213,15 @@ class SharePartitionState:
                 changed.add(offset)
         return changed
 
-    def _ranges(self, offsets: list[int]) -> list[Acquired]:
+    def _ranges(self, offsets: list[int], cuts: set[int] = frozenset(),
+                batch_size: int = 0) -> list[Acquired]:
         ranges: list[Acquired] = []
         for offset in offsets:
             count = self.records[offset].delivery_count
             last = ranges[-1] if ranges else None
             if last is not None and last.last_offset + 1 == offset \
-                    and last.delivery_count == count:
+                    and last.delivery_count == count \
+                    and not (offset in cuts and offset - last.first_offset >= batch_size):
                 ranges[-1] = Acquired(last.first_offset, offset, count)
             else:
                 ranges.append(Acquired(offset, offset, count))

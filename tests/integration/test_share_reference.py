@@ -155,6 +155,11 @@ def scenario(bootstrap):
     step("unknown topic id", Member(broker, "member-c", group=group).fetch(uuid.uuid4()))
     step("renew-ack with fetch sizes", a.fetch(topic_id, acks={0: [(0, 4, [4])]},
                                                 is_renew_ack=True, max_wait_ms=0, max_records=0))
+    with Wire(bootstrap) as wire:
+        wire.api_versions()
+        for values in ([b"f", b"g", b"h"], [b"i", b"j"], [b"k", b"l", b"m", b"n", b"o"]):
+            assert wire.produce(topic, 0, build_batch(values)).error_code == 0
+    step("ranges cut at batch_size", b.fetch(topic_id, max_wait_ms=3000, batch_size=4))
     step("close", a.fetch(topic_id, epoch=-1))
     step("after close", a.fetch(topic_id))
     stranger = Member(broker, "member-d", group=f"no-share-state-{topic}")

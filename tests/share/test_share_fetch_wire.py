@@ -60,13 +60,13 @@ class Member:
         self.wire.close()
 
     def fetch(self, topic_id, partitions=(0,), acks=None, max_wait_ms=0, max_records=500,
-              epoch=None, **fields):
+              epoch=None, batch_size=500, **fields):
         Q = messages.request_class(SHARE_FETCH)
         acks = acks or {}
         request = Q(group_id=self.group, member_id=self.member_id,
                     share_session_epoch=self.epoch if epoch is None else epoch,
                     max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
-                    max_records=max_records, batch_size=500, **fields,
+                    max_records=max_records, batch_size=batch_size, **fields,
                     topics=[Q.FetchTopic(topic_id=topic_id, partitions=[
                         Q.FetchPartition(partition_index=p, acknowledgement_batches=[
                             Q.AcknowledgementBatch(first_offset=f, last_offset=l,

@@ -193,3 +193,10 @@ def test_undo_restores_what_nothing_else_changed():
     assert [state.records[o].member for o in range(4)] == ["a", "a", None, "b"]
     assert [state.records[o].state for o in range(4)] == [ACQUIRED, ACQUIRED, AVAILABLE,
                                                           ACQUIRED]
+
+
+def test_ranges_are_cut_at_batch_size_on_log_batch_boundaries():
+    state = SharePartitionState(0)
+    batches = [FetchedBatch(0, 2), FetchedBatch(3, 4), FetchedBatch(5, 9)]
+    got = state.acquire("a", batches, 500, False, LIMITS, 0, batch_size=4)[0]
+    assert got == [Acquired(0, 4, 1), Acquired(5, 9, 1)]
