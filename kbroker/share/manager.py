@@ -41,7 +41,7 @@ def _now_ms() -> int:
 class FetchedPartition:
     error: Errors = Errors.NONE
     message: str | None = None
-    records: list[bytes] = field(default_factory=list)
+    records: list = field(default_factory=list)  # file regions of whole batches
     acquired: list[Acquired] = field(default_factory=list)
 
 
@@ -123,11 +123,11 @@ class SharePartitionManager:
                 continue
             acquired_any = True
             out.acquired = ranges
-            for batch, data in zip(batches, raw):
+            for batch, region in zip(batches, raw):
                 if any(r.first_offset <= batch.last_offset and batch.base_offset <= r.last_offset
                        for r in ranges):
-                    out.records.append(data)
-                    bytes_left -= len(data)
+                    _append_region(out.records, region)
+                    bytes_left -= len(region)
             records_left -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
             self._schedule_expiry(partition, settings)
         return acquired_any
@@ -256,3 +256,14 @@ class SharePartitionManager:
                 partition.timer.cancel()
         for task in self._tasks:
             task.cancel()
+
+
+def _append_region(regions: list, region) -> None:
+    """Add a batch's file region, merged with the previous one when they are adjacent in the
+    same file (one sendfile instead of two)."""
+    if regions:
+        last = regions[-1]
+        if last.file is region.file and last.position + last.length == region.position:
+            regions[-1] = last.slice(0, last.length + region.length)
+            return
+    regions.append(region)

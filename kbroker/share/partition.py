@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 
 from kbroker.coordinator.share.persister import NO_OFFSET, Persister, SharePartitionKey
 from kbroker.protocol.errors import Errors, KafkaError
-from kbroker.protocol.records import iter_batches
+from kbroker.protocol.records import RECORDS_OFFSET, BatchHeader
 from kbroker.share.settings import READ_COMMITTED, ShareGroupSettings
 from kbroker.share.state import FetchedBatch, SharePartitionState
 
@@ -101,10 +102,10 @@ class SharePartition:
     def _name(self) -> str:
         return f"{self.key.group_id}:{self.replica.topic}-{self.replica.index}"
 
-    def read_batches(self, max_bytes: int, isolation_level: int
-                     ) -> tuple[list[FetchedBatch], list[bytes]]:
+    def read_batches(self, max_bytes: int, isolation_level: int) -> tuple[list[FetchedBatch], list]:
         """The log's batches from the next fetch offset: their offsets (with control and aborted
-        batches marked not deliverable) and their bytes. Raises KafkaError from the replica."""
+        batches marked not deliverable) and each one's file region, which goes to the socket with
+        sendfile. Only the batch headers are read. Raises KafkaError from the replica."""
         state = self.state
         state.move_start_to(self.replica.log_start_offset)
         offset = state.next_fetch_offset()
@@ -113,14 +114,13 @@ class SharePartition:
         if offset >= bound:
             return [], []
         result = self.replica.read(offset, max_bytes, True, read_committed=read_committed)
-        data = b"".join(region.read() for region in result.regions)
         aborted = {}
         if read_committed:
             for producer_id, first_offset in self.replica.aborted_transactions(offset, bound):
                 aborted.setdefault(producer_id, []).append(first_offset)
         batches, raw = [], []
         open_aborts: set[int] = set()
-        for header in iter_batches(data, allow_partial_tail=True):
+        for header, region in _headers(result.regions):
             pid = header.producer_id
             for first in aborted.get(pid, ()):
                 if header.base_offset >= first and not header.is_control:
@@ -132,7 +132,7 @@ class SharePartition:
                     open_aborts.discard(pid)  # the abort marker closes the transaction
                     aborted[pid] = [f for f in aborted[pid] if f > header.base_offset]
             batches.append(FetchedBatch(header.base_offset, header.last_offset, deliverable))
-            raw.append(bytes(header.view()))
+            raw.append(region)
         return batches, raw
 
     async def persist(self, changed: set[int], start_moved: bool = True) -> Errors:
@@ -149,3 +149,20 @@ class SharePartition:
                         self._name(), result.error.name, result.error_message)
             return persister_error(result.error)
         return Errors.NONE
+
+
+def _headers(regions):
+    """(BatchHeader, the batch's own FileRegion) for each whole batch of ``regions``, reading
+    the 61 header bytes of each batch with pread."""
+    for region in regions:
+        fd, pos = region.fileno(), 0
+        while pos + RECORDS_OFFSET <= region.length:
+            head = os.pread(fd, RECORDS_OFFSET, region.position + pos)
+            if len(head) < RECORDS_OFFSET:
+                return  # truncated under us (a follower's truncation): stop here
+            header = BatchHeader(head, 0)
+            size = header.size
+            if size < RECORDS_OFFSET or pos + size > region.length:
+                return
+            yield header, region.slice(pos, size)
+            pos += size
