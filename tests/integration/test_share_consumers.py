@@ -6,7 +6,8 @@ KafkaShareConsumer (kafka-clients 4.4, tests/share/ShareConsume.java) read from 
 2. RELEASE redelivers (with a higher delivery count), REJECT never does; explicit and implicit
    acknowledgement;
 3. a poison record, released on every delivery, is archived at share.delivery.count.limit;
-4. a consumer killed with SIGKILL while it holds acquisition locks: its records go to another;
+4. a consumer (confluent-kafka, and Java) killed with SIGKILL while it holds acquisition locks:
+   its records go to another;
 5. share.isolation.level=read_committed: aborted and open transactions are not delivered.
 """
 
@@ -312,3 +313,33 @@ def test_java_explicit_release_and_reject(kafka):
     for i in range(12):
         expected = [1, 2] if i % 3 == 0 else [1]  # released once, then accepted
         assert seen.get(f"x{i}") == expected, (i, seen)
+
+
+def test_java_consumer_killed_while_holding_locks(kafka):
+    """A Java KafkaShareConsumer takes records and is SIGKILLed before acknowledging: the records
+    go to a confluent-kafka consumer, on their second delivery."""
+    values = [f"x{i}".encode() for i in range(10)]
+    topic, group = new_topic(kafka, values)
+    java = java_share_consumer(kafka, group, topic, 60, "explicit:hold")
+    held = []
+    try:
+        for line in java.stdout:
+            if line.startswith("record "):
+                held.append(int(line.split()[1]))
+            if line.startswith("holding"):
+                break
+        assert held, "the Java consumer got nothing"
+    finally:
+        java.send_signal(signal.SIGKILL)
+        java.wait(10)
+    survivor = share_consumer(kafka, group, topic)
+    try:
+        got = {}
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            for message in poll(survivor):
+                got[message.offset()] = message.delivery_count()
+        assert sorted(got) == list(range(len(values)))
+        assert all(got[offset] == 2 for offset in held), (held, got)
+    finally:
+        survivor.close()

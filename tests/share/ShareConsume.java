@@ -3,7 +3,8 @@
 //   java -cp kbroker-java-driver.jar ShareConsume.java BOOTSTRAP GROUP TOPIC SECONDS MODE
 // MODE: "implicit" (records accepted by the next poll), or "explicit:POLICY" where POLICY picks
 // each record's acknowledgement from its value's number n (value "x<n>"): "accept",
-// "release-mod3" (n%3==0 released on its first delivery, n%3==1 rejected, the rest accepted).
+// "release-mod3" (n%3==0 released on its first delivery, n%3==1 rejected, the rest accepted),
+// "hold" (acknowledge nothing: print the first records, then sleep holding their locks).
 // Prints "record <offset> <deliveryCount> <value>" per record and "ack-error <message>" for
 // failed acknowledgements, then "closed"; it stops early after STOP_AFTER records if set.
 import java.time.Duration;
@@ -36,12 +37,18 @@ public class ShareConsume {
             });
             consumer.subscribe(List.of(args[2]));
             while (System.currentTimeMillis() < until) {
-                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(500))) {
+                var records = consumer.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<String, String> r : records) {
                     int count = r.deliveryCount().orElse((short) -1);
                     System.out.println("record " + r.offset() + " " + count + " " + r.value());
-                    if (explicit) {
+                    if (explicit && !policy.equals("hold")) {
                         consumer.acknowledge(r, choose(policy, r.value(), count));
                     }
+                }
+                if (policy.equals("hold") && !records.isEmpty()) {
+                    System.out.println("holding");
+                    System.out.flush();
+                    Thread.sleep(Long.MAX_VALUE);  // until killed
                 }
                 if (explicit) {
                     consumer.commitSync();
