@@ -149,13 +149,23 @@ class SharePartitionState:
         record-limit mode (ShareAcquireMode 1, KIP-1206) exactly up to it. Returns the acquired
         ranges and the changed offsets (records not deliverable are archived at once). With a
         ``batch_size`` (batch-optimized mode), a range is cut at the first log batch that starts
-        ``batch_size`` or more offsets after it, as Kafka's ranges are."""
+        ``batch_size`` or more offsets after it, as Kafka's ranges are.
+
+        Records redelivered often are isolated, as Kafka does, so that one bad record does not
+        take its whole batch to the delivery limit: one at its last attempt goes alone, and from
+        half the limit (at least 2) on, a fetch stops before such a record's batch unless nothing
+        was taken yet, and then takes only a shrinking part of it (halved at each further
+        delivery)."""
         acquired: list[int] = []
         changed: set[int] = set()
         deadline = now_ms + limits.lock_duration_ms
         cursor = self.next_fetch_offset()
+        limit = limits.delivery_count_limit
+        throttle_from = max(2, -(-limit // 2))
+        cap: int | None = None  # records this fetch may still take once throttled
+        stop = False
         for batch in batches:
-            if len(acquired) >= max_records:
+            if len(acquired) >= max_records or stop:
                 break
             if batch.last_offset < self.start_offset:
                 continue
@@ -164,6 +174,7 @@ class SharePartitionState:
             changed |= self._archive_missing(cursor, batch.base_offset)
             cursor = batch.last_offset + 1
             self.end_offset = max(self.end_offset, batch.base_offset)
+            taken_before = bool(acquired)  # from earlier batches of this fetch
             first = max(batch.base_offset, self.start_offset)
             known = self._offsets_in(first, min(batch.last_offset, self.end_offset - 1))
             new = range(max(first, self.end_offset), batch.last_offset + 1)
@@ -182,11 +193,22 @@ class SharePartitionState:
                     record.state = ARCHIVED
                     changed.add(offset)
                     continue
+                count = record.delivery_count
+                if (count >= throttle_from and taken_before) \
+                        or (limit > 2 and count == limit - 1 and acquired):
+                    stop = True  # it goes first in a later fetch
+                    break
+                if count >= throttle_from and cap is None:
+                    size = batch.last_offset - batch.base_offset + 1
+                    cap = max(1, size >> (count - throttle_from + 1))
                 record.state = ACQUIRED
                 record.delivery_count += 1
                 record.member = member
                 record.deadline_ms = deadline
                 acquired.append(offset)
+                if cap is not None and len(acquired) >= cap:
+                    stop = True
+                    break
         if changed:
             self.advance_start()
         cuts = set()

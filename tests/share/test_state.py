@@ -140,7 +140,8 @@ def test_load_from_persisted_state_and_write_back():
         StateBatch(14, 14, ARCHIVED, 3)])
     state = SharePartitionState.from_persisted(read, 10)
     assert state.start_offset == 12 and state.end_offset == 15
-    got = acquire(state, "a", [FetchedBatch(12, 16)])
+    roomy = Limits(delivery_count_limit=10, max_record_locks=100, lock_duration_ms=1000)
+    got = acquire(state, "a", [FetchedBatch(12, 16)], limits=roomy)
     assert got == [Acquired(12, 12, 3), Acquired(13, 13, 1), Acquired(15, 16, 1)]
     changed = state.acknowledge("a", [(12, 13, [REJECT])], LIMITS, 0)
     assert state.start_offset == 15
@@ -200,3 +201,37 @@ def test_ranges_are_cut_at_batch_size_on_log_batch_boundaries():
     batches = [FetchedBatch(0, 2), FetchedBatch(3, 4), FetchedBatch(5, 9)]
     got = state.acquire("a", batches, 500, False, LIMITS, 0, batch_size=4)[0]
     assert got == [Acquired(0, 4, 1), Acquired(5, 9, 1)]
+
+
+def test_records_redelivered_often_are_isolated():
+    """Delivery limit 6 (throttled from 3 deliveries): a batch of 8 failing together is split,
+    halved at each further delivery, and a record on its last attempt goes alone."""
+    limits = Limits(delivery_count_limit=6, max_record_locks=100, lock_duration_ms=1000)
+    state = SharePartitionState(0)
+    batch = [FetchedBatch(0, 7)]
+
+    def round_trip():
+        got = acquire(state, "a", batch, limits=limits)
+        for r in got:
+            state.acknowledge("a", [(r.first_offset, r.last_offset, [RELEASE])], limits, 0)
+        return got
+
+    assert round_trip() == [Acquired(0, 7, 1)]
+    assert round_trip() == [Acquired(0, 7, 2)]
+    assert round_trip() == [Acquired(0, 7, 3)]
+    assert round_trip() == [Acquired(0, 3, 4)]  # delivered 3 times: throttled, 8 >> 1
+    assert round_trip() == [Acquired(0, 1, 5)]  # 8 >> 2
+    assert round_trip() == [Acquired(0, 0, 6)]  # its last attempt, alone; archived after
+    assert state.start_offset == 1
+    assert round_trip() == [Acquired(1, 1, 6)]  # the same for 1
+    assert round_trip() == [Acquired(2, 3, 5)]  # 2 and 3 were delivered 4 times: 8 >> 2
+    assert state.start_offset == 2
+
+
+def test_no_isolation_below_half_the_limit():
+    state = SharePartitionState(0)
+    limits = Limits(delivery_count_limit=10, max_record_locks=100, lock_duration_ms=1000)
+    for delivery in range(1, 5):
+        got = acquire(state, "a", [FetchedBatch(0, 3)], limits=limits)
+        assert got == [Acquired(0, 3, delivery)]
+        state.acknowledge("a", [(0, 3, [RELEASE])], limits, 0)
