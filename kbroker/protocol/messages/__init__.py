@@ -165,6 +165,7 @@ ADVERTISED = {
     88: (0, 1),  # StreamsGroupHeartbeat
     89: (0, 1),  # StreamsGroupDescribe
     76: (1, 1),  # ShareGroupHeartbeat
+    77: (1, 1),  # ShareGroupDescribe
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn
