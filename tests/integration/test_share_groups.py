@@ -252,3 +252,77 @@ def test_share_version_zero_turns_share_groups_off(share_broker):
     with Wire(bootstrap) as wire:
         wire.api_versions()
         assert hb(wire, "off", "m1", 0, ["vq"]).error_code == 0
+
+
+def test_share_group_offsets_apis_as_kafka(share_broker):
+    """DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets answered as
+    a real Kafka 4.4.0 broker answers the same requests (the expectations were taken from it)."""
+    from confluent_kafka import Producer
+
+    from kbroker.protocol.messages.alter_share_group_offsets import \
+        AlterShareGroupOffsetsRequest as AO
+    from kbroker.protocol.messages.delete_share_group_offsets import \
+        DeleteShareGroupOffsetsRequest as XO
+    from kbroker.protocol.messages.describe_share_group_offsets import \
+        DescribeShareGroupOffsetsRequest as DO
+    kafka, persister = share_broker
+    bootstrap = kafka.bootstrap_servers
+    ensure_topic(bootstrap, "oq", 2)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(5):
+        producer.produce("oq", value=b"v%d" % i, partition=0)
+    assert producer.flush(10) == 0
+    missing_text = "This server does not host this topic-partition."
+
+    with Wire(bootstrap) as wire:
+        wire.api_versions()
+
+        def describe(group, topics=None):
+            g = wire.call(90, 1, DO(groups=[DO.DescribeShareGroupOffsetsRequestGroup(
+                group_id=group, topics=None if topics is None else [
+                    DO.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=p)
+                    for t, p in topics])])).groups[0]
+            return g.error_code, [(t.topic_name, t.topic_id == uuid.UUID(int=0),
+                                   [(p.partition_index, p.start_offset, p.lag, p.error_code)
+                                    for p in t.partitions]) for t in g.topics]
+
+        def alter(group, topics):
+            r = wire.call(91, 0, AO(group_id=group, topics=[AO.AlterShareGroupOffsetsRequestTopic(
+                topic_name=t, partitions=[AO.AlterShareGroupOffsetsRequestPartition(
+                    partition_index=p, start_offset=o) for p, o in ps]) for t, ps in topics]))
+            return r.error_code, r.error_message, sorted(
+                (t.topic_name, [(p.partition_index, p.error_code, p.error_message)
+                                for p in t.partitions]) for t in r.responses)
+
+        def delete(group, names):
+            r = wire.call(92, 0, XO(group_id=group, topics=[
+                XO.DeleteShareGroupOffsetsRequestTopic(topic_name=n) for n in names]))
+            return r.error_code, r.error_message, sorted(
+                (t.topic_name, t.topic_id == uuid.UUID(int=0), t.error_code, t.error_message)
+                for t in r.responses)
+
+        r = hb(wire, "og", "m1", 0, ["oq"])
+        wait_until(lambda: share_group(kafka, "og").initialized)
+        # initialized at -1 (no share partition has loaded them yet): no offset, no lag
+        assert describe("og") == (0, [("oq", False, [(0, -1, -1, 0), (1, -1, -1, 0)])])
+        assert describe("og", [("oq", [0, 5])]) == (0, [("oq", False, [(0, -1, -1, 0),
+                                                                      (5, -1, -1, 0)])])
+        assert describe("og", [("zz", [0])]) == (0, [("zz", True, [(0, -1, -1, 0)])])
+        assert describe("nogroup") == (0, [])
+        assert alter("og", [("oq", [(0, 1)])]) == (68, "The group is not empty.", [])
+        assert delete("og", ["oq"]) == (68, "The group is not empty.", [])
+        hb(wire, "og", "m1", -1)
+        assert alter("og", [("oq", [(0, 2), (7, 3)]), ("zz", [(0, 1)])]) == (0, None, [
+            ("oq", [(0, 0, None), (7, 3, missing_text)]), ("zz", [(0, 3, missing_text)])])
+        assert (0, 2) in [(c[1].partition, c[3]) for c in persister.calls if c[0] == "initialize"]
+        assert alter("", [("oq", [(0, 0)])]) == (24, "The group id is invalid.", [])
+        assert describe("og") == (0, [("oq", False, [(0, 2, 3, 0), (1, -1, -1, 0)])])  # 5-2-0
+        assert alter("fresh", [("oq", [(1, 0)])])[0] == 0                # creates the group
+        assert describe("fresh") == (0, [("oq", False, [(1, 0, 0, 0)])])
+        assert delete("og", ["oq", "zz"]) == (0, None, [("oq", False, 0, None),
+                                                        ("zz", True, 3, missing_text)])
+        assert delete("og", ["oq"]) == (0, None, [
+            ("oq", True, 3, "There is no offset information to delete.")])
+        assert describe("og") == (0, [])
+        assert delete("nogroup", ["oq"]) == (69, "Group nogroup not found.", [])
+        assert delete("", ["oq"]) == (24, "The group id is invalid.", [])
