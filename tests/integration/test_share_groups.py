@@ -204,6 +204,22 @@ def test_describe_list_delete_as_kafka(share_broker):
         assert [(x.group_id, x.protocol_type, x.group_state, x.group_type) for x in listed] == [
             ("sg", "share", "Stable", "share")]
         assert wire.call(16, 5, L(states_filter=[], types_filter=["consumer"])).groups == []
+        from kbroker.protocol import messages
+        OC, OF, LG = (messages.request_class(k) for k in (8, 9, 13))
+        CD, SSD = messages.request_class(69), messages.request_class(89)
+        r = wire.call(8, 9, OC(group_id="sg", generation_id_or_member_epoch=-1, member_id="",
+                               topics=[OC.OffsetCommitRequestTopic(name="dq", partitions=[
+                                   OC.OffsetCommitRequestPartition(partition_index=0,
+                                                                   committed_offset=1)])]))
+        assert r.topics[0].partitions[0].error_code == 69        # no offsets in a share group
+        r = wire.call(9, 9, OF(groups=[OF.OffsetFetchRequestGroup(group_id="sg", topics=None)]))
+        assert (r.groups[0].error_code, r.groups[0].topics) == (0, [])
+        r = wire.call(13, 5, LG(group_id="sg", members=[LG.MemberIdentity(member_id="x")]))
+        assert (r.error_code, [m.error_code for m in r.members]) == (0, [25])
+        g = wire.call(69, 1, CD(group_ids=["sg"])).groups[0]
+        assert (g.error_code, g.error_message) == (69, "Group sg is not a consumer group.")
+        g = wire.call(89, 0, SSD(group_ids=["sg"])).groups[0]
+        assert (g.error_code, g.error_message) == (69, "Group sg is not a streams group.")
         r = wire.call(42, 2, DG(groups_names=["sg"]))
         assert [(x.group_id, x.error_code) for x in r.results] == [("sg", 68)]  # NON_EMPTY
         assert hb(wire, "sg", "m1", -1).member_epoch == -1
