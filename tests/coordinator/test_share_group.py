@@ -184,3 +184,21 @@ def test_session_expiry_fences_the_member():
         assert shard.share_groups["sg"].members == {}
         shard.runtime.unload(0)
     run(main())
+
+
+def test_deleted_topic_leaves_the_state_metadata():
+    async def main():
+        from kbroker.coordinator.group.share.initialize import forget_deleted_topics
+        from kbroker.coordinator.runtime import CoordinatorResult
+        shard = make_consumer_shard(**SHARE)
+        tid = shard.controller.add_topic("in", 2)
+        other = shard.controller.add_topic("keep", 1)
+        r = await hb(shard, topics=("in", "keep"))
+        await init_all(shard, r)
+        group = shard.share_groups["sg"]
+        assert set(group.initialized) == {tid, other}
+        await shard.runtime.write(0, lambda s: CoordinatorResult(forget_deleted_topics(s, {tid})))
+        assert set(group.initialized) == {other}
+        assert set(reload_consumer_shard(shard).share_groups["sg"].initialized) == {other}
+        shard.runtime.unload(0)
+    run(main())

@@ -342,3 +342,17 @@ def test_share_group_offsets_apis_as_kafka(share_broker):
         assert describe("og") == (0, [])
         assert delete("nogroup", ["oq"]) == (69, "Group nogroup not found.", [])
         assert delete("", ["oq"]) == (24, "The group id is invalid.", [])
+
+
+def test_deleting_a_topic_forgets_its_share_state_metadata(share_broker):
+    from confluent_kafka.admin import AdminClient
+    kafka, _ = share_broker
+    bootstrap = kafka.bootstrap_servers
+    ensure_topic(bootstrap, "gone", 2)
+    with Wire(bootstrap) as wire:
+        wire.api_versions()
+        assert hb(wire, "dg", "m1", 0, ["gone"]).error_code == 0
+    wait_until(lambda: share_group(kafka, "dg").initialized)
+    AdminClient({"bootstrap.servers": bootstrap}).delete_topics(["gone"])["gone"].result(20)
+    wait_until(lambda: not share_group(kafka, "dg").initialized,
+               message="the deleted topic leaves ShareGroupStatePartitionMetadata")
