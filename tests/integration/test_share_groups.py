@@ -353,6 +353,7 @@ def test_deleting_a_topic_forgets_its_share_state_metadata(share_broker):
         wire.api_versions()
         assert hb(wire, "dg", "m1", 0, ["gone"]).error_code == 0
     wait_until(lambda: share_group(kafka, "dg").initialized)
-    AdminClient({"bootstrap.servers": bootstrap}).delete_topics(["gone"])["gone"].result(20)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics(["gone"])["gone"].result(20)
     wait_until(lambda: not share_group(kafka, "dg").initialized,
                message="the deleted topic leaves ShareGroupStatePartitionMetadata")
