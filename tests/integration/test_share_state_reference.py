@@ -110,6 +110,8 @@ def scenario(bootstrap):
         trace.append(("FindCoordinator bad", [(named(c.key), c.error_code, c.node_id,
                                                c.error_message) for c in bad.coordinators]))
         trace.append(("FindCoordinator v5", [c.error_code for c in find([key], 5).coordinators]))
+        old = find([key], 3)
+        trace.append(("FindCoordinator v3", old.error_code, old.error_message, old.node_id))
 
         def call(api, version, **fields):
             response = wire.call(api, version, messages.request_class(api)(**fields))
