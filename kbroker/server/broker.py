@@ -99,6 +99,7 @@ class Broker:
         self.controller.subscribe(self.group_coordinator.runtime)
         self.controller.subscribe(self.txn_coordinator.runtime)
         self.controller.subscribe(self.share_coordinator.runtime)
+        self.controller.subscribe(self.share_coordinator)  # drops states of deleted topics
         from kbroker.handlers.client_metrics import ClientMetricsFollower
         from kbroker.telemetry.manager import ClientMetricsManager
         self.client_metrics = ClientMetricsManager(

@@ -77,12 +77,41 @@ class ShareCoordinator:
         except KafkaError as exc:
             return result_cls(exc.error, exc.message)
 
+    def apply(self, old, new):
+        """Image listener: when topics are deleted, every loaded shard writes tombstones for the
+        share partition states of those topics, as Kafka's share coordinator does."""
+        if old.topics_by_id is not new.topics_by_id:
+            deleted = frozenset(tid for tid in old.topics_by_id if new.topic_by_id(tid) is None)
+            if deleted:
+                for index, shard in list(self.runtime.shards.items()):
+                    if shard.loading or shard.load_error is not None:
+                        continue
+                    try:
+                        done = self.runtime.run(index, ops.forget_topics(deleted))
+                    except KafkaError as exc:
+                        log.warning("cannot drop the share states of deleted topics in %s-%d: "
+                                    "%s", TOPIC, index, exc)
+                        continue
+                    done.add_done_callback(lambda f, i=index: _log_forgotten(f, i))
+        yield from ()
+
     def coordinator_of(self, key: SharePartitionKey) -> int:
         """The broker leading the key's state partition (-1: none, or no topic yet)."""
         topic = self.runtime.controller.image.topic(TOPIC)
         if topic is None:
             return -1
         return topic.state(self.partition_for(key)).leader
+
+
+def _log_forgotten(done: asyncio.Future, index: int) -> None:
+    if done.cancelled():
+        return
+    if done.exception() is not None:
+        log.warning("dropping the share states of deleted topics in %s-%d failed: %s", TOPIC,
+                    index, done.exception())
+    elif done.result():
+        log.info("dropped %d share partition state(s) of deleted topics in %s-%d",
+                 done.result(), TOPIC, index)
 
 
 class BrokerPersister:

@@ -181,3 +181,13 @@ def delete(key: SharePartitionKey):
             return CoordinatorResult([], WriteResult())
         return CoordinatorResult([rec.tombstone(key)], WriteResult())
     return op
+
+
+def forget_topics(topic_ids: frozenset):
+    """Tombstones for every share partition state of the deleted topics (Kafka's
+    maybeCleanupShareState, run when the metadata drops a topic)."""
+    def op(shard) -> CoordinatorResult:
+        keys = sorted((k for k in shard.states if k.topic_id in topic_ids),
+                      key=lambda k: (k.group_id, str(k.topic_id), k.partition))
+        return CoordinatorResult([rec.tombstone(k) for k in keys], len(keys))
+    return op

@@ -105,3 +105,34 @@ def test_state_survives_kill_9(tmp_path):
         async with AsyncKafkaBroker(data_dir=tmp_path) as kafka:
             await check_state(kafka.broker, topic_id)
     asyncio.run(scenario())
+
+
+def test_deleting_a_topic_drops_its_share_states(tmp_path):
+    async def scenario():
+        async with AsyncKafkaBroker(data_dir=tmp_path) as kafka:
+            broker = kafka.broker
+            topic_id = await write_state(broker)
+            other = await broker.controller.create_topic(NewTopic("kept", 1, 1))
+            kept = SharePartitionKey(GROUP, other.topic_id, 0)
+            assert (await broker.share_persister.initialize(kept, 0, 0)).error is Errors.NONE
+            await broker.controller.delete_topic("orders")
+            coordinator = broker.share_coordinator
+
+            def remaining():
+                return {k for shard in coordinator.runtime.shards.values() for k in shard.states}
+            for _ in range(100):
+                if remaining() == {kept}:
+                    break
+                await asyncio.sleep(0.05)
+            assert remaining() == {kept}
+            key = SharePartitionKey(GROUP, topic_id, 0)
+            assert (await broker.share_persister.read_summary(key, 0)).error is \
+                Errors.UNKNOWN_TOPIC_OR_PARTITION
+        async with AsyncKafkaBroker(data_dir=tmp_path) as kafka:  # the tombstones were written
+            runtime = kafka.broker.share_coordinator.runtime
+            for _ in range(100):
+                if not any(shard.loading for shard in runtime.shards.values()):
+                    break
+                await asyncio.sleep(0.05)
+            assert {k for shard in runtime.shards.values() for k in shard.states} == {kept}
+    asyncio.run(scenario())
