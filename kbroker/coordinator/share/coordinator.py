@@ -126,8 +126,11 @@ class BrokerPersister:
         self.channel = MarkerChannel(
             self.node_id, self.timeout_s, "share-state",
             lambda: getattr(partitions, "inter_broker_security", None))
+        self._closed = False
 
     def close(self) -> None:
+        """The broker stops: calls waiting on another broker end, and nothing is retried."""
+        self._closed = True
         self.channel.close()
 
     async def _run(self, key: SharePartitionKey, api: str, op, request):
@@ -138,7 +141,8 @@ class BrokerPersister:
         backoff = _RETRY_FIRST_S
         while True:
             result = await self._attempt(key, api, op, request, result_cls)
-            if result.error not in RETRIABLE or time.monotonic() + backoff > deadline:
+            if (result.error not in RETRIABLE or self._closed
+                    or time.monotonic() + backoff > deadline):
                 return result
             log.debug("%s of %s: %s; retrying", api, key.coordinator_key(), result.error.name)
             await asyncio.sleep(backoff)
