@@ -4,7 +4,10 @@
 A share partition's state lives in partition ``abs(hash("group:topicId:partition")) % n`` of
 ``__share_group_state`` (Kafka's ShareCoordinatorService.partitionFor, Java String.hashCode and
 Kafka's Uuid text form). The topic is created on first use, as Kafka creates it on the first
-FindCoordinator(SHARE): compacted, with the ``share.coordinator.state.topic.*`` settings.
+FindCoordinator(SHARE), with Kafka's configs: ``cleanup.policy=delete``, ``retention.ms=-1``
+(never compacted: updates are deltas), and the ``share.coordinator.state.topic.*`` settings.
+Kafka's pruning of records below the last snapshot (``...prune.interval.ms``) is not done yet:
+the topic grows with every write until then.
 
 Routing (Kafka's DefaultStatePersister): the persister finds the key's coordinator, the leader
 of its partition, in the metadata image - the answer FindCoordinator(SHARE) gives, without the
@@ -47,8 +50,10 @@ class ShareCoordinator:
         self.config = config
         self.partitions = partitions
         updates_per_snapshot = config.get("share.coordinator.snapshot.update.records.per.snapshot")
+        # As Kafka (KIP-932): not compacted - a ShareUpdate is a delta on the last snapshot, so
+        # compaction (one record per key) would drop state; kept forever instead.
         topic_configs = {
-            "cleanup.policy": "compact", "compression.type": "producer",
+            "cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
             "segment.bytes": str(config.get("share.coordinator.state.topic.segment.bytes")),
             "min.insync.replicas": str(config.get("share.coordinator.state.topic.min.isr"))}
         self.runtime = CoordinatorRuntime(

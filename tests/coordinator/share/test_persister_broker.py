@@ -1,5 +1,5 @@
 """The broker's persister end to end on a real broker: the state written through
-``broker.share_persister`` lands in ``__share_group_state`` (created on first use, compacted, with
+``broker.share_persister`` lands in ``__share_group_state`` (created on first use, not compacted, with
 the share coordinator's settings) and comes back the same after a clean restart and after the
 broker process is killed with SIGKILL."""
 
@@ -59,7 +59,10 @@ def test_state_survives_a_restart(tmp_path):
             await check_state(kafka.broker, topic_id)
             state_topic = kafka.broker.controller.image.topic("__share_group_state")
             assert state_topic.num_partitions == 50
-            assert state_topic.configs["cleanup.policy"] == "compact"
+            # As Kafka: never compacted (updates are deltas), kept forever.
+            assert state_topic.configs["cleanup.policy"] == "delete"
+            assert state_topic.configs["retention.ms"] == "-1"
+            assert state_topic.configs["min.insync.replicas"] == "1"
             assert state_topic.configs["segment.bytes"] == "104857600"
         async with AsyncKafkaBroker(data_dir=tmp_path) as kafka:
             await check_state(kafka.broker, topic_id)
@@ -135,4 +138,27 @@ def test_deleting_a_topic_drops_its_share_states(tmp_path):
                     break
                 await asyncio.sleep(0.05)
             assert {k for shard in runtime.shards.values() for k in shard.states} == {kept}
+    asyncio.run(scenario())
+
+
+def test_the_state_topic_refuses_compaction_and_retention(tmp_path):
+    """Compacting __share_group_state would keep one ShareUpdate per share partition and lose
+    the deltas before it; AlterConfigs is refused (a kbroker guard, as for the other internal
+    topics)."""
+    from kbroker.protocol.errors import KafkaError
+    from kbroker.metadata.topic_policy import check_topic_configs
+
+    async def scenario():
+        async with AsyncKafkaBroker(data_dir=tmp_path) as kafka:
+            await write_state(kafka.broker)
+            topic = kafka.broker.controller.image.topic("__share_group_state")
+            for bad in ({"cleanup.policy": "compact"}, {"cleanup.policy": "delete,compact"},
+                        {"retention.ms": "604800000"}):
+                try:
+                    check_topic_configs(topic, {**topic.configs, **bad})
+                except KafkaError as exc:
+                    assert exc.error is Errors.INVALID_CONFIG
+                else:
+                    raise AssertionError(f"{bad} accepted")
+            check_topic_configs(topic, {**topic.configs, "segment.bytes": "1048576"})
     asyncio.run(scenario())
