@@ -485,8 +485,8 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "Read size when loading share partition states.", HIGH, _AT1,
        unsupported=only(5242880, "a share coordinator load buffer size other than the default")),
     _d("share.coordinator.state.topic.prune.interval.ms", I, 300000,
-       "How often the share coordinator prunes __share_group_state (internal).", LOW, _AT1,
-       unsupported=only(300000, "pruning __share_group_state")),
+       "How often the share coordinator deletes the __share_group_state records below every "
+       "share partition's latest snapshot (internal).", LOW, _AT1),
     _d("share.coordinator.cold.partition.snapshot.interval.ms", I, 300000,
        "How often idle share partitions get a fresh snapshot (internal).", LOW, _AT1,
        unsupported=only(300000, "snapshotting cold share partitions")),

@@ -6,8 +6,8 @@ A share partition's state lives in partition ``abs(hash("group:topicId:partition
 Kafka's Uuid text form). The topic is created on first use, as Kafka creates it on the first
 FindCoordinator(SHARE), with Kafka's configs: ``cleanup.policy=delete``, ``retention.ms=-1``
 (never compacted: updates are deltas), and the ``share.coordinator.state.topic.*`` settings.
-Kafka's pruning of records below the last snapshot (``...prune.interval.ms``) is not done yet:
-the topic grows with every write until then.
+Records below every share partition's latest snapshot are pruned every
+``share.coordinator.state.topic.prune.interval.ms``, as Kafka does.
 
 Routing (Kafka's DefaultStatePersister): the persister finds the key's coordinator, the leader
 of its partition, in the metadata image - the answer FindCoordinator(SHARE) gives, without the
@@ -25,7 +25,7 @@ import asyncio
 import logging
 import time
 
-from kbroker.coordinator.runtime import CoordinatorRuntime
+from kbroker.coordinator.runtime import CoordinatorRuntime, respond
 from kbroker.coordinator.share import operations as ops
 from kbroker.coordinator.share import wire
 from kbroker.coordinator.share.persister import (ReadResult, SharePartitionKey, StateBatch,
@@ -61,12 +61,61 @@ class ShareCoordinator:
             config.get("share.coordinator.state.topic.num.partitions"), topic_configs,
             lambda runtime, index: ShareShard(runtime, index, updates_per_snapshot),
             config.get("share.coordinator.state.topic.replication.factor"))
+        self._prune_task: asyncio.Task | None = None
+        self._pruned: dict[int, int] = {}  # partition -> the offset it was last pruned to
 
     def start(self) -> None:
         self.runtime.start()
+        self._prune_task = asyncio.get_running_loop().create_task(
+            self._prune_periodically(), name="share state pruning")
 
     async def stop(self) -> None:
+        if self._prune_task is not None:
+            self._prune_task.cancel()
+            try:
+                await self._prune_task
+            except asyncio.CancelledError:
+                pass
         await self.runtime.stop()
+
+    async def _prune_periodically(self) -> None:
+        """Every ``share.coordinator.state.topic.prune.interval.ms``: each loaded shard's
+        partition loses the records below its oldest latest snapshot (Kafka deletes them the
+        same way, with DeleteRecords on the leader); the topic stays bounded though it is never
+        compacted."""
+        interval_s = self.config.get("share.coordinator.state.topic.prune.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            for index in list(self.runtime.shards):
+                try:
+                    await self.prune(index)
+                except Exception:  # the next round tries again; this one must not end the loop
+                    log.exception("pruning %s-%d failed", TOPIC, index)
+
+    async def prune(self, index: int) -> int | None:
+        """Prune partition ``index`` up to its last redundant offset; the new log start offset,
+        or None when there was nothing to do."""
+        try:
+            # An operation without records answers after the writes before it are committed:
+            # the offset it reads is one the log keeps.
+            offset = await self.runtime.write(
+                index, lambda shard: respond(shard.last_redundant_offset()))
+        except KafkaError as exc:  # not loaded (yet), or no longer hosted here
+            log.debug("not pruning %s-%d: %s", TOPIC, index, exc)
+            return None
+        if offset is None or self._pruned.get(index) == offset:
+            return None
+        partition = self.partitions.get(TOPIC, index)
+        if partition is None or offset <= partition.log_start_offset:
+            return None
+        try:
+            start = partition.delete_records_before(offset)
+        except KafkaError as exc:
+            log.info("cannot prune %s-%d up to %d: %s", TOPIC, index, offset, exc)
+            return None
+        self._pruned[index] = offset
+        log.debug("pruned %s-%d up to offset %d", TOPIC, index, start)
+        return start
 
     def partition_for(self, key: SharePartitionKey | str) -> int:
         """The state partition of a key (or of its FindCoordinator text)."""

@@ -162,3 +162,30 @@ def test_the_state_topic_refuses_compaction_and_retention(tmp_path):
                     raise AssertionError(f"{bad} accepted")
             check_topic_configs(topic, {**topic.configs, "segment.bytes": "1048576"})
     asyncio.run(scenario())
+
+
+def test_pruning_keeps_the_state(tmp_path):
+    """With a snapshot after every update, the records below each share partition's latest
+    snapshot are deleted every prune interval; the state read back (also after a restart) is
+    the same."""
+    settings = {"share.coordinator.state.topic.prune.interval.ms": 100,
+                "share.coordinator.snapshot.update.records.per.snapshot": 1}
+
+    async def scenario():
+        async with AsyncKafkaBroker(settings, data_dir=tmp_path) as kafka:
+            broker = kafka.broker
+            topic_id = await write_state(broker)
+            coordinator = broker.share_coordinator
+            indexes = {coordinator.partition_for(SharePartitionKey(GROUP, topic_id, p))
+                       for p in (0, 1)}
+            for _ in range(100):
+                starts = {i: broker.replicas.get("__share_group_state", i).log_start_offset
+                          for i in indexes}
+                if all(starts.values()):
+                    break
+                await asyncio.sleep(0.05)
+            assert all(starts.values()), starts
+            await check_state(broker, topic_id)
+        async with AsyncKafkaBroker(settings, data_dir=tmp_path) as kafka:
+            await check_state(kafka.broker, topic_id)
+    asyncio.run(scenario())

@@ -204,3 +204,22 @@ def test_start_offset_and_delivery_complete_count_never_move_back():
     state = runtime.shards[0].states[KEY]
     assert (state.start_offset, state.delivery_complete_count) == (20, 5)
     assert state.batches == (B(20, 30, AV, 1),)
+
+
+def test_last_redundant_offset():
+    """Records below the oldest latest snapshot of the share partitions are redundant; a
+    deleted partition stops holding the others back after its tombstone."""
+    runtime, broker = _setup(updates_per_snapshot=0)  # every write is a snapshot
+    other = SharePartitionKey("g2", TOPIC_ID, 1)
+    shard = lambda: runtime.shards[0]  # noqa: E731
+    run_all(runtime, ops.initialize(KEY, 0, 0))                      # offset 0
+    assert shard().last_redundant_offset() is None                   # 0: nothing below
+    run_all(runtime, ops.initialize(other, 0, 0))                    # 1
+    run_all(runtime, ops.write(KEY, 0, 0, 0, [B(0, 0, ACK, 1)], -1))  # 2
+    assert shard().last_redundant_offset() == 1                      # other's snapshot at 1
+    run_all(runtime, ops.write(other, 0, 0, 0, [], -1))              # 3
+    assert shard().last_redundant_offset() == 2
+    run_all(runtime, ops.delete(KEY))                                # 4: tombstone
+    assert shard().last_redundant_offset() == 3
+    run_all(runtime, ops.write(other, 0, 0, 0, [], -1))              # 5
+    assert shard().last_redundant_offset() == 5
