@@ -488,8 +488,8 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "How often the share coordinator deletes the __share_group_state records below every "
        "share partition's latest snapshot (internal).", LOW, _AT1),
     _d("share.coordinator.cold.partition.snapshot.interval.ms", I, 300000,
-       "How often idle share partitions get a fresh snapshot (internal).", LOW, _AT1,
-       unsupported=only(300000, "snapshotting cold share partitions")),
+       "How long a share partition stays without a snapshot before it gets a fresh one, so that "
+       "it does not hold back pruning (internal).", LOW, _AT1),
     # transactions
     _d("transaction.state.log.num.partitions", I, 50, "Partitions of __transaction_state.", HIGH, _AT1),
     _d("transaction.state.log.replication.factor", SH, 1, "Replication factor of __transaction_state.",

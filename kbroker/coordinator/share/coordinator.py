@@ -7,7 +7,9 @@ Kafka's Uuid text form). The topic is created on first use, as Kafka creates it 
 FindCoordinator(SHARE), with Kafka's configs: ``cleanup.policy=delete``, ``retention.ms=-1``
 (never compacted: updates are deltas), and the ``share.coordinator.state.topic.*`` settings.
 Records below every share partition's latest snapshot are pruned every
-``share.coordinator.state.topic.prune.interval.ms``, as Kafka does.
+``share.coordinator.state.topic.prune.interval.ms``, and share partitions idle for
+``share.coordinator.cold.partition.snapshot.interval.ms`` get a fresh snapshot so that they do
+not hold pruning back, as Kafka does.
 
 Routing (Kafka's DefaultStatePersister): the persister finds the key's coordinator, the leader
 of its partition, in the metadata image - the answer FindCoordinator(SHARE) gives, without the
@@ -61,22 +63,43 @@ class ShareCoordinator:
             config.get("share.coordinator.state.topic.num.partitions"), topic_configs,
             lambda runtime, index: ShareShard(runtime, index, updates_per_snapshot),
             config.get("share.coordinator.state.topic.replication.factor"))
-        self._prune_task: asyncio.Task | None = None
+        self._tasks: list[asyncio.Task] = []  # pruning and cold snapshots
         self._pruned: dict[int, int] = {}  # partition -> the offset it was last pruned to
 
     def start(self) -> None:
         self.runtime.start()
-        self._prune_task = asyncio.get_running_loop().create_task(
-            self._prune_periodically(), name="share state pruning")
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._prune_periodically(), name="share state pruning"),
+                       loop.create_task(self._snapshot_cold_periodically(),
+                                        name="share state cold snapshots")]
 
     async def stop(self) -> None:
-        if self._prune_task is not None:
-            self._prune_task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             try:
-                await self._prune_task
+                await task
             except asyncio.CancelledError:
                 pass
         await self.runtime.stop()
+
+    async def _snapshot_cold_periodically(self) -> None:
+        """Every ``share.coordinator.cold.partition.snapshot.interval.ms``: each loaded shard
+        snapshots its share partitions idle that long (``operations.snapshot_cold``)."""
+        interval_ms = self.config.get("share.coordinator.cold.partition.snapshot.interval.ms")
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            for index in list(self.runtime.shards):
+                try:
+                    count = await self.runtime.write(index, ops.snapshot_cold(interval_ms))
+                except KafkaError as exc:  # not loaded (yet), no longer hosted, write failed
+                    log.debug("no cold snapshots in %s-%d: %s", TOPIC, index, exc)
+                    continue
+                except Exception:  # the next round tries again
+                    log.exception("cold snapshots of %s-%d failed", TOPIC, index)
+                    continue
+                if count:
+                    log.debug("%d cold snapshot(s) in %s-%d", count, TOPIC, index)
 
     async def _prune_periodically(self) -> None:
         """Every ``share.coordinator.state.topic.prune.interval.ms``: each loaded shard's

@@ -41,7 +41,6 @@ def test_bounds(key, value, reason):
     ("share.coordinator.append.linger.ms", "5"),
     ("share.coordinator.load.buffer.size", "1024"),
     ("share.coordinator.state.topic.compression.codec", "1"),
-    ("share.coordinator.cold.partition.snapshot.interval.ms", "1000"),
 ])
 def test_unimplemented_settings_are_refused_unless_default(key, value):
     with pytest.raises(ConfigError) as info:
