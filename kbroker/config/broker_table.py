@@ -6,8 +6,9 @@ Deliberate differences from Kafka, for a single-node dev/CI broker:
 * ``node.id`` / ``broker.id`` default to 1 (Kafka: ``node.id`` is required and ``broker.id=-1``
   means "generate one"; we never generate ids, so -1 also means 1).
 * ``listeners`` defaults to ``PLAINTEXT://localhost:9092`` and ``log.dir`` to ``./kbroker-data``.
-* ``offsets.topic.replication.factor`` and ``transaction.state.log.replication.factor`` /
-  ``.min.isr`` default to 1, so a single node works out of the box.
+* ``offsets.topic.replication.factor``, ``transaction.state.log.replication.factor`` /
+  ``.min.isr`` and ``share.coordinator.state.topic.replication.factor`` / ``.min.isr`` default
+  to 1, so a single node works out of the box.
 * ``log.segment.bytes`` keeps Kafka 3.x's lower bound of 14 bytes (Kafka 4 raised it to 1 MiB,
   KIP-1030) so tests can roll segments cheaply.
 * ``cluster.id`` is our extension (Kafka keeps it in ``meta.properties``).
@@ -237,8 +238,9 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
              "Largest write buffer the group coordinator keeps for reuse.", _AT0,
              why="kbroker does not pool write buffers", update_mode=CW),
     _ignored("share.coordinator.cached.buffer.max.bytes", I, 1048588,
-             "Largest write buffer the share coordinator keeps for reuse.", _AT0,
-             why="kbroker has no share groups", update_mode=CW),
+             "Largest write buffer the share coordinator keeps for reuse.", Range(512 * 1024),
+             why="kbroker does not pool write buffers", update_mode=CW),
+    _ignored("share.coordinator.threads", I, 1, "Share coordinator threads.", _AT1),
     _d("metric.reporters", LS, [], "MetricsReporter classes.", LOW, update_mode=CW,
        unsupported=PLUGINS),
     _d("config.providers", LS, [], "ConfigProvider classes for variable substitution.", LOW,
@@ -513,6 +515,36 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("group.share.initialize.retry.interval.ms", I, 30000,
        "How long a share partition's state initialization may stay pending before the group "
        "coordinator asks the persister again.", MEDIUM, _AT1),
+    # share coordinator (KIP-932): __share_group_state
+    _d("share.coordinator.state.topic.num.partitions", I, 50,
+       "Partitions of __share_group_state (should not change after deployment).", HIGH, _AT1),
+    _d("share.coordinator.state.topic.replication.factor", SH, 1,
+       "Replication factor of __share_group_state.", HIGH, _AT1),
+    _d("share.coordinator.state.topic.min.isr", SH, 1, "min.insync.replicas of __share_group_state.",
+       HIGH, _AT1),
+    _d("share.coordinator.state.topic.segment.bytes", I, 104857600,
+       "Segment size of __share_group_state.", HIGH, _AT1),
+    _d("share.coordinator.snapshot.update.records.per.snapshot", I, 500,
+       "ShareUpdate records written for a share partition between two ShareSnapshot records.",
+       MEDIUM, Range(0, 500)),
+    _d("share.coordinator.state.topic.compression.codec", I, 0,
+       "Compression codec id of __share_group_state writes.", HIGH,
+       unsupported=only(0, "compressed share coordinator writes")),
+    _d("share.coordinator.write.timeout.ms", I, 5000,
+       "How long a share coordinator write waits for the replicas.", HIGH, _AT1,
+       unsupported=only(5000, "a share coordinator write timeout other than the default")),
+    _d("share.coordinator.append.linger.ms", I, -1,
+       "How long share coordinator writes wait to be batched (-1: adaptive).", MEDIUM, Range(-1),
+       unsupported=only(-1, "lingering share coordinator writes")),
+    _d("share.coordinator.load.buffer.size", I, 5242880,
+       "Read size when loading share partition states.", HIGH, _AT1,
+       unsupported=only(5242880, "a share coordinator load buffer size other than the default")),
+    _d("share.coordinator.state.topic.prune.interval.ms", I, 300000,
+       "How often the share coordinator deletes the __share_group_state records below every "
+       "share partition's latest snapshot (internal).", LOW, _AT1),
+    _d("share.coordinator.cold.partition.snapshot.interval.ms", I, 300000,
+       "How long a share partition stays without a snapshot before it gets a fresh one, so that "
+       "it does not hold back pruning (internal).", LOW, _AT1),
     # transactions
     _d("transaction.state.log.num.partitions", I, 50, "Partitions of __transaction_state.", HIGH, _AT1),
     _d("transaction.state.log.replication.factor", SH, 1, "Replication factor of __transaction_state.",

@@ -59,6 +59,7 @@ MODULES = (
     "acls",
     "client_quotas",
     "client_metrics",
+    "share_group_state",
 )
 
 

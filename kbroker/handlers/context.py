@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     from kbroker.config import BrokerConfig
     from kbroker.coordinator.group.coordinator import GroupCoordinator
+    from kbroker.coordinator.share.coordinator import ShareCoordinator
+    from kbroker.coordinator.share.persister import Persister
     from kbroker.coordinator.txn.coordinator import TransactionCoordinator
     from kbroker.handlers.session import ClientSession
     from kbroker.metadata.controller import Controller
@@ -65,12 +67,17 @@ class BrokerServices:
     cluster: ClusterView
     txn: "TransactionCoordinator | None" = None
     client_metrics: "ClientMetricsManager | None" = None
+    # Share groups (KIP-932): the share coordinator's shards, and the persister every share
+    # partition's state goes through (local shard or the coordinator broker).
+    share_coordinator: "ShareCoordinator | None" = None
+    share_persister: "Persister | None" = None
 
 
 class RequestContext:
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
                  "listener", "principal", "config", "partitions", "controller", "groups",
-                 "producer_ids", "cluster", "txn", "session", "client_metrics", "connection")
+                 "producer_ids", "cluster", "txn", "session", "client_metrics", "connection",
+                 "share_coordinator", "share_persister")
 
     def __init__(self, services: BrokerServices | None, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, client_host: str = "?",
@@ -94,6 +101,8 @@ class RequestContext:
             self.cluster = services.cluster
             self.txn = services.txn
             self.client_metrics = services.client_metrics
+            self.share_coordinator = services.share_coordinator
+            self.share_persister = services.share_persister
 
     @property
     def node_id(self) -> int:

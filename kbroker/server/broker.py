@@ -42,6 +42,8 @@ class Broker:
         self.dispatcher: Dispatcher | None = None
         self.group_coordinator = None
         self.txn_coordinator = None
+        self.share_coordinator = None  # kbroker.coordinator.share: __share_group_state shards
+        self.share_persister = None  # what share partitions and share groups persist through
         self.client_metrics = None  # kbroker.telemetry.manager.ClientMetricsManager (KIP-714)
         self.log_cleaner = None
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
@@ -86,11 +88,20 @@ class Broker:
         self.txn_coordinator = TransactionCoordinator(self.config, self.controller, self.replicas,
                                                       self.producer_ids, self.group_coordinator)
         self.txn_coordinator.start()
+        from kbroker.coordinator.share.coordinator import BrokerPersister, ShareCoordinator
+        # Loads the shards of __share_group_state (when it exists) by replaying them.
+        self.share_coordinator = ShareCoordinator(self.config, self.controller, self.replicas)
+        self.share_coordinator.start()
+        self.share_persister = BrokerPersister(self.share_coordinator, self.config)
+        # Share groups initialize and delete their share partitions' state through it.
+        self.group_coordinator.share_persister = self.share_persister
         # Coordinator shards follow leadership of their internal-topic partition (on a single
         # node: the topic's creation); listeners run in order, so the partition has its new
         # role before its shard loads.
         self.controller.subscribe(self.group_coordinator.runtime)
         self.controller.subscribe(self.txn_coordinator.runtime)
+        self.controller.subscribe(self.share_coordinator.runtime)
+        self.controller.subscribe(self.share_coordinator)  # drops states of deleted topics
         from kbroker.handlers.client_metrics import ClientMetricsFollower
         from kbroker.telemetry.manager import ClientMetricsManager
         self.client_metrics = ClientMetricsManager(
@@ -186,6 +197,10 @@ class Broker:
                 pass
         for _, server in self.servers:
             await server.wait_closed()
+        if self.share_persister is not None:
+            self.share_persister.close()  # cancels calls waiting on other brokers
+        if self.share_coordinator is not None:
+            await self.share_coordinator.stop()
         if self.txn_coordinator is not None:
             await self.txn_coordinator.stop()
         if self.group_coordinator is not None:
@@ -238,7 +253,8 @@ class Broker:
             config=self.config, partitions=self.replicas, controller=self.controller,
             groups=self.group_coordinator, producer_ids=self.producer_ids,
             cluster=ClusterView(self.node_id, rack, self.advertised_endpoint),
-            txn=self.txn_coordinator, client_metrics=self.client_metrics)
+            txn=self.txn_coordinator, client_metrics=self.client_metrics,
+            share_coordinator=self.share_coordinator, share_persister=self.share_persister)
 
     # --- what connections call -----------------------------------------------------------------
 

@@ -193,6 +193,11 @@ ADVERTISED = {
     71: (0, 0),  # GetTelemetrySubscriptions
     72: (0, 0),  # PushTelemetry
     74: (0, 1),  # ListConfigResources
+    83: (0, 0),  # InitializeShareGroupState
+    84: (0, 0),  # ReadShareGroupState
+    85: (0, 1),  # WriteShareGroupState
+    86: (0, 0),  # DeleteShareGroupState
+    87: (0, 1),  # ReadShareGroupStateSummary
 }
 
 SCHEMAS = {
