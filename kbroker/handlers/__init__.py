@@ -43,6 +43,8 @@ MODULES = (
     "streams_group_heartbeat",
     "streams_group_describe",
     "share_group_heartbeat",
+    "share_group_describe",
+    "share_group_offsets",
     "add_partitions_to_txn",
     "add_offsets_to_txn",
     "end_txn",

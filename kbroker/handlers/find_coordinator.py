@@ -114,6 +114,8 @@ async def handle_find_coordinator(ctx, request):
                 error_message=message))
         return R(throttle_time_ms=0, coordinators=coordinators)
     error, message, node, host, port = await _answer(ctx, request.key, request.key_type)
+    if message is None and error is not Errors.NONE and request.key_type == SHARE:
+        message = error.message  # Kafka's answer to a failed pre-v4 lookup
     return R(throttle_time_ms=0, error_code=error.code,
              error_message=message if ctx.api_version >= 1 else None,
              node_id=node, host=host, port=port)

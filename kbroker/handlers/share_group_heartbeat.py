@@ -2,7 +2,8 @@
 
 Thin wrapper over :mod:`kbroker.coordinator.group.share.heartbeat`. The request is checked as
 Kafka's GroupCoordinatorService does (INVALID_REQUEST with Kafka's message: empty member, group
-or rack id; a join without subscribed topics; an epoch below -1). Authorization: READ on the
+or rack id; a join without subscribed topics; an epoch below -1), UNSUPPORTED_VERSION while
+``share.version`` is 0. Authorization: READ on the
 group (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on the subscribed topics
 (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis.
 
@@ -20,6 +21,7 @@ from kbroker.coordinator.group.share.heartbeat import HeartbeatRequest, heartbea
 from kbroker.coordinator.group.share.initialize import InitializeRequest, initialized
 from kbroker.coordinator.share.persister import NO_OFFSET, SharePartitionKey
 from kbroker.handlers import handles
+from kbroker.handlers.features import share_groups_enabled
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, ResourceType, allowed
 
@@ -59,6 +61,8 @@ async def handle_share_group_heartbeat(ctx, request):
                      exc.error.name, f" ({exc.message})" if exc.message else "")
         return R(throttle_time_ms=0, error_code=exc.error.code, error_message=exc.message)
 
+    if not share_groups_enabled(ctx):  # share.version 0: Kafka answers without a message
+        return R(throttle_time_ms=0, error_code=Errors.UNSUPPORTED_VERSION.code)
     problem = _invalid(request)
     if problem is not None:
         return failed(problem)

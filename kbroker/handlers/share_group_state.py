@@ -1,5 +1,7 @@
-"""The share coordinator's inter-broker APIs: InitializeShareGroupState (83), ReadShareGroupState
-(84), WriteShareGroupState (85), DeleteShareGroupState (86), ReadShareGroupStateSummary (87).
+"""The share coordinator's inter-broker APIs (KIP-932), with the versions Kafka 4.4.0 serves:
+InitializeShareGroupState (83) v0, ReadShareGroupState (84) v0, WriteShareGroupState (85) v0-1
+(v1 carries the delivery complete count), DeleteShareGroupState (86) v0 and
+ReadShareGroupStateSummary (87) v0-1 (v1 answers the delivery complete count).
 
 A broker's persister sends these to the broker leading the key's partition of
 ``__share_group_state`` (kbroker.coordinator.share.coordinator); here each share partition of the

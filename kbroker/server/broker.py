@@ -94,7 +94,7 @@ class Broker:
         self.share_coordinator = ShareCoordinator(self.config, self.controller, self.replicas)
         self.share_coordinator.start()
         self.share_persister = BrokerPersister(self.share_coordinator, self.config)
-        # Share groups initialize their partitions' state through it before assigning them.
+        # Share groups initialize and delete their share partitions' state through it.
         self.group_coordinator.share_persister = self.share_persister
         # Coordinator shards follow leadership of their internal-topic partition (on a single
         # node: the topic's creation); listeners run in order, so the partition has its new
@@ -102,6 +102,7 @@ class Broker:
         self.controller.subscribe(self.group_coordinator.runtime)
         self.controller.subscribe(self.txn_coordinator.runtime)
         self.controller.subscribe(self.share_coordinator.runtime)
+        self.controller.subscribe(self.share_coordinator)  # drops states of deleted topics
         from kbroker.handlers.client_metrics import ClientMetricsFollower
         from kbroker.telemetry.manager import ClientMetricsManager
         self.client_metrics = ClientMetricsManager(

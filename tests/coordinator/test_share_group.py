@@ -43,17 +43,17 @@ def test_join_initializes_then_assigns_every_partition():
         shard = make_consumer_shard(**SHARE)
         tid = shard.controller.add_topic("in", 3)
         r = await hb(shard)
-        assert r.member_epoch == 1 and parts(r) == {}      # nothing initialized yet
+        assert r.member_epoch == 2 and parts(r) == {}      # epochs start at 1; nothing initialized
         assert r.initialize.topics == {tid: frozenset({0, 1, 2})}
         group = shard.share_groups["sg"]
         assert set(group.initializing) == {tid} and group.state is ShareGroupState.STABLE
         await init_all(shard, r)
         assert group.initializing == {} and group.initialized[tid].partitions == {0, 1, 2}
-        r = await hb(shard, epoch=1, topics=None)
-        assert r.member_epoch == 2 and parts(r) == {tid: [0, 1, 2]}
+        r = await hb(shard, epoch=2, topics=None)
+        assert r.member_epoch == 3 and parts(r) == {tid: [0, 1, 2]}
         assert r.initialize is None
-        r = await hb(shard, epoch=2, topics=None)           # nothing changed: no assignment
-        assert r.member_epoch == 2 and r.assignment is None
+        r = await hb(shard, epoch=3, topics=None)           # nothing changed: no assignment
+        assert r.member_epoch == 3 and r.assignment is None
         shard.runtime.unload(0)
     run(main())
 
@@ -64,7 +64,7 @@ def test_more_members_than_partitions_share_them():
         tid = shard.controller.add_topic("in", 1)
         r = await hb(shard, "a")
         await init_all(shard, r)
-        a = await hb(shard, "a", 1, None)
+        a = await hb(shard, "a", r.member_epoch, None)
         b = await hb(shard, "b")
         c = await hb(shard, "c")
         a = await hb(shard, "a", a.member_epoch, None)
@@ -152,7 +152,7 @@ def test_leave_and_reload():
         tid = shard.controller.add_topic("in", 2)
         r = await hb(shard, "a")
         await init_all(shard, r)
-        a = await hb(shard, "a", 1, None)
+        a = await hb(shard, "a", r.member_epoch, None)
         b = await hb(shard, "b")
         a = await hb(shard, "a", a.member_epoch, None)
         assert parts(a)[tid] != parts(b)[tid]
@@ -182,5 +182,23 @@ def test_session_expiry_fences_the_member():
         await hb(shard, "a")
         await asyncio.sleep(0.5)
         assert shard.share_groups["sg"].members == {}
+        shard.runtime.unload(0)
+    run(main())
+
+
+def test_deleted_topic_leaves_the_state_metadata():
+    async def main():
+        from kbroker.coordinator.group.share.initialize import forget_deleted_topics
+        from kbroker.coordinator.runtime import CoordinatorResult
+        shard = make_consumer_shard(**SHARE)
+        tid = shard.controller.add_topic("in", 2)
+        other = shard.controller.add_topic("keep", 1)
+        r = await hb(shard, topics=("in", "keep"))
+        await init_all(shard, r)
+        group = shard.share_groups["sg"]
+        assert set(group.initialized) == {tid, other}
+        await shard.runtime.write(0, lambda s: CoordinatorResult(forget_deleted_topics(s, {tid})))
+        assert set(group.initialized) == {other}
+        assert set(reload_consumer_shard(shard).share_groups["sg"].initialized) == {other}
         shard.runtime.unload(0)
     run(main())

@@ -56,3 +56,23 @@ def test_settings_override_then_broker_default():
     assert s.auto_offset_reset == "by_duration:PT2M" and s.auto_offset_reset_duration_ms == 120000
     assert s.isolation_level == 1 and s.record_lock_duration_ms == 20000
     assert parse_duration_ms("P1DT1H1M1.25S") == ((24 + 1) * 60 + 1) * 60000 + 1250
+
+
+def test_broker_refuses_inconsistent_group_share_configs():
+    from kbroker.config.types import ConfigError
+    BrokerConfig({})  # Kafka's defaults are consistent
+    for settings, message in (
+            ({"group.share.heartbeat.interval.ms": 100},
+             "group.share.heartbeat.interval.ms must be greater than or equal to "
+             "group.share.min.heartbeat.interval.ms"),
+            ({"group.share.min.session.timeout.ms": 1000, "group.share.session.timeout.ms": 5000},
+             "group.share.heartbeat.interval.ms must be less than "
+             "group.share.session.timeout.ms"),
+            ({"group.share.delivery.count.limit": 10, "group.share.max.delivery.count.limit": 8},
+             "group.share.delivery.count.limit must be less than or equal to "
+             "group.share.max.delivery.count.limit"),
+            ({"group.share.assignors": ""},
+             "group.share.assignors must contain exactly one assignor, but found 0")):
+        with pytest.raises(ConfigError) as e:
+            BrokerConfig(settings)
+        assert str(e.value) == message

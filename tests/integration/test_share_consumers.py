@@ -37,6 +37,7 @@ BROKER = {"group.share.heartbeat.interval.ms": 200,
           "group.share.min.heartbeat.interval.ms": 100,
           "group.share.assignment.interval.ms": 0,
           "group.share.record.lock.duration.ms": 5000,
+          "group.share.min.record.lock.duration.ms": 1000,
           "offsets.topic.num.partitions": 1,
           "share.coordinator.state.topic.num.partitions": 1}
 

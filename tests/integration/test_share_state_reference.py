@@ -2,7 +2,8 @@
 Kafka 4.4.0, side by side: the same raw requests to a reference Kafka and to kbroker, and the
 answers must be equal (topic ids, which each broker draws, are replaced by the topic's name).
 
-Covered: ApiVersions ranges of 83-87; FindCoordinator key type 2 (v6; a malformed key; v5);
+Covered: ApiVersions ranges of 83-87; the configs __share_group_state is created with, and the
+records both brokers write to it; FindCoordinator key type 2 (v6; a malformed key; v5);
 initialize, write, read (recording a new leader epoch), read summary v0/v1, delete; and bad
 input: an uninitialized partition, a negative partition, an unknown topic, a partition past the
 topic's count, older leader and state epochs (FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH), a request
@@ -110,6 +111,8 @@ def scenario(bootstrap):
         trace.append(("FindCoordinator bad", [(named(c.key), c.error_code, c.node_id,
                                                c.error_message) for c in bad.coordinators]))
         trace.append(("FindCoordinator v5", [c.error_code for c in find([key], 5).coordinators]))
+        old = find([key], 3)
+        trace.append(("FindCoordinator v3", old.error_code, old.error_message, old.node_id))
 
         def call(api, version, **fields):
             response = wire.call(api, version, messages.request_class(api)(**fields))
@@ -202,6 +205,13 @@ def scenario(bootstrap):
         for name, step in steps:
             trace.append((name, step()))
         trace.append(("__share_group_state records", _state_records(wire, tid, names)))
+        D = messages.request_class(32)
+        described = wire.call(32, 4, D(resources=[D.DescribeConfigsResource(
+            resource_type=2, resource_name="__share_group_state", configuration_keys=[
+                "cleanup.policy", "retention.ms", "compression.type", "min.insync.replicas",
+                "segment.bytes"])], include_synonyms=False, include_documentation=False))
+        trace.append(("__share_group_state configs", sorted(
+            (c.name, c.value, c.config_source) for c in described.results[0].configs)))
     return trace
 
 
@@ -255,5 +265,5 @@ def test_share_state_apis_answer_as_kafka(brokers):
                    for got, want in zip(traces["kbroker"], traces["kafka"]) if got != want]
     assert not differences, "\n".join(differences)
     assert len(traces["kbroker"]) == len(traces["kafka"])
-    records = traces["kafka"][-1][1]
+    records = next(t[1] for t in traces["kafka"] if t[0] == "__share_group_state records")
     assert len(records) >= 10 and {r[1] for r in records} == {0, 1}  # snapshots and updates

@@ -23,6 +23,7 @@ GROUP = "sg"
 @pytest.fixture(scope="module")
 def kafka():
     with share_broker({"group.share.record.lock.duration.ms": 1000,
+                       "group.share.min.record.lock.duration.ms": 1000,
                        "group.share.delivery.count.limit": 3}) as broker:
         yield broker
 

@@ -111,7 +111,8 @@ class GroupCoordinator:
 class _TopicListener:
     """Follows the metadata image for the consumer groups (Kafka's onMetadataUpdate): a group
     subscribed to a topic that was created, changed or deleted re-checks its metadata hash at its
-    next heartbeat; groups with regexes re-resolve them once topics were created."""
+    next heartbeat; groups with regexes re-resolve them once topics were created; a deleted topic
+    leaves the share groups' state metadata."""
 
     def __init__(self, coordinator: GroupCoordinator):
         self.coordinator = coordinator
@@ -129,7 +130,21 @@ class _TopicListener:
             for shard in list(self.coordinator.runtime.shards.values()):
                 if not shard.loading:
                     consumer_topics_changed(shard, changed, bool(created))
+        deleted = {t.topic_id for n, t in before.items()
+                   if n not in after or after[n].topic_id != t.topic_id}
+        if deleted:
+            for shard in list(self.coordinator.runtime.shards.values()):
+                if not shard.loading and shard.share_groups:
+                    share_topics_deleted(shard, deleted)
         yield from ()
+
+
+def share_topics_deleted(shard, topic_ids: set) -> None:
+    """Deleted topics leave the share groups' state metadata (a write on the shard, soon)."""
+    from kbroker.coordinator.group.share.initialize import forget_deleted_topics
+    from kbroker.coordinator.runtime import CoordinatorResult
+    shard.schedule(("share-deleted-topics", frozenset(topic_ids)), 0,
+                   lambda s: CoordinatorResult(forget_deleted_topics(s, topic_ids)))
 
 
 def consumer_topics_changed(shard, changed: set, created: bool) -> None:

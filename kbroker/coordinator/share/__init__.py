@@ -15,4 +15,8 @@ Key files:
 - ``coordinator`` — :class:`ShareCoordinator` (the runtime over ``__share_group_state``) and
   :class:`BrokerPersister` (local shard, or the leader over the APIs 83-87, with retries).
 - ``wire`` — those APIs' requests and results for one share partition.
+
+Concurrency rule: as every coordinator on the runtime (:mod:`kbroker.coordinator.runtime`): a
+shard runs one operation at a time on the event loop, its state changes only in ``replay``, and
+an answer is given once the operation's record is committed (replicated to the ISR).
 """

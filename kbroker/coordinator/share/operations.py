@@ -12,6 +12,7 @@ partition the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from kbroker.coordinator.runtime import CoordinatorResult, now_ms
 from kbroker.coordinator.share import records as rec
@@ -180,4 +181,31 @@ def delete(key: SharePartitionKey):
             log.debug("delete of %s: no state to delete", key.coordinator_key())
             return CoordinatorResult([], WriteResult())
         return CoordinatorResult([rec.tombstone(key)], WriteResult())
+    return op
+
+
+def forget_topics(topic_ids: frozenset):
+    """Tombstones for every share partition state of the deleted topics (Kafka's
+    maybeCleanupShareState, run when the metadata drops a topic)."""
+    def op(shard) -> CoordinatorResult:
+        keys = sorted((k for k in shard.states if k.topic_id in topic_ids),
+                      key=lambda k: (k.group_id, str(k.topic_id), k.partition))
+        return CoordinatorResult([rec.tombstone(k) for k in keys], len(keys))
+    return op
+
+
+def snapshot_cold(interval_ms: int):
+    """A fresh snapshot of every share partition not snapshotted for ``interval_ms`` (Kafka's
+    snapshotColdPartitions): an idle share partition would otherwise hold pruning back at its
+    old snapshot forever. Skipped when every state here is already such a cold snapshot (its
+    write timestamp differs from its creation), as Kafka does: then nothing is moving."""
+    def op(shard) -> CoordinatorResult:
+        states = shard.states
+        if all(s.create_timestamp != s.write_timestamp for s in states.values()):
+            return CoordinatorResult([], 0)
+        now = now_ms()
+        records = [rec.snapshot_record(key, replace(s, snapshot_epoch=s.snapshot_epoch + 1,
+                                                    write_timestamp=now))
+                   for key, s in states.items() if now - s.write_timestamp >= interval_ms]
+        return CoordinatorResult(records, len(records))
     return op

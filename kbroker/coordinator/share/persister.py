@@ -47,7 +47,9 @@ class SharePartitionKey:
     partition: int
 
     def coordinator_key(self) -> str:
-        """The FindCoordinator key (key type 2, SHARE) that locates its share coordinator."""
+        """The FindCoordinator key (key type 2, SHARE) that locates its share coordinator:
+        ``group:topicId:partition`` with the topic id in Kafka's text form (URL-safe base64,
+        as Kafka's ``Uuid.toString``), e.g. ``g1:AAECAwQFBgcICQoLDA0ODw:3``."""
         # Kafka's Uuid text form (URL-safe base64, unpadded), not Python's: the key's hash picks
         # the __share_group_state partition, which must be the one Kafka picks.
         topic = base64.urlsafe_b64encode(self.topic_id.bytes).decode().rstrip("=")

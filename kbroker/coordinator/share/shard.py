@@ -6,8 +6,9 @@ batches that changed and is merged into the state held so far (``combiner.combin
 tombstone forgets the partition. Beside the states the shard keeps, per share partition, the
 highest leader and state epochs seen (for fencing) and how many updates followed the last
 snapshot (a write past ``share.coordinator.snapshot.update.records.per.snapshot`` of them is
-written as a new snapshot). Every value is immutable, so a snapshot of the shard is a copy of
-its maps.
+written as a new snapshot), and where each one's latest snapshot is (records below the oldest
+of those can be pruned). Every value is immutable, so a snapshot of the shard is a copy of its
+maps.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kbroker.coordinator.share.combiner import combine
 from kbroker.coordinator.share.records import ShareState
 
 log = logging.getLogger("kbroker.coordinator.share")
+_NONE = 2**63 - 1  # no redundant offset known yet
 
 
 class ShareShard(Shard):
@@ -30,6 +32,10 @@ class ShareShard(Shard):
         self.leader_epochs: dict = {}
         self.state_epochs: dict = {}
         self.update_counts: dict = {}
+        # Pruning (Kafka's ShareCoordinatorOffsetsManager): the offset of each live share
+        # partition's latest snapshot; everything below the smallest is no longer needed.
+        self.snapshot_offsets: dict = {}
+        self.redundant_offset = _NONE
 
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         try:
@@ -42,6 +48,7 @@ class ShareShard(Shard):
             return
         k, v = record.key, record.value
         if record.record_type == rec.SNAPSHOT_TYPE:
+            self._snapshot_at(k, offset, deleted=v is None)
             if v is None:
                 for m in (self.states, self.leader_epochs, self.state_epochs,
                           self.update_counts):
@@ -76,6 +83,20 @@ class ShareShard(Shard):
                 current.create_timestamp, current.write_timestamp)
         self.update_counts[k] = self.update_counts.get(k, 0) + 1
 
+    def _snapshot_at(self, key, offset: int, deleted: bool) -> None:
+        """A snapshot (or a deletion) of ``key`` at ``offset``: records before the oldest latest
+        snapshot of all share partitions here are redundant. A deleted partition counts once,
+        then no longer holds the others back."""
+        self.snapshot_offsets[key] = offset
+        self.redundant_offset = min(self.snapshot_offsets.values())
+        if deleted:
+            del self.snapshot_offsets[key]
+
+    def last_redundant_offset(self) -> int | None:
+        """The offset below which the partition may be pruned, or None (nothing to prune)."""
+        value = self.redundant_offset
+        return None if value <= 0 or value == _NONE else value
+
     @staticmethod
     def _raise_epoch(epochs: dict, key, epoch: int) -> None:
         if epochs.get(key, epoch) <= epoch:
@@ -83,9 +104,10 @@ class ShareShard(Shard):
 
     def snapshot(self):
         return (dict(self.states), dict(self.leader_epochs), dict(self.state_epochs),
-                dict(self.update_counts))
+                dict(self.update_counts), dict(self.snapshot_offsets), self.redundant_offset)
 
     def restore(self, snapshot) -> None:
-        states, leaders, state_epochs, counts = snapshot
+        states, leaders, state_epochs, counts, offsets, redundant = snapshot
         self.states, self.leader_epochs = dict(states), dict(leaders)
         self.state_epochs, self.update_counts = dict(state_epochs), dict(counts)
+        self.snapshot_offsets, self.redundant_offset = dict(offsets), redundant

@@ -1,5 +1,5 @@
 """The broker's persister end to end on a real broker: the state written through
-``broker.share_persister`` lands in ``__share_group_state`` (created on first use, compacted, with
+``broker.share_persister`` lands in ``__share_group_state`` (created on first use, not compacted, with
 the share coordinator's settings) and comes back the same after a clean restart and after the
 broker process is killed with SIGKILL."""
 
@@ -59,7 +59,10 @@ def test_state_survives_a_restart(tmp_path):
             await check_state(kafka.broker, topic_id)
             state_topic = kafka.broker.controller.image.topic("__share_group_state")
             assert state_topic.num_partitions == 50
-            assert state_topic.configs["cleanup.policy"] == "compact"
+            # As Kafka: never compacted (updates are deltas), kept forever.
+            assert state_topic.configs["cleanup.policy"] == "delete"
+            assert state_topic.configs["retention.ms"] == "-1"
+            assert state_topic.configs["min.insync.replicas"] == "1"
             assert state_topic.configs["segment.bytes"] == "104857600"
         async with AsyncKafkaBroker(data_dir=tmp_path) as kafka:
             await check_state(kafka.broker, topic_id)
@@ -103,5 +106,86 @@ def test_state_survives_kill_9(tmp_path):
 
     async def scenario():
         async with AsyncKafkaBroker(data_dir=tmp_path) as kafka:
+            await check_state(kafka.broker, topic_id)
+    asyncio.run(scenario())
+
+
+def test_deleting_a_topic_drops_its_share_states(tmp_path):
+    async def scenario():
+        async with AsyncKafkaBroker(data_dir=tmp_path) as kafka:
+            broker = kafka.broker
+            topic_id = await write_state(broker)
+            other = await broker.controller.create_topic(NewTopic("kept", 1, 1))
+            kept = SharePartitionKey(GROUP, other.topic_id, 0)
+            assert (await broker.share_persister.initialize(kept, 0, 0)).error is Errors.NONE
+            await broker.controller.delete_topic("orders")
+            coordinator = broker.share_coordinator
+
+            def remaining():
+                return {k for shard in coordinator.runtime.shards.values() for k in shard.states}
+            for _ in range(100):
+                if remaining() == {kept}:
+                    break
+                await asyncio.sleep(0.05)
+            assert remaining() == {kept}
+            key = SharePartitionKey(GROUP, topic_id, 0)
+            assert (await broker.share_persister.read_summary(key, 0)).error is \
+                Errors.UNKNOWN_TOPIC_OR_PARTITION
+        async with AsyncKafkaBroker(data_dir=tmp_path) as kafka:  # the tombstones were written
+            runtime = kafka.broker.share_coordinator.runtime
+            for _ in range(100):
+                if not any(shard.loading for shard in runtime.shards.values()):
+                    break
+                await asyncio.sleep(0.05)
+            assert {k for shard in runtime.shards.values() for k in shard.states} == {kept}
+    asyncio.run(scenario())
+
+
+def test_the_state_topic_refuses_compaction_and_retention(tmp_path):
+    """Compacting __share_group_state would keep one ShareUpdate per share partition and lose
+    the deltas before it; AlterConfigs is refused (a kbroker guard, as for the other internal
+    topics)."""
+    from kbroker.protocol.errors import KafkaError
+    from kbroker.metadata.topic_policy import check_topic_configs
+
+    async def scenario():
+        async with AsyncKafkaBroker(data_dir=tmp_path) as kafka:
+            await write_state(kafka.broker)
+            topic = kafka.broker.controller.image.topic("__share_group_state")
+            for bad in ({"cleanup.policy": "compact"}, {"cleanup.policy": "delete,compact"},
+                        {"retention.ms": "604800000"}):
+                try:
+                    check_topic_configs(topic, {**topic.configs, **bad})
+                except KafkaError as exc:
+                    assert exc.error is Errors.INVALID_CONFIG
+                else:
+                    raise AssertionError(f"{bad} accepted")
+            check_topic_configs(topic, {**topic.configs, "segment.bytes": "1048576"})
+    asyncio.run(scenario())
+
+
+def test_pruning_keeps_the_state(tmp_path):
+    """With a snapshot after every update, the records below each share partition's latest
+    snapshot are deleted every prune interval; the state read back (also after a restart) is
+    the same."""
+    settings = {"share.coordinator.state.topic.prune.interval.ms": 100,
+                "share.coordinator.snapshot.update.records.per.snapshot": 1}
+
+    async def scenario():
+        async with AsyncKafkaBroker(settings, data_dir=tmp_path) as kafka:
+            broker = kafka.broker
+            topic_id = await write_state(broker)
+            coordinator = broker.share_coordinator
+            indexes = {coordinator.partition_for(SharePartitionKey(GROUP, topic_id, p))
+                       for p in (0, 1)}
+            for _ in range(100):
+                starts = {i: broker.replicas.get("__share_group_state", i).log_start_offset
+                          for i in indexes}
+                if all(starts.values()):
+                    break
+                await asyncio.sleep(0.05)
+            assert all(starts.values()), starts
+            await check_state(broker, topic_id)
+        async with AsyncKafkaBroker(settings, data_dir=tmp_path) as kafka:
             await check_state(kafka.broker, topic_id)
     asyncio.run(scenario())

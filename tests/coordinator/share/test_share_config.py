@@ -14,12 +14,14 @@ def test_implemented_settings_are_read():
                                 "share.coordinator.state.topic.replication.factor=3",
                                 "share.coordinator.state.topic.min.isr=2",
                                 "share.coordinator.state.topic.segment.bytes=1048576",
-                                "share.coordinator.snapshot.update.records.per.snapshot=0"])
+                                "share.coordinator.snapshot.update.records.per.snapshot=0",
+                                "share.coordinator.state.topic.prune.interval.ms=1000"])
     assert config.get("share.coordinator.state.topic.num.partitions") == 7
     assert config.get("share.coordinator.state.topic.replication.factor") == 3
     assert config.get("share.coordinator.state.topic.min.isr") == 2
     assert config.get("share.coordinator.state.topic.segment.bytes") == 1048576
     assert config.get("share.coordinator.snapshot.update.records.per.snapshot") == 0
+    assert config.get("share.coordinator.state.topic.prune.interval.ms") == 1000
 
 
 @pytest.mark.parametrize("key, value, reason", [
@@ -39,8 +41,6 @@ def test_bounds(key, value, reason):
     ("share.coordinator.append.linger.ms", "5"),
     ("share.coordinator.load.buffer.size", "1024"),
     ("share.coordinator.state.topic.compression.codec", "1"),
-    ("share.coordinator.state.topic.prune.interval.ms", "1000"),
-    ("share.coordinator.cold.partition.snapshot.interval.ms", "1000"),
 ])
 def test_unimplemented_settings_are_refused_unless_default(key, value):
     with pytest.raises(ConfigError) as info:

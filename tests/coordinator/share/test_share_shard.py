@@ -204,3 +204,50 @@ def test_start_offset_and_delivery_complete_count_never_move_back():
     state = runtime.shards[0].states[KEY]
     assert (state.start_offset, state.delivery_complete_count) == (20, 5)
     assert state.batches == (B(20, 30, AV, 1),)
+
+
+def test_last_redundant_offset():
+    """Records below the oldest latest snapshot of the share partitions are redundant; a
+    deleted partition stops holding the others back after its tombstone."""
+    runtime, broker = _setup(updates_per_snapshot=0)  # every write is a snapshot
+    other = SharePartitionKey("g2", TOPIC_ID, 1)
+    shard = lambda: runtime.shards[0]  # noqa: E731
+    run_all(runtime, ops.initialize(KEY, 0, 0))                      # offset 0
+    assert shard().last_redundant_offset() is None                   # 0: nothing below
+    run_all(runtime, ops.initialize(other, 0, 0))                    # 1
+    run_all(runtime, ops.write(KEY, 0, 0, 0, [B(0, 0, ACK, 1)], -1))  # 2
+    assert shard().last_redundant_offset() == 1                      # other's snapshot at 1
+    run_all(runtime, ops.write(other, 0, 0, 0, [], -1))              # 3
+    assert shard().last_redundant_offset() == 2
+    run_all(runtime, ops.delete(KEY))                                # 4: tombstone
+    assert shard().last_redundant_offset() == 3
+    run_all(runtime, ops.write(other, 0, 0, 0, [], -1))              # 5
+    assert shard().last_redundant_offset() == 5
+
+
+def test_cold_partitions_get_a_fresh_snapshot(monkeypatch):
+    """A share partition without a snapshot for the interval gets one (its state merged, the
+    snapshot epoch bumped, the creation time kept) and stops holding pruning back; when every
+    state is such a cold snapshot already, nothing is written."""
+    from kbroker.coordinator.share import operations
+    clock = [1_000_000]
+    monkeypatch.setattr(operations, "now_ms", lambda: clock[0])
+    runtime, broker = _setup()
+    other = SharePartitionKey("g2", TOPIC_ID, 1)
+    run_all(runtime, ops.initialize(KEY, 0, 0), ops.initialize(other, 0, 0),
+            ops.write(KEY, 0, 0, 0, [B(0, 4, ACK, 1)], -1))  # an update: the snapshot stays old
+    clock[0] += 60_000
+    run_all(runtime, ops.initialize(other, 1, 0))  # other's snapshot is fresh
+    before = runtime.shards[0].states[KEY]
+    clock[0] += 1_000
+    assert _run(runtime, ops.snapshot_cold(30_000)) == 1  # KEY only
+    after = runtime.shards[0].states[KEY]
+    assert after.batches == before.batches == (B(0, 4, ACK, 1),)
+    assert after.snapshot_epoch == before.snapshot_epoch + 1
+    assert (after.create_timestamp, after.write_timestamp) == (1_000_000, clock[0])
+    assert _types(broker)[-1] == rec.SNAPSHOT_TYPE
+    assert runtime.shards[0].last_redundant_offset() == 3  # other's snapshot
+    clock[0] += 60_000
+    assert _run(runtime, ops.snapshot_cold(30_000)) == 2  # other is warm: both idle ones go
+    clock[0] += 60_000
+    assert _run(runtime, ops.snapshot_cold(30_000)) == 0  # all cold already: skipped

@@ -26,14 +26,17 @@ class TopicInit:
     timestamp: int = 0
 
 
+INITIAL_EPOCH = 1  # Kafka 4.4 starts a share group and its target assignment at epoch 1
+
+
 class ShareGroup:
     def __init__(self, group_id: str):
         self.group_id = group_id
-        self.group_epoch = 0
+        self.group_epoch = INITIAL_EPOCH
         self.metadata_hash = 0
         self.members: dict = {}                  # member id -> ShareGroupMember
         self.target: dict = {}                   # member id -> {topic id: frozenset}
-        self.assignment_epoch = 0
+        self.assignment_epoch = INITIAL_EPOCH
         self.assignment_timestamp = 0
         self.initializing: dict = {}             # topic id -> TopicInit
         self.initialized: dict = {}              # topic id -> TopicInit

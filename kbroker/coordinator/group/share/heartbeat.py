@@ -10,8 +10,8 @@ One heartbeat, in order:
 3. apply the member's changes (rack, subscription, client): a changed subscription, a moved
    metadata hash of the subscribed topics, or initialized partitions that no target covers move
    the group epoch;
-4. when the group epoch is ahead of the target and ``group.share.assignment.interval.ms`` has
-   passed, a new target assignment over the *initialized* partitions (:mod:`.assignor`);
+4. when the group epoch is ahead of the target and ``share.assignment.interval.ms`` has
+   passed, a new target assignment over the *initialized* partitions (:mod:`.target`);
 5. the member moves straight to its target (nothing to revoke: partitions may be shared);
 6. (re)arm its session; answer epoch, interval and (when joining, on a full request or when it
    changed) the assignment; hand back the partitions to initialize (:mod:`.initialize`).
@@ -23,11 +23,12 @@ import logging
 from dataclasses import dataclass, field, replace
 
 from kbroker.coordinator.group import modern
-from kbroker.coordinator.group.share import assignor, initialize, membership
+from kbroker.coordinator.group.share import initialize, membership
 from kbroker.coordinator.group.share import records as rec
 from kbroker.coordinator.group.share import settings
 from kbroker.coordinator.group.share.group import ShareGroup
 from kbroker.coordinator.group.share.member import JOIN_EPOCH, LEAVE_EPOCH, ShareGroupMember
+from kbroker.coordinator.group.share.target import build as build_target
 from kbroker.coordinator.runtime import CoordinatorResult, now_ms
 from kbroker.protocol.errors import Errors, KafkaError
 
@@ -104,16 +105,9 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
     target_epoch, target = group.assignment_epoch, group.target
     if epoch > group.assignment_epoch and modern.can_compute_assignment(
             group.assignment_timestamp, settings.assignment_interval_ms(shard, gid), now):
-        target = _new_target(shard, group, members)
-        for member_id in members:
-            new = target.get(member_id, {})
-            old = group.target.get(member_id)
-            if old is None or dict(old) != {t: frozenset(p) for t, p in new.items() if p}:
-                records.append(rec.target_member(gid, member_id, new))
-        records.append(rec.target_metadata(gid, epoch, now))
+        target_records, target = build_target(shard, group, members, epoch, now)
+        records += target_records
         target_epoch = epoch
-        log.info("group %s: new target assignment at epoch %d: %s", gid, epoch,
-                 {m: {str(t): sorted(p) for t, p in a.items()} for m, a in target.items()})
     # --- reconciliation: straight to the target ---
     mine = {t: frozenset(p) for t, p in target.get(updated.member_id, {}).items() if p}
     if updated.member_epoch != target_epoch or dict(updated.assigned) != mine:
@@ -132,24 +126,6 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
         result.initialize = initialize.InitializeRequest(
             gid, epoch, {t: e.partitions for t, e in todo.items()})
     return CoordinatorResult(records, result)
-
-
-def _new_target(shard, group: ShareGroup, members: dict) -> dict:
-    image = shard.image
-    subscriptions, assignable = {}, {}
-    for member_id, m in members.items():
-        ids = set()
-        for name in m.subscribed:
-            topic = image.topic(name)
-            if topic is None:
-                continue
-            parts = group.initialized_partitions(topic.topic_id)
-            parts = {p for p in parts if p < topic.num_partitions}
-            if parts:
-                ids.add(topic.topic_id)
-                assignable[topic.topic_id] = parts
-        subscriptions[member_id] = ids
-    return assignor.assign(subscriptions, assignable, group.target)
 
 
 def _group(shard, gid: str, joining: bool) -> ShareGroup:

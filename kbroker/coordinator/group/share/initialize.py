@@ -96,3 +96,21 @@ def initialized(shard, group_id: str, topics: dict) -> CoordinatorResult:
     log.info("group %s: share partitions initialized: %s", group_id,
              {done[t].name: sorted(p) for t, p in topics.items() if t in done})
     return CoordinatorResult([rec.state_metadata(group_id, initializing, done, group.deleting)])
+
+
+def forget_deleted_topics(shard, topic_ids: set) -> list:
+    """Kafka's maybeCleanupShareGroupState: deleted topics leave every share group's
+    initializing, initialized and deleting topics (their share state is the share coordinator's
+    to drop). Returns the state records to write."""
+    records = []
+    for group in shard.share_groups.values():
+        hit = topic_ids & (set(group.initializing) | set(group.initialized) | set(group.deleting))
+        if not hit:
+            continue
+        log.info("group %s: forgetting the share state metadata of deleted topic(s) %s",
+                 group.group_id, sorted(str(t) for t in hit))
+        records.append(rec.state_metadata(
+            group.group_id, {t: e for t, e in group.initializing.items() if t not in hit},
+            {t: e for t, e in group.initialized.items() if t not in hit},
+            {t: n for t, n in group.deleting.items() if t not in hit}))
+    return records

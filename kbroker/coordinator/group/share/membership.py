@@ -11,7 +11,8 @@ import logging
 from kbroker.coordinator.group import modern
 from kbroker.coordinator.group.share import records as rec
 from kbroker.coordinator.group.share import settings
-from kbroker.coordinator.runtime import CoordinatorResult
+from kbroker.coordinator.group.share.target import build as build_target
+from kbroker.coordinator.runtime import CoordinatorResult, now_ms
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.coordinator.group")
@@ -46,15 +47,20 @@ def leave(shard, group_id: str, member_id: str, response) -> CoordinatorResult:
 
 
 def fence_records(shard, group, member_id: str) -> list:
-    """The member's tombstones and the group's next epoch (with the metadata hash of what the
-    remaining members subscribe to)."""
+    """The member's tombstones, the group's next epoch (with the metadata hash of what the
+    remaining members subscribe to) and the target assignment of the remaining members at that
+    epoch (Kafka 4.4.0 moves the assignment epoch with a leave too)."""
     records = rec.remove_member_records(group.group_id, member_id)
-    remaining = set()
-    for m in group.members.values():
-        if m.member_id != member_id:
-            remaining.update(m.subscribed)
-    metadata_hash = modern.group_hash(shard.image, remaining)
-    records.append(rec.group_epoch(group.group_id, group.group_epoch + 1, metadata_hash))
+    remaining = {m.member_id: m for m in group.members.values() if m.member_id != member_id}
+    subscribed = set()
+    for m in remaining.values():
+        subscribed.update(m.subscribed)
+    metadata_hash = modern.group_hash(shard.image, subscribed)
+    epoch = group.group_epoch + 1
+    records.append(rec.group_epoch(group.group_id, epoch, metadata_hash))
+    without = group.copy()
+    without.target.pop(member_id, None)
+    records += build_target(shard, without, remaining, epoch, now_ms())[0]
     return records
 
 

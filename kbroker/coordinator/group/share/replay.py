@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kbroker.coordinator.group.share import records as rec
-from kbroker.coordinator.group.share.group import ShareGroup, TopicInit
+from kbroker.coordinator.group.share.group import INITIAL_EPOCH, ShareGroup, TopicInit
 from kbroker.coordinator.group.share.member import ShareGroupMember, partitions
 from kbroker.coordinator.runtime import now_ms
 
@@ -42,7 +42,7 @@ def replay(groups: dict, record_type: int, key_view: memoryview, value: bytes | 
                 subscribed=tuple(sorted(v.subscribed_topic_names or ())))
     elif record_type == rec.TARGET_METADATA:
         if v is None:
-            group.assignment_epoch, group.assignment_timestamp = 0, 0
+            group.assignment_epoch, group.assignment_timestamp = INITIAL_EPOCH, 0
         else:
             group.assignment_epoch = v.assignment_epoch
             group.assignment_timestamp = v.assignment_timestamp
