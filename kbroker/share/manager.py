@@ -70,7 +70,13 @@ class SharePartitionManager:
 
     def share_partition(self, key: SharePartitionKey, replica) -> SharePartition:
         partition = self._partitions.get(key)
-        if partition is None or partition.replica is not replica:
+        # A new leader epoch means leadership moved away and back (or the partition was
+        # recreated): another broker may have changed the persisted state, so load it again,
+        # as Kafka drops its share partition when leadership changes.
+        if partition is None or partition.replica is not replica \
+                or partition.leader_epoch != replica.leader_epoch:
+            if partition is not None and partition.timer is not None:
+                partition.timer.cancel()
             partition = self._partitions[key] = SharePartition(key, replica, self.persister)
         return partition
 

@@ -53,6 +53,7 @@ class SharePartition:
     def __init__(self, key: SharePartitionKey, replica, persister: Persister):
         self.key = key
         self.replica = replica  # kbroker.replica.partition.Partition (this broker leads it)
+        self.leader_epoch = replica.leader_epoch  # the epoch this state belongs to
         self.persister = persister
         self.state: SharePartitionState | None = None
         self._loading: asyncio.Future | None = None

@@ -434,3 +434,18 @@ def test_a_refused_write_undoes_the_acknowledgement(kafka, topic, members):
     assert a.acknowledge(topic_id, [(0, 4, [ACCEPT])]).responses[0].partitions[0].error_code == 0
     key = SharePartitionKey(GROUP, topic_id, 0)
     assert kafka.persister.state[key][1] == 5
+
+
+def test_a_new_leader_epoch_reloads_the_share_partition(kafka, topic, members):
+    """Leadership that moved away and back: the in-memory state is dropped and read again from
+    the persister (locks held under the old epoch are gone, as on Kafka)."""
+    _, topic_id = topic
+    a, b = members("member-a"), members("member-b")
+    assert acquired(a.fetch(topic_id)) == [(0, 4, 1)]
+    name = kafka.controller.image.topic_by_id(topic_id).name
+    replica = kafka.replicas.get(name, 0)
+    replica.leader_epoch += 1  # what becoming leader again does
+    try:
+        assert acquired(b.fetch(topic_id)) == [(0, 4, 1)]  # nothing was persisted for them
+    finally:
+        replica.leader_epoch -= 1
