@@ -396,6 +396,8 @@ class BrokerConfig:
         if self.get("group.min.session.timeout.ms") > self.get("group.max.session.timeout.ms"):
             raise ConfigError("'group.min.session.timeout.ms' must not exceed "
                               "'group.max.session.timeout.ms'", "group.min.session.timeout.ms")
+        from kbroker.config import share_groups
+        share_groups.check(self.get)
         faults = sorted(n for n in self._static if n.startswith(FAULT_PREFIX))
         if faults and not self.get("dev.mode"):
             raise ConfigError(f"refused '{faults[0]}': fault injection works only in dev mode "

@@ -45,6 +45,7 @@ _LOAD_READ_BYTES = 1024 * 1024
 _MAX_UNCOMPRESSED = 64 * 1024 * 1024
 _LOAD_RETRY_FIRST_S = 1.0  # a failed load is retried after 1 s, doubling up to 30 s
 _LOAD_RETRY_MAX_S = 30.0
+_HW_WAIT_S = 0.02  # how often a load checks whether the high watermark reached the log end
 
 
 def now_ms() -> int:
@@ -349,6 +350,15 @@ class CoordinatorRuntime:
         partition = self._partition(shard.partition_index)
         if partition is None:
             return 0
+        # A new leader's high watermark trails its log until the followers fetch from it, yet
+        # everything in its log may have been acknowledged by the previous leader (committed
+        # there, replicated here): wait until that much is committed here too, or the shard
+        # would come up without the last acknowledged writes. (Kafka replays to the log end and
+        # holds back the uncommitted part; waiting gives the same state.)
+        target = partition.log_end_offset
+        while partition.high_watermark < target:
+            await asyncio.sleep(_HW_WAIT_S)
+            partition = self._partition(shard.partition_index) or partition
         count = 0
         offset = partition.log_start_offset
         while offset < partition.high_watermark:

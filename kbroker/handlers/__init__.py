@@ -42,6 +42,9 @@ MODULES = (
     "consumer_group_describe",
     "streams_group_heartbeat",
     "streams_group_describe",
+    "share_group_heartbeat",
+    "share_group_describe",
+    "share_group_offsets",
     "add_partitions_to_txn",
     "add_offsets_to_txn",
     "end_txn",
@@ -56,6 +59,9 @@ MODULES = (
     "acls",
     "client_quotas",
     "client_metrics",
+    "share_group_state",
+    "share_fetch",
+    "share_acknowledge",
 )
 
 

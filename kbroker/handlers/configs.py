@@ -139,7 +139,7 @@ def _describe(broker, resource, include_synonyms: bool, include_documentation: b
 
 def _describe_group(broker, group_id: str, names, include_synonyms: bool,
                     include_documentation: bool) -> list:
-    """A group's consumer.* and streams.* configs: its override (GROUP_CONFIG) or the broker's
+    """A group's consumer.*, share.* and streams.* configs: its override (GROUP_CONFIG) or the broker's
     synonym; Kafka's internal ones only once set."""
     from kbroker.config import ConfigSynonym
     from kbroker.coordinator.group.group_configs import GROUP_CONFIGS, default_value, render
@@ -152,7 +152,9 @@ def _describe_group(broker, group_id: str, names, include_synonyms: bool,
             continue
         if definition.internal and name not in overrides:
             continue
-        broker_entry = describe_broker_configs(broker.config, [definition.synonym])[0]
+        broker_entry = None  # a config without a broker synonym has Kafka's fixed default
+        if definition.synonym is not None:
+            broker_entry = describe_broker_configs(broker.config, [definition.synonym])[0]
         default = render(definition, default_value(broker.config, definition))
         value = overrides[name] if name in overrides else default  # stored rendered
         source = ConfigSource.GROUP_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG
@@ -160,8 +162,9 @@ def _describe_group(broker, group_id: str, names, include_synonyms: bool,
         if include_synonyms:
             if name in overrides:
                 synonyms.append(ConfigSynonym(name, value, ConfigSource.GROUP_CONFIG))
-            synonyms.append(ConfigSynonym(definition.synonym, broker_entry.value,
-                                          broker_entry.source))
+            if broker_entry is not None:
+                synonyms.append(ConfigSynonym(definition.synonym, broker_entry.value,
+                                              broker_entry.source))
         entries.append(ConfigEntry(name, value, source, False, False,
                                    ConfigType[definition.type],
                                    definition.doc if include_documentation else None, synonyms))

@@ -53,7 +53,7 @@ def describe(ctx, R, group_id: str):
         out.error_code = Errors.GROUP_ID_NOT_FOUND.code
         out.error_message = (f"Group {group_id} is not a consumer group."
                              if shard.group(group_id) is not None
-                             or group_id in shard.streams_groups
+                             or shard.is_modern_group(group_id)
                              else f"Group {group_id} not found.")
         return out
     image = ctx.metadata

@@ -13,6 +13,8 @@ A handler names exactly what it uses through this context and nothing else of th
   the listener it came in on and the authenticated principal;
 - ``session`` — what handlers keep per client connection (:mod:`kbroker.handlers.session`), None
   for a request that came from no connection;
+- ``share`` — the share-partition manager (:mod:`kbroker.share`), None when the broker has no
+  share-group persister;
 - ``client_metrics`` — client telemetry (KIP-714, :mod:`kbroker.telemetry`); ``connection`` — the
   client's connection as an opaque object (telemetry keys its client instances by it and reads
   its ``port`` and ``client_software``), None without one.
@@ -29,11 +31,14 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     from kbroker.config import BrokerConfig
     from kbroker.coordinator.group.coordinator import GroupCoordinator
+    from kbroker.coordinator.share.coordinator import ShareCoordinator
+    from kbroker.coordinator.share.persister import Persister
     from kbroker.coordinator.txn.coordinator import TransactionCoordinator
     from kbroker.handlers.session import ClientSession
     from kbroker.metadata.controller import Controller
     from kbroker.metadata.producer_ids import ProducerIdManager
     from kbroker.replica.replica_manager import ReplicaManager
+    from kbroker.share.manager import SharePartitionManager
     from kbroker.telemetry.manager import ClientMetricsManager
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -65,12 +70,18 @@ class BrokerServices:
     cluster: ClusterView
     txn: "TransactionCoordinator | None" = None
     client_metrics: "ClientMetricsManager | None" = None
+    # Share groups (KIP-932): the share coordinator's shards, and the persister every share
+    # partition's state goes through (local shard or the coordinator broker).
+    share_coordinator: "ShareCoordinator | None" = None
+    share_persister: "Persister | None" = None
+    share: "SharePartitionManager | None" = None
 
 
 class RequestContext:
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
                  "listener", "principal", "config", "partitions", "controller", "groups",
-                 "producer_ids", "cluster", "txn", "session", "client_metrics", "connection")
+                 "producer_ids", "cluster", "txn", "session", "client_metrics", "connection",
+                 "share_coordinator", "share_persister", "share")
 
     def __init__(self, services: BrokerServices | None, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, client_host: str = "?",
@@ -94,6 +105,9 @@ class RequestContext:
             self.cluster = services.cluster
             self.txn = services.txn
             self.client_metrics = services.client_metrics
+            self.share_coordinator = services.share_coordinator
+            self.share_persister = services.share_persister
+            self.share = services.share
 
     @property
     def node_id(self) -> int:

@@ -10,9 +10,11 @@
   features). A level set by UpdateFeatures is kept by the controller in the metadata store (the
   single node's metadata file; Kafka's ``/feature`` znode in cluster mode, read by every
   broker), so it survives restarts and every broker of a cluster answers the same.
-Not listed (their APIs are not served): ``group.version`` (KIP-848 consumer groups),
-``share.version``, ``streams.version``, ``eligible.leader.replicas.version``, ``kraft.version``.
-Kafka 4.4.0 lists them too, finalized.
+- ``share.version`` supported 0-2, finalized 2 as on a new Kafka 4.4.0 cluster (KIP-932 share
+  groups). At 0 the share-group APIs stay advertised but answer UNSUPPORTED_VERSION, as Kafka
+  4.4.0's do (:func:`share_groups_enabled`); stored like ``transaction.version``.
+Not listed: ``group.version`` (KIP-848 consumer groups), ``streams.version``,
+``eligible.leader.replicas.version``, ``kraft.version``. Kafka 4.4.0 lists them too, finalized.
 
 The finalized epoch grows with every accepted change, so a client can tell a newer answer.
 ApiVersions v3 leaves out supported features whose minimum is 0 (Kafka: older clients fail on
@@ -41,8 +43,12 @@ METADATA_VERSION = 33
 SUPPORTED = {
     "metadata.version": (METADATA_VERSION, METADATA_VERSION),
     "transaction.version": (0, 2),
+    "share.version": (0, 2),
 }
 DEFAULT_TRANSACTION_VERSION = 2
+DEFAULT_SHARE_VERSION = 2
+# The features UpdateFeatures may change (metadata.version has one level).
+CHANGEABLE = ("transaction.version", "share.version")
 UPGRADE = 1
 
 
@@ -57,7 +63,14 @@ def finalized_levels(ctx) -> dict[str, int]:
     levels = dict(image.finalized_features) if image is not None else {}
     return {"metadata.version": METADATA_VERSION,
             "transaction.version": levels.get("transaction.version",
-                                              DEFAULT_TRANSACTION_VERSION)}
+                                              DEFAULT_TRANSACTION_VERSION),
+            "share.version": levels.get("share.version", DEFAULT_SHARE_VERSION)}
+
+
+def share_groups_enabled(ctx) -> bool:
+    """Whether share groups are on (``share.version`` >= 1): the share-group APIs answer
+    UNSUPPORTED_VERSION otherwise, as Kafka 4.4.0's do."""
+    return finalized_levels(ctx)["share.version"] >= 1
 
 
 def finalized_epoch(ctx) -> int:
@@ -111,9 +124,8 @@ async def handle_update_features(ctx, request):
                                    f"feature had an error: {message}", results=[])
     if not (ctx.api_version >= 1 and request.validate_only):
         before = finalized_levels(ctx)
-        # metadata.version has one level: only transaction.version can change.
         levels = {u.feature: u.max_version_level for u in request.feature_updates
-                  if u.feature == "transaction.version"}
+                  if u.feature in CHANGEABLE}
         try:
             await ctx.controller.update_features(levels)
         except StaleMetadataError as exc:

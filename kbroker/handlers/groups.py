@@ -16,7 +16,9 @@ operation on the group's shard, answered once its records are committed. Version
   Stable).
 - DescribeGroups of a consumer-protocol group: Dead, and from v6 GROUP_ID_NOT_FOUND "Group G is
   not a classic group." (Kafka; the admin client asks ConsumerGroupDescribe).
-- DeleteGroups deletes an Empty consumer group too (NON_EMPTY_GROUP otherwise).
+- DeleteGroups deletes an Empty consumer or share group too (NON_EMPTY_GROUP otherwise); a
+  share group's share-partition state is deleted through the persister first.
+- ListGroups lists share groups as protocol type and type "share" (Empty or Stable).
 - DeleteGroups v3 (KIP-1331) adds a per-group error message, which Kafka 4.4 fills only when its
   streams topology description plugin fails a deletion (GROUP_DELETION_FAILED); it is null here,
   as Kafka's is for GROUP_ID_NOT_FOUND and NON_EMPTY_GROUP.
@@ -29,7 +31,7 @@ from kbroker.coordinator.group import admin, heartbeat, leave, sync
 from kbroker.coordinator.group.join import JoinRequest, join
 from kbroker.coordinator.group.shard import JoinResult, SyncResult
 from kbroker.coordinator.group.state import GroupState
-from kbroker.handlers import handles
+from kbroker.handlers import handles, share_group_offsets
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import (Op, ResourceType, allowed, authorized_operations,
                                          check)
@@ -181,7 +183,7 @@ def handle_describe_groups(ctx, request):
                 out.error_code = Errors.GROUP_ID_NOT_FOUND.code
                 # A consumer-protocol group is described by ConsumerGroupDescribe (Kafka).
                 shard = _shard(ctx, group_id)
-                consumer = group_id in shard.consumer_groups or group_id in shard.streams_groups
+                consumer = shard.is_modern_group(group_id)
                 out.error_message = (f"Group {group_id} is not a classic group." if consumer
                                      else f"Group {group_id} not found.")
             described.append(out)
@@ -239,6 +241,10 @@ def handle_delete_groups(ctx, request):
     async def delete_all():
         results = []
         for group_id in request.groups_names:
+            if share_group_offsets.is_share_group(ctx, group_id):
+                results.append(R.DeletableGroupResult(
+                    group_id=group_id, error_code=(await _delete_share(ctx, group_id)).code))
+                continue
             error = await _answer(ctx, group_id,
                                   lambda shard, g=group_id: admin.delete_group(shard, g),
                                   lambda e: e, lambda e: e, needs=Op.DELETE)
@@ -246,3 +252,11 @@ def handle_delete_groups(ctx, request):
         return R(throttle_time_ms=0, results=results)
 
     return delete_all()
+
+
+async def _delete_share(ctx, group_id: str) -> Errors:
+    try:
+        check(ctx, Op.DELETE, ResourceType.GROUP, group_id)
+        return await share_group_offsets.delete_share_group(ctx, group_id)
+    except KafkaError as exc:
+        return exc.error

@@ -75,7 +75,7 @@ def describe(ctx, R, group_id: str):
     group = shard.streams_groups.get(group_id)
     if group is None:
         out.error_code = Errors.GROUP_ID_NOT_FOUND.code
-        other = group_id in shard.consumer_groups or shard.group(group_id) is not None
+        other = shard.is_modern_group(group_id) or shard.group(group_id) is not None
         out.error_message = (f"Group {group_id} is not a streams group." if other
                              else f"Group {group_id} not found.")
         return out

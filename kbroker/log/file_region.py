@@ -38,6 +38,11 @@ class FileRegion:
     def fileno(self) -> int:
         return self.file.fileno()
 
+    def slice(self, start: int, length: int) -> "FileRegion":
+        """``length`` bytes from ``start`` (relative to this region) of the same file: a share
+        fetch answers the batches it acquired records from, a subset of what the log read."""
+        return FileRegion(self.file, self.position + start, length)
+
     def read(self) -> bytes:
         """The region's bytes, read with ``os.pread`` (for TLS connections and tests)."""
         fd = self.file.fileno()

@@ -19,7 +19,7 @@ from typing import Mapping
 # Kafka's rule: up to 249 characters of ASCII alphanumerics, '.', '_' and '-', but not "." or "..".
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 _EMPTY: Mapping = MappingProxyType({})
 
 

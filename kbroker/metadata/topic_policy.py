@@ -216,9 +216,24 @@ def check_deletable(topic: TopicMetadata) -> None:
                          f"the state of the broker's coordinators.")
 
 
+SHARE_STATE_TOPIC = "__share_group_state"
+
+
 def check_topic_configs(topic: TopicMetadata, configs: Mapping[str, str]) -> None:
-    """An internal topic must stay compacted: retention would delete coordinator state."""
+    """An internal topic must stay compacted: retention would delete coordinator state. Except
+    ``__share_group_state``, which Kafka keeps with ``cleanup.policy=delete`` and infinite
+    retention: its ShareUpdate records are deltas on the last snapshot, so compacting them (or
+    expiring them) would lose state."""
     if not topic.is_internal:
+        return
+    if topic.name == SHARE_STATE_TOPIC:
+        policy = [p.strip() for p in configs.get("cleanup.policy", "delete").split(",")]
+        retention = str(configs.get("retention.ms", "-1")).strip()
+        if "compact" in policy or retention != "-1":
+            raise KafkaError(Errors.INVALID_CONFIG,
+                             f"{topic.name} must keep cleanup.policy=delete and retention.ms=-1: "
+                             f"its records are deltas on a snapshot, and compaction or retention "
+                             f"would lose share partition state.")
         return
     policy = configs.get("cleanup.policy", "compact")
     if "compact" not in [p.strip() for p in policy.split(",")]:

@@ -42,7 +42,10 @@ class Broker:
         self.dispatcher: Dispatcher | None = None
         self.group_coordinator = None
         self.txn_coordinator = None
+        self.share_coordinator = None  # kbroker.coordinator.share: __share_group_state shards
+        self.share_persister = None  # what share partitions and share groups persist through
         self.client_metrics = None  # kbroker.telemetry.manager.ClientMetricsManager (KIP-714)
+        self.share_partitions = None  # kbroker.share.manager.SharePartitionManager
         self.log_cleaner = None
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
         self.cluster = None  # kbroker.metadata.zk.cluster.ZkCluster with zookeeper.connect
@@ -86,11 +89,20 @@ class Broker:
         self.txn_coordinator = TransactionCoordinator(self.config, self.controller, self.replicas,
                                                       self.producer_ids, self.group_coordinator)
         self.txn_coordinator.start()
+        from kbroker.coordinator.share.coordinator import BrokerPersister, ShareCoordinator
+        # Loads the shards of __share_group_state (when it exists) by replaying them.
+        self.share_coordinator = ShareCoordinator(self.config, self.controller, self.replicas)
+        self.share_coordinator.start()
+        self.share_persister = BrokerPersister(self.share_coordinator, self.config)
+        # Share groups initialize and delete their share partitions' state through it.
+        self.group_coordinator.share_persister = self.share_persister
         # Coordinator shards follow leadership of their internal-topic partition (on a single
         # node: the topic's creation); listeners run in order, so the partition has its new
         # role before its shard loads.
         self.controller.subscribe(self.group_coordinator.runtime)
         self.controller.subscribe(self.txn_coordinator.runtime)
+        self.controller.subscribe(self.share_coordinator.runtime)
+        self.controller.subscribe(self.share_coordinator)  # drops states of deleted topics
         from kbroker.handlers.client_metrics import ClientMetricsFollower
         from kbroker.telemetry.manager import ClientMetricsManager
         self.client_metrics = ClientMetricsManager(
@@ -99,6 +111,12 @@ class Broker:
         follower = ClientMetricsFollower(self.client_metrics)
         follower.apply(None, self.controller.image)  # the subscriptions stored so far
         self.controller.subscribe(follower)
+        from kbroker.share.manager import SharePartitionManager
+        # Share partitions (ShareFetch/ShareAcknowledge) keep their state through the persister
+        # and read their group's share.* configs from the group coordinator.
+        self.share_partitions = SharePartitionManager(
+            self.share_persister, self.group_coordinator.share_group_settings,
+            self.config.get("group.share.max.share.sessions"), self.replicas.wait_for_news)
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         self.connection_limits.image = lambda: self.controller.image  # ip quotas (KIP-612)
         failures = FailureLog()
@@ -186,6 +204,12 @@ class Broker:
                 pass
         for _, server in self.servers:
             await server.wait_closed()
+        if self.share_partitions is not None:
+            self.share_partitions.close()
+        if self.share_persister is not None:
+            self.share_persister.close()  # cancels calls waiting on other brokers
+        if self.share_coordinator is not None:
+            await self.share_coordinator.stop()
         if self.txn_coordinator is not None:
             await self.txn_coordinator.stop()
         if self.group_coordinator is not None:
@@ -238,7 +262,9 @@ class Broker:
             config=self.config, partitions=self.replicas, controller=self.controller,
             groups=self.group_coordinator, producer_ids=self.producer_ids,
             cluster=ClusterView(self.node_id, rack, self.advertised_endpoint),
-            txn=self.txn_coordinator, client_metrics=self.client_metrics)
+            txn=self.txn_coordinator, client_metrics=self.client_metrics,
+            share_coordinator=self.share_coordinator, share_persister=self.share_persister,
+            share=self.share_partitions)
 
     # --- what connections call -----------------------------------------------------------------
 

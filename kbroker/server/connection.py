@@ -198,6 +198,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         telemetry = getattr(self._server, "client_metrics", None)
         if telemetry is not None:  # its client instance goes with it, as in Kafka
             telemetry.disconnected(self)
+        share = getattr(self._server, "share_partitions", None)
+        if share is not None:  # Kafka drops the connection's share sessions and their locks
+            share.connection_closed(self)
         for item, size in self._pending:
             if isinstance(item, asyncio.Future):
                 item.cancel()

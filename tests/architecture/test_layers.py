@@ -62,6 +62,8 @@ RULES = {
     "server": ["log"],
     "handlers": ["server", "log"],
     "coordinator": ["handlers", "server", "log"],
+    # share partitions may use the share coordinator's persister contract, nothing else of it
+    "share": ["handlers", "server", "log", "cli", "testing"],
     "metadata": ["handlers", "server", "log", "coordinator"],
     "replica": ["handlers", "server", "coordinator"],
     "log": ["handlers", "server", "coordinator", "replica", "metadata"],
@@ -140,4 +142,18 @@ def test_only_the_zk_package_knows_zookeeper():
         if path.parent == ROOT / "metadata" and any(
                 n.startswith("kbroker.metadata.zk") for n in names):
             offenders.append(f"{path.relative_to(ROOT.parent)} imports the ZooKeeper side")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_share_partitions_use_only_the_persister_of_the_coordinators():
+    """``kbroker/share/`` reaches the share coordinator through its persister contract alone
+    (kbroker.coordinator.share.persister), never the coordinators themselves."""
+    allowed = "kbroker.coordinator.share.persister"
+    offenders = []
+    for path in _modules():
+        if _layer(path) != "share":
+            continue
+        for name in _imports_layer(_imports(path), "coordinator"):
+            if name != allowed and not name.startswith(allowed + "."):
+                offenders.append(f"{path.relative_to(ROOT.parent)} imports {name}")
     assert not offenders, "\n".join(offenders)

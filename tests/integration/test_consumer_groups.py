@@ -395,7 +395,7 @@ def test_group_configs(cg_broker):
     assert described()["consumer.session.timeout.ms"].value == "6000"  # the broker's
     for name, value, text in (("consumer.heartbeat.interval.ms", "50", "must be in the range 100 to 15000"),
                               ("consumer.nope", "1", "Unknown group config name"),
-                              ("share.session.timeout.ms", "45000", "no share groups")):
+                              ("errors.deadletterqueue.topic.name", "dlq", "no dead-letter queue")):
         with pytest.raises(Exception) as err:
             alter(name, value).result(20)
         assert text in str(err.value)

@@ -1,5 +1,5 @@
 """Feature flags over real sockets: ApiVersions v3/v4 supported and finalized features as Kafka
-4.4.0 lists them (``transaction.version`` 0-2, finalized 2), UpdateFeatures v0-2 answered as
+4.4.0 lists them (``transaction.version`` and ``share.version`` 0-2, finalized 2), UpdateFeatures v0-2 answered as
 Kafka 4.4.0's controller does (a level within the range is finalized, a downgrade needs the
 downgrade type, anything else fails the request with INVALID_UPDATE_VERSION and Kafka's message),
 and Kafka's own ``kafka-features.sh`` describe (Java Admin.describeFeatures, which reads
@@ -57,11 +57,13 @@ def test_api_versions_lists_features(broker, version):
     assert r.error_code == 0
     supported = {f.name: (f.min_version, f.max_version) for f in r.supported_features}
     # v3 leaves out features whose minimum is 0, as Kafka does.
-    assert supported == ({"metadata.version": (33, 33), "transaction.version": (0, 2)}
+    assert supported == ({"metadata.version": (33, 33), "transaction.version": (0, 2),
+                          "share.version": (0, 2)}
                          if version >= 4 else {"metadata.version": (33, 33)})
     assert {f.name: (f.min_version_level, f.max_version_level)
             for f in r.finalized_features} == {"metadata.version": (33, 33),
-                                               "transaction.version": (2, 2)}
+                                               "transaction.version": (2, 2),
+                                               "share.version": (2, 2)}
     assert r.finalized_features_epoch >= 0
     assert any(k.api_key == UPDATE_FEATURES and k.max_version == 2 for k in r.api_keys)
 
@@ -117,7 +119,9 @@ def test_kafka_features_describe(broker):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = {line.split()[1]: line for line in done.stdout.splitlines() if line.startswith("Feature:")}
-    assert set(lines) == {"metadata.version", "transaction.version"}, done.stdout
+    assert set(lines) == {"metadata.version", "transaction.version", "share.version"}, \
+        done.stdout
+    assert "FinalizedVersionLevel: 2" in lines["share.version"]
     assert "FinalizedVersionLevel: 2" in lines["transaction.version"]
     assert "FinalizedVersionLevel: 4.4-IV2" in lines["metadata.version"]
 

@@ -67,6 +67,13 @@ def offset_commit(t, g, x):
                                                       committed_metadata="")])])
 
 
+SOME_TOPIC_ID = uuid.UUID(int=1)  # any: the authorization comes first
+
+
+def share_state_errors(response):
+    return [p.error_code for t in response.results for p in t.partitions]
+
+
 def partition_errors(response, topics="topics", partitions="partitions"):
     return [p.error_code for t in getattr(response, topics) for p in getattr(t, partitions)]
 
@@ -157,6 +164,32 @@ CASES = {
     "DescribeTransactions": (65, 0, lambda t, g, x: req(65, transactional_ids=[x]),
                              lambda r: [s.error_code for s in r.transaction_states],
                              T.TRANSACTIONAL_ID, O.DESCRIBE, None, TXN),
+    # The share coordinator's inter-broker APIs: every partition denied without CLUSTER_ACTION.
+    "InitializeShareGroupState": (83, 0, lambda t, g, x: req(83, group_id=g, topics=[
+        nested(83, "InitializeStateData")(topic_id=SOME_TOPIC_ID, partitions=[
+            nested(83, "PartitionData")(partition=0, state_epoch=0, start_offset=0)])]),
+        share_state_errors, T.BROKER, O.CLUSTER_ACTION, O.ALTER, CLUSTER),
+    "ReadShareGroupState": (84, 0, lambda t, g, x: req(84, group_id=g, topics=[
+        nested(84, "ReadStateData")(topic_id=SOME_TOPIC_ID, partitions=[
+            nested(84, "PartitionData")(partition=0, leader_epoch=0)])]),
+        share_state_errors, T.BROKER, O.CLUSTER_ACTION, O.ALTER, CLUSTER),
+    "WriteShareGroupState": (85, 1, lambda t, g, x: req(85, group_id=g, topics=[
+        nested(85, "WriteStateData")(topic_id=SOME_TOPIC_ID, partitions=[
+            nested(85, "PartitionData")(partition=0, state_epoch=0, leader_epoch=0,
+                                        start_offset=0, state_batches=[])])]),
+        share_state_errors, T.BROKER, O.CLUSTER_ACTION, O.ALTER, CLUSTER),
+    "DeleteShareGroupState": (86, 0, lambda t, g, x: req(86, group_id=g, topics=[
+        nested(86, "DeleteStateData")(topic_id=SOME_TOPIC_ID, partitions=[
+            nested(86, "PartitionData")(partition=0)])]),
+        share_state_errors, T.BROKER, O.CLUSTER_ACTION, O.ALTER, CLUSTER),
+    "ReadShareGroupStateSummary": (87, 1, lambda t, g, x: req(87, group_id=g, topics=[
+        nested(87, "ReadStateSummaryData")(topic_id=SOME_TOPIC_ID, partitions=[
+            nested(87, "PartitionData")(partition=0, leader_epoch=0)])]),
+        share_state_errors, T.BROKER, O.CLUSTER_ACTION, O.ALTER, CLUSTER),
+    "FindCoordinator(SHARE)": (10, 6, lambda t, g, x: req(10, key_type=2, coordinator_keys=[
+        f"{g}:AAAAAAAAAAAAAAAAAAAAAQ:0", f"{g}:AAAAAAAAAAAAAAAAAAAAAQ:1"]),
+        lambda r: [c.error_code for c in r.coordinators], T.BROKER, O.CLUSTER_ACTION, O.ALTER,
+        CLUSTER),
 }
 
 

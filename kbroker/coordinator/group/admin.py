@@ -23,12 +23,11 @@ def describe(shard: GroupShard, group_id: str):
 def list_groups(shard: GroupShard, states: set[str] | None, types: set[str] | None = None
                 ) -> list:
     """[(group_id, protocol_type, state name, group type)] of this shard, filtered by lower-cased
-    states and types ("classic", "consumer", "streams")."""
+    states and types ("classic", "consumer", "share", "streams")."""
     out = []
     if not types or "classic" in types:
         for group in shard.groups.values():
-            if group.is_in(S.DEAD) or group.group_id in shard.consumer_groups \
-                    or group.group_id in shard.streams_groups:
+            if group.is_in(S.DEAD) or shard.is_modern_group(group.group_id):
                 continue
             if states and group.state.value.lower() not in states:
                 continue
@@ -39,6 +38,12 @@ def list_groups(shard: GroupShard, states: set[str] | None, types: set[str] | No
             if states and state.lower() not in states:
                 continue
             out.append((group.group_id, "consumer", state, "consumer"))
+    if not types or "share" in types:
+        for group in shard.share_groups.values():
+            state = group.state.value
+            if states and state.lower() not in states:
+                continue
+            out.append((group.group_id, "share", state, "share"))
     if not types or "streams" in types:
         for group in shard.streams_groups.values():
             state = group.state.value

@@ -30,12 +30,24 @@ class GroupCoordinator:
                                               self.group_configs),
             config.get("offsets.topic.replication.factor"))
         self._expiry: asyncio.Task | None = None
+        # The share coordinator's persister (kbroker.coordinator.share.persister.Persister):
+        # share groups initialize, read and delete share-partition state through it. The broker
+        # sets it once its share coordinator exists; until then no partition is initialized, so
+        # share groups get no assignment.
+        self.share_persister = None
 
     def group_configs(self, group_id: str):
         """A group's configs (the GROUP resource) as the current metadata image holds them:
         read at each use, so a change applies to running groups from their next heartbeat
         (interval) and next deadlines (session timeout), as on Kafka."""
         return self.controller.image.group_config(group_id)
+
+    def share_group_settings(self, group_id: str):
+        """What a share partition of ``group_id`` needs of its group's configs
+        (:class:`kbroker.coordinator.group.group_configs.ShareGroupSettings`): the group's
+        ``share.*`` overrides, else the broker's ``group.share.*`` values; read at each call."""
+        from kbroker.coordinator.group.group_configs import share_group_settings_of
+        return share_group_settings_of(self.config, self.group_configs(group_id))
 
     def start(self) -> None:
         self.runtime.start()
@@ -99,7 +111,8 @@ class GroupCoordinator:
 class _TopicListener:
     """Follows the metadata image for the consumer groups (Kafka's onMetadataUpdate): a group
     subscribed to a topic that was created, changed or deleted re-checks its metadata hash at its
-    next heartbeat; groups with regexes re-resolve them once topics were created."""
+    next heartbeat; groups with regexes re-resolve them once topics were created; a deleted topic
+    leaves the share groups' state metadata."""
 
     def __init__(self, coordinator: GroupCoordinator):
         self.coordinator = coordinator
@@ -117,7 +130,21 @@ class _TopicListener:
             for shard in list(self.coordinator.runtime.shards.values()):
                 if not shard.loading:
                     consumer_topics_changed(shard, changed, bool(created))
+        deleted = {t.topic_id for n, t in before.items()
+                   if n not in after or after[n].topic_id != t.topic_id}
+        if deleted:
+            for shard in list(self.coordinator.runtime.shards.values()):
+                if not shard.loading and shard.share_groups:
+                    share_topics_deleted(shard, deleted)
         yield from ()
+
+
+def share_topics_deleted(shard, topic_ids: set) -> None:
+    """Deleted topics leave the share groups' state metadata (a write on the shard, soon)."""
+    from kbroker.coordinator.group.share.initialize import forget_deleted_topics
+    from kbroker.coordinator.runtime import CoordinatorResult
+    shard.schedule(("share-deleted-topics", frozenset(topic_ids)), 0,
+                   lambda s: CoordinatorResult(forget_deleted_topics(s, topic_ids)))
 
 
 def consumer_topics_changed(shard, changed: set, created: bool) -> None:

@@ -1,18 +1,21 @@
-"""Group configs (KIP-848, KIP-1071): per-group settings of consumer and streams groups, set
+"""Group configs (KIP-848, KIP-1071, KIP-932): per-group settings of consumer, streams and share
+groups, set
 through IncrementalAlterConfigs on the GROUP resource and read by their coordinators
 (:func:`kbroker.coordinator.group.modern.group_setting`); a group without an override uses the
 broker config named as its synonym.
 
-The table is Kafka 4.4's GroupConfig for the group types kbroker has: ``consumer.*`` and
-``streams.*``. Validation follows it, in its order: an unknown name is INVALID_CONFIG ("Unknown
+The table is Kafka 4.4's GroupConfig for the group types kbroker has: ``consumer.*``,
+``share.*`` and ``streams.*``. Validation follows it, in its order: an unknown name is INVALID_CONFIG ("Unknown
 group config name: N"); a value must parse as its type ("Invalid value V for configuration N: Not
 a number of type INT", "... Expected value to be either true or false") and pass the type's own
 check ("Value must be at least L"); then the broker's bounds ("N must be in the range A to B
 inclusive.", "N must be less than or equal to B", "N must be greater than or equal to A"), the
 streams assignor must be registered in ``group.streams.assignors``, rack-aware tags must not
 repeat, and a session timeout must exceed its heartbeat interval ("S must be greater than H").
-Kafka's share.* configs (and the share groups' dead-letter-queue configs) are refused with
-INVALID_CONFIG: kbroker has no share groups, and a setting is never accepted to be ignored.
+The share groups' dead-letter-queue configs are refused with INVALID_CONFIG: kbroker has no
+dead-letter queue, and a setting is never accepted to be ignored. ``share.auto.offset.reset``,
+``share.isolation.level`` and ``share.renew.acknowledge.enable`` have no broker synonym (Kafka's
+fixed defaults apply). :func:`share_group_settings` is what the share partitions read.
 
 Internal configs (Kafka's ``defineInternal``: ``streams.task.offset.interval.ms``,
 ``streams.num.warmup.replicas``, ``streams.acceptable.recovery.lag``,
@@ -42,12 +45,14 @@ INT, LONG, BOOLEAN, STRING, LIST = "INT", "LONG", "BOOLEAN", "STRING", "LIST"
 class GroupConfigDef:
     name: str
     type: str
-    synonym: str                 # the broker config a group without an override uses
+    synonym: str | None          # the broker config a group without an override uses
     doc: str
     least: int | None = None     # the type's own lower bound (Kafka's Range.atLeast)
     lower: str | None = None     # broker config of the lower bound
     upper: str | None = None     # broker config of the upper bound
     internal: bool = False       # shown by DescribeConfigs only once set
+    default: object = None       # the value without an override, when there is no synonym
+    check: object = None         # a further check of the parsed value: fn(name, value)
 
 
 _D = GroupConfigDef
@@ -62,6 +67,37 @@ _TABLE = (
     _D("consumer.assignment.interval.ms", INT, "group.consumer.assignment.interval.ms",
        "The interval between assignment updates for a consumer group.", 0,
        "group.consumer.min.assignment.interval.ms", "group.consumer.max.assignment.interval.ms"),
+    _D("share.session.timeout.ms", INT, "group.share.session.timeout.ms",
+       "The timeout to detect client failures when using the share group protocol.", 1,
+       "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+    _D("share.heartbeat.interval.ms", INT, "group.share.heartbeat.interval.ms",
+       "The heartbeat interval given to the members of a share group.", 1,
+       "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+    _D("share.record.lock.duration.ms", INT, "group.share.record.lock.duration.ms",
+       "The record acquisition lock duration in milliseconds for share groups.", 1000,
+       "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms"),
+    _D("share.delivery.count.limit", INT, "group.share.delivery.count.limit",
+       "The maximum number of delivery attempts for a record delivered to a share group.", 2,
+       "group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit"),
+    _D("share.partition.max.record.locks", INT, "group.share.partition.max.record.locks",
+       "Share-group record lock limit per share-partition.", 100,
+       "group.share.min.partition.max.record.locks",
+       "group.share.max.partition.max.record.locks"),
+    _D("share.auto.offset.reset", STRING, None,
+       "The strategy to initialize the share-partition start offset: earliest (the earliest "
+       "offset), latest (the latest offset) or by_duration:<ISO-8601 duration> (the first "
+       "offset whose timestamp is at or after that long ago).", default="latest",
+       check=lambda name, value: check_auto_offset_reset(name, value)),
+    _D("share.isolation.level", STRING, None,
+       "Controls how to read records written transactionally: read_committed delivers only "
+       "committed transactional records, read_uncommitted (the default) all of them.",
+       default="read_uncommitted",
+       check=lambda name, value: _one_of(name, value, ("read_committed", "read_uncommitted"))),
+    _D("share.renew.acknowledge.enable", BOOLEAN, None,
+       "Whether the renew acknowledge type is enabled for the share group.", default=True),
+    _D("share.assignment.interval.ms", INT, "group.share.assignment.interval.ms",
+       "The interval between assignment updates for a share group.", 0,
+       "group.share.min.assignment.interval.ms", "group.share.max.assignment.interval.ms"),
     _D("streams.session.timeout.ms", INT, "group.streams.session.timeout.ms",
        "The timeout to detect client failures when using the streams group protocol.", 1,
        "group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"),
@@ -106,19 +142,18 @@ _TABLE = (
 )
 GROUP_CONFIGS = {d.name: d for d in _TABLE}
 SESSION_HEARTBEAT = (("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
+                     ("share.session.timeout.ms", "share.heartbeat.interval.ms"),
                      ("streams.session.timeout.ms", "streams.heartbeat.interval.ms"))
-# Kafka's share-group configs: known names, refused here.
-SHARE_CONFIGS = {"share.session.timeout.ms", "share.heartbeat.interval.ms",
-                 "share.record.lock.duration.ms", "share.delivery.count.limit",
-                 "share.partition.max.record.locks", "share.auto.offset.reset",
-                 "share.isolation.level", "share.renew.acknowledge.enable",
-                 "share.assignment.interval.ms", "share.assignor.offload.enable",
-                 "errors.deadletterqueue.topic.name", "errors.deadletterqueue.copy.record.enable"}
+# Kafka's share-group dead-letter-queue configs: known names, refused here.
+UNSUPPORTED_CONFIGS = {"errors.deadletterqueue.topic.name",
+                       "errors.deadletterqueue.copy.record.enable"}
 
 
 def default_value(config, definition: GroupConfigDef):
     """The broker's value for a group without an override (the first registered assignor for
     ``streams.assignor.name``)."""
+    if definition.synonym is None:
+        return definition.default
     value = config.get(definition.synonym)
     if definition.name == "streams.assignor.name":
         return value[0]
@@ -168,9 +203,10 @@ def _parse(definition: GroupConfigDef, raw):
 def check(config, overrides: dict) -> dict:
     """The overrides parsed to their types, or KafkaError INVALID_CONFIG (Kafka's messages)."""
     for name in overrides:
-        if name in SHARE_CONFIGS:
+        if name in UNSUPPORTED_CONFIGS:
             raise KafkaError(Errors.INVALID_CONFIG,
-                             f"{name} is not supported by kbroker: it has no share groups")
+                             f"{name} is not supported by kbroker: it has no dead-letter queue "
+                             f"for share groups")
         if name not in GROUP_CONFIGS:
             raise KafkaError(Errors.INVALID_CONFIG, f"Unknown group config name: {name}")
     tags = overrides.get("streams.rack.aware.assignment.tags")
@@ -182,6 +218,8 @@ def check(config, overrides: dict) -> dict:
     out = {name: _parse(GROUP_CONFIGS[name], raw) for name, raw in overrides.items()}
     for definition in _TABLE:
         value = out.get(definition.name)
+        if value is not None and definition.check is not None:
+            definition.check(definition.name, value)
         if value is None or definition.type not in (INT, LONG):
             continue
         _check_bounds(config, definition, value)
@@ -234,3 +272,84 @@ def stored_value(config, name: str, stored: str):
         if definition.upper:
             value = min(value, config.get(definition.upper))
     return value
+
+
+# --- share groups ----------------------------------------------------------------------------------
+
+_ISO_DURATION = re.compile(r"P(?:([0-9]+)D)?(?:T(?:([0-9]+)H)?(?:([0-9]+)M)?"
+                           r"(?:([0-9]+)(?:[.,]([0-9]{1,9}))?S)?)?", re.IGNORECASE)
+
+
+def parse_duration_ms(text: str) -> int | None:
+    """A non-negative ISO-8601 duration as Java's Duration.parse reads it (PnDTnHnMn.nS), in ms;
+    None when it does not parse (or is negative: Kafka refuses a negative duration)."""
+    m = _ISO_DURATION.fullmatch(text.strip())
+    if m is None or not any(m.groups()[:4]) or text.strip().upper().endswith("T"):
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in m.groups()[:4])
+    millis = int((m.group(5) or "").ljust(3, "0")[:3])
+    return (((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000 + millis
+
+
+def check_auto_offset_reset(name: str, value: str) -> None:
+    """Kafka's ShareGroupAutoOffsetResetStrategy.Validator: earliest, latest or
+    by_duration:<non-negative ISO-8601 duration> (case-insensitive)."""
+    lowered = value.strip().lower()
+    if lowered in ("earliest", "latest"):
+        return
+    if lowered.startswith("by_duration:"):
+        if parse_duration_ms(value.strip()[len("by_duration:"):]) is not None:
+            return
+    raise KafkaError(Errors.INVALID_CONFIG,
+                     f"Invalid value {value} for configuration {name}: Invalid value `{value}` "
+                     f"for configuration {name}. The value must be either 'earliest', 'latest' "
+                     f"or of the format 'by_duration:<PnDTnHnMn.nS>'.")
+
+
+def _one_of(name: str, value: str, allowed: tuple) -> None:
+    if value not in allowed:
+        raise KafkaError(Errors.INVALID_CONFIG,
+                         f"Invalid value {value} for configuration {name}: String must be one "
+                         f"of: {', '.join(allowed)}")
+
+
+@dataclass(frozen=True)
+class ShareGroupSettings:
+    """What a share partition needs of its group's configs (override, else the broker's
+    ``group.share.*`` value, else Kafka's fixed default)."""
+    record_lock_duration_ms: int
+    delivery_count_limit: int
+    partition_max_record_locks: int
+    auto_offset_reset: str          # "earliest", "latest" or "by_duration:<ISO-8601>"
+    isolation_level: int            # Kafka's IsolationLevel ids: 0 read_uncommitted, 1 committed
+    renew_acknowledge_enable: bool
+
+    @property
+    def auto_offset_reset_duration_ms(self) -> int | None:
+        """For by_duration: how far back the start offset is looked up, in ms."""
+        if not self.auto_offset_reset.lower().startswith("by_duration:"):
+            return None
+        return parse_duration_ms(self.auto_offset_reset[len("by_duration:"):])
+
+
+def group_value(config, overrides: dict, name: str):
+    """One group config's value from ``overrides`` (as stored) or its default."""
+    if name in overrides:
+        value = stored_value(config, name, overrides[name])
+        if value is not None:
+            return value
+    return default_value(config, GROUP_CONFIGS[name])
+
+
+def share_group_settings_of(config, overrides: dict) -> ShareGroupSettings:
+    def get(name):
+        return group_value(config, overrides, name)
+    reset = str(get("share.auto.offset.reset")).strip()
+    head, colon, duration = reset.partition(":")
+    return ShareGroupSettings(
+        record_lock_duration_ms=int(get("share.record.lock.duration.ms")),
+        delivery_count_limit=int(get("share.delivery.count.limit")),
+        partition_max_record_locks=int(get("share.partition.max.record.locks")),
+        auto_offset_reset=head.lower() + colon + duration,
+        isolation_level=1 if get("share.isolation.level") == "read_committed" else 0,
+        renew_acknowledge_enable=bool(get("share.renew.acknowledge.enable")))

@@ -45,6 +45,11 @@ def join(shard: GroupShard, req: JoinRequest) -> CoordinatorResult:
     if not (config.get("group.min.session.timeout.ms") <= req.session_timeout_ms
             <= config.get("group.max.session.timeout.ms")):
         return respond(JoinResult(Errors.INVALID_SESSION_TIMEOUT, req.member_id))
+    if req.group_id in shard.share_groups:
+        # Kafka: a share group never becomes a classic group.
+        log.info("JoinGroup of member %r to share group %s: INCONSISTENT_GROUP_PROTOCOL",
+                 req.member_id, req.group_id)
+        return respond(JoinResult(Errors.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
     streams_group = shard.streams_groups.get(req.group_id)
     if streams_group is not None and not streams_group.is_empty:
         # Kafka: a classic member cannot join a streams group that has members.

@@ -22,6 +22,8 @@ def leave(shard: GroupShard, group_id: str, identities: list) -> CoordinatorResu
     if consumer_group is not None:
         from kbroker.coordinator.group.consumer import migration
         return migration.leave(shard, consumer_group, identities)
+    if group_id in shard.share_groups:  # Kafka: no such member, per member
+        return respond((Errors.NONE, [Errors.UNKNOWN_MEMBER_ID] * len(identities)))
     group = shard.group(group_id)
     if group is None:
         return respond((Errors.UNKNOWN_MEMBER_ID, [Errors.UNKNOWN_MEMBER_ID] * len(identities)))

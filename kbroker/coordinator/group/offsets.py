@@ -46,6 +46,9 @@ def validate_commit(shard: GroupShard, group_id: str, generation_id: int, member
     rebalance. A consumer-protocol group has its own rules
     (:func:`kbroker.coordinator.group.consumer.offsets.validate_commit`), which may return a
     per-partition validator for :func:`commit`; a classic group returns None."""
+    if group_id in shard.share_groups:
+        # Kafka: a share group keeps no committed offsets (its share partitions do).
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
     streams_group = shard.streams_groups.get(group_id)
     if streams_group is not None:
         from kbroker.coordinator.group.streams import offsets as streams_offsets

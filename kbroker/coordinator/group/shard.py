@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group import txn_offsets
 from kbroker.coordinator.group.consumer import replay as consumer_replay
+from kbroker.coordinator.group.share import replay as share_replay
 from kbroker.coordinator.group.streams import replay as streams_replay
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
 from kbroker.coordinator.runtime import CoordinatorResult, Shard, now_ms
@@ -75,6 +76,8 @@ class GroupShard(Shard):
         self.consumer_groups: dict = {}
         # streams groups (KIP-1071), durable likewise (kbroker.coordinator.group.streams)
         self.streams_groups: dict = {}
+        # share groups (KIP-932), durable likewise (kbroker.coordinator.group.share)
+        self.share_groups: dict = {}
         # session timer key -> (deadline, when its timer fires), monotonic ms; in memory
         self.session_deadlines: dict = {}
         # durable: transactional offsets waiting for their marker (producer id -> group -> tp)
@@ -93,6 +96,8 @@ class GroupShard(Shard):
             elif record_type in streams_replay.TYPES:
                 streams_replay.replay(self.streams_groups, record_type, memoryview(key)[2:],
                                       value)
+            elif record_type in share_replay.TYPES:
+                share_replay.replay(self.share_groups, record_type, memoryview(key)[2:], value)
             return
         if record_type == rec.OFFSET_COMMIT_TYPE:
             group_offsets = self.offsets.setdefault(k.group, {})
@@ -113,15 +118,17 @@ class GroupShard(Shard):
         return ({group: dict(committed) for group, committed in self.offsets.items()},
                 dict(self.persisted), txn_offsets.copy_pending(self.pending_txn_offsets),
                 {gid: group.copy() for gid, group in self.consumer_groups.items()},
-                {gid: group.copy() for gid, group in self.streams_groups.items()})
+                {gid: group.copy() for gid, group in self.streams_groups.items()},
+                {gid: group.copy() for gid, group in self.share_groups.items()})
 
     def restore(self, snapshot) -> None:
-        offsets, persisted, pending, consumer_groups, streams_groups = snapshot
+        offsets, persisted, pending, consumer_groups, streams_groups, share_groups = snapshot
         self.offsets = {group: dict(committed) for group, committed in offsets.items()}
         self.persisted = dict(persisted)
         self.pending_txn_offsets = txn_offsets.copy_pending(pending)
         self.consumer_groups = {gid: group.copy() for gid, group in consumer_groups.items()}
         self.streams_groups = {gid: group.copy() for gid, group in streams_groups.items()}
+        self.share_groups = {gid: group.copy() for gid, group in share_groups.items()}
 
     # transactional offsets (kbroker.coordinator.group.txn_offsets)
     def replay_transactional(self, offset, producer_id, producer_epoch, key, value) -> None:
@@ -140,7 +147,7 @@ class GroupShard(Shard):
                 self.schedule_session_expiry(group, member)
         for group_id in self.offsets:
             # A standalone commit (no group management) makes an Empty group (Kafka).
-            if group_id not in self.consumer_groups and group_id not in self.streams_groups:
+            if not self.is_modern_group(group_id):
                 self.groups.setdefault(group_id, ClassicGroup(group_id, state_timestamp=-1))
         from kbroker.coordinator.group.consumer import membership
         for group in self.consumer_groups.values():
@@ -148,6 +155,9 @@ class GroupShard(Shard):
         from kbroker.coordinator.group.streams import membership as streams_membership
         for group in self.streams_groups.values():
             streams_membership.on_loaded(self, group)
+        from kbroker.coordinator.group.share import membership as share_membership
+        for group in self.share_groups.values():
+            share_membership.on_loaded(self, group)
 
     def on_unloaded(self) -> None:
         """Members parked in JoinGroup/SyncGroup learn to find the new coordinator."""
@@ -161,10 +171,15 @@ class GroupShard(Shard):
 
     def group(self, group_id: str) -> ClassicGroup | None:
         """The classic group of that id (None for a consumer or streams group)."""
-        if group_id in self.consumer_groups or group_id in self.streams_groups:
+        if self.is_modern_group(group_id):
             return None
         group = self.groups.get(group_id)
         return group if group is not None and group.state is not S.DEAD else None
+
+    def is_modern_group(self, group_id: str) -> bool:
+        """Whether the id is a consumer, streams or share group (not a classic one)."""
+        return group_id in self.consumer_groups or group_id in self.streams_groups or \
+            group_id in self.share_groups
 
     def group_record(self, group: ClassicGroup, assignments=None) -> tuple[bytes, bytes]:
         return (rec.group_metadata_key(group.group_id),
@@ -194,7 +209,7 @@ class GroupShard(Shard):
     def add_group(self, group_id: str) -> ClassicGroup | None:
         """The live group of a group the log now has (created by a join or a commit); none for
         a consumer or streams group."""
-        if group_id in self.consumer_groups or group_id in self.streams_groups:
+        if self.is_modern_group(group_id):
             return None
         group = self.groups.get(group_id)
         if group is None:

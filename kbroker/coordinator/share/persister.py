@@ -7,10 +7,16 @@ local shard, or another broker through the inter-broker APIs 83-87 in a cluster)
 
 Every call answers per partition; a failure is an :class:`Errors` code in the result, never an
 exception, so that one partition's coordinator being away does not fail its neighbours.
+
+Epochs are never negative: Kafka 4.4 answers a negative leader or state epoch INVALID_REQUEST
+(-1 is no "any epoch" wildcard). The broker's persister retries NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS and COORDINATOR_NOT_AVAILABLE itself (up to request.timeout.ms);
+a result carrying one of them means the coordinator stayed away that long.
 """
 
 from __future__ import annotations
 
+import base64
 import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -41,8 +47,13 @@ class SharePartitionKey:
     partition: int
 
     def coordinator_key(self) -> str:
-        """The FindCoordinator key (key type 2, SHARE) that locates its share coordinator."""
-        return f"{self.group_id}:{self.topic_id}:{self.partition}"
+        """The FindCoordinator key (key type 2, SHARE) that locates its share coordinator:
+        ``group:topicId:partition`` with the topic id in Kafka's text form (URL-safe base64,
+        as Kafka's ``Uuid.toString``), e.g. ``g1:AAECAwQFBgcICQoLDA0ODw:3``."""
+        # Kafka's Uuid text form (URL-safe base64, unpadded), not Python's: the key's hash picks
+        # the __share_group_state partition, which must be the one Kafka picks.
+        topic = base64.urlsafe_b64encode(self.topic_id.bytes).decode().rstrip("=")
+        return f"{self.group_id}:{topic}:{self.partition}"
 
 
 @dataclass

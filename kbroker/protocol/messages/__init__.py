@@ -164,6 +164,11 @@ ADVERTISED = {
     69: (0, 1),  # ConsumerGroupDescribe
     88: (0, 1),  # StreamsGroupHeartbeat
     89: (0, 1),  # StreamsGroupDescribe
+    76: (1, 1),  # ShareGroupHeartbeat
+    77: (1, 1),  # ShareGroupDescribe
+    90: (0, 1),  # DescribeShareGroupOffsets
+    91: (0, 0),  # AlterShareGroupOffsets
+    92: (0, 0),  # DeleteShareGroupOffsets
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn
@@ -188,6 +193,13 @@ ADVERTISED = {
     71: (0, 0),  # GetTelemetrySubscriptions
     72: (0, 0),  # PushTelemetry
     74: (0, 1),  # ListConfigResources
+    83: (0, 0),  # InitializeShareGroupState
+    84: (0, 0),  # ReadShareGroupState
+    85: (0, 1),  # WriteShareGroupState
+    86: (0, 0),  # DeleteShareGroupState
+    87: (0, 1),  # ReadShareGroupStateSummary
+    78: (1, 2),  # ShareFetch
+    79: (1, 2),  # ShareAcknowledge
 }
 
 SCHEMAS = {

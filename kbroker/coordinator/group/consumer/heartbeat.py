@@ -134,7 +134,7 @@ def group_for_heartbeat(shard, group_id: str, create: bool, records: list,
     group = shard.consumer_groups.get(group_id)
     if group is not None:
         return group
-    if group_id in shard.streams_groups:
+    if group_id in shard.streams_groups or group_id in shard.share_groups:
         raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
     classic = shard.group(group_id)
     if classic is None:

@@ -268,7 +268,7 @@ def _group(shard, gid: str, joining: bool, records: list, committed: list) -> St
         return group
     if not joining:
         return membership.streams_group(shard, gid)  # raises
-    if gid in shard.consumer_groups:
+    if gid in shard.consumer_groups or gid in shard.share_groups:
         raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} is not a streams group.")
     classic = shard.group(gid)
     if classic is not None:

@@ -1,0 +1,275 @@
+"""The share-partition manager (Kafka's ``SharePartitionManager`` and ``DelayedShareFetch``).
+
+It owns every share partition this broker serves (one per group, topic and partition, created
+by the first ShareFetch that names it), the share sessions, and the acquisition-lock timers.
+
+- :meth:`fetch` loads the partitions, then acquires records for the member in request order
+  until ``max_records`` (whole batches in the default batch-optimized mode) or ``max_bytes``;
+  with nothing acquired it long-polls until new records reach the log, records are released
+  (by an acknowledgement, a lock timeout or a closed session), or ``max_wait_ms`` passes.
+- :meth:`acknowledge` applies acknowledgements and persists them before answering.
+- :meth:`release_session` / :meth:`connection_closed` give a member's locked records back.
+- Lock timers: one asyncio timer per share partition, set to its earliest lock deadline; when it
+  fires, expired records are released, the change persisted and waiting fetches woken.
+
+Everything runs on the event loop; state changes happen synchronously between awaits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from kbroker.coordinator.share.persister import Persister, SharePartitionKey
+from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.share.partition import SharePartition
+from kbroker.share.sessions import ShareSessionCache
+from kbroker.share.settings import SettingsProvider, limits_of
+from kbroker.share.state import Acquired
+
+log = logging.getLogger("kbroker.share")
+RECORD_LIMIT_MODE = 1  # ShareAcquireMode (KIP-1206): 0 batch_optimized, 1 record_limit
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class FetchedPartition:
+    error: Errors = Errors.NONE
+    message: str | None = None
+    records: list = field(default_factory=list)  # file regions of whole batches
+    acquired: list[Acquired] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FetchParams:
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    max_records: int
+    acquire_mode: int = 0
+    batch_size: int = 0
+    isolation_level: int = 0
+
+
+class SharePartitionManager:
+    def __init__(self, persister: Persister, settings: SettingsProvider, max_sessions: int,
+                 wait_for_news=None):
+        self.persister = persister
+        self.settings = settings
+        self.sessions = ShareSessionCache(max_sessions)
+        self._partitions: dict[SharePartitionKey, SharePartition] = {}
+        self._waiters: set[asyncio.Future] = set()
+        self._tasks: set[asyncio.Task] = set()
+        # ReplicaManager.wait_for_news(partitions, timeout_s) -> bool: new data in the log.
+        self._wait_for_news = wait_for_news
+
+    def share_partition(self, key: SharePartitionKey, replica) -> SharePartition:
+        partition = self._partitions.get(key)
+        # A new leader epoch means leadership moved away and back (or the partition was
+        # recreated): another broker may have changed the persisted state, so load it again,
+        # as Kafka drops its share partition when leadership changes.
+        if partition is None or partition.replica is not replica \
+                or partition.leader_epoch != replica.leader_epoch:
+            if partition is not None and partition.timer is not None:
+                partition.timer.cancel()
+            partition = self._partitions[key] = SharePartition(key, replica, self.persister)
+        return partition
+
+    # --- fetch ---------------------------------------------------------------------------------
+
+    async def fetch(self, group_id: str, member_id: str, wanted: list, params: FetchParams
+                    ) -> dict[SharePartitionKey, FetchedPartition]:
+        """``wanted``: [(SharePartitionKey, replica Partition)] in request order."""
+        settings = self.settings(group_id)
+        results: dict[SharePartitionKey, FetchedPartition] = {}
+        loaded = []
+        for key, replica in wanted:
+            partition = self.share_partition(key, replica)
+            try:
+                await partition.load(settings)
+            except KafkaError as exc:
+                results[key] = FetchedPartition(exc.error, exc.message)
+                continue
+            loaded.append(partition)
+        deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
+        while True:
+            acquired_any = self._acquire(member_id, loaded, params, settings, results)
+            remaining = deadline - time.monotonic()
+            if acquired_any or remaining <= 0 or not loaded:
+                return results
+            await self._wait(loaded, remaining)
+
+    def _acquire(self, member_id, partitions, params, settings, results) -> bool:
+        bytes_left = params.max_bytes
+        records_left = params.max_records
+        limits = limits_of(settings)
+        now = _now_ms()
+        acquired_any = False
+        for partition in partitions:
+            key = partition.key
+            out = results[key] = FetchedPartition()
+            if records_left <= 0 or bytes_left <= 0:
+                continue
+            try:
+                batches, raw = partition.read_batches(bytes_left, settings.isolation_level)
+            except KafkaError as exc:
+                out.error, out.message = exc.error, exc.message
+                continue
+            ranges, changed = partition.state.acquire(
+                member_id, batches, records_left, params.acquire_mode == RECORD_LIMIT_MODE,
+                limits, now, params.batch_size)
+            if changed:
+                self._persist_later(partition, changed)
+            if not ranges:
+                continue
+            acquired_any = True
+            out.acquired = ranges
+            for batch, region in zip(batches, raw):
+                if any(r.first_offset <= batch.last_offset and batch.base_offset <= r.last_offset
+                       for r in ranges):
+                    _append_region(out.records, region)
+                    bytes_left -= len(region)
+            records_left -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
+            self._schedule_expiry(partition, settings)
+        return acquired_any
+
+    async def _wait(self, partitions, timeout_s: float) -> None:
+        """Until new records reach one of the logs or records are released somewhere."""
+        released = asyncio.get_running_loop().create_future()
+        self._waiters.add(released)
+        waits = [released]
+        if self._wait_for_news is not None:
+            waits.append(asyncio.ensure_future(self._wait_for_news(
+                [p.replica for p in partitions], timeout_s)))
+        try:
+            await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._waiters.discard(released)
+            for waiting in waits:
+                waiting.cancel()
+
+    def _wake(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    # --- acknowledge ---------------------------------------------------------------------------
+
+    async def acknowledge(self, group_id: str, member_id: str, acks: list
+                          ) -> dict[SharePartitionKey, tuple[Errors, str | None]]:
+        """``acks``: [(SharePartitionKey, [(first, last, types)])]. UNKNOWN_TOPIC_OR_PARTITION for
+        a partition this broker has no share partition for (never fetched), as Kafka."""
+        limits = limits_of(self.settings(group_id))
+        results = {}
+        writes = []
+        for key, batches in acks:
+            partition = self._partitions.get(key)
+            if partition is None or partition.state is None:
+                results[key] = (Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                Errors.UNKNOWN_TOPIC_OR_PARTITION.message)
+                continue
+            state = partition.state
+            start, remembered = state.start_offset, state.remember()
+            try:
+                changed = state.acknowledge(member_id, batches, limits, _now_ms())
+            except KafkaError as exc:
+                results[key] = (exc.error, exc.message)
+                continue
+            results[key] = (Errors.NONE, None)
+            self._schedule_expiry(partition, self.settings(group_id))
+            if changed:
+                self._wake()
+                after = {o: state.remember().get(o) for o in changed}
+                writes.append((key, partition, remembered, changed, after,
+                               partition.persist(changed, state.start_offset != start)))
+        for key, partition, remembered, changed, after, write in writes:
+            error = await write
+            if error != Errors.NONE:
+                # As Kafka: a change the persister did not take is undone and the member may
+                # acknowledge again.
+                partition.state.undo(remembered, changed, after)
+                self._schedule_expiry(partition, self.settings(group_id))
+                results[key] = (error, None)
+        return results
+
+    # --- releasing -----------------------------------------------------------------------------
+
+    async def release_session(self, group_id: str, member_id: str) -> None:
+        """The member's share session closed (epoch -1): release everything it holds."""
+        self.sessions.remove(group_id, member_id)
+        await self._release_member(group_id, member_id)
+
+    def connection_closed(self, connection) -> None:
+        for session in self.sessions.connection_closed(connection):
+            self._spawn(self._release_member(session.group_id, session.member_id))
+
+    async def _release_member(self, group_id: str, member_id: str) -> None:
+        limits = limits_of(self.settings(group_id))
+        writes = []
+        for key, partition in list(self._partitions.items()):
+            if key.group_id != group_id or partition.state is None:
+                continue
+            changed = partition.state.release_member(member_id, limits)
+            if changed:
+                writes.append(partition.persist(changed))
+        if writes:
+            self._wake()
+            await asyncio.gather(*writes)
+
+    # --- acquisition locks ---------------------------------------------------------------------
+
+    def _schedule_expiry(self, partition: SharePartition, settings) -> None:
+        if partition.timer is not None:
+            partition.timer.cancel()
+            partition.timer = None
+        deadline = partition.state.next_deadline_ms()
+        if deadline is None:
+            return
+        delay = max(0.0, (deadline - _now_ms()) / 1000)
+        partition.timer = asyncio.get_running_loop().call_later(
+            delay, self._expire, partition, partition.key.group_id)
+
+    def _expire(self, partition: SharePartition, group_id: str) -> None:
+        partition.timer = None
+        if partition.state is None:
+            return
+        settings = self.settings(group_id)
+        changed = partition.state.expire_locks(_now_ms(), limits_of(settings))
+        if changed:
+            log.debug("acquisition locks of %d records of %s expired", len(changed),
+                      partition.key)
+            self._persist_later(partition, changed)
+            self._wake()
+        self._schedule_expiry(partition, settings)
+
+    def _persist_later(self, partition: SharePartition, changed: set[int]) -> None:
+        self._spawn(partition.persist(changed))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def close(self) -> None:
+        for partition in self._partitions.values():
+            if partition.timer is not None:
+                partition.timer.cancel()
+        for task in self._tasks:
+            task.cancel()
+
+
+def _append_region(regions: list, region) -> None:
+    """Add a batch's file region, merged with the previous one when they are adjacent in the
+    same file (one sendfile instead of two)."""
+    if regions:
+        last = regions[-1]
+        if last.file is region.file and last.position + last.length == region.position:
+            regions[-1] = last.slice(0, last.length + region.length)
+            return
+    regions.append(region)
