@@ -200,6 +200,9 @@ class CoordinatorRuntime:
             # pipelined JoinGroups): the others wait for it rather than collide with it.
             if self._creating is None or self._creating.done():
                 self._creating = asyncio.ensure_future(self._create_topic())
+                # Every waiter may be gone (its client disconnected) when the creation fails,
+                # e.g. on a full disk: not worth asyncio's "never retrieved" traceback.
+                self._creating.add_done_callback(_retrieve)
             try:
                 await asyncio.shield(self._creating)
             except KafkaError:
