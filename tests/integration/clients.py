@@ -56,14 +56,15 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05, message
 # --- brokers ------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def running_broker(data_dir: Path, overrides: dict | None = None):
+def running_broker(data_dir: Path, overrides: dict | None = None, stop_timeout: float = 10):
     """A broker for a whole module (the conftest fixtures are per test). On the way out it must
-    stop cleanly and its log must hold no traceback or ERROR line."""
+    stop cleanly (within ``stop_timeout`` seconds) and its log must hold no traceback or ERROR
+    line."""
     process = BrokerProcess(Path(data_dir), overrides).start()
     try:
         yield process
     finally:
-        code = process.stop(timeout=10) if process.alive() else process.proc.returncode
+        code = process.stop(timeout=stop_timeout) if process.alive() else process.proc.returncode
     problems = broker_tracebacks(process)
     assert not problems, f"broker log {process.log_path} has errors:\n" + "\n".join(problems[:5])
     assert code == 0, f"broker exited with {code} on SIGTERM"
