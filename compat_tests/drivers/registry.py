@@ -179,8 +179,6 @@ DRIVERS: list[Driver] = [
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
            unavailable=_needs_file(JAVA_JAR, INSTALL),
-           todo={"groups.share": "kafka-clients 4.4 has KafkaShareConsumer; the Java driver "
-                                 "has no share-consume command yet"},
            timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",
                                     "--property", f"request.timeout.ms={ms // 2}",
                                     "--property", f"delivery.timeout.ms={ms}"]),
