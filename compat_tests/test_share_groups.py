@@ -101,13 +101,15 @@ def test_release_redelivers_reject_archives(share_broker, driver, cell):
     rejected = harness.run(driver, "share-consume", bootstrap, timeout=20, topic=topic,
                            group=group, count=len(sent), ack="reject", timeout_ms=20_000).ok()
     assert sorted(values(rejected.records)) == sent, "released records were not redelivered"
-    counts = {r["deliveryCount"] for r in rejected.records if r.get("deliveryCount") is not None}
-    assert counts <= {2}, f"redelivered records' delivery counts: {counts}"
+    # At least 2: a client that fetched ahead before closing (franz-go) had the records acquired
+    # once more and released on leave, which (as in Kafka) does not undo the delivery count.
+    counts = sorted({r["deliveryCount"] for r in rejected.records})
+    assert counts and min(counts) >= 2, f"redelivered records' delivery counts: {counts}"
     after = harness.run(driver, "share-consume", bootstrap, timeout=10, topic=topic,
                         group=group, count=1, ack="accept", timeout_ms=4_000)
     assert after.rc == 2 and not after.records, \
         f"rejected records came back: {values(after.records)}\n{after.describe()}"
-    cell.note("released records came back with delivery count 2; rejected ones never")
+    cell.note(f"released records came back with delivery count {counts}; rejected ones never")
 
 
 @pytest.mark.compat("share groups: a killed consumer's locked records go to another after the "
@@ -132,5 +134,7 @@ def test_killed_consumer_locks_expire(share_broker, driver, cell):
     second = harness.run(driver, "share-consume", bootstrap, timeout=30, topic=topic,
                          group=group, count=len(sent), ack="accept", timeout_ms=30_000).ok()
     assert sorted(values(second.records)) == sent
+    # The broker also releases a share session's records when its connection closes (as Kafka
+    # does), so they may come back before the lock would have expired.
     cell.note(f"{len(taken)} locked records redelivered to another member after "
               f"{time.monotonic() - started:.1f} s (lock {LOCK_MS} ms)")

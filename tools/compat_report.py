@@ -45,6 +45,16 @@ SCENARIOS = {
                                  "lost, nothing repeated)",
     "groups: rebalance": "a second member joins (partitions are shared) and leaves (the first "
                          "gets them back); every record is consumed",
+    "share groups: three consumers share one partition, each record once":
+        "three members of one share group (KIP-932) read one partition while records arrive; "
+        "each accepts what it gets: every record is delivered, none twice, to more than one "
+        "member",
+    "share groups: RELEASE redelivers, REJECT archives":
+        "a member releases every record (explicit acknowledgement): the next gets them again "
+        "with a higher delivery count and rejects them; a third gets nothing",
+    "share groups: a killed consumer's locked records go to another after the lock expires":
+        "a member holding acquired records unacknowledged is killed (SIGKILL); another member "
+        "then gets every one of them",
     "consumer protocol: join and consume": "a member with group.protocol=consumer (KIP-848: "
                                            "ConsumerGroupHeartbeat, the broker assigns) joins "
                                            "and reads every record",

@@ -184,9 +184,7 @@ DRIVERS: list[Driver] = [
                                     "--property", f"delivery.timeout.ms={ms}"]),
     Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL),
            todo={"security.gssapi": "franz-go has sasl/kerberos (gokrb5); the driver does not "
-                                    "map Krb5LoginModule settings to it",
-                 "groups.share": "franz-go 1.22.2 has a share consumer (consumer_share.go); "
-                                 "the Go driver has no share-consume command yet"},
+                                    "map Krb5LoginModule settings to it"},
            lacks={"groups.consumer-protocol-static": "franz-go 1.22.2 sends a static member's "
                   "leave (member epoch -2) without its instance id; Kafka 4.4.0 refuses it with "
                   "INVALID_REQUEST as kbroker does, so the restarted member gets "
