@@ -74,7 +74,7 @@ def test_three_consumers_share_one_partition(share_broker, driver, cell):
             if len(sent) >= 150 and set(sent) <= set(got):
                 break
     finally:
-        runs = [m.stop() for m in members]
+        runs = harness.stop_all(members)
     per_member = [values(r.records) for r in runs]
     everything = [v for vs in per_member for v in vs]
     lost = sorted(set(sent) - set(everything))
