@@ -12,6 +12,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from tests.integration.clients import ensure_topic
 from tests.observability.conftest import http_get, http_json, with_http
+from tests.observability.test_console import browser  # noqa: F401 - the Chromium fixture
 from tests.observability.test_http_metrics import scrape, value
 
 TIMEOUT = 20
@@ -32,7 +33,7 @@ def eventually(check, what):
         time.sleep(0.2)
 
 
-def test_share_group_members_in_flight_and_lag(broker_factory):
+def test_share_group_members_in_flight_and_lag(broker_factory, browser):  # noqa: F811
     broker = with_http(broker_factory(SHARE_BROKER))
     topic, group = "queue", "workers"
     ensure_topic(broker.bootstrap, topic)
@@ -74,6 +75,20 @@ def test_share_group_members_in_flight_and_lag(broker_factory):
         [partition] = detail["partitions"]
         assert partition == {"topic": topic, "partition": 0, "start_offset": 0,
                              "in_flight": 10, "acquired": 10, "lag": 10}
+        page = browser.new_page()
+        try:
+            page.goto(broker.http, timeout=TIMEOUT * 1000)
+            page.click("text=Share groups")
+            page.wait_for_selector(f"#share-groups a:text('{group}')", timeout=TIMEOUT * 1000)
+            row = page.locator("#share-groups tbody tr td").all_inner_texts()
+            assert row == [group, "STABLE", "1", "10", "10"]
+            page.click(f"#share-groups a:text('{group}')")
+            page.wait_for_selector("#share-partitions tbody tr", timeout=TIMEOUT * 1000)
+            assert page.locator("#share-partitions tbody tr td").all_inner_texts() == \
+                [topic, "0", "0", "10", "10", "10"]
+            assert "share-watcher" in page.locator("#share-members").inner_text()
+        finally:
+            page.close()
 
         # Accept four: the start offset moves past them, six remain in flight.
         for message in held[:4]:
