@@ -53,11 +53,12 @@ def produce(bootstrap: str, topic: str, vals: list[str]) -> None:
 
 @pytest.mark.compat("share groups: three consumers share one partition, each record once")
 def test_three_consumers_share_one_partition(share_broker, driver, cell):
+    """Implicit acknowledgement: each poll accepts what the previous one returned."""
     cell.need(driver, "groups.share")
     bootstrap = share_broker.bootstrap
     topic, group = share_topic(bootstrap, driver, "share-three")
     members = [harness.start(driver, "share-consume", bootstrap, timeout=60, topic=topic,
-                             group=group, count=100_000, ack="accept", timeout_ms=60_000,
+                             group=group, count=100_000, ack="implicit", timeout_ms=60_000,
                              client_id=f"member-{i}") for i in range(3)]
     sent: list[str] = []
     try:

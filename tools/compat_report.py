@@ -47,8 +47,8 @@ SCENARIOS = {
                          "gets them back); every record is consumed",
     "share groups: three consumers share one partition, each record once":
         "three members of one share group (KIP-932) read one partition while records arrive; "
-        "each accepts what it gets: every record is delivered, none twice, to more than one "
-        "member",
+        "each accepting implicitly (the next poll accepts): every record is delivered, none "
+        "twice, to more than one member",
     "share groups: RELEASE redelivers, REJECT archives":
         "a member releases every record (explicit acknowledgement): the next gets them again "
         "with a higher delivery count and rejects them; a third gets nothing",
