@@ -6,6 +6,7 @@ acquisition lock, which each group then sets (share.record.lock.duration.ms, a g
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -116,26 +117,37 @@ def test_release_redelivers_reject_archives(share_broker, driver, cell):
 @pytest.mark.compat("share groups: a killed consumer's locked records go to another after the "
                     "lock expires")
 def test_killed_consumer_locks_expire(share_broker, driver, cell):
+    """The holder is frozen (SIGSTOP) first, its connection open: only the acquisition lock's
+    expiry can free its records (a closed connection would release them at once). Another member
+    must get them, no sooner than the lock allows; then the holder is killed (SIGKILL)."""
     cell.need(driver, "groups.share")
     bootstrap = share_broker.bootstrap
     topic, group = share_topic(bootstrap, driver, "share-kill", lock_ms=LOCK_MS)
     sent = [f"k{i}" for i in range(5)]
     produce(bootstrap, topic, sent)
-    holder = harness.start(driver, "share-consume", bootstrap, timeout=30, topic=topic,
-                           group=group, count=len(sent), ack="hold", timeout_ms=30_000)
+    before_holder = time.monotonic()  # its records were acquired after this
+    holder = harness.start(driver, "share-consume", bootstrap, timeout=60, topic=topic,
+                           group=group, count=len(sent), ack="hold", timeout_ms=60_000)
+    second = None
     try:
-        holder.wait_for(lambda: holder.events("holding") or holder.run.rc is not None, 25,
-                        "the first member to hold records")
+        holder.wait_for(lambda: holder.events("holding"), 25, "the first member to hold records")
+        holder._proc.send_signal(signal.SIGSTOP)
+        taken = set(values(holder.events("record")))
+        second = harness.start(driver, "share-consume", bootstrap, timeout=30, topic=topic,
+                               group=group, count=len(sent), ack="accept", timeout_ms=30_000)
+        second.wait_for(lambda: taken <= set(values(second.events("record"))), 25,
+                        f"another member to get the held records {sorted(taken)}")
+        freed_after = time.monotonic() - before_holder
+        got = second.wait().ok()
     finally:
-        holder._proc.kill()  # SIGKILL: no acknowledgement, no leave
-        held = holder.wait()
-    taken = values(held.records)
-    assert taken, f"the first member got nothing\n{held.describe()}"
-    started = time.monotonic()
-    second = harness.run(driver, "share-consume", bootstrap, timeout=30, topic=topic,
-                         group=group, count=len(sent), ack="accept", timeout_ms=30_000).ok()
-    assert sorted(values(second.records)) == sent
-    # The broker also releases a share session's records when its connection closes (as Kafka
-    # does), so they may come back before the lock would have expired.
-    cell.note(f"{len(taken)} locked records redelivered to another member after "
-              f"{time.monotonic() - started:.1f} s (lock {LOCK_MS} ms)")
+        holder._proc.kill()  # SIGKILL, also ends a stopped process
+        holder.wait()
+        if second is not None and second.run.rc is None:
+            second.stop()
+    assert sorted(values(got.records)) == sent
+    assert freed_after >= LOCK_MS / 1000, \
+        f"held records came back {freed_after:.1f} s after the holder started, before the lock"
+    counts = {r["deliveryCount"] for r in got.records if r["value"] in taken}
+    assert min(counts) >= 2, f"delivery counts of the redelivered records: {counts}"
+    cell.note(f"{len(taken)} records held by a frozen member came back "
+              f"{freed_after:.1f} s after it started (lock {LOCK_MS} ms)")

@@ -53,8 +53,9 @@ SCENARIOS = {
         "a member releases every record (explicit acknowledgement): the next gets them again "
         "with a higher delivery count and rejects them; a third gets nothing",
     "share groups: a killed consumer's locked records go to another after the lock expires":
-        "a member holding acquired records unacknowledged is killed (SIGKILL); another member "
-        "then gets every one of them",
+        "a member holding acquired records unacknowledged is frozen (SIGSTOP, its connection "
+        "open); another member gets every one of them once the lock (2 s) expires, with a "
+        "higher delivery count; then the holder is killed (SIGKILL)",
     "consumer protocol: join and consume": "a member with group.protocol=consumer (KIP-848: "
                                            "ConsumerGroupHeartbeat, the broker assigns) joins "
                                            "and reads every record",
