@@ -501,7 +501,8 @@ def share_consume(a) -> int:
 ACK_TYPES = {"accept": "ACCEPT", "release": "RELEASE", "reject": "REJECT"}
 ADMIN = {"confluent": Confluent.admin, "kafka-python": KafkaPython.admin,
          "aiokafka": AioKafka.admin}
-COMMANDS = {"produce": produce, "consume": consume, "share-consume": share_consume, "admin": lambda a: ADMIN[a.client](a)}
+COMMANDS = {"produce": produce, "consume": consume, "share-consume": share_consume,
+            "admin": lambda a: ADMIN[a.client](a)}
 
 
 def parser() -> argparse.ArgumentParser:

@@ -30,8 +30,8 @@ Names (Kafka's MBean -> Prometheus, lower-cased):
   like the consumer group ones): ``kafka_sharegroup_members{sharegroup}``, and per share
   partition this broker leads (once a member fetched from it)
   ``kafka_sharegroup_lag{sharegroup,topic,partition}`` (records from the share-partition start
-  offset to the high watermark not yet acknowledged or archived, as Kafka's DescribeShareGroupOffsets
-  lag), ``kafka_sharegroup_start_offset``, ``kafka_sharegroup_in_flight_records`` (available or
+  offset to the high watermark not yet acknowledged or archived, as Kafka's
+  DescribeShareGroupOffsets lag), ``kafka_sharegroup_start_offset``, ``kafka_sharegroup_in_flight_records`` (available or
   acquired, between the start and end offsets) and ``kafka_sharegroup_acquired_records``
   (locked by a member now);
 - cluster mode only, kbroker's own: ``kbroker_zookeeper_sync_events_total``,
