@@ -130,9 +130,21 @@ class Running:
         return self.run
 
     def stop(self) -> Run:
+        self.terminate()
+        return self.wait()
+
+    def terminate(self) -> None:
+        """SIGTERM without waiting: to stop several members at once (see stop_all)."""
         if self._proc.poll() is None:
             self._proc.terminate()
-        return self.wait()
+
+
+def stop_all(running: list[Running]) -> list[Run]:
+    """Stop every process before waiting for any: a share group member stopped while the others
+    still fetch would hand them the records it holds (read but not yet acknowledged)."""
+    for r in running:
+        r.terminate()
+    return [r.wait() for r in running]
 
 
 def start(driver: Driver, command: str, bootstrap: str, *args, timeout: float = 30.0,

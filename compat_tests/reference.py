@@ -14,7 +14,7 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 TIMEOUT = 20
 
 __all__ = ["EARLIEST", "LATEST", "ensure_topic", "wait_until", "partition_count", "config_value",
-           "produce", "delete_records", "offset"]
+           "alter_group_configs", "produce", "delete_records", "offset"]
 
 
 def partition_count(bootstrap: str, topic: str) -> int | None:
@@ -53,6 +53,17 @@ def config_value(bootstrap: str, topic: str, name: str) -> str | None:
     entries = _admin(bootstrap).describe_configs([resource], request_timeout=TIMEOUT)[resource] \
         .result(TIMEOUT)
     return entries[name].value if name in entries else None
+
+
+def alter_group_configs(bootstrap: str, group: str, configs: dict) -> None:
+    """IncrementalAlterConfigs SET on a GROUP resource (share.* group configs)."""
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ResourceType)
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
+    _admin(bootstrap).incremental_alter_configs([resource],
+                                                request_timeout=TIMEOUT)[resource].result(TIMEOUT)
 
 
 def produce(bootstrap: str, topic: str, records) -> None:

@@ -45,6 +45,17 @@ SCENARIOS = {
                                  "lost, nothing repeated)",
     "groups: rebalance": "a second member joins (partitions are shared) and leaves (the first "
                          "gets them back); every record is consumed",
+    "share groups: three consumers share one partition, each record once":
+        "three members of one share group (KIP-932) read one partition while records arrive; "
+        "each accepting implicitly (the next poll accepts): every record is delivered, none "
+        "twice, to more than one member",
+    "share groups: RELEASE redelivers, REJECT archives":
+        "a member releases every record (explicit acknowledgement): the next gets them again "
+        "with a higher delivery count and rejects them; a third gets nothing",
+    "share groups: a killed consumer's locked records go to another after the lock expires":
+        "a member holding acquired records unacknowledged is frozen (SIGSTOP, its connection "
+        "open); another member gets every one of them once the lock (2 s) expires, with a "
+        "higher delivery count; then the holder is killed (SIGKILL)",
     "consumer protocol: join and consume": "a member with group.protocol=consumer (KIP-848: "
                                            "ConsumerGroupHeartbeat, the broker assigns) joins "
                                            "and reads every record",

@@ -25,7 +25,7 @@ warnings.simplefilter("ignore")  # client deprecation warnings must not pollute 
 
 from contract import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, Usage, contract_records,  # noqa: E402
                       done_consuming, emit, error_fields, rebalance_event, record_event,
-                      report_produced)
+                      report_produced, text)
 
 from compat_tests.clients import adapter  # noqa: E402
 from compat_tests.clients.aio import refresh_metadata  # noqa: E402
@@ -453,9 +453,56 @@ def check_topic_errors(response, field: str, topic: str) -> None:
             raise error(f"{name}: {message}")
 
 
+def share_consume(a) -> int:
+    """A share group member (KIP-932): confluent-kafka's ShareConsumer is the only Python one.
+    ``--ack implicit`` accepts on the next poll; accept/release/reject acknowledge each record
+    explicitly and commit; ``hold`` acknowledges nothing and keeps the acquisition locks until
+    the process is killed (the lock-expiry scenario)."""
+    if a.client != "confluent":
+        emit("error", error="unsupported", message=f"{a.client} has no share consumer")
+        return EXIT_USAGE
+    import time
+
+    from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
+
+    explicit = a.ack != "implicit"
+    consumer = ShareConsumer({"bootstrap.servers": a.bootstrap, "group.id": a.group,
+                              "client.id": a.client_id,
+                              "share.acknowledgement.mode": "explicit" if explicit else "implicit",
+                              **properties(a.property)})
+    consumer.subscribe([a.topic])
+    deadline = time.monotonic() + a.timeout_ms / 1000
+    seen = 0
+    try:
+        while seen < a.count and time.monotonic() < deadline:
+            for m in consumer.poll(min(0.5, max(0.01, deadline - time.monotonic()))):
+                if m.error() is not None:
+                    if m.error().fatal() or not m.error().retriable():
+                        raise KafkaException(m.error())
+                    continue
+                seen += 1
+                emit("record", topic=m.topic(), partition=m.partition(), offset=m.offset(),
+                     key=text(m.key()), value=text(m.value()),
+                     deliveryCount=m.delivery_count())
+                if a.ack in ACK_TYPES:
+                    consumer.acknowledge(m, getattr(AcknowledgeType, ACK_TYPES[a.ack]))
+            if explicit and a.ack != "hold":
+                consumer.commit_sync(a.timeout_ms / 1000)
+        if a.ack == "hold" and seen:
+            emit("holding", records=seen)
+            time.sleep(3600)  # keep the locks until the scenario kills this process
+        code = done_consuming(seen, a.count)
+    finally:
+        if a.ack != "hold":
+            consumer.close()
+    return code
+
+
+ACK_TYPES = {"accept": "ACCEPT", "release": "RELEASE", "reject": "REJECT"}
 ADMIN = {"confluent": Confluent.admin, "kafka-python": KafkaPython.admin,
          "aiokafka": AioKafka.admin}
-COMMANDS = {"produce": produce, "consume": consume, "admin": lambda a: ADMIN[a.client](a)}
+COMMANDS = {"produce": produce, "consume": consume, "share-consume": share_consume,
+            "admin": lambda a: ADMIN[a.client](a)}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -497,6 +544,13 @@ def parser() -> argparse.ArgumentParser:
                       help="the topic is a regular expression (with --group)")
     cons.add_argument("--isolation", default="read_uncommitted",
                       choices=["read_uncommitted", "read_committed"])
+
+    share = sub.add_parser("share-consume", parents=[common])
+    share.add_argument("--topic", required=True)
+    share.add_argument("--group", required=True)
+    share.add_argument("--count", type=int, default=10)
+    share.add_argument("--ack", default="implicit",
+                       choices=["implicit", "accept", "release", "reject", "hold"])
 
     adm = sub.add_parser("admin", parents=[common])
     adm.add_argument("action")

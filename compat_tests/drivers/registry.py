@@ -53,6 +53,8 @@ FEATURES = {
     "security.oauthbearer-jwks": "produce/consume over SASL_PLAINTEXT with OAUTHBEARER, a signed "
                                  "token from an identity provider (client credentials)",
     "security.delegation-token": "produce/consume with a delegation token (SCRAM, tokenauth)",
+    "groups.share": "share-consume --group G [--ack implicit|accept|release|reject|hold] "
+                    "(a share group member, KIP-932)",
     "telemetry": "the client pushes its own metrics to the broker (KIP-714)",
 }
 NO_KIP_714 = "the client does not implement KIP-714 (GetTelemetrySubscriptions/PushTelemetry)"
@@ -131,6 +133,7 @@ def _kcat_scram_lack() -> dict[str, str]:
             "4.3.1 rejects it too (checked: SASL authentication error)"}
 
 
+NO_SHARE = "{client} has no share consumer (KIP-932 ShareGroupHeartbeat/ShareFetch)"
 NO_KIP848 = "{client} has no KIP-848 consumer group protocol (group.protocol=consumer)"
 PYTHON = (sys.executable, str(HERE / "python_driver.py"), "--client")
 JAVA_JAR = "compat_tests/java/target/kbroker-java-driver.jar"
@@ -149,11 +152,13 @@ DRIVERS: list[Driver] = [
            lacks={"groups.consumer-protocol": NO_KIP848.format(client="aiokafka 0.14.0") +
                   ": its consumer speaks the classic JoinGroup/SyncGroup protocol only",
                   "telemetry": NO_KIP_714,
+                  "groups.share": NO_SHARE.format(client="aiokafka 0.14.0"),
                   "security.delegation-token": NO_TOKENAUTH.format(client="aiokafka 0.14.0")}),
     Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python",
            lacks={"groups.consumer-protocol": NO_KIP848.format(client="kafka-python 3.0.12") +
                   ": its KafkaConsumer has no group.protocol setting",
                   "telemetry": NO_KIP_714,
+                  "groups.share": NO_SHARE.format(client="kafka-python 3.0.12"),
                   "security.delegation-token": NO_TOKENAUTH.format(
                       client="kafka-python 3.0.12")}),
     Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
@@ -168,6 +173,8 @@ DRIVERS: list[Driver] = [
                   "groups.consumer-protocol": "kcat links the system librdkafka (2.0.2 on "
                   "Debian), which predates KIP-848 support (librdkafka 2.12)",
                   "security.delegation-token": NO_TOKENAUTH.format(client="librdkafka"),
+                  "groups.share": "kcat has no share consumer mode, and the system librdkafka "
+                  "it links (2.0.2 on Debian) predates librdkafka's ShareConsumer",
                   **_kcat_scram_lack(), **_kcat_telemetry_lack()},
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
@@ -188,6 +195,7 @@ DRIVERS: list[Driver] = [
                   "groups.consumer-protocol": NO_KIP848.format(client="KafkaJS 2.2") +
                   " (classic JoinGroup/SyncGroup only)",
                   "telemetry": NO_KIP_714,
+                  "groups.share": NO_SHARE.format(client="KafkaJS 2.2.4"),
                   "security.delegation-token": NO_TOKENAUTH.format(client="KafkaJS 2.2.4")},
            unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
     # Spark registers here the same way.

@@ -50,6 +50,8 @@ func main() {
 		rc, err = withArgs(os.Args[2:], []string{"from-beginning", "pattern"}, func(a *args) (int, error) { return consume(ctx, a) })
 	case "admin":
 		rc, err = withArgs(os.Args[2:], []string{"internal"}, func(a *args) (int, error) { return admin(ctx, a) })
+	case "share-consume":
+		rc, err = withArgs(os.Args[2:], nil, func(a *args) (int, error) { return shareConsume(ctx, a) })
 	case "eos-copy":
 		rc, err = withArgs(os.Args[2:], nil, func(a *args) (int, error) { return eosCopy(ctx, a) })
 	case "version":
@@ -80,7 +82,7 @@ func withArgs(argv, flags []string, fn func(*args) (int, error)) (int, error) {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kbroker-go-driver produce|consume|admin|eos-copy|version ... (see compat_tests/go/README.md)")
+	fmt.Fprintln(os.Stderr, "usage: kbroker-go-driver produce|consume|share-consume|admin|eos-copy|version ... (see compat_tests/go/README.md)")
 }
 
 // errorEvent describes an error as the Java driver does: "error" names the failure (for a Kafka

@@ -9,6 +9,9 @@
   text when they are UTF-8, else hex), newest last;
 - ``groups``; ``groups/<id>``: state, members, committed offsets with lag, and the group's total
   lag over time, sampled every ``_LAG_SAMPLE_S`` seconds while the HTTP port is up;
+- ``share-groups``; ``share-groups/<id>``: share groups (KIP-932): members with their assigned
+  partitions, and per share partition this broker leads its start offset, in-flight and acquired
+  record counts and lag (as /metrics' ``kafka_sharegroup_*``);
 - ``clients``: every open client connection (peer, listener, principal, client id and software
   from its ApiVersions) with the telemetry client instance it pushes metrics as (KIP-714);
   ``clients/<instance id>``: that instance's subscription and every metric series it pushed with
@@ -24,7 +27,7 @@ import time
 from kbroker.handlers.metadata import broker_endpoint
 from kbroker.protocol import compression
 from kbroker.protocol.records import iter_batches, read_varint, read_varlong
-from kbroker.server.metrics import group_offsets
+from kbroker.server.metrics import group_offsets, share_groups, share_partitions
 
 _LAG_SAMPLE_S = 1.0
 _LAG_POINTS = 600
@@ -60,6 +63,10 @@ class ConsoleApi:
                 return self.groups()
             case ["groups", group_id]:
                 return self.group(group_id)
+            case ["share-groups"]:
+                return self.share_groups()
+            case ["share-groups", group_id]:
+                return self.share_group(group_id)
             case ["clients"]:
                 return self.clients()
             case ["clients", instance_id]:
@@ -194,6 +201,42 @@ class ConsoleApi:
                 "generation": group.generation if group else 0,
                 "leader": group.leader_id if group else None, "members": members,
                 "offsets": offsets, "lag_history": list(self.lag_history.get(group_id, ()))}
+
+    # --- share groups (KIP-932) ---------------------------------------------------------------
+
+    def _share_partitions(self) -> dict[str, list]:
+        by_group: dict[str, list] = {}
+        for row in share_partitions(self.broker):
+            by_group.setdefault(row["group_id"], []).append(
+                {k: v for k, v in row.items() if k != "group_id"})
+        return by_group
+
+    def share_groups(self) -> list:
+        partitions = self._share_partitions()
+        return [{"group_id": group_id, "state": group.state.name,
+                 "members": len(group.members),
+                 "in_flight": sum(p["in_flight"] for p in partitions.get(group_id, [])),
+                 "lag": sum(p["lag"] for p in partitions.get(group_id, []))}
+                for group_id, group in share_groups(self.broker)]
+
+    def share_group(self, group_id: str) -> dict | None:
+        group = dict(share_groups(self.broker)).get(group_id)
+        if group is None:
+            return None
+        names = self._topic_names()
+        members = [{"member_id": m.member_id, "client_id": m.client_id,
+                    "client_host": m.client_host, "member_epoch": m.member_epoch,
+                    "subscribed": list(m.subscribed),
+                    "assigned": [{"topic": names.get(t, str(t)), "partitions": sorted(ps)}
+                                 for t, ps in m.assigned.items()]}
+                   for m in group.members.values()]
+        return {"group_id": group_id, "state": group.state.name,
+                "group_epoch": group.group_epoch, "members": members,
+                "partitions": self._share_partitions().get(group_id, [])}
+
+    def _topic_names(self) -> dict:
+        """Topic id -> name, from this broker's metadata."""
+        return {t.topic_id: name for name, t in self.broker.controller.image.topics().items()}
 
     # --- client connections and their telemetry (KIP-714) ------------------------------------
 

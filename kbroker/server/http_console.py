@@ -2,7 +2,9 @@
 
 Views (hash routes): ``#/`` cluster and brokers, ``#/topics``, ``#/topic/<name>`` (partitions,
 offsets, configs, the latest messages), ``#/groups``, ``#/group/<id>`` (members, offsets with lag,
-lag over time drawn as an SVG line, refreshed every two seconds), ``#/clients`` (every client
+lag over time drawn as an SVG line, refreshed every two seconds), ``#/share-groups``,
+``#/share-group/<id>`` (members and their partitions; per share partition its start offset,
+in-flight and acquired records and lag, refreshed every two seconds), ``#/clients`` (every client
 connection with its client id, software and the telemetry instance it pushes metrics as,
 KIP-714), ``#/client/<instance id>`` (that client's pushed metrics, one plotted over time,
 refreshed every two seconds).
@@ -21,7 +23,7 @@ th{background:#f3f4f6}code,.mono{font-family:ui-monospace,monospace}
 .muted{color:#6b7280}svg{border:1px solid #ddd;background:#fafafa}
 </style></head><body>
 <header><strong>kbroker</strong><a href="#/">Cluster</a><a href="#/topics">Topics</a>
-<a href="#/groups">Consumer groups</a><a href="#/clients">Clients</a><a href="/metrics">Metrics</a></header>
+<a href="#/groups">Consumer groups</a><a href="#/share-groups">Share groups</a><a href="#/clients">Clients</a><a href="/metrics">Metrics</a></header>
 <main id="view">Loading…</main>
 <script>
 "use strict";
@@ -92,6 +94,23 @@ async function group(id) {
     "<h3>Lag over time</h3>" + lagPlot(g.lag_history);
   timer = setTimeout(() => route(), 2000);
 }
+async function shareGroups() {
+  const gs = await api("share-groups");
+  view.innerHTML = "<h2>Share groups</h2>" + table("share-groups", ["Group", "State", "Members", "In flight", "Lag"],
+    gs.map(g => [`<a href="#/share-group/${enc(g.group_id)}">${esc(g.group_id)}</a>`, esc(g.state), g.members, g.in_flight, g.lag]));
+  timer = setTimeout(() => route(), 2000);
+}
+async function shareGroup(id) {
+  const g = await api("share-groups/" + enc(id));
+  view.innerHTML = `<h2>Share group <span class="mono">${esc(g.group_id)}</span></h2>` +
+    `<p>State <strong id="share-group-state">${esc(g.state)}</strong> · epoch ${g.group_epoch}</p>` +
+    "<h3>Members</h3>" + table("share-members", ["Member", "Client id", "Host", "Epoch", "Assigned"],
+      g.members.map(m => [`<span class="mono">${esc(m.member_id)}</span>`, esc(m.client_id), esc(m.client_host), m.member_epoch,
+        esc(m.assigned.map(a => a.topic + " " + a.partitions.join(",")).join("; "))])) +
+    "<h3>Share partitions</h3>" + table("share-partitions", ["Topic", "Partition", "Start offset", "In flight", "Acquired", "Lag"],
+      g.partitions.map(p => [esc(p.topic), p.partition, p.start_offset, p.in_flight, p.acquired, p.lag]));
+  timer = setTimeout(() => route(), 2000);
+}
 async function clients() {
   const cs = await api("clients");
   view.innerHTML = "<h2>Client connections</h2>" +
@@ -132,6 +151,8 @@ async function route() {
     else if (parts[0] === "topic") await topic(parts[1], Number(params.get("limit") || 20));
     else if (parts[0] === "groups") await groups();
     else if (parts[0] === "group") await group(parts[1]);
+    else if (parts[0] === "share-groups") await shareGroups();
+    else if (parts[0] === "share-group") await shareGroup(parts[1]);
     else if (parts[0] === "clients") await clients();
     else if (parts[0] === "client") await client(parts[1], params.get("series"));
     else await cluster();

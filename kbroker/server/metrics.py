@@ -26,6 +26,14 @@ Names (Kafka's MBean -> Prometheus, lower-cased):
 - ``kafka_consumergroup_lag{consumergroup,topic,partition}`` and
   ``kafka_consumergroup_current_offset`` (Kafka has no broker-side lag metric; these are the
   names kafka_exporter made standard);
+- share groups (KIP-932; neither Kafka nor kafka_exporter export these, so kbroker names them
+  like the consumer group ones): ``kafka_sharegroup_members{sharegroup}``, and per share
+  partition this broker leads (once a member fetched from it)
+  ``kafka_sharegroup_lag{sharegroup,topic,partition}`` (records from the share-partition start
+  offset to the high watermark not yet acknowledged or archived, as Kafka's
+  DescribeShareGroupOffsets lag), ``kafka_sharegroup_start_offset``, ``kafka_sharegroup_in_flight_records`` (available or
+  acquired, between the start and end offsets) and ``kafka_sharegroup_acquired_records``
+  (locked by a member now);
 - cluster mode only, kbroker's own: ``kbroker_zookeeper_sync_events_total``,
   ``kbroker_zookeeper_znode_reads_total``, ``kbroker_zookeeper_sync_differences_total``.
 - client telemetry (KIP-714): every metric a connected client pushed, named as OpenTelemetry's
@@ -135,6 +143,7 @@ class BrokerCollector:
         yield connections
         yield from self._partitions()
         yield from self._groups()
+        yield from self._share_groups()
         yield from self._quotas()
         yield from self._cluster_sync()
         yield from client_metric_families(getattr(self.broker, "client_metrics", None))
@@ -259,6 +268,60 @@ class BrokerCollector:
                 lag.add_metric(labels, lag_value)
         yield lag
         yield current
+
+    def _share_groups(self):
+        members = GaugeMetricFamily("kafka_sharegroup_members", "Members of the share group.",
+                                    labels=["sharegroup"])
+        for group_id, group in share_groups(self.broker):
+            members.add_metric([group_id], len(group.members))
+        yield members
+        labels = ["sharegroup", "topic", "partition"]
+        families = {
+            "lag": GaugeMetricFamily("kafka_sharegroup_lag", "Records between the share "
+                                     "partition's start offset and the high watermark not yet "
+                                     "acknowledged or archived.", labels=labels),
+            "start_offset": GaugeMetricFamily("kafka_sharegroup_start_offset",
+                                              "The share partition's start offset.",
+                                              labels=labels),
+            "in_flight": GaugeMetricFamily("kafka_sharegroup_in_flight_records",
+                                           "In-flight records not yet acknowledged or archived "
+                                           "(available or acquired).", labels=labels),
+            "acquired": GaugeMetricFamily("kafka_sharegroup_acquired_records",
+                                          "Records locked by a member now.", labels=labels),
+        }
+        for row in share_partitions(self.broker):
+            values = [row["group_id"], row["topic"], str(row["partition"])]
+            for name, family in families.items():
+                family.add_metric(values, row[name])
+        yield from families.values()
+
+
+def share_groups(broker):
+    """(group id, ShareGroup) for every share group of the loaded group coordinator shards."""
+    coordinator = broker.group_coordinator
+    if coordinator is None:
+        return
+    for shard in list(coordinator.shards()):
+        if not getattr(shard, "loading", False):
+            yield from sorted(shard.share_groups.items())
+
+
+def share_partitions(broker) -> list[dict]:
+    """The share partitions this broker leads and has loaded: group, topic, partition, start
+    offset, in-flight, acquired and lag (as KIP-1226 defines it for DescribeShareGroupOffsets:
+    high watermark - start offset - records already acknowledged or archived past it)."""
+    manager = getattr(broker, "share_partitions", None)
+    if manager is None:
+        return []
+    out = []
+    for partition in manager.loaded():
+        state, replica = partition.state, partition.replica
+        lag = replica.high_watermark - state.start_offset - state.delivery_complete_count()
+        out.append({"group_id": partition.key.group_id, "topic": replica.topic,
+                    "partition": replica.index, "start_offset": state.start_offset,
+                    "in_flight": state.unfinished_count(), "acquired": state.acquired_count(),
+                    "lag": max(lag, 0)})
+    return sorted(out, key=lambda r: (r["group_id"], r["topic"], r["partition"]))
 
 
 def group_offsets(broker):

@@ -80,6 +80,10 @@ class SharePartitionManager:
             partition = self._partitions[key] = SharePartition(key, replica, self.persister)
         return partition
 
+    def loaded(self) -> list[SharePartition]:
+        """The share partitions whose state is loaded, for /metrics and the console."""
+        return [p for p in list(self._partitions.values()) if p.state is not None]
+
     # --- fetch ---------------------------------------------------------------------------------
 
     async def fetch(self, group_id: str, member_id: str, wanted: list, params: FetchParams

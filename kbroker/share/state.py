@@ -132,6 +132,13 @@ class SharePartitionState:
     def in_flight_count(self) -> int:
         return len(self.records)
 
+    def acquired_count(self) -> int:
+        return sum(1 for r in self.records.values() if r.state == ACQUIRED)
+
+    def unfinished_count(self) -> int:
+        """In-flight records still to be delivered or acknowledged (AVAILABLE or ACQUIRED)."""
+        return sum(1 for r in self.records.values() if r.state not in TERMINAL)
+
     def acquired_by(self, member: str) -> list[int]:
         return [o for o, r in self.records.items() if r.state == ACQUIRED and r.member == member]
 

@@ -69,6 +69,8 @@ import org.apache.kafka.common.utils.internals.AppInfoParser;
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P alter-configs --topic T --config k=v ...
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P list-offsets --topic T [--timestamp MS]
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P delete-records --topic T --partition P --offset O
+ * java -jar kbroker-java-driver.jar share-consume --bootstrap H:P --topic T --group G --count N
+ *      [--ack implicit|accept|release|reject|hold] [--timeout-ms MS]  (a share group member, see ShareConsume.java)
  * java -jar kbroker-java-driver.jar eos --bootstrap H:P --input IN --output OUT --group G
  *      --transactional-id TID [--max-per-txn N]  (exactly-once copier, see Eos.java; runs until killed)
  * java -jar kbroker-java-driver.jar eos-member --bootstrap H:P --input IN --output OUT --group G
@@ -98,6 +100,7 @@ public final class Driver {
                 case "streams-count" -> StreamsCount.run(new Args(argv, 1));
                 case "txn-produce" -> TxnBench.produce(new Args(argv, 1));
                 case "txn-consume" -> TxnBench.consume(new Args(argv, 1));
+                case "share-consume" -> ShareConsume.run(new Args(argv, 1));
                 case "version" -> {
                     emit(Json.obj("event", "version", "client", "java",
                             "kafkaClients", AppInfoParser.getVersion(), "commitId", AppInfoParser.getCommitId()));
@@ -132,7 +135,7 @@ public final class Driver {
         System.out.flush();
     }
 
-    private static void extraProps(Properties p, Args a) {
+    static void extraProps(Properties p, Args a) {
         for (String kv : a.all("property")) {
             int eq = kv.indexOf('=');
             if (eq <= 0) throw new IllegalArgumentException("--property wants k=v, got " + kv);
@@ -144,7 +147,7 @@ public final class Driver {
         return s == null ? null : s.getBytes(StandardCharsets.UTF_8);
     }
 
-    private static String str(byte[] b) {
+    static String str(byte[] b) {
         return b == null ? null : new String(b, StandardCharsets.UTF_8);
     }
 
