@@ -26,8 +26,8 @@ LOCK_MS = 2000
 
 @pytest.fixture(scope="module")
 def share_broker(tmp_path_factory):
-    process = BrokerProcess(tmp_path_factory.mktemp("compat-share") / "data", SHARE_BROKER,
-                            port=29401).start()
+    process = BrokerProcess(tmp_path_factory.mktemp("compat-share") / "data",
+                            SHARE_BROKER).start()
     yield process
     reference.forget(process.bootstrap)
     process.stop(timeout=10)
