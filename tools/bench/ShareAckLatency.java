@@ -23,7 +23,9 @@ public class ShareAckLatency {
         props.put("client.id", "share-ack-latency");
         props.put("share.acknowledgement.mode", "explicit");
         // Small polls so that there are many round trips to time, each acknowledging a few records.
+        // batch_optimized (the default) would hand out whole produced batches, all at once.
         props.put("max.poll.records", "10");
+        props.put("share.acquire.mode", "record_limit");
         props.put("key.deserializer", ByteArrayDeserializer.class.getName());
         props.put("value.deserializer", ByteArrayDeserializer.class.getName());
         long wanted = Long.parseLong(args[3]);
