@@ -191,6 +191,9 @@ class SharePartitionState:
                 record = self.records.get(offset)
                 if record is None:
                     if self.in_flight_count() >= limits.max_record_locks:
+                        # The cap ends the whole fetch: a later batch would move the end past
+                        # this batch's offsets that were never taken, and they would be lost.
+                        stop = True
                         break
                     record = self.records[offset] = InFlight(AVAILABLE)
                     self.end_offset = offset + 1

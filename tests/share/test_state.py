@@ -134,6 +134,21 @@ def test_max_record_locks_bounds_what_is_in_flight():
     assert acquire(state, "a", [FetchedBatch(0, 9)], limits=limits) == [Acquired(3, 5, 1)]
 
 
+def test_the_record_lock_cap_inside_a_batch_skips_no_later_offsets():
+    """The cap reached inside a batch ends the fetch: the next batch must not move the end past
+    the offsets of the capped batch that were never taken (they were lost: a bench with three
+    share consumers on one partition saw acknowledged-as-done records nobody received)."""
+    state = SharePartitionState(0)
+    limits = Limits(delivery_count_limit=3, max_record_locks=5, lock_duration_ms=1000)
+    assert acquire(state, "a", [FetchedBatch(0, 3)], limits=limits) == [Acquired(0, 3, 1)]
+    got = acquire(state, "b", [FetchedBatch(4, 7), FetchedBatch(8, 11)], limits=limits)
+    assert got == [Acquired(4, 4, 1)]
+    assert state.end_offset == 5 and state.next_fetch_offset() == 5
+    state.acknowledge("a", [(0, 3, [ACCEPT])], limits, 0)
+    assert acquire(state, "c", [FetchedBatch(4, 7), FetchedBatch(8, 11)], limits=limits) == \
+        [Acquired(5, 8, 1)]
+
+
 def test_load_from_persisted_state_and_write_back():
     read = ReadResult(state_epoch=2, start_offset=10, batches=[
         StateBatch(10, 11, ACKNOWLEDGED, 1), StateBatch(12, 12, AVAILABLE, 2),
