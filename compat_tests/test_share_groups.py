@@ -44,6 +44,24 @@ def share_topic(bootstrap: str, driver, name: str, lock_ms: int | None = None):
     return topic, group
 
 
+def wait_for_assigned_members(bootstrap: str, group: str, count: int, timeout: float = 45):
+    """Until ShareGroupDescribe shows ``count`` members, each assigned a partition."""
+    from kbroker.protocol.messages.share_group_describe import ShareGroupDescribeRequest
+    from tests.integration.clients import Wire
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with Wire(bootstrap) as wire:
+            g = wire.call(77, 1, ShareGroupDescribeRequest(group_ids=[group])).groups[0]
+        assigned = [m for m in g.members
+                    if any(tp.partitions for tp in m.assignment.topic_partitions)]
+        if len(assigned) >= count:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"{len(assigned)} of {count} members assigned after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
 def values(records) -> list[str]:
     return [r["value"] for r in records]
 
@@ -63,7 +81,11 @@ def test_three_consumers_share_one_partition(share_broker, driver, cell):
                              client_id=f"member-{i}") for i in range(3)]
     sent: list[str] = []
     try:
-        time.sleep(2)  # all three joined: a share fetch takes whole batches, so send many
+        # All three joined and hold the partition before records flow (JVMs start slowly on a
+        # loaded machine: the first member alone would read everything); then many small
+        # batches, as a share fetch takes whole batches.
+        wait_for_assigned_members(bootstrap, group, len(members))
+        time.sleep(1)  # their first fetches are waiting
         deadline = time.monotonic() + 30
         n = 0
         while time.monotonic() < deadline:
