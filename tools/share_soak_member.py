@@ -70,7 +70,7 @@ def main() -> int:
                 consumer.acknowledge(m, AcknowledgeType.ACCEPT)
             try:
                 results = consumer.commit_sync(30)
-            except KafkaException as exc:
+            except Exception as exc:  # noqa: BLE001 - logged as the poll's answer
                 out.write(f"A {time.time():.3f} fail all {error_name(exc)}\n")
             else:
                 ok = sorted(tp.partition for tp, err in results.items() if err is None)
