@@ -63,7 +63,8 @@ DESCRIBE_SHARE_GROUP_OFFSETS = 90
 FAULT_GRACE_S = 15.0
 
 
-def cluster_settings(lock_ms: int, delivery_limit: int) -> dict[str, str]:
+def cluster_settings(lock_ms: int, delivery_limit: int,
+                     member_session_ms: int) -> dict[str, str]:
     """Every broker's settings on top of ``kbroker cluster up``'s (which already puts
     ``__consumer_offsets`` and the transaction log at 3 replicas)."""
     return {"share.coordinator.state.topic.replication.factor": "3",
@@ -72,7 +73,10 @@ def cluster_settings(lock_ms: int, delivery_limit: int) -> dict[str, str]:
             "group.share.delivery.count.limit": str(delivery_limit),
             # a restarted member gets its assignment within a second, not 5 s
             "group.share.heartbeat.interval.ms": "1000",
-            "group.share.min.heartbeat.interval.ms": "1000"}
+            "group.share.min.heartbeat.interval.ms": "1000",
+            # a killed member keeps its assignment until its session expires: 45 s by default
+            "group.share.session.timeout.ms": str(member_session_ms),
+            "group.share.min.session.timeout.ms": str(member_session_ms)}
 
 
 # ------------------------------------------------------------------------------- the load
@@ -429,10 +433,12 @@ def run(args, workdir: Path, log=print) -> dict:
     rng = random.Random(args.seed)
     result: dict = {"settings": {k: getattr(args, k) for k in (
         "records", "consumers", "partitions", "seconds", "kill_every", "fault_every", "lock_ms",
-        "delivery_limit", "seed")}, "topic": topic, "group": group, "workdir": str(workdir)}
+        "delivery_limit", "member_session_ms", "seed")},
+        "topic": topic, "group": group, "workdir": str(workdir)}
     ports = list(range(args.port_base, args.port_base + 4))
     cluster = launch("kbroker", workdir / "cluster", session_timeout_ms=args.session_timeout_ms,
-                     settings=cluster_settings(args.lock_ms, args.delivery_limit), ports=ports)
+                     settings=cluster_settings(args.lock_ms, args.delivery_limit,
+                                              args.member_session_ms), ports=ports)
     started = time.monotonic()
     consumers = None
     fault_loop = None
@@ -551,6 +557,9 @@ def main() -> int:
                         help="group.share.record.lock.duration.ms")
     parser.add_argument("--delivery-limit", type=int, default=5,
                         help="group.share.delivery.count.limit")
+    parser.add_argument("--member-session-ms", type=int, default=10000,
+                        help="group.share.session.timeout.ms (and its minimum): how long a "
+                             "killed member keeps its assignment")
     parser.add_argument("--drain-idle", type=float, default=120,
                         help="give up draining after this long without the lag going down")
     parser.add_argument("--session-timeout-ms", type=int, default=6000,
