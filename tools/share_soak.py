@@ -274,7 +274,7 @@ def earliest(bootstrap: str, group: str) -> None:
 OK, NO_ANSWER, REFUSED = 1, 0, 2  # what became of a reception's ACCEPT
 
 
-def receptions(instance: Instance, ack_errors: Counter):
+def receptions(instance: Instance, ack_errors: Counter, poll_errors: Counter):
     """(ts, instance index, id, delivery count, outcome) for each record in the member's log,
     in its order; a poll's records come once the answer to their ACCEPTs is read."""
     batch: list[tuple[float, int, int, int]] = []  # ts, id, delivery count, partition
@@ -286,6 +286,8 @@ def receptions(instance: Instance, ack_errors: Counter):
             kind = parts[0]
             if kind == "R" and len(parts) == 6:
                 batch.append((float(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])))
+            elif kind == "E" and len(parts) == 3:
+                poll_errors[parts[2]] += 1
             elif kind == "A":
                 if parts[2] == "fail":
                     ok, refused = set(), {p for _, _, _, p in batch}
@@ -325,6 +327,7 @@ class Verdict:
     max_delivery_count: int = 0
     delivery_counts: Counter = field(default_factory=Counter)
     ack_errors: Counter = field(default_factory=Counter)
+    poll_errors: Counter = field(default_factory=Counter)
     lost_sample: list = field(default_factory=list)
 
 
@@ -341,7 +344,7 @@ def check(acked: bytearray, instances: list[Instance], faults: list[BrokerFault]
     accepted = bytearray(n)  # an ACCEPT of the id answered OK at least once
     extra: Counter = Counter()  # ids outside 0..n-1
     for ts, inst, rid, dc, outcome in heapq.merge(
-            *(receptions(i, v.ack_errors) for i in instances)):
+            *(receptions(i, v.ack_errors, v.poll_errors) for i in instances)):
         v.receptions += 1
         v.delivery_counts[dc] += 1
         v.max_delivery_count = max(v.max_delivery_count, dc)
@@ -538,7 +541,7 @@ def verdict_dict(v: Verdict) -> dict:
             "delivery_count_not_risen": v.count_not_risen,
             "max_delivery_count": v.max_delivery_count,
             "delivery_counts": {str(k): c for k, c in sorted(v.delivery_counts.items())},
-            "ack_errors": dict(v.ack_errors)}
+            "ack_errors": dict(v.ack_errors), "poll_errors": dict(v.poll_errors)}
 
 
 def main() -> int:
