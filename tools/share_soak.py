@@ -261,6 +261,50 @@ def describe_offsets(cluster, group: str) -> dict[int, tuple[int, int]] | None:
     return None
 
 
+def summary_offsets(cluster, group: str, topic: str,
+                    partitions: int) -> dict[int, tuple[int, int]] | None:
+    """{partition: (start offset, lag)} computed as the broker computes DescribeShareGroupOffsets'
+    lag (end offset - start offset - delivery complete count), from the share coordinator's
+    ReadShareGroupStateSummary v1 and the partitions' high watermarks; None if incomplete.
+    The fallback while kbroker's DescribeShareGroupOffsets fails on a coordinator that does not
+    lead every partition (see the report's ``describe_failed``)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from kbroker.protocol import messages
+    from tests.integration.clients import Wire
+
+    M = messages.request_class(3)
+    S = messages.request_class(87)
+    out: dict[int, tuple[int, int]] = {}
+    for broker in cluster.info["brokers"]:
+        try:
+            with Wire(f"127.0.0.1:{broker['port']}", timeout=10) as wire:
+                meta = wire.call(3, 12, M(topics=[M.MetadataRequestTopic(name=topic)],
+                                          allow_auto_topic_creation=False))
+                topic_id = meta.topics[0].topic_id
+                wanted = [p for p in range(partitions) if p not in out]
+                r = wire.call(87, 1, S(group_id=group, topics=[S.ReadStateSummaryData(
+                    topic_id=topic_id, partitions=[S.PartitionData(partition=p, leader_epoch=-1)
+                                                   for p in wanted])]))
+        except Exception:  # noqa: BLE001 - a broker down or restarting: ask the next
+            continue
+        for result in r.results:
+            for part in result.partitions:
+                if part.error_code == 0 and part.delivery_complete_count >= 0:
+                    out[part.partition] = (part.start_offset, part.delivery_complete_count)
+    if len(out) != partitions:
+        return None
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "share-soak-probe",
+                         "log_level": 0})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)}
+    except Exception:  # noqa: BLE001 - a leader moving: no reading this time
+        return None
+    finally:
+        consumer.close()
+    return {p: (start, ends[p] - start - done) for p, (start, done) in out.items()}
+
+
 def earliest(bootstrap: str, group: str) -> None:
     """A share group starts at the latest offset by default; the soak needs every record."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
@@ -486,7 +530,8 @@ def run(args, workdir: Path, log=print) -> dict:
         offsets, best, idle_since = None, None, time.monotonic()
         while time.monotonic() - idle_since < args.drain_idle:
             consumers.supervise()
-            offsets = describe_offsets(cluster, group)
+            offsets = describe_offsets(cluster, group) or summary_offsets(
+                cluster, group, topic, args.partitions)
             total = None if offsets is None else sum(
                 lag if lag >= 0 else 10**12 for _, lag in offsets.values())
             if total == 0 and len(offsets) == args.partitions:
@@ -496,6 +541,12 @@ def run(args, workdir: Path, log=print) -> dict:
             time.sleep(2)
         consumers.stop()
         final = describe_offsets(cluster, group)
+        result["lag_from"] = "DescribeShareGroupOffsets"
+        if final is None:
+            result["describe_failed"] = True
+            result["lag_from"] = ("ReadShareGroupStateSummary + high watermarks (no broker "
+                                  "answered DescribeShareGroupOffsets)")
+            final = summary_offsets(cluster, group, topic, args.partitions)
         result["seconds"] = round(time.monotonic() - started, 1)
         result["final_offsets"] = {str(p): {"start_offset": s, "lag": lag}
                                    for p, (s, lag) in sorted((final or {}).items())}
