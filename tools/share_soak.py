@@ -630,7 +630,8 @@ def main() -> int:
     result = run(args, workdir, log=lambda m: print(m, flush=True))
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     keys = ("ok", "expected", "received_ids", "lost", "duplicates", "explained", "unexplained",
-            "redelivered_after_accept", "lag", "lag_from", "consumer_kills", "broker_faults", "seconds")
+            "redelivered_after_accept", "lag", "lag_from", "consumer_kills", "broker_faults",
+            "seconds")
     print("SUMMARY " + json.dumps({k: result.get(k) for k in keys}), flush=True)
     print(f"wrote {args.json}")
     return 0 if result["ok"] else 1
