@@ -259,12 +259,16 @@ def _free_ports(n: int) -> list[int]:
 
 
 def launch(kind: str, workdir: str | os.PathLike, brokers: int = 3, proxied: bool = False,
-           session_timeout_ms: int = 6000, timeout: float = 240) -> Cluster:
+           session_timeout_ms: int = 6000, timeout: float = 240,
+           settings: dict[str, str] | None = None, ports: list[int] | None = None) -> Cluster:
     """Start a cluster of ``kind`` ("kafka": the Apache Kafka 3.9 reference; "kbroker": ``kbroker
     cluster up``) in the foreground of a launcher process and wait for its JSON.
 
     ``proxied``: every broker's client listener, inter-broker listener and ZooKeeper connection go
     through proxies owned here (both launchers take the port plan).
+    ``settings``: broker settings for every broker (kbroker only: ``cluster up --set``).
+    ``ports``: without proxies, ZooKeeper's port then one per broker (a caller with a port
+    range of its own), instead of free ephemeral ports.
     """
     from .proxy import ProxyLoop
 
@@ -283,6 +287,16 @@ def launch(kind: str, workdir: str | os.PathLike, brokers: int = 3, proxied: boo
     command += ["--brokers", str(brokers), "--json", str(info_file),
                 "--data-dir", str(workdir / f"{kind}-data"),
                 "--session-timeout-ms", str(session_timeout_ms)]
+    if settings:
+        if kind != "kbroker":
+            raise ValueError("settings are for kbroker clusters (kbroker cluster up --set)")
+        for key, value in settings.items():
+            command += ["--set", f"{key}={value}"]
+    if ports is not None:
+        if proxied or len(ports) != 1 + brokers:
+            raise ValueError(f"ports: ZooKeeper's and {brokers} brokers', without proxies")
+        command += ["--zookeeper-port", str(ports[0]),
+                    "--ports", ",".join(map(str, ports[1:]))]
     if proxied:  # both launchers take the same port plan
         (zk_port, *ports) = _free_ports(1 + 6 * brokers)
         listen, advertised = ports[:brokers], ports[brokers:2 * brokers]
