@@ -139,13 +139,22 @@ async def _describe_group(ctx, R, g):
 
 
 def _lag(ctx, name: str, p: int, summary, part) -> None:
+    """The lag from the partition's latest offset. Here that is the leader's answer, or a
+    follower's high watermark (one replica fetch behind it); a partition this broker holds no
+    replica of keeps lag -1, unknown, rather than failing the whole answer (Kafka asks the
+    leader: a later step)."""
     partition = ctx.partitions.get(name, p)
     if partition is None:
-        part.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION.code
-        part.error_message = "This server does not host this topic-partition."
+        topic = ctx.metadata.topic(name)
+        if topic is None or p >= topic.num_partitions:
+            part.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION.code
+            part.error_message = "This server does not host this topic-partition."
         return
-    found = partition.offset_for_timestamp(-1, False, -1)
-    end = found[0] if found is not None else 0
+    try:
+        found = partition.offset_for_timestamp(-1, False, -1)
+        end = found[0] if found is not None else 0
+    except KafkaError:  # not the leader: a follower's view
+        end = partition.high_watermark
     part.lag = end - summary.start_offset - summary.delivery_complete_count
 
 

@@ -19,6 +19,7 @@ from tests.cluster.conftest import start_brokers, stop_brokers, wait_for
 from tests.integration.clients import Wire
 
 SHARE_FETCH = 78
+DESCRIBE_SHARE_GROUP_OFFSETS = 90
 
 
 def test_share_consumer_reads_a_topic_led_by_two_brokers(connect_string):
@@ -72,5 +73,26 @@ def test_share_consumer_reads_a_topic_led_by_two_brokers(connect_string):
         assert partition.error_code == Errors.NOT_LEADER_OR_FOLLOWER.code
         assert partition.current_leader.leader_id == 2
         assert [n.node_id for n in response.node_endpoints] == [2]
+
+        # DescribeShareGroupOffsets at the group's coordinator, which leads one of the two
+        # partitions: the other's lag is unknown there (-1), never a failed answer (it raised
+        # NOT_LEADER_OR_FOLLOWER out of the handler and closed the connection).
+        coordinator = next(b._inner for b in brokers.values()
+                           if b._inner.broker.group_coordinator.runtime.shards)
+        D = messages.request_class(DESCRIBE_SHARE_GROUP_OFFSETS)
+
+        def describe():
+            with Wire(coordinator.bootstrap_servers) as wire:
+                g = wire.call(DESCRIBE_SHARE_GROUP_OFFSETS, 1, D(groups=[
+                    D.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)])
+                ).groups[0]
+            assert g.error_code == 0, g
+            return {p.partition_index: p for t in g.topics for p in t.partitions}
+
+        parts = describe()
+        assert sorted(parts) == [0, 1]
+        assert all(p.error_code == 0 and p.start_offset >= 0 for p in parts.values()), parts
+        local = coordinator.broker.node_id - 1  # partition i lives on broker i + 1
+        assert 0 <= parts[local].lag <= 20 and parts[1 - local].lag == -1, parts
     finally:
         stop_brokers(brokers)
