@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from kbroker.coordinator.group.consumer import settings
 from kbroker.handlers import handles
-from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.handlers.group_describe import NOT_REQUESTED, find_group
+from kbroker.protocol.errors import Errors
 from kbroker.security.authorizer import Op, ResourceType, allowed, authorized_operations
 
-NOT_REQUESTED = -(2**31)
 
 
 def _topic_partitions(R, image, *assignments):
@@ -36,25 +36,8 @@ def _topic_partitions(R, image, *assignments):
 
 
 def describe(ctx, R, group_id: str):
-    out = R.DescribedGroup(group_id=group_id, error_code=0, authorized_operations=NOT_REQUESTED)
-    if not group_id:
-        out.error_code = Errors.INVALID_GROUP_ID.code
-        return out
-    if not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id):
-        out.error_code = Errors.GROUP_AUTHORIZATION_FAILED.code
-        return out
-    try:
-        shard = ctx.groups.shard_for(group_id)
-    except KafkaError as exc:
-        out.error_code, out.error_message = exc.error.code, exc.message
-        return out
-    group = shard.consumer_groups.get(group_id)
+    out, shard, group = find_group(ctx, R, group_id, lambda s: s.consumer_groups, "consumer")
     if group is None:
-        out.error_code = Errors.GROUP_ID_NOT_FOUND.code
-        out.error_message = (f"Group {group_id} is not a consumer group."
-                             if shard.group(group_id) is not None
-                             or shard.is_modern_group(group_id)
-                             else f"Group {group_id} not found.")
         return out
     image = ctx.metadata
     topics = set()

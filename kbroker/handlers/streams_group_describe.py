@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from kbroker.coordinator.group.streams.assignor import NAME as ASSIGNOR
 from kbroker.handlers import handles
-from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.handlers.group_describe import NOT_REQUESTED, find_group
+from kbroker.protocol.errors import Errors
 from kbroker.security.authorizer import Op, ResourceType, allowed, authorized_operations
 
-NOT_REQUESTED = -(2**31)
 
 
 def _ids(R, tasks) -> list:
@@ -60,24 +60,8 @@ def _topology(R, group):
 
 
 def describe(ctx, R, group_id: str):
-    out = R.DescribedGroup(group_id=group_id, error_code=0, authorized_operations=NOT_REQUESTED)
-    if not group_id:
-        out.error_code = Errors.INVALID_GROUP_ID.code
-        return out
-    if not allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id):
-        out.error_code = Errors.GROUP_AUTHORIZATION_FAILED.code
-        return out
-    try:
-        shard = ctx.groups.shard_for(group_id)
-    except KafkaError as exc:
-        out.error_code, out.error_message = exc.error.code, exc.message
-        return out
-    group = shard.streams_groups.get(group_id)
+    out, _, group = find_group(ctx, R, group_id, lambda s: s.streams_groups, "streams")
     if group is None:
-        out.error_code = Errors.GROUP_ID_NOT_FOUND.code
-        other = shard.is_modern_group(group_id) or shard.group(group_id) is not None
-        out.error_message = (f"Group {group_id} is not a streams group." if other
-                             else f"Group {group_id} not found.")
         return out
     if group.topology is not None:
         topics = group.topology.required_topics()
