@@ -139,7 +139,7 @@ class SharePartitionManager:
                     _append_region(out.records, region)
                     bytes_left -= len(region)
             records_left -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
-            self._schedule_expiry(partition, settings)
+            self._schedule_expiry(partition, settings, now + limits.lock_duration_ms)
         return acquired_any
 
     async def _wait(self, partitions, timeout_s: float) -> None:
@@ -179,17 +179,19 @@ class SharePartitionManager:
                                 Errors.UNKNOWN_TOPIC_OR_PARTITION.message)
                 continue
             state = partition.state
-            start, remembered = state.start_offset, state.remember()
+            start = state.start_offset
+            remembered = state.remember([(first, last) for first, last, _ in batches])
             try:
                 changed = state.acknowledge(member_id, batches, limits, _now_ms())
             except KafkaError as exc:
                 results[key] = (exc.error, exc.message)
                 continue
             results[key] = (Errors.NONE, None)
-            self._schedule_expiry(partition, self.settings(group_id))
+            # No timer change: acknowledged records leave it early at worst (it then finds
+            # nothing expired and looks again), and a renewed lock only ends later.
             if changed:
                 self._wake()
-                after = {o: state.remember().get(o) for o in changed}
+                after = state.fields(changed)
                 writes.append((key, partition, remembered, changed, after,
                                partition.persist(changed, state.start_offset != start)))
         for key, partition, remembered, changed, after, write in writes:
@@ -228,14 +230,23 @@ class SharePartitionManager:
 
     # --- acquisition locks ---------------------------------------------------------------------
 
-    def _schedule_expiry(self, partition: SharePartition, settings) -> None:
+    def _schedule_expiry(self, partition: SharePartition, settings,
+                         new_deadline_ms: int | None = None) -> None:
+        """Set the partition's timer to its earliest lock deadline. With ``new_deadline_ms``
+        (records were just acquired until then) a timer due no later stays as it is: finding the
+        earliest deadline means a pass over every record in flight, too much for every fetch."""
         if partition.timer is not None:
+            if new_deadline_ms is not None and partition.timer_due_ms <= new_deadline_ms:
+                return
             partition.timer.cancel()
             partition.timer = None
-        deadline = partition.state.next_deadline_ms()
+        deadline = new_deadline_ms
         if deadline is None:
-            return
+            deadline = partition.state.next_deadline_ms()
+            if deadline is None:
+                return
         delay = max(0.0, (deadline - _now_ms()) / 1000)
+        partition.timer_due_ms = deadline
         partition.timer = asyncio.get_running_loop().call_later(
             delay, self._expire, partition, partition.key.group_id)
 

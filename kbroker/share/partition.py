@@ -58,6 +58,7 @@ class SharePartition:
         self.state: SharePartitionState | None = None
         self._loading: asyncio.Future | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.timer_due_ms = 0  # the lock deadline the timer fires for (wall-clock ms)
 
     async def load(self, settings: ShareGroupSettings) -> None:
         """Load once; concurrent callers wait for the same read. Raises KafkaError."""

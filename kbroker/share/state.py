@@ -334,9 +334,18 @@ class SharePartitionState:
 
     # --- undo (a write the persister refused) ----------------------------------------------
 
-    def remember(self) -> dict[int, tuple]:
-        """Every in-flight record's fields, for :meth:`undo`."""
-        return {offset: _fields(record) for offset, record in self.records.items()}
+    def remember(self, ranges: list[tuple[int, int]] | None = None) -> dict[int, tuple]:
+        """The fields of the in-flight records within ``ranges`` ((first, last) pairs; every
+        record when None), for :meth:`undo`. An acknowledgement remembers only what it names:
+        copying the whole window on every one would cost as much as the window is wide."""
+        if ranges is None:
+            return {offset: _fields(record) for offset, record in self.records.items()}
+        return {offset: _fields(self.records[offset])
+                for first, last in ranges for offset in self._offsets_in(first, last)}
+
+    def fields(self, offsets) -> dict[int, tuple | None]:
+        """What ``offsets`` hold now (None for those no longer in flight), for :meth:`undo`."""
+        return {offset: _fields(self.records.get(offset)) for offset in offsets}
 
     def undo(self, before: dict[int, tuple], changed: set[int], after: dict[int, tuple | None]
              ) -> None:

@@ -197,9 +197,9 @@ def test_a_damaged_persisted_state_does_not_load():
 def test_undo_restores_what_nothing_else_changed():
     state = SharePartitionState(0)
     acquire(state, "a", [FetchedBatch(0, 3)])
-    before = state.remember()
+    before = state.remember([(0, 1), (2, 3)])
     changed = state.acknowledge("a", [(0, 1, [ACCEPT]), (2, 3, [RELEASE])], LIMITS, 0)
-    after = {o: state.remember().get(o) for o in changed}
+    after = state.fields(changed)
     assert state.start_offset == 2
     # meanwhile b takes the released 2 and 3, and gives 2 back: both changed since
     acquire(state, "b", [FetchedBatch(0, 3)], now=5)
@@ -250,3 +250,12 @@ def test_no_isolation_below_half_the_limit():
         got = acquire(state, "a", [FetchedBatch(0, 3)], limits=limits)
         assert got == [Acquired(0, 3, delivery)]
         state.acknowledge("a", [(0, 3, [RELEASE])], limits, 0)
+
+
+def test_an_acknowledgement_remembers_only_the_offsets_it_names():
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 9)])
+    assert sorted(state.remember([(2, 3), (7, 7)])) == [2, 3, 7]
+    assert sorted(state.remember()) == list(range(10))
+    state.acknowledge("a", [(0, 0, [ACCEPT])], LIMITS, 0)
+    assert state.fields([0, 1]) == {0: None, 1: (ACQUIRED, 1, "a", LIMITS.lock_duration_ms)}
