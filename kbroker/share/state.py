@@ -170,6 +170,13 @@ class SharePartitionState:
         limit = limits.delivery_count_limit
         throttle_from = max(2, -(-limit // 2))
         cap: int | None = None  # records this fetch may still take once throttled
+        # group.share.partition.max.record.locks, checked as Kafka does: before a log batch
+        # with new offsets, against what was in flight when the fetch began; a batch it lets in
+        # is taken whole, so the window may pass the cap by part of one batch. Cutting batches
+        # at the cap instead left the window always full, in fragments, and members waited out
+        # their fetches' max wait for one another.
+        room = limits.max_record_locks - self.in_flight_count()
+        taken_new = 0
         stop = False
         for batch in batches:
             if len(acquired) >= max_records or stop:
@@ -185,18 +192,20 @@ class SharePartitionState:
             first = max(batch.base_offset, self.start_offset)
             known = self._offsets_in(first, min(batch.last_offset, self.end_offset - 1))
             new = range(max(first, self.end_offset), batch.last_offset + 1)
+            if new and taken_new >= room:
+                # Only the released records this window already holds, and then stop: a later
+                # batch would move the end past this batch's offsets never taken, losing them.
+                new, stop = range(0), True
+                if not known:
+                    break
             for offset in itertools.chain(known, new):
                 if record_limit_mode and len(acquired) >= max_records:
                     break
                 record = self.records.get(offset)
                 if record is None:
-                    if self.in_flight_count() >= limits.max_record_locks:
-                        # The cap ends the whole fetch: a later batch would move the end past
-                        # this batch's offsets that were never taken, and they would be lost.
-                        stop = True
-                        break
                     record = self.records[offset] = InFlight(AVAILABLE)
                     self.end_offset = offset + 1
+                    taken_new += 1
                 if record.state != AVAILABLE:
                     continue
                 if not batch.deliverable:

@@ -126,27 +126,38 @@ def test_control_and_aborted_batches_are_archived_not_delivered():
     assert state.records[2].state == ARCHIVED
 
 
-def test_max_record_locks_bounds_what_is_in_flight():
+def test_max_record_locks_is_checked_before_each_batch_as_kafka_does():
+    """Kafka's SharePartition: a fetch may take new records while fewer than
+    share.partition.max.record.locks are in flight, in whole log batches (the window may pass
+    the cap by part of one batch); at the cap it takes none."""
     state = SharePartitionState(0)
     limits = Limits(delivery_count_limit=3, max_record_locks=3, lock_duration_ms=1000)
-    assert acquire(state, "a", [FetchedBatch(0, 9)], limits=limits) == [Acquired(0, 2, 1)]
-    state.acknowledge("a", [(0, 2, [ACCEPT])], limits, 0)
-    assert acquire(state, "a", [FetchedBatch(0, 9)], limits=limits) == [Acquired(3, 5, 1)]
+    batches = [FetchedBatch(0, 1), FetchedBatch(2, 3), FetchedBatch(4, 5)]
+    assert acquire(state, "a", batches, limits=limits) == [Acquired(0, 3, 1)]
+    assert acquire(state, "b", batches, limits=limits) == []
+    state.acknowledge("a", [(0, 1, [ACCEPT])], limits, 0)
+    assert acquire(state, "b", batches, limits=limits) == [Acquired(4, 5, 1)]
+    assert state.in_flight_count() == 4  # 2-5: the cap passed by one batch
+    assert acquire(state, "c", [FetchedBatch(6, 9)], limits=limits) == []
 
 
-def test_the_record_lock_cap_inside_a_batch_skips_no_later_offsets():
-    """The cap reached inside a batch ends the fetch: the next batch must not move the end past
-    the offsets of the capped batch that were never taken (they were lost: a bench with three
-    share consumers on one partition saw acknowledged-as-done records nobody received)."""
+def test_at_the_cap_released_records_are_still_delivered_and_nothing_after_them_is_skipped():
+    """At the cap a fetch takes the released records the window holds but no new offset of
+    their batch, and stops there: a later batch must not move the end past the offsets never
+    taken (they were lost once: a bench with three share consumers on one partition saw
+    records marked done that nobody received)."""
     state = SharePartitionState(0)
-    limits = Limits(delivery_count_limit=3, max_record_locks=5, lock_duration_ms=1000)
+    limits = Limits(delivery_count_limit=3, max_record_locks=4, lock_duration_ms=1000)
     assert acquire(state, "a", [FetchedBatch(0, 3)], limits=limits) == [Acquired(0, 3, 1)]
-    got = acquire(state, "b", [FetchedBatch(4, 7), FetchedBatch(8, 11)], limits=limits)
-    assert got == [Acquired(4, 4, 1)]
-    assert state.end_offset == 5 and state.next_fetch_offset() == 5
-    state.acknowledge("a", [(0, 3, [ACCEPT])], limits, 0)
-    assert acquire(state, "c", [FetchedBatch(4, 7), FetchedBatch(8, 11)], limits=limits) == \
-        [Acquired(5, 8, 1)]
+    state.acknowledge("a", [(2, 3, [RELEASE])], limits, 0)
+    # the log batch 2-7 holds released 2-3 and new 4-7; the window (0-3) is at the cap
+    got = acquire(state, "b", [FetchedBatch(2, 7), FetchedBatch(8, 11)], limits=limits)
+    assert got == [Acquired(2, 3, 2)]
+    assert state.end_offset == 4 and state.next_fetch_offset() == 4
+    state.acknowledge("a", [(0, 1, [ACCEPT])], limits, 0)
+    state.acknowledge("b", [(2, 3, [ACCEPT])], limits, 0)
+    assert acquire(state, "c", [FetchedBatch(2, 7), FetchedBatch(8, 11)], limits=limits) == \
+        [Acquired(4, 7, 1)]
 
 
 def test_load_from_persisted_state_and_write_back():
