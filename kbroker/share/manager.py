@@ -179,10 +179,9 @@ class SharePartitionManager:
                                 Errors.UNKNOWN_TOPIC_OR_PARTITION.message)
                 continue
             state = partition.state
-            start = state.start_offset
-            remembered = state.remember([(first, last) for first, last, _ in batches])
+            start, remembered = state.start_offset, {}
             try:
-                changed = state.acknowledge(member_id, batches, limits, _now_ms())
+                changed = state.acknowledge(member_id, batches, limits, _now_ms(), remembered)
             except KafkaError as exc:
                 results[key] = (exc.error, exc.message)
                 continue

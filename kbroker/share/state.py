@@ -28,7 +28,6 @@ the offsets it changed so :mod:`kbroker.share.partition` can persist them
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from kbroker.coordinator.share.persister import (ACKNOWLEDGED, ARCHIVED, AVAILABLE, ReadResult,
@@ -50,11 +49,12 @@ MAX_LOADED_OFFSETS = 1_000_000
 class InFlight:
     __slots__ = ("state", "delivery_count", "member", "deadline_ms")
 
-    def __init__(self, state: int, delivery_count: int = 0):
+    def __init__(self, state: int, delivery_count: int = 0, member: str | None = None,
+                 deadline_ms: int = 0):
         self.state = state
         self.delivery_count = delivery_count
-        self.member: str | None = None
-        self.deadline_ms = 0
+        self.member = member
+        self.deadline_ms = deadline_ms
 
     def __repr__(self) -> str:
         return f"InFlight({self.state}, {self.delivery_count}, {self.member!r})"
@@ -198,14 +198,10 @@ class SharePartitionState:
                 new, stop = range(0), True
                 if not known:
                     break
-            for offset in itertools.chain(known, new):
+            for offset in known:
                 if record_limit_mode and len(acquired) >= max_records:
                     break
-                record = self.records.get(offset)
-                if record is None:
-                    record = self.records[offset] = InFlight(AVAILABLE)
-                    self.end_offset = offset + 1
-                    taken_new += 1
+                record = self.records[offset]
                 if record.state != AVAILABLE:
                     continue
                 if not batch.deliverable:
@@ -228,6 +224,29 @@ class SharePartitionState:
                 if cap is not None and len(acquired) >= cap:
                     stop = True
                     break
+            if stop or not new:
+                continue
+            # Offsets never delivered: nothing to throttle, one pass (every record goes here).
+            records = self.records
+            if not batch.deliverable:
+                for offset in new:
+                    records[offset] = InFlight(ARCHIVED)
+                changed.update(new)
+                taken = new
+            else:
+                taken = new
+                if record_limit_mode:
+                    taken = taken[:max(0, max_records - len(acquired))]
+                if cap is not None:
+                    taken = taken[:max(0, cap - len(acquired))]
+                for offset in taken:
+                    records[offset] = InFlight(ACQUIRED, 1, member, deadline)
+                acquired.extend(taken)
+                if len(taken) < len(new):
+                    stop = True  # the record limit or the throttling cap: the rest waits
+            if taken:
+                self.end_offset = taken[-1] + 1
+                taken_new += len(taken)
         if changed:
             self.advance_start()
         cuts = set()
@@ -256,29 +275,40 @@ class SharePartitionState:
 
     def _ranges(self, offsets: list[int], cuts: set[int] = frozenset(),
                 batch_size: int = 0) -> list[Acquired]:
+        """Runs of consecutive ``offsets`` with one delivery count, cut at ``cuts`` once a run
+        holds ``batch_size`` offsets. One object per run, not per offset: this runs for every
+        record delivered."""
         ranges: list[Acquired] = []
+        records = self.records
+        first = last = count = None
         for offset in offsets:
-            count = self.records[offset].delivery_count
-            last = ranges[-1] if ranges else None
-            if last is not None and last.last_offset + 1 == offset \
-                    and last.delivery_count == count \
-                    and not (offset in cuts and offset - last.first_offset >= batch_size):
-                ranges[-1] = Acquired(last.first_offset, offset, count)
-            else:
-                ranges.append(Acquired(offset, offset, count))
+            record_count = records[offset].delivery_count
+            if first is not None and last + 1 == offset and count == record_count \
+                    and not (offset in cuts and offset - first >= batch_size):
+                last = offset
+                continue
+            if first is not None:
+                ranges.append(Acquired(first, last, count))
+            first = last = offset
+            count = record_count
+        if first is not None:
+            ranges.append(Acquired(first, last, count))
         return ranges
 
     # --- acknowledgement -----------------------------------------------------------------------
 
     def acknowledge(self, member: str, batches: list[tuple[int, int, list[int]]], limits: Limits,
-                    now_ms: int) -> set[int]:
+                    now_ms: int, before: dict[int, tuple] | None = None) -> set[int]:
         """Apply ``(first_offset, last_offset, acknowledge_types)`` batches (already checked for
         order and shape by the handler) all or nothing: raises KafkaError INVALID_RECORD_STATE for
         an offset not acquired, or acquired by another member, and INVALID_REQUEST for offsets past
         what was ever acquired, as Kafka's SharePartition.acknowledge. Offsets below the start
-        offset are finished already and ignored (a batch wholly below it succeeds)."""
-        plan: list[tuple[int, int]] = []
+        offset are finished already and ignored (a batch wholly below it succeeds). ``before``,
+        when given, receives the fields every record it changes had before, for :meth:`undo`
+        (only those: copying the whole window would cost as much as the window is wide)."""
+        plan: list[tuple[int, InFlight, int]] = []
         planned: dict[int, int] = {}
+        records = self.records
         for first, last, types in batches:
             if first >= self.end_offset or last >= self.end_offset:
                 raise KafkaError(Errors.INVALID_REQUEST, f"offsets {first}-{last} reach past "
@@ -286,9 +316,10 @@ class SharePartitionState:
             if last < self.start_offset:
                 continue  # all done already (acknowledged, archived or expired): Kafka skips it
             # offsets not in flight are finished (below the start offset, or holes in the log)
+            single = types[0] if len(types) == 1 else None
             for offset in self._offsets_in(max(first, self.start_offset), last):
-                record = self.records[offset]
-                ack = types[0] if len(types) == 1 else types[offset - first]
+                record = records[offset]
+                ack = single if single is not None else types[offset - first]
                 # Batches may touch (the handler's order check allows it): an offset named twice
                 # is no longer acquired the second time unless the first only renewed it.
                 if record.state != ACQUIRED or planned.get(offset, RENEW) != RENEW:
@@ -300,11 +331,13 @@ class SharePartitionState:
                 if ack == RENEW and not limits.renew_enabled:
                     raise KafkaError(Errors.INVALID_RECORD_STATE, "the group's "
                                      "share.renew.acknowledge.enable is false")
-                plan.append((offset, ack))
+                plan.append((offset, record, ack))
                 planned[offset] = ack
+        if before is not None:
+            for offset, record, _ in plan:
+                before.setdefault(offset, _fields(record))
         changed: set[int] = set()
-        for offset, ack in plan:
-            record = self.records[offset]
+        for offset, record, ack in plan:
             if ack == RENEW:
                 record.deadline_ms = now_ms + limits.lock_duration_ms
                 continue
@@ -342,15 +375,6 @@ class SharePartitionState:
         return changed
 
     # --- undo (a write the persister refused) ----------------------------------------------
-
-    def remember(self, ranges: list[tuple[int, int]] | None = None) -> dict[int, tuple]:
-        """The fields of the in-flight records within ``ranges`` ((first, last) pairs; every
-        record when None), for :meth:`undo`. An acknowledgement remembers only what it names:
-        copying the whole window on every one would cost as much as the window is wide."""
-        if ranges is None:
-            return {offset: _fields(record) for offset, record in self.records.items()}
-        return {offset: _fields(self.records[offset])
-                for first, last in ranges for offset in self._offsets_in(first, last)}
 
     def fields(self, offsets) -> dict[int, tuple | None]:
         """What ``offsets`` hold now (None for those no longer in flight), for :meth:`undo`."""
@@ -410,16 +434,20 @@ class SharePartitionState:
         """The changed offsets still in flight, as runs of one state and delivery count. An
         ACQUIRED record is written as AVAILABLE: its lock does not survive a restart."""
         batches: list[StateBatch] = []
-        for offset in sorted(o for o in offsets if o in self.records):
-            record = self.records[offset]
-            state = AVAILABLE if record.state == ACQUIRED else record.state
-            last = batches[-1] if batches else None
-            if last is not None and last.last_offset + 1 == offset \
-                    and (last.delivery_state, last.delivery_count) == (state,
-                                                                       record.delivery_count):
-                batches[-1] = StateBatch(last.first_offset, offset, state, record.delivery_count)
-            else:
-                batches.append(StateBatch(offset, offset, state, record.delivery_count))
+        records = self.records
+        first = last = run = None
+        for offset in sorted(o for o in offsets if o in records):
+            record = records[offset]
+            key = (AVAILABLE if record.state == ACQUIRED else record.state, record.delivery_count)
+            if first is not None and last + 1 == offset and key == run:
+                last = offset
+                continue
+            if first is not None:
+                batches.append(StateBatch(first, last, *run))
+            first = last = offset
+            run = key
+        if first is not None:
+            batches.append(StateBatch(first, last, *run))
         return batches
 
     def delivery_complete_count(self) -> int:

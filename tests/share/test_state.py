@@ -208,8 +208,8 @@ def test_a_damaged_persisted_state_does_not_load():
 def test_undo_restores_what_nothing_else_changed():
     state = SharePartitionState(0)
     acquire(state, "a", [FetchedBatch(0, 3)])
-    before = state.remember([(0, 1), (2, 3)])
-    changed = state.acknowledge("a", [(0, 1, [ACCEPT]), (2, 3, [RELEASE])], LIMITS, 0)
+    before = {}
+    changed = state.acknowledge("a", [(0, 1, [ACCEPT]), (2, 3, [RELEASE])], LIMITS, 0, before)
     after = state.fields(changed)
     assert state.start_offset == 2
     # meanwhile b takes the released 2 and 3, and gives 2 back: both changed since
@@ -263,10 +263,15 @@ def test_no_isolation_below_half_the_limit():
         state.acknowledge("a", [(0, 3, [RELEASE])], limits, 0)
 
 
-def test_an_acknowledgement_remembers_only_the_offsets_it_names():
+def test_an_acknowledgement_remembers_only_the_records_it_changes():
     state = SharePartitionState(0)
     acquire(state, "a", [FetchedBatch(0, 9)])
-    assert sorted(state.remember([(2, 3), (7, 7)])) == [2, 3, 7]
-    assert sorted(state.remember()) == list(range(10))
-    state.acknowledge("a", [(0, 0, [ACCEPT])], LIMITS, 0)
-    assert state.fields([0, 1]) == {0: None, 1: (ACQUIRED, 1, "a", LIMITS.lock_duration_ms)}
+    before = {}
+    state.acknowledge("a", [(2, 3, [ACCEPT]), (7, 7, [RELEASE])], LIMITS, 0, before)
+    assert before == {o: (ACQUIRED, 1, "a", LIMITS.lock_duration_ms) for o in (2, 3, 7)}
+    refused = {}
+    with pytest.raises(KafkaError):
+        state.acknowledge("a", [(0, 0, [ACCEPT]), (2, 2, [ACCEPT])], LIMITS, 0, refused)
+    assert refused == {} and state.records[0].state == ACQUIRED  # all or nothing
+    state.acknowledge("a", [(0, 1, [ACCEPT])], LIMITS, 0)
+    assert state.fields([0, 4]) == {0: None, 4: (ACQUIRED, 1, "a", LIMITS.lock_duration_ms)}
