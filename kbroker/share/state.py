@@ -307,7 +307,12 @@ class SharePartitionState:
         when given, receives the fields every record it changes had before, for :meth:`undo`
         (only those: copying the whole window would cost as much as the window is wide)."""
         plan: list[tuple[int, InFlight, int]] = []
-        planned: dict[int, int] = {}
+        # Batches may touch (the handler's order check allows it): an offset named twice is no
+        # longer acquired the second time unless the first only renewed it. Only then is a
+        # record of what each offset got needed.
+        planned: dict[int, int] | None = None
+        if any(b[0] <= a[1] for a, b in zip(batches, batches[1:])):
+            planned = {}
         records = self.records
         for first, last, types in batches:
             if first >= self.end_offset or last >= self.end_offset:
@@ -320,9 +325,8 @@ class SharePartitionState:
             for offset in self._offsets_in(max(first, self.start_offset), last):
                 record = records[offset]
                 ack = single if single is not None else types[offset - first]
-                # Batches may touch (the handler's order check allows it): an offset named twice
-                # is no longer acquired the second time unless the first only renewed it.
-                if record.state != ACQUIRED or planned.get(offset, RENEW) != RENEW:
+                if record.state != ACQUIRED or (planned is not None
+                                                and planned.get(offset, RENEW) != RENEW):
                     raise KafkaError(Errors.INVALID_RECORD_STATE,
                                      f"offset {offset} is not acquired")
                 if record.member != member:
@@ -332,10 +336,13 @@ class SharePartitionState:
                     raise KafkaError(Errors.INVALID_RECORD_STATE, "the group's "
                                      "share.renew.acknowledge.enable is false")
                 plan.append((offset, record, ack))
-                planned[offset] = ack
+                if planned is not None:
+                    planned[offset] = ack
         if before is not None:
             for offset, record, _ in plan:
-                before.setdefault(offset, _fields(record))
+                if offset not in before:
+                    before[offset] = (record.state, record.delivery_count, record.member,
+                                      record.deadline_ms)
         changed: set[int] = set()
         for offset, record, ack in plan:
             if ack == RENEW:
