@@ -11,9 +11,9 @@ opening request, INVALID_REQUEST, all for the whole request). Behaviour:
   request's own) up to ``max_records`` (whole batches unless ``share_acquire_mode`` is 1,
   KIP-1206) and ``max_bytes``; each partition answers whole batches and the ``acquired_records``
   ranges with their delivery counts; ``acquisition_lock_timeout_ms`` is the group's record lock
-  duration. Long poll: with nothing acquired the request waits up to ``max_wait_ms`` for new
-  records or released ones (Kafka answers as soon as something is acquired; so do we:
-  ``min_bytes`` only bounds nothing more).
+  duration. Long poll: the request waits up to ``max_wait_ms`` for new records or released ones
+  while less than ``min_bytes`` could be acquired (estimated from the log, as Kafka's
+  DelayedShareFetch does) or, with ``min_bytes`` 1, until something is acquired.
 - v2 (KIP-1222): ``is_renew_ack`` requests carry only acknowledgements (RENEW extends locks);
   their max_bytes, min_bytes, max_records and max_wait_ms must be 0 (INVALID_REQUEST) and
   nothing is fetched.

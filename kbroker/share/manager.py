@@ -102,11 +102,37 @@ class SharePartitionManager:
             loaded.append(partition)
         deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
         while True:
+            remaining = deadline - time.monotonic()
+            if params.min_bytes > 1 and remaining > 0 and loaded \
+                    and self._acquirable_bytes(loaded, params, settings) < params.min_bytes:
+                await self._wait(loaded, remaining)
+                continue
             acquired_any = self._acquire(member_id, loaded, params, settings, results)
             remaining = deadline - time.monotonic()
             if acquired_any or remaining <= 0 or not loaded:
                 return results
             await self._wait(loaded, remaining)
+
+    def _acquirable_bytes(self, partitions, params, settings) -> int:
+        """What a fetch could take now, in bytes of whole batches from each partition's next
+        fetch offset, for ``min_bytes``, as Kafka's DelayedShareFetch estimates it: counted
+        only for partitions that may acquire (released records in the window, or room under
+        the record-lock cap), as if all of it were acquirable. A read error counts as enough:
+        the fetch answers it at once."""
+        limits = limits_of(settings)
+        total = 0
+        for partition in partitions:
+            state = partition.state
+            if not state.has_available() and state.in_flight_count() >= limits.max_record_locks:
+                continue
+            try:
+                _, raw = partition.read_batches(params.max_bytes, settings.isolation_level)
+            except KafkaError:
+                return params.min_bytes
+            total += sum(len(region) for region in raw)
+            if total >= params.min_bytes:
+                break
+        return total
 
     def _acquire(self, member_id, partitions, params, settings, results) -> bool:
         bytes_left = params.max_bytes

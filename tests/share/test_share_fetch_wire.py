@@ -61,12 +61,12 @@ class Member:
         self.wire.close()
 
     def fetch(self, topic_id, partitions=(0,), acks=None, max_wait_ms=0, max_records=500,
-              epoch=None, batch_size=500, **fields):
+              epoch=None, batch_size=500, min_bytes=1, **fields):
         Q = messages.request_class(SHARE_FETCH)
         acks = acks or {}
         request = Q(group_id=self.group, member_id=self.member_id,
                     share_session_epoch=self.epoch if epoch is None else epoch,
-                    max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+                    max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
                     max_records=max_records, batch_size=batch_size, **fields,
                     topics=[Q.FetchTopic(topic_id=topic_id, partitions=[
                         Q.FetchPartition(partition_index=p, acknowledgement_batches=[
@@ -248,6 +248,34 @@ def test_long_poll_wakes_on_new_records(kafka, topic, members):
     started = time.monotonic()
     assert acquired(a.fetch(topic_id, max_wait_ms=5000)) == [(5, 5, 1)]
     assert time.monotonic() - started < 3
+
+
+def test_min_bytes_waits_for_enough_records(kafka, topic, members):
+    """As Kafka's DelayedShareFetch: with less than min_bytes to acquire the fetch waits, and
+    answers once a produce brings enough, or at max_wait_ms with what there is."""
+    name, topic_id = topic
+    a = members("member-a")
+    a.fetch(topic_id, max_records=1)  # opens the session; takes the first batch (0-2)
+    started = time.monotonic()
+    assert acquired(a.fetch(topic_id, min_bytes=100_000, max_wait_ms=700)) == [(3, 4, 1)]
+    assert time.monotonic() - started >= 0.6  # the 2 small records are not 100 kB: it waited
+    a.acknowledge(topic_id, [(0, 4, [ACCEPT])])
+
+    import threading
+
+    def produce_later():
+        for value in (b"small", b"x" * 3000):  # the second batch brings min_bytes
+            time.sleep(0.4)
+            with Wire(kafka.bootstrap) as wire:
+                wire.api_versions()
+                wire.produce(name, 0, build_batch([value]))
+    producer = threading.Thread(target=produce_later)
+    producer.start()
+    started = time.monotonic()
+    response = a.fetch(topic_id, min_bytes=2000, max_wait_ms=20_000)
+    producer.join()
+    assert acquired(response) == [(5, 6, 1)]
+    assert time.monotonic() - started < 15  # answered when min_bytes was met, not at max wait
 
 
 def test_poison_record_archived_after_the_delivery_limit(kafka, topic, members):
