@@ -116,7 +116,9 @@ class Broker:
         # and read their group's share.* configs from the group coordinator.
         self.share_partitions = SharePartitionManager(
             self.share_persister, self.group_coordinator.share_group_settings,
-            self.config.get("group.share.max.share.sessions"), self.replicas.wait_for_news)
+            self.config.get("group.share.max.share.sessions"), self.replicas.wait_for_news,
+            self.node_id)
+        self.controller.subscribe(self.share_partitions)
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         self.connection_limits.image = lambda: self.controller.image  # ip quotas (KIP-612)
         failures = FailureLog()

@@ -58,8 +58,9 @@ class FetchParams:
 
 class SharePartitionManager:
     def __init__(self, persister: Persister, settings: SettingsProvider, max_sessions: int,
-                 wait_for_news=None):
+                 wait_for_news=None, node_id: int | None = None):
         self.persister = persister
+        self.node_id = node_id  # this broker: share partitions it no longer leads are dropped
         self.settings = settings
         self.sessions = ShareSessionCache(max_sessions)
         self._partitions: dict[SharePartitionKey, SharePartition] = {}
@@ -79,6 +80,23 @@ class SharePartitionManager:
                 partition.timer.cancel()
             partition = self._partitions[key] = SharePartition(key, replica, self.persister)
         return partition
+
+    def apply(self, old, new):
+        """Image listener: drop the share partitions of deleted topics and of partitions this
+        broker no longer leads, with their lock timers, as Kafka's SharePartitionManager does on
+        a leadership change (the new leader loads the persisted state; a stale copy here would
+        keep firing lock expiries against a fenced epoch, and deleted topics' copies would stay
+        in memory for good)."""
+        if self.node_id is not None and (old is None or old.topics_by_id is not new.topics_by_id):
+            for key, partition in list(self._partitions.items()):
+                topic = new.topic_by_id(key.topic_id)
+                if topic is not None and key.partition < topic.num_partitions and \
+                        topic.state(key.partition).leader == self.node_id:
+                    continue
+                if partition.timer is not None:
+                    partition.timer.cancel()
+                del self._partitions[key]
+        return iter(())
 
     def loaded(self) -> list[SharePartition]:
         """The share partitions whose state is loaded, for /metrics and the console."""

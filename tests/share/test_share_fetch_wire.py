@@ -477,3 +477,20 @@ def test_a_new_leader_epoch_reloads_the_share_partition(kafka, topic, members):
         assert acquired(b.fetch(topic_id)) == [(0, 4, 1)]  # nothing was persisted for them
     finally:
         replica.leader_epoch -= 1
+
+
+def test_a_deleted_topic_drops_its_share_partitions(kafka, topic, members):
+    """The broker keeps no share partition (nor its lock timer) for a topic that is gone."""
+    from confluent_kafka.admin import AdminClient
+
+    name, topic_id = topic
+    a = members("member-a")
+    assert acquired(a.fetch(topic_id)) == [(0, 4, 1)]  # records locked: a timer is armed
+    key = SharePartitionKey(GROUP, topic_id, 0)
+    assert key in kafka.share_partitions._partitions
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.delete_topics([name])[name].result(30)
+    deadline = time.monotonic() + 10
+    while key in kafka.share_partitions._partitions and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert key not in kafka.share_partitions._partitions
