@@ -131,31 +131,23 @@ async def _describe_group(ctx, R, g):
                         summary.leader_epoch
                     if summary.start_offset != NO_OFFSET and \
                             summary.delivery_complete_count != -1:
-                        _lag(ctx, name, p, summary, part)
+                        part = await _with_lag(ctx, name, p, summary, part)
             out.partitions.append(part)
         topics.append(out)
     return R.DescribeShareGroupOffsetsResponseGroup(group_id=gid, topics=topics + missing,
                                                     error_code=0)
 
 
-def _lag(ctx, name: str, p: int, summary, part) -> None:
-    """The lag from the partition's latest offset. Here that is the leader's answer, or a
-    follower's high watermark (one replica fetch behind it); a partition this broker holds no
-    replica of keeps lag -1, unknown, rather than failing the whole answer (Kafka asks the
-    leader: a later step)."""
-    partition = ctx.partitions.get(name, p)
-    if partition is None:
-        topic = ctx.metadata.topic(name)
-        if topic is None or p >= topic.num_partitions:
-            part.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION.code
-            part.error_message = "This server does not host this topic-partition."
-        return
-    try:
-        found = partition.offset_for_timestamp(-1, False, -1)
-        end = found[0] if found is not None else 0
-    except KafkaError:  # not the leader: a follower's view
-        end = partition.high_watermark
+async def _with_lag(ctx, name: str, p: int, summary, part):
+    """The partition's answer with its lag: the partition's latest offset (from its leader,
+    wherever it is: :mod:`kbroker.coordinator.group.share.end_offsets`) less the start offset and
+    the records delivered past it. When the latest offset cannot be had, the answer is only the
+    error and its message, as Kafka's."""
+    error, end = await ctx.groups.share_end_offsets.latest(name, p)
+    if error is not Errors.NONE:
+        return type(part)(partition_index=p, error_code=error.code, error_message=error.message)
     part.lag = end - summary.start_offset - summary.delivery_complete_count
+    return part
 
 
 # --- AlterShareGroupOffsets (91), v0 ---------------------------------------------------------------

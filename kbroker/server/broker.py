@@ -96,6 +96,12 @@ class Broker:
         self.share_persister = BrokerPersister(self.share_coordinator, self.config)
         # Share groups initialize and delete their share partitions' state through it.
         self.group_coordinator.share_persister = self.share_persister
+        from kbroker.coordinator.group.share.end_offsets import PartitionEndOffsets
+        # DescribeShareGroupOffsets' lag: each partition's latest offset, from its leader.
+        self.group_coordinator.share_end_offsets = PartitionEndOffsets(
+            self.node_id, self.replicas, lambda: self.controller.image,
+            self.config.inter_broker_listener_name, self.config.get("request.timeout.ms") / 1000,
+            lambda: getattr(self.replicas, "inter_broker_security", None))
         # Coordinator shards follow leadership of their internal-topic partition (on a single
         # node: the topic's creation); listeners run in order, so the partition has its new
         # role before its shard loads.
@@ -210,6 +216,8 @@ class Broker:
             self.share_partitions.close()
         if self.share_persister is not None:
             self.share_persister.close()  # cancels calls waiting on other brokers
+        if self.group_coordinator is not None and self.group_coordinator.share_end_offsets:
+            self.group_coordinator.share_end_offsets.close()
         if self.share_coordinator is not None:
             await self.share_coordinator.stop()
         if self.txn_coordinator is not None:

@@ -35,6 +35,9 @@ class GroupCoordinator:
         # sets it once its share coordinator exists; until then no partition is initialized, so
         # share groups get no assignment.
         self.share_persister = None
+        # Each partition's latest offset, from its leader, for DescribeShareGroupOffsets' lag
+        # (kbroker.coordinator.group.share.end_offsets.PartitionEndOffsets); the broker sets it.
+        self.share_end_offsets = None
 
     def group_configs(self, group_id: str):
         """A group's configs (the GROUP resource) as the current metadata image holds them:
