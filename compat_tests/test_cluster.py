@@ -181,6 +181,81 @@ def test_cluster_kafka_streams_exactly_once_v2(cluster, cell):
               f"{sorted(set(leaders))}")
 
 
+@pytest.mark.skipif("java" not in (os.environ.get("COMPAT_CLIENTS") or "java").split(","),
+                    reason="COMPAT_CLIENTS leaves out java, whose driver runs Kafka Streams")
+@pytest.mark.compat("cluster: streams protocol, coordinator killed", client="kafka-streams")
+def test_cluster_kafka_streams_streams_protocol_coordinator_killed(cluster, cell):
+    """Kafka Streams with group.protocol=streams (KIP-1071), exactly_once_v2, while the broker
+    coordinating its streams group is killed (kill -9): the group's topology, members and tasks,
+    replicated in __consumer_offsets, are loaded by the partition's new leader; the app finds
+    it, keeps its tasks and counts every record exactly once, the ones produced after the kill
+    too."""
+    import time
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from compat_tests.drivers.registry import BY_NAME
+    from compat_tests.test_transactions import read_committed_to_end
+
+    java = BY_NAME["java"]
+    unavailable = java.unavailable()
+    assert unavailable is None, unavailable
+    source, sink = harness.unique("cl-kip1071-in"), harness.unique("cl-kip1071-out")
+    app = harness.unique("cl-kip1071-app")
+    create_topic(cluster, source, partitions=2)
+    create_topic(cluster, sink, partitions=2)
+    counts = {"alpha": 7, "beta": 12, "gamma": 3, "delta": 9, "epsilon": 1}
+    keys = [k for k, n in counts.items() for _ in range(n)]
+    before, after = keys[::2], keys[1::2]
+    bootstrap = cluster.bootstrap_servers
+
+    def produce(batch, first):
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+                             "enable.idempotence": True})
+        for i, key in enumerate(batch, first):
+            producer.produce(source, key=key.encode(), value=f"v{i}".encode())
+        assert producer.flush(60) == 0
+
+    produce(before, 0)
+    app_run = harness.start(java, "streams-count", bootstrap, "--property",
+                            "group.protocol=streams", timeout=200, input=source, output=sink,
+                            application_id=app, expect=len(keys), timeout_ms=180_000)
+    killed = None
+    try:
+        app_run.wait_for(lambda: app_run.events("running"), 120, "the app RUNNING")
+        # the first records counted and committed: they show in the output's committed view
+        reader = Consumer({"bootstrap.servers": bootstrap, "group.id": harness.unique("r"),
+                           "isolation.level": "read_committed", "enable.auto.commit": False})
+        reader.assign([TopicPartition(sink, p, 0) for p in range(2)])
+        try:
+            wait_until(lambda: (m := reader.poll(0.5)) is not None and m.error() is None, 60,
+                       0.1, "the app's first committed counts")
+        finally:
+            reader.close()
+        killed = group_coordinator(cluster, app)
+        cluster.kill(killed)
+        started = time.monotonic()
+        produce(after, len(before))
+        run = app_run.wait()
+        settled_s = time.monotonic() - started
+        moved_to = group_coordinator(cluster, app)
+    finally:
+        app_run.terminate()
+        if killed is not None:
+            cluster.restart(killed)
+    assert run.rc == 0, f"{run.error_text()}\n{run.describe()}"
+    out = read_committed_to_end(bootstrap, sink, 2)
+    by_key: dict[str, list[str]] = {}
+    for key, value in out:
+        by_key.setdefault(key, []).append(value)
+    assert by_key == {k: [str(i) for i in range(1, n + 1)] for k, n in counts.items()}
+    assert len(out) == len(keys)
+    assert moved_to != killed
+    cell.note(f"coordinator {killed} killed, the streams group moved to {moved_to}; "
+              f"{len(keys)} records counted exactly once, the last {settled_s:.0f} s after "
+              f"the kill")
+
+
 def group_coordinator(cluster, group: str) -> int:
     cls = messages.request_class(FIND_COORDINATOR)
     alive = next(b["id"] for b in cluster.brokers if cluster.alive(b["id"]))
