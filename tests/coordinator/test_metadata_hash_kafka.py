@@ -104,7 +104,7 @@ def test_hashes_equal_kafkas():
 
 
 def test_hashes_equal_kafkas_without_brokers():
-    """A single kbroker node keeps no broker list in its image: every rack is absent."""
+    """No broker known (an image without a broker list, nothing else given): no racks."""
     topics = [_topic(f"topic-{i}", [[1]] * (1 + i * 7)) for i in range(12)]
     queries = [("topic", t.name) for t in topics] + [("group", [t.name for t in topics])]
     assert kbroker_hashes({}, topics, queries) == kafka_hashes({}, topics, queries)

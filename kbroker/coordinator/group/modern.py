@@ -64,35 +64,39 @@ def _java_order(value: str) -> bytes:
     return value.encode("utf-16-be", "surrogatepass")
 
 
-# topic -> (the broker map it was hashed with, its hash). Streams groups hash their topics at
-# every heartbeat (Kafka keeps a cache for the same reason); an image's TopicMetadata and broker
-# map never change and are replaced whenever what they hold does, so identity is the key.
+# topic -> (the racks it was hashed with, its hash). Streams groups hash their topics at every
+# heartbeat (Kafka keeps a cache for the same reason); an image's TopicMetadata never changes and
+# is replaced whenever what it holds does, so it is the key, and the racks must be equal.
 _TOPIC_HASHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def topic_hash(image, name: str) -> int:
+def topic_hash(image, name: str, racks=None) -> int:
     """A hash of a topic's id, name, partition count and partition racks (0 when it does not
-    exist); a group's epoch moves when the hash of its subscribed topics changes."""
+    exist); a group's epoch moves when the hash of its subscribed topics changes. ``racks``
+    maps each known broker to its rack (or None): the shard's ``broker_racks()``, which knows a
+    single node's own rack; by default the image's broker list (empty on a single node)."""
     topic = image.topic(name)
     if topic is None:
         return 0
+    if racks is None:
+        racks = {b.node_id: b.rack for b in image.brokers.values()}
     cached = _TOPIC_HASHES.get(topic)
-    if cached is not None and cached[0] is image.brokers:
+    if cached is not None and cached[0] == racks:
         return cached[1]
-    value = _topic_hash(topic, image.brokers)
-    _TOPIC_HASHES[topic] = (image.brokers, value)
+    value = _topic_hash(topic, racks)
+    _TOPIC_HASHES[topic] = (dict(racks), value)
     return value
 
 
-def _topic_hash(topic, brokers) -> int:
+def _topic_hash(topic, racks) -> int:
     topic_id = topic.topic_id.int
     parts = [_TOPIC_HASH_MAGIC, _UUID_LE.pack(topic_id >> 64, topic_id & 0xFFFFFFFFFFFFFFFF),
              _java_string(topic.name), _INT32_LE.pack(topic.num_partitions)]
     for index, replicas in enumerate(topic.assignments):
         parts.append(_INT32_LE.pack(index))
         # One rack per replica whose broker is known and has one: Kafka keeps duplicates.
-        racks = [brokers[r].rack for r in replicas if r in brokers and brokers[r].rack is not None]
-        for rack in sorted(racks, key=_java_order):
+        replica_racks = [racks[r] for r in replicas if racks.get(r) is not None]
+        for rack in sorted(replica_racks, key=_java_order):
             # The length first (Kafka's guard against separator ambiguity), then the string,
             # which hash4j follows with its length again.
             encoded = _java_string(rack)
@@ -101,15 +105,17 @@ def _topic_hash(topic, brokers) -> int:
     return _signed(xxhash.xxh3_64_intdigest(b"".join(parts)))
 
 
-def group_hash(image, subscribed) -> int:
+def group_hash(image, subscribed, racks=None) -> int:
     """The hash of the topics named by ``subscribed`` (an iterable of names) that exist: XXH3
-    over their topic hashes in name order; 0 when none exists."""
+    over their topic hashes in name order; 0 when none exists. ``racks`` as for topic_hash."""
+    if racks is None:
+        racks = {b.node_id: b.rack for b in image.brokers.values()}
     names = sorted((name for name in set(subscribed) if image.topic(name) is not None),
                    key=_java_order)
     if not names:
         return 0
     return _signed(xxhash.xxh3_64_intdigest(
-        b"".join(_INT64_LE.pack(topic_hash(image, name)) for name in names)))
+        b"".join(_INT64_LE.pack(topic_hash(image, name, racks)) for name in names)))
 
 
 def _signed(value: int) -> int:
