@@ -42,6 +42,7 @@ MODULES = (
     "consumer_group_describe",
     "streams_group_heartbeat",
     "streams_group_describe",
+    "streams_group_topology_description_update",
     "share_group_heartbeat",
     "share_group_describe",
     "share_group_offsets",

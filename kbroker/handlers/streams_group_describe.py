@@ -7,6 +7,11 @@ process, endpoint, client tags, current tasks and target tasks. An empty group i
 INVALID_GROUP_ID; a group that does not exist, or is not a streams group, GROUP_ID_NOT_FOUND
 with Kafka's message. DESCRIBE on the group is required (GROUP_AUTHORIZATION_FAILED), and
 DESCRIBE on the topology's topics (TOPIC_AUTHORIZATION_FAILED).
+
+v1's IncludeTopologyDescription (KIP-1331) asks for the description the topology description
+plugin stored. kbroker runs without one (see streams_group_topology_description_update), so, as
+Kafka 4.4.0 without a plugin, every group described without error says NOT_STORED and carries no
+description; a group with an error, or a request that did not ask, says NOT_REQUESTED.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from kbroker.handlers.group_describe import NOT_REQUESTED, find_group
 from kbroker.protocol.errors import Errors
 from kbroker.security.authorizer import Op, ResourceType, allowed, authorized_operations
 
+# StreamsGroupDescribe v1's TopologyDescriptionStatus: no description recorded for the group.
+TOPOLOGY_DESCRIPTION_NOT_STORED = 1
 
 
 def _ids(R, tasks) -> list:
@@ -109,5 +116,7 @@ def handle_streams_group_describe(ctx, request):
         if request.include_authorized_operations and described.error_code == 0:
             described.authorized_operations = authorized_operations(ctx, ResourceType.GROUP,
                                                                     group_id)
+        if request.include_topology_description and described.error_code == 0:
+            described.topology_description_status = TOPOLOGY_DESCRIPTION_NOT_STORED
         groups.append(described)
     return R(throttle_time_ms=0, groups=groups)

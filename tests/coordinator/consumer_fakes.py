@@ -28,6 +28,9 @@ class FakeController:
     def get(self, topic, index):
         return self.partitions.get((topic, index))
 
+    def live_brokers(self) -> dict:
+        return {1: None}  # a single node without broker.rack, as the real controller says
+
 
 def make_consumer_shard(**overrides) -> GroupShard:
     config = BrokerConfig({"group.consumer.assignment.interval.ms": 0, **overrides})

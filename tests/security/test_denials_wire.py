@@ -164,6 +164,13 @@ CASES = {
     "DescribeTransactions": (65, 0, lambda t, g, x: req(65, transactional_ids=[x]),
                              lambda r: [s.error_code for s in r.transaction_states],
                              T.TRANSACTIONAL_ID, O.DESCRIBE, None, TXN),
+    # KIP-1331: READ on the group comes before the missing-plugin answer (UNSUPPORTED_VERSION).
+    "StreamsGroupTopologyDescriptionUpdate": (93, 0, lambda t, g, x: req(
+        93, group_id=g, member_id="m", topology_epoch=1,
+        topology_description=nested(93, "TopologyDescription")(subtopologies=[],
+                                                               global_stores=[])),
+        lambda r: [r.error_code] if r.error_message is None else [r.error_message], T.GROUP,
+        O.READ, None, GROUP),
     # The share coordinator's inter-broker APIs: every partition denied without CLUSTER_ACTION.
     "InitializeShareGroupState": (83, 0, lambda t, g, x: req(83, group_id=g, topics=[
         nested(83, "InitializeStateData")(topic_id=SOME_TOPIC_ID, partitions=[

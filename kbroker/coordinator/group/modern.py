@@ -8,9 +8,11 @@ Everything protocol-specific (members, assignments, reconciliation) stays in ``c
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import time
+import weakref
+
+import xxhash
 
 from kbroker.coordinator.runtime import CoordinatorResult
 
@@ -38,33 +40,87 @@ def decode_record_value(cls, value: bytes):
 
 
 # --- metadata hash (KIP-1101) --------------------------------------------------------------------
+# Bit for bit Kafka's (``Utils.computeTopicHash`` / ``computeGroupHash``): the hash is stored in
+# the *GroupMetadataValue records, so a Kafka broker loading our ``__consumer_offsets`` compares
+# it with its own and would bump every group's epoch if they differed. Kafka streams its fields
+# through hash4j's XXH3-64 (seed 0), which writes every value little-endian and a string as its
+# UTF-16 code units followed by an int32 count of them; the hash of a stream is XXH3-64 of those
+# bytes, so we build the same bytes and hash them in one call.
 
-def topic_hash(image, name: str) -> int:
+_TOPIC_HASH_MAGIC = b"\x00"  # Kafka's version byte of the topic hash
+_INT32_LE = struct.Struct("<i")
+_INT64_LE = struct.Struct("<q")
+_UUID_LE = struct.Struct("<QQ")  # the id's most, then least significant 64 bits
+
+
+def _java_string(value: str) -> bytes:
+    """hash4j's putString: the UTF-16 code units (little-endian), then their count as int32."""
+    units = value.encode("utf-16-le", "surrogatepass")
+    return units + _INT32_LE.pack(len(units) // 2)
+
+
+def _java_order(value: str) -> bytes:
+    """A sort key ordering as Java's String.compareTo (by UTF-16 code unit, not code point)."""
+    return value.encode("utf-16-be", "surrogatepass")
+
+
+# topic -> (the racks it was hashed with, its hash). Streams groups hash their topics at every
+# heartbeat (Kafka keeps a cache for the same reason); an image's TopicMetadata never changes and
+# is replaced whenever what it holds does, so it is the key, and the racks must be equal.
+_TOPIC_HASHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def topic_hash(image, name: str, racks=None) -> int:
     """A hash of a topic's id, name, partition count and partition racks (0 when it does not
-    exist); a group's epoch moves when the hash of its subscribed topics changes."""
+    exist); a group's epoch moves when the hash of its subscribed topics changes. ``racks``
+    maps each known broker to its rack (or None): the shard's ``broker_racks()``, which knows a
+    single node's own rack; by default the image's broker list (empty on a single node)."""
     topic = image.topic(name)
     if topic is None:
         return 0
-    h = hashlib.blake2b(digest_size=8)
-    h.update(b"\x00" + topic.topic_id.bytes + name.encode() + struct.pack(">i", topic.num_partitions))
-    brokers = image.brokers
+    if racks is None:
+        racks = {b.node_id: b.rack for b in image.brokers.values()}
+    cached = _TOPIC_HASHES.get(topic)
+    if cached is not None and cached[0] == racks:
+        return cached[1]
+    value = _topic_hash(topic, racks)
+    _TOPIC_HASHES[topic] = (dict(racks), value)
+    return value
+
+
+def _topic_hash(topic, racks) -> int:
+    topic_id = topic.topic_id.int
+    parts = [_TOPIC_HASH_MAGIC, _UUID_LE.pack(topic_id >> 64, topic_id & 0xFFFFFFFFFFFFFFFF),
+             _java_string(topic.name), _INT32_LE.pack(topic.num_partitions)]
     for index, replicas in enumerate(topic.assignments):
-        racks = sorted({brokers[r].rack for r in replicas if r in brokers and brokers[r].rack})
-        h.update(struct.pack(">i", index))
-        for rack in racks:
-            h.update(struct.pack(">i", len(rack)) + rack.encode())
-    return int.from_bytes(h.digest(), "big", signed=True)
+        parts.append(_INT32_LE.pack(index))
+        # One rack per replica whose broker is known and has one: Kafka keeps duplicates.
+        replica_racks = [racks[r] for r in replicas if racks.get(r) is not None]
+        for rack in sorted(replica_racks, key=_java_order):
+            # The length first (Kafka's guard against separator ambiguity), then the string,
+            # which hash4j follows with its length again.
+            encoded = _java_string(rack)
+            parts.append(_INT32_LE.pack((len(encoded) - 4) // 2))
+            parts.append(encoded)
+    return _signed(xxhash.xxh3_64_intdigest(b"".join(parts)))
 
 
-def group_hash(image, subscribed) -> int:
-    """The hash of the topics named by ``subscribed`` (an iterable of names) that exist."""
-    hashes = [topic_hash(image, name) for name in sorted(subscribed) if image.topic(name)]
-    if not hashes:
+def group_hash(image, subscribed, racks=None) -> int:
+    """The hash of the topics named by ``subscribed`` (an iterable of names) that exist: XXH3
+    over their topic hashes in name order; 0 when none exists. ``racks`` as for topic_hash."""
+    if racks is None:
+        racks = {b.node_id: b.rack for b in image.brokers.values()}
+    names = sorted((name for name in set(subscribed) if image.topic(name) is not None),
+                   key=_java_order)
+    if not names:
         return 0
-    h = hashlib.blake2b(digest_size=8)
-    for value in hashes:
-        h.update(struct.pack(">q", value))
-    return int.from_bytes(h.digest(), "big", signed=True)
+    return _signed(xxhash.xxh3_64_intdigest(
+        b"".join(_INT64_LE.pack(topic_hash(image, name, racks)) for name in names)))
+
+
+def _signed(value: int) -> int:
+    """An unsigned 64-bit hash as the int64 Kafka stores (Java's long)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 # --- target assignments ----------------------------------------------------------------------------

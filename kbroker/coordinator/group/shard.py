@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from kbroker.coordinator.group import modern
 from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group import txn_offsets
 from kbroker.coordinator.group.consumer import replay as consumer_replay
@@ -191,6 +192,16 @@ class GroupShard(Shard):
     def image(self):
         """The current metadata image (topics by name and id)."""
         return self.runtime.controller.image
+
+    def broker_racks(self) -> dict:
+        """Broker id -> rack (None without one) of every known broker, as the metadata hash of
+        the modern groups reads them: a cluster's registered brokers, or this node alone with
+        its ``broker.rack`` (a single node's image lists no brokers)."""
+        return self.runtime.controller.live_brokers()
+
+    def metadata_hash(self, topic_names) -> int:
+        """The group metadata hash (Kafka's, KIP-1101) of the named topics that exist."""
+        return modern.group_hash(self.image, topic_names, self.broker_racks())
 
     def group_configs(self, group_id: str) -> dict:
         """The group's dynamic configs (IncrementalAlterConfigs on the GROUP resource)."""

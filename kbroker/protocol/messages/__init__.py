@@ -164,6 +164,7 @@ ADVERTISED = {
     69: (0, 1),  # ConsumerGroupDescribe
     88: (0, 1),  # StreamsGroupHeartbeat
     89: (0, 1),  # StreamsGroupDescribe
+    93: (0, 0),  # StreamsGroupTopologyDescriptionUpdate
     76: (1, 1),  # ShareGroupHeartbeat
     77: (1, 1),  # ShareGroupDescribe
     90: (0, 1),  # DescribeShareGroupOffsets

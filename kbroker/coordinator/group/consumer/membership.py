@@ -21,7 +21,7 @@ from dataclasses import replace
 from kbroker.coordinator.group import modern
 from kbroker.coordinator.group.consumer import records as rec
 from kbroker.coordinator.group.consumer import settings
-from kbroker.coordinator.group.consumer.group import ConsumerGroup, group_hash
+from kbroker.coordinator.group.consumer.group import ConsumerGroup
 from kbroker.coordinator.group.consumer.member import (EMPTY, STATIC_LEAVE_EPOCH, freeze)
 from kbroker.coordinator.runtime import CoordinatorResult
 from kbroker.protocol.errors import Errors, KafkaError
@@ -114,7 +114,7 @@ def fence_records(shard, group: ConsumerGroup, members: list) -> list:
     records += [rec.regex_tombstone(gid, r) for r in deleted]
     counts = group.subscribed_names_without(members, deleted)
     epoch = group.group_epoch + 1
-    records.append(rec.group_epoch(gid, epoch, group_hash(shard.image, counts)))
+    records.append(rec.group_epoch(gid, epoch, shard.metadata_hash(counts)))
     log.info("group %s: bumped the group epoch to %d (%d member(s) removed)", gid, epoch,
              len(members))
     return records

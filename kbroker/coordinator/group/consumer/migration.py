@@ -29,7 +29,7 @@ from kbroker.coordinator.group import records as classic_records
 from kbroker.coordinator.group.consumer import membership
 from kbroker.coordinator.group.consumer import records as rec
 from kbroker.coordinator.group.consumer import settings
-from kbroker.coordinator.group.consumer.group import ConsumerGroup, group_hash
+from kbroker.coordinator.group.consumer.group import ConsumerGroup
 from kbroker.coordinator.group.consumer.member import (ClassicMetadata, ConsumerGroupMember,
                                                        MemberState, with_epoch, without_epochs)
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
@@ -168,7 +168,7 @@ def from_classic(shard, classic: ClassicGroup) -> ConsumerGroup:
                                     tuple((n, bytes(md)) for n, md in m.protocols)))
         group.update_target(m.member_id, assigned)
         group.update_member(member)
-    group.metadata_hash = group_hash(image, group.subscribed)
+    group.metadata_hash = shard.metadata_hash(group.subscribed)
     return group
 
 

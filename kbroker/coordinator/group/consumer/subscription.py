@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from kbroker.coordinator.group.consumer import records as rec
 from kbroker.coordinator.group.consumer import regex as regexes
 from kbroker.coordinator.group.consumer.group import (ConsumerGroup, ResolvedRegex, _count,
-                                                      group_hash, subscription_type)
+                                                      subscription_type)
 
 log = logging.getLogger("kbroker.coordinator.group")
 
@@ -123,7 +123,7 @@ def update(shard, group: ConsumerGroup, old, new, now: int, records: list,
     epoch = group.group_epoch
     refresh_requested = now >= group.metadata_refresh[0] or epoch < group.metadata_refresh[1]
     if bump or refresh_requested:
-        metadata_hash = group_hash(shard.image, counts)
+        metadata_hash = shard.metadata_hash(counts)
         if metadata_hash != group.metadata_hash:
             bump = True
         if bump:
@@ -155,7 +155,7 @@ def refresh_regexes(shard, group_id: str, now: int) -> list:
                 _count(counts, topic, 1, -1)
         for topic in found.topics:
             _count(counts, topic, 1, +1)
-    metadata_hash = group_hash(shard.image, counts)
+    metadata_hash = shard.metadata_hash(counts)
     if changed or metadata_hash != group.metadata_hash:
         epoch = group.group_epoch + 1
         records.append(rec.group_epoch(group_id, epoch, metadata_hash))

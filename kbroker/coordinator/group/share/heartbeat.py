@@ -91,7 +91,7 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
     epoch = group.group_epoch
     if group.assignment_epoch >= epoch and initialize.assignment_pending(group, subscribed):
         bump = True
-    metadata_hash = modern.group_hash(shard.image, subscribed)
+    metadata_hash = shard.metadata_hash(subscribed)
     if metadata_hash != group.metadata_hash:
         log.info("group %s (member %s): computed new metadata hash %d", gid, req.member_id,
                  metadata_hash)

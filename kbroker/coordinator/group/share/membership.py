@@ -55,7 +55,7 @@ def fence_records(shard, group, member_id: str) -> list:
     subscribed = set()
     for m in remaining.values():
         subscribed.update(m.subscribed)
-    metadata_hash = modern.group_hash(shard.image, subscribed)
+    metadata_hash = shard.metadata_hash(subscribed)
     epoch = group.group_epoch + 1
     records.append(rec.group_epoch(group.group_id, epoch, metadata_hash))
     without = group.copy()

@@ -119,7 +119,7 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
                        f"The member's topology epoch {updated.topology_epoch} is behind the "
                        f"group's topology epoch {topology.epoch}."))
     # --- configured topology ---
-    metadata_hash = modern.group_hash(shard.image, topology.required_topics())
+    metadata_hash = shard.metadata_hash(topology.required_topics())
     configured = group.configured
     if metadata_hash != group.metadata_hash:
         log.info("group %s (member %s): computed new metadata hash %d", gid, req.member_id,

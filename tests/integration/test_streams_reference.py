@@ -1,0 +1,153 @@
+"""Streams groups' topology descriptions (KIP-1331) on kbroker and Apache Kafka 4.4.0 side by side.
+
+Kafka 4.4.0 stores a streams group's full topology description through a plugin
+(``group.streams.topology.description.plugin.class``, unset by default: the feature is off).
+Without one, which is kbroker's only state (it loads no Java plugins), Kafka:
+- never asks a member to push its description (StreamsGroupHeartbeat v1's
+  TopologyDescriptionRequired stays false), so a Kafka Streams 4.4 client never sends one;
+- answers a StreamsGroupTopologyDescriptionUpdate (key 93) UNSUPPORTED_VERSION with its message,
+  whatever the group, member or fields;
+- says NOT_STORED (1) in StreamsGroupDescribe v1 for every group described without error when
+  IncludeTopologyDescription is set, NOT_REQUESTED (0) otherwise, with no description.
+
+One reference Kafka 4.4.0 (tools/kafka_ref) and one kbroker for the module; each scenario runs on
+both with raw requests of our generated codecs, and the traces must be equal.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from kbroker.protocol import messages
+from tests.broker_process import BrokerProcess
+from tests.integration.clients import Wire
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
+import run_kafka  # noqa: E402  (stdlib-only launcher of the reference Kafka)
+
+SETTINGS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
+            "num.partitions": "1", "group.streams.initial.rebalance.delay.ms": "0"}
+STREAMS_HB, STREAMS_DESCRIBE, TOPOLOGY_UPDATE, FIND_COORDINATOR = 88, 89, 93, 10
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR (while Kafka creates
+# __consumer_offsets after the first FindCoordinator)
+RETRIABLE = {14, 15, 16}
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory):
+    """{"kafka": bootstrap, "kbroker": bootstrap}, started side by side."""
+    kafka = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M",
+                                  extra_props=dict(SETTINGS))
+    assert kafka.version == "4.4.0"
+    kbroker = BrokerProcess(tmp_path_factory.mktemp("kbroker") / "data", SETTINGS)
+    try:
+        kbroker.start()
+        yield {"kafka": kafka.bootstrap, "kbroker": kbroker.bootstrap}
+    finally:
+        kbroker.kill()
+        kafka.stop()
+
+
+def side_by_side(brokers, scenario, *args):
+    """Run ``scenario(bootstrap, *args)`` on both brokers at once; their traces must be equal."""
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(scenario, bootstrap, *args)
+                   for name, bootstrap in brokers.items()}
+        traces = {name: future.result() for name, future in futures.items()}
+    assert traces["kbroker"] == traces["kafka"], \
+        "\n".join(f"{name:8} {trace}" for name, trace in traces.items())
+    return traces["kafka"]
+
+
+def request(api_key, **fields):
+    return messages.request_class(api_key)(**fields)
+
+
+def join(wire, group: str, member: str, source: str):
+    """A streams group member's first heartbeat (v1), retried while the coordinator loads."""
+    deadline = time.monotonic() + 60
+    while wire.call(FIND_COORDINATOR, 3, request(FIND_COORDINATOR, key=group, key_type=0)
+                    ).error_code != 0 and time.monotonic() < deadline:
+        time.sleep(0.2)  # Kafka creates __consumer_offsets on the first FindCoordinator
+    Q = messages.request_class(STREAMS_HB)
+    topology = Q.Topology(epoch=1, subtopologies=[
+        Q.Subtopology(subtopology_id="0", source_topics=[source])])
+    while True:
+        response = wire.call(STREAMS_HB, 1, Q(
+            group_id=group, member_id=member, member_epoch=0, rebalance_timeout_ms=30000,
+            process_id=str(uuid.uuid4()), topology=topology, active_tasks=[], standby_tasks=[],
+            warmup_tasks=[]))
+        if response.error_code not in RETRIABLE or time.monotonic() > deadline:
+            return response
+        time.sleep(0.2)
+
+
+def description():
+    Q = messages.request_class(TOPOLOGY_UPDATE)
+    source = Q.TopologyDescriptionNode(name="KSTREAM-SOURCE-0000000000", node_type=1,
+                                       source_topics=["words"], successors=["KSTREAM-SINK-1"])
+    sink = Q.TopologyDescriptionNode(name="KSTREAM-SINK-1", node_type=3, sink_topic="counts")
+    return Q.TopologyDescription(
+        subtopologies=[Q.TopologyDescriptionSubtopology(subtopology_id="0",
+                                                        nodes=[source, sink])],
+        global_stores=[])
+
+
+def pushes(bootstrap, suffix):
+    """A real member's push, then pushes for a missing group, with empty ids, a stale epoch."""
+    group = f"sg-describe-{suffix}"
+    member = str(uuid.uuid4())
+    trace = []
+    with Wire(bootstrap, timeout=30) as wire:
+        hb = join(wire, group, member, f"words-{suffix}")
+        trace.append(("heartbeat", hb.error_code, hb.member_epoch,
+                      hb.topology_description_required))
+        cases = [(group, member, 1), (group, member, 7), (f"missing-{suffix}", member, 1),
+                 (group, "", 1), ("", member, 1), (group, str(uuid.uuid4()), 1)]
+        for group_id, member_id, epoch in cases:
+            r = wire.call(TOPOLOGY_UPDATE, 0, request(
+                TOPOLOGY_UPDATE, group_id=group_id, member_id=member_id, topology_epoch=epoch,
+                topology_description=description()))
+            trace.append(("push", group_id == group, bool(member_id), epoch, r.throttle_time_ms,
+                          r.error_code, r.error_message))
+        # Its heartbeats afterwards still do not ask for a description.
+        Q = messages.request_class(STREAMS_HB)
+        hb = wire.call(STREAMS_HB, 1, Q(group_id=group, member_id=member,
+                                        member_epoch=hb.member_epoch))
+        trace.append(("heartbeat", hb.error_code, hb.topology_description_required))
+    return trace
+
+
+def test_topology_description_update_without_a_plugin(brokers):
+    trace = side_by_side(brokers, pushes, uuid.uuid4().hex[:8])
+    assert trace[0][1] == 0 and trace[-1] == ("heartbeat", 0, False)  # a real member
+    assert {step[5] for step in trace[1:-1]} == {35}  # UNSUPPORTED_VERSION
+
+
+def describes(bootstrap, suffix):
+    group = f"sg-status-{suffix}"
+    trace = []
+    with Wire(bootstrap, timeout=30) as wire:
+        hb = join(wire, group, str(uuid.uuid4()), f"words-{suffix}")
+        trace.append(("heartbeat", hb.error_code))
+        ids = [group, f"missing-{suffix}", ""]
+        for version, include in ((1, True), (1, False), (0, False)):
+            r = wire.call(STREAMS_DESCRIBE, version, request(
+                STREAMS_DESCRIBE, group_ids=ids, include_topology_description=include))
+            for g in sorted(r.groups, key=lambda g: ids.index(g.group_id)):
+                trace.append((version, include, ids.index(g.group_id), g.error_code,
+                              g.error_message, getattr(g, "topology_description_status", None),
+                              getattr(g, "topology_description", None) is None))
+    return trace
+
+
+def test_describe_topology_description_status_without_a_plugin(brokers):
+    trace = side_by_side(brokers, describes, uuid.uuid4().hex[:8])
+    assert (1, True, 0, 0, None, 1, True) in trace  # the group: NOT_STORED
