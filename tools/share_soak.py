@@ -482,7 +482,7 @@ def run(args, workdir: Path, log=print) -> dict:
         "records", "consumers", "partitions", "seconds", "kill_every", "fault_every", "lock_ms",
         "delivery_limit", "member_session_ms", "seed")},
         "topic": topic, "group": group, "workdir": str(workdir)}
-    ports = list(range(args.port_base, args.port_base + 4))
+    ports = list(range(args.port_base, args.port_base + 4)) if args.port_base else None
     cluster = launch("kbroker", workdir / "cluster", session_timeout_ms=args.session_timeout_ms,
                      settings=cluster_settings(args.lock_ms, args.delivery_limit,
                                               args.member_session_ms), ports=ports)
@@ -595,7 +595,7 @@ def verdict_dict(v: Verdict) -> dict:
             "ack_errors": dict(v.ack_errors), "poll_errors": dict(v.poll_errors)}
 
 
-def main() -> int:
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--consumers", type=int, default=6)
@@ -620,10 +620,15 @@ def main() -> int:
                         help="the brokers' ZooKeeper session timeout")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--port-base", type=int, default=29600,
-                        help="ZooKeeper on it, the three brokers on the next three")
+                        help="ZooKeeper on it, the three brokers on the next three (0: free "
+                             "ephemeral ports)")
     parser.add_argument("--workdir", help="default: a new temp dir")
     parser.add_argument("--json", default="share-soak.json")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    args = parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="share-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"logs in {workdir}", flush=True)
