@@ -50,7 +50,7 @@ def handle_metadata(ctx, request):
         controller_id = store.controller_id if store.controller_id is not None else -1
     else:
         brokers = [R.MetadataResponseBroker(node_id=ctx.node_id, host=host, port=port,
-                                            rack=None)]
+                                            rack=ctx.cluster.rack)]
         controller_id = ctx.node_id
     response = R(
         throttle_time_ms=0,

@@ -75,3 +75,4 @@ def test_stored_metadata_hash_is_kafkas(broker_factory):
     (expected,) = kafka_hashes({node: RACK}, topics, [("group", [topic])])
     assert expected != 0
     assert hashes[-1] == expected
+
