@@ -7,9 +7,10 @@ instance or rack id; a join without rebalance timeout or topology, or with tasks
 changelog topic with a partition count), and for what Kafka 4.4.0's streams groups do not
 support yet (source topic regexes). Task offsets and end offsets, which Kafka Streams 4.4 members
 send every ``task.offset.interval.ms``, are accepted; the assignor does not use them (it hands out
-no warm-up tasks). Authorization: READ on
-the group (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on the topology's topics
-(TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis.
+no warm-up tasks). Before all that, as Kafka's KafkaApis: READ on the group
+(GROUP_AUTHORIZATION_FAILED), then a topology naming Kafka's internal topics or invalid topic
+names (STREAMS_INVALID_TOPOLOGY), then DESCRIBE on the topology's topics
+(TOPIC_AUTHORIZATION_FAILED); the two authorization failures carry no message.
 
 The internal topics the group is missing (status MISSING_INTERNAL_TOPICS) are created by the
 broker, once, in the background, with the partitions, replication factor and configs the
@@ -24,6 +25,7 @@ import logging
 from kbroker.coordinator.group.streams.heartbeat import HeartbeatRequest, heartbeat
 from kbroker.coordinator.group.streams.member import Endpoint, TaskTuple
 from kbroker.handlers import handles
+from kbroker.metadata.image import INTERNAL_TOPICS, topic_name_problem
 from kbroker.metadata.topic_policy import NewTopic
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, ResourceType, allowed
@@ -80,14 +82,16 @@ def _invalid(request) -> KafkaError | None:
     return None
 
 
-def _topology_topics(topology) -> set:
-    out = set()
+def _topology_topics(topology) -> list[str]:
+    """Every topic the topology names, once each, in Kafka's order (per subtopology: sources,
+    repartition sinks, repartition sources, changelogs)."""
+    out: dict[str, None] = {}
     for s in topology.subtopologies:
-        out.update(s.source_topics)
-        out.update(s.repartition_sink_topics)
-        out.update(t.name for t in s.repartition_source_topics)
-        out.update(t.name for t in s.state_changelog_topics)
-    return out
+        out.update(dict.fromkeys(s.source_topics))
+        out.update(dict.fromkeys(s.repartition_sink_topics))
+        out.update(dict.fromkeys(t.name for t in s.repartition_source_topics))
+        out.update(dict.fromkeys(t.name for t in s.state_changelog_topics))
+    return list(out)
 
 
 def _tasks(task_ids) -> dict:
@@ -107,18 +111,30 @@ async def handle_streams_group_heartbeat(ctx, request):
                      exc.error.name, f" ({exc.message})" if exc.message else "")
         return R(throttle_time_ms=0, error_code=exc.error.code, error_message=exc.message)
 
+    # Kafka's KafkaApis order: READ on the group, then the topology's topics (internal ones,
+    # invalid names, DESCRIBE on each), and only then the coordinator's checks of the request.
+    # Both authorization failures are answered without a message, as Kafka's are.
+    if not allowed(ctx, Op.READ, ResourceType.GROUP, request.group_id):
+        failed(KafkaError(Errors.GROUP_AUTHORIZATION_FAILED))
+        return R(throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED.code)
+    if request.topology is not None:
+        required = _topology_topics(request.topology)
+        prohibited = [t for t in required if t in INTERNAL_TOPICS]
+        if prohibited:
+            return failed(KafkaError(Errors.STREAMS_INVALID_TOPOLOGY, (
+                f"Use of Kafka internal topics {','.join(prohibited)} in a Kafka Streams "
+                f"topology is prohibited.")))
+        invalid = [t for t in required if topic_name_problem(t) is not None]
+        if invalid:
+            return failed(KafkaError(Errors.STREAMS_INVALID_TOPOLOGY,
+                                     f"Topic names {','.join(invalid)} are not valid topic "
+                                     f"names."))
+        if not all(allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC, t) for t in required):
+            failed(KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED))
+            return R(throttle_time_ms=0, error_code=Errors.TOPIC_AUTHORIZATION_FAILED.code)
     problem = _invalid(request)
     if problem is not None:
         return failed(problem)
-    if not allowed(ctx, Op.READ, ResourceType.GROUP, request.group_id):
-        return failed(KafkaError(Errors.GROUP_AUTHORIZATION_FAILED))
-    if request.topology is not None:
-        denied = sorted(t for t in _topology_topics(request.topology)
-                        if not allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC, t))
-        if denied:
-            return failed(KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED,
-                                     f"The group member is not authorized to describe topics: "
-                                     f"{', '.join(denied)}."))
     owned = None
     if request.active_tasks is not None:
         owned = TaskTuple.of(_tasks(request.active_tasks), _tasks(request.standby_tasks),

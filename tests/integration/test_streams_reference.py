@@ -151,3 +151,36 @@ def describes(bootstrap, suffix):
 def test_describe_topology_description_status_without_a_plugin(brokers):
     trace = side_by_side(brokers, describes, uuid.uuid4().hex[:8])
     assert (1, True, 0, 0, None, 1, True) in trace  # the group: NOT_STORED
+
+
+def topology_checks(bootstrap, suffix):
+    """Joins whose topology names Kafka's internal topics or invalid topic names: KafkaApis
+    refuses them (STREAMS_INVALID_TOPOLOGY with its message) before the coordinator checks the
+    rest of the request (here also missing its rebalance timeout)."""
+    Q = messages.request_class(STREAMS_HB)
+    cases = [
+        ["__consumer_offsets", f"ok-{suffix}"],
+        [f"ok-{suffix}", "bad name!", "__transaction_state"],
+        [f"ok-{suffix}", "bad name!", "..", "x" * 250],
+        [f"ok-{suffix}", f"ok-{suffix}"],
+    ]
+    trace = []
+    with Wire(bootstrap, timeout=30) as wire:
+        join(wire, f"sg-topo-warm-{suffix}", str(uuid.uuid4()), f"w-{suffix}")
+        for sources in cases:
+            for timeout_ms in (30000, -1):
+                topology = Q.Topology(epoch=1, subtopologies=[
+                    Q.Subtopology(subtopology_id="0", source_topics=sources[:1],
+                                  repartition_sink_topics=sources[1:])])
+                r = wire.call(STREAMS_HB, 1, Q(
+                    group_id=f"sg-topo-{suffix}", member_id=str(uuid.uuid4()), member_epoch=0,
+                    rebalance_timeout_ms=timeout_ms, process_id=str(uuid.uuid4()),
+                    topology=topology, active_tasks=[], standby_tasks=[], warmup_tasks=[]))
+                trace.append((len(sources), timeout_ms, r.error_code,
+                              (r.error_message or "").replace(suffix, "S")))
+    return trace
+
+
+def test_topology_topics_are_checked_before_the_request(brokers):
+    trace = side_by_side(brokers, topology_checks, uuid.uuid4().hex[:8])
+    assert trace[0][2] == 130 and "__consumer_offsets" in trace[0][3]  # STREAMS_INVALID_TOPOLOGY
