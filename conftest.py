@@ -15,6 +15,9 @@ import sys
 
 import pytest
 
+# The session's reference Apache Kafka (fixture ``reference_kafka``), for tests/ and compat_tests/.
+pytest_plugins = ["tests.shared_kafka"]
+
 TEST_LIMIT_S = 900
 EXIT_GRACE_S = 120
 
