@@ -27,13 +27,15 @@ ROOT = Path(__file__).resolve().parents[1]
 # Beyond run_kafka's defaults (one partition everywhere, rebalance delay 0):
 # - a 1 s minimum session timeout (tests/integration/test_group_edges.py: its 1-3 s sessions); the
 #   other modules' groups use sessions of 10 s and more, which both minimums accept;
-# - retention checked every 500 ms (test_producer_state_loss_reference.py waits for it to delete
-#   a segment); only topics made with a short retention.ms see a difference;
+# - retention checked every 500 ms, the first check 500 ms after a start instead of Kafka's 30 s
+#   (test_producer_state_loss_reference.py restarts the broker, then waits for retention to
+#   delete a segment); only topics made with a short retention.ms see a difference;
 # - Kafka's default 50 partitions of __share_group_state, written out so that a module can ask
 #   for them (test_share_state_reference.py computes the partition of its records).
 SHARED_SETTINGS = {
     "group.min.session.timeout.ms": "1000",
     "log.retention.check.interval.ms": "500",
+    "log.initial.task.delay.ms": "500",
     "share.coordinator.state.topic.num.partitions": "50",
 }
 
