@@ -147,62 +147,73 @@ CDS_TRAIN_MAIN = "org.apache.kafka.tools.TopicCommand"
 
 
 def quick_tool_opts(java: str, cp: str, version: str, cache: str | None) -> list[str]:
-    archive = tool_archive(java, cp, version, cache)
+    config = cache_dir(version, cache) / "tools-archive.properties"
+    if not config.exists():
+        config.write_text("request.timeout.ms=1000\ndefault.api.timeout.ms=2000\n")
+    # the training run loads the admin client and its network stack against a port nobody
+    # listens on, and gives up after 2 s
+    archive = class_archive(java, ["-cp", cp], cache_dir(version, cache), "tools",
+                            [CDS_TRAIN_MAIN, "--bootstrap-server", f"127.0.0.1:{free_port()}",
+                             "--command-config", str(config), "--list"],
+                            [CDS_TRAIN_MAIN, "--version"])
     if archive is None:
         return QUICK_JVM_OPTS
     return QUICK_JVM_OPTS + [f"-XX:SharedArchiveFile={archive}"] + CDS_QUIET
 
 
-def tool_archive(java: str, cp: str, version: str, cache: str | None) -> Path | None:
-    """The tools' class-data archive for this classpath and JDK, made on first use; None if the
-    JDK cannot make one (then the tools run without it)."""
+def class_archive(java: str, class_path: list[str], base: Path, name: str, train: list[str],
+                  check: list[str], cwd: str | None = None) -> Path | None:
+    """A class-data archive of what ``java [class_path] train...`` loads, for JVMs started with
+    the same class path (``["-cp", cp]`` or ``["-jar", jar]``) and JDK: made on first use in
+    ``base``, or None if this JDK cannot (then the JVMs run without one). Also used by
+    compat_tests' Java driver."""
     real_java = Path(os.path.realpath(java))
+    entries = class_path[1].split(os.pathsep)
+    here = Path(cwd or ".")
     key = hashlib.sha256("\n".join(
         [str(real_java), str(real_java.stat().st_mtime_ns) if real_java.exists() else ""] +
-        [f"{jar}:{Path(jar).stat().st_size}:{Path(jar).stat().st_mtime_ns}"
-         for jar in cp.split(os.pathsep)]).encode()).hexdigest()[:16]
-    base = cache_dir(version, cache)
-    archive = base / f"tools-{key}.jsa"
-    failed = base / f"tools-{key}.failed"
+        [f"{e}:{(here / e).stat().st_size}:{(here / e).stat().st_mtime_ns}" for e in entries]
+    ).encode()).hexdigest()[:16]
+    archive = base / f"{name}-{key}.jsa"
+    failed = base / f"{name}-{key}.failed"
     if archive.exists():
         return archive
     if failed.exists():
         return None
     import fcntl  # POSIX only, as the rest of this launcher
-    with open(base / "tools-archive.lock", "w") as lock:
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / f"{name}-archive.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one maker; the others wait, then use its archive
         if not archive.exists() and not failed.exists():
-            _make_tool_archive(java, cp, archive, failed)
+            _make_class_archive(java, class_path, train, check, archive, failed, cwd)
     return archive if archive.exists() else None
 
 
-def _make_tool_archive(java: str, cp: str, archive: Path, failed: Path) -> None:
-    """Run one tool that loads the admin client and its network stack (against a port nobody
-    listens on, with a 2 s limit), archive its classes at exit, check that a JVM maps the
-    archive, then move it into place: a half-written archive would crash the JVMs that map it."""
+def _make_class_archive(java: str, class_path: list[str], train: list[str], check: list[str],
+                        archive: Path, failed: Path, cwd: str | None) -> None:
+    """Archive the classes of the training run at its exit, check that a JVM maps the archive,
+    then move it into place: a half-written archive would crash the JVMs that map it."""
     tmp = archive.with_suffix(f".tmp{os.getpid()}")
-    config = archive.with_suffix(f".properties{os.getpid()}")
-    config.write_text("request.timeout.ms=1000\ndefault.api.timeout.ms=2000\n")
     try:
-        subprocess.run([java, *QUICK_JVM_OPTS, f"-XX:ArchiveClassesAtExit={tmp}", "-cp", cp,
-                        CDS_TRAIN_MAIN, "--bootstrap-server", f"127.0.0.1:{free_port()}",
-                        "--command-config", str(config), "--list"],
-                       capture_output=True, timeout=120)
-        check = subprocess.run([java, *QUICK_JVM_OPTS, f"-XX:SharedArchiveFile={tmp}",
-                                "-Xshare:on", "-cp", cp, CDS_TRAIN_MAIN, "--version"],
-                               capture_output=True, timeout=120)
-        if tmp.exists() and check.returncode == 0:
+        subprocess.run([java, *QUICK_JVM_OPTS, f"-XX:ArchiveClassesAtExit={tmp}", *class_path,
+                        *train], capture_output=True, timeout=120, cwd=cwd)
+        checked = subprocess.run([java, *QUICK_JVM_OPTS, f"-XX:SharedArchiveFile={tmp}",
+                                  "-Xshare:on", *class_path, *check],
+                                 capture_output=True, timeout=120, cwd=cwd)
+        if tmp.exists() and checked.returncode == 0:
             os.replace(tmp, archive)
+            for old in archive.parent.glob(f"{archive.name.rsplit('-', 1)[0]}-*.jsa"):
+                if old != archive:  # for jars or a JDK replaced since
+                    old.unlink(missing_ok=True)
         else:
-            log(f"no class-data archive for the tools (exit {check.returncode}): "
-                f"{check.stdout.decode(errors='replace')[-500:]}{check.stderr.decode(errors='replace')[-500:]}")
-            failed.write_text("see the log of the run that made this file\n")
+            out = (checked.stdout + checked.stderr).decode(errors="replace")[-1000:]
+            log(f"no class-data archive {archive.name} (exit {checked.returncode}): {out}")
+            failed.write_text(out + "\n")
     except (OSError, subprocess.TimeoutExpired) as e:
-        log(f"no class-data archive for the tools: {e}")
+        log(f"no class-data archive {archive.name}: {e}")
         failed.write_text(f"{e}\n")
     finally:
         tmp.unlink(missing_ok=True)
-        config.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- wire probe (stdlib)
