@@ -89,9 +89,28 @@ class SharedKafka:
             self._handle = None
 
 
+_session: dict = {"shared": None, "last_user": None}
+
+
 @pytest.fixture(scope="session")
 def reference_kafka(tmp_path_factory):
     """The session's Apache Kafka 4.4.0 (see the module docstring); started by the first ``get``."""
-    shared = SharedKafka(tmp_path_factory.mktemp("reference-kafka"))
+    shared = _session["shared"] = SharedKafka(tmp_path_factory.mktemp("reference-kafka"))
     yield shared
     shared.stop()
+    _session["shared"] = None
+
+
+def pytest_collection_finish(session):
+    users = [item for item in session.items
+             if "reference_kafka" in getattr(item, "fixturenames", ())]
+    _session["last_user"] = users[-1] if users else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    # The users come early in a whole run (tests/cli, tests/integration): an idle JVM would take
+    # its share of the 2 cores for the rest of it. A later ``get`` would start a new one.
+    if item is _session["last_user"] and _session["shared"] is not None:
+        _session["shared"].stop()
