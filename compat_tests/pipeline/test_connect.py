@@ -5,6 +5,7 @@ kbroker fails as it fails against Apache Kafka 4.4.0 (a config topic that is not
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,7 @@ from tests.integration.clients import wait_until
 from compat_tests.pipeline.connect import CONNECT_VERSION, ConnectWorker, RestError, free_port, \
     missing, worker_properties
 
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 
@@ -162,28 +164,34 @@ def test_filestream_exactly_once_through_restarts_and_a_worker_kill(kbroker, tmp
 
 @pytest.mark.compat("connect: a non-compacted config topic refused as by Kafka 4.4.0",
                     client="kafka-connect", version=CONNECT_VERSION)
-def test_a_config_topic_that_is_not_compacted_is_refused_as_kafka_refuses_it(kbroker, tmp_path,
-                                                                            reference_kafka):
-    kafka = reference_kafka.get()  # the session's (tests/shared_kafka.py); the names are unique
+def test_a_config_topic_that_is_not_compacted_is_refused_as_kafka_refuses_it(kbroker, tmp_path):
+    sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
+    import run_kafka
 
-    def attempt(bootstrap: str) -> str:
-        group = f"bad-{uuid.uuid4().hex[:6]}"
-        create_topic(bootstrap, f"{group}-configs", **{"cleanup.policy": "delete"})
-        worker = ConnectWorker(tmp_path / bootstrap.replace(":", "-"), "bad",
-                               worker_properties(bootstrap, group, free_port()))
-        worker.start(wait=False)
-        try:
-            found = wait_until(lambda: [line for line in worker.log().splitlines()
-                                        if "is required to have 'cleanup.policy" in line],
-                               90, 0.3, "the worker's refusal")
-            # the herder thread exits and the worker stops serving
-            wait_until(lambda: "REST server stopped" in worker.log(), 30, 0.3,
-                       "the worker's REST server to stop")
-        finally:
-            worker.kill()
-        return found[0].replace(group, "GROUP")
+    # its own Kafka, not the session's (tests/shared_kafka.py): that one stops after the last
+    # test of tests/ that uses it, some 20 minutes before this one runs, rather than idle till then
+    kafka = run_kafka.start_kafka(port=run_kafka.free_port(), heap="384M")
+    try:
+        def attempt(bootstrap: str) -> str:
+            group = f"bad-{uuid.uuid4().hex[:6]}"
+            create_topic(bootstrap, f"{group}-configs", **{"cleanup.policy": "delete"})
+            worker = ConnectWorker(tmp_path / bootstrap.replace(":", "-"), "bad",
+                                   worker_properties(bootstrap, group, free_port()))
+            worker.start(wait=False)
+            try:
+                found = wait_until(lambda: [line for line in worker.log().splitlines()
+                                            if "is required to have 'cleanup.policy" in line],
+                                   90, 0.3, "the worker's refusal")
+                # the herder thread exits and the worker stops serving
+                wait_until(lambda: "REST server stopped" in worker.log(), 30, 0.3,
+                           "the worker's REST server to stop")
+            finally:
+                worker.kill()
+            return found[0].replace(group, "GROUP")
 
-    with ThreadPoolExecutor(2) as pool:
-        on_kbroker, on_kafka = pool.map(attempt, [kbroker.bootstrap, kafka.bootstrap])
-    assert on_kbroker == on_kafka
-    assert "is required to have 'cleanup.policy=compact'" in on_kbroker
+        with ThreadPoolExecutor(2) as pool:
+            on_kbroker, on_kafka = pool.map(attempt, [kbroker.bootstrap, kafka.bootstrap])
+        assert on_kbroker == on_kafka
+        assert "is required to have 'cleanup.policy=compact'" in on_kbroker
+    finally:
+        kafka.stop()
