@@ -148,8 +148,10 @@ CDS_TRAIN_MAIN = "org.apache.kafka.tools.TopicCommand"
 
 def quick_tool_opts(java: str, cp: str, version: str, cache: str | None) -> list[str]:
     config = cache_dir(version, cache) / "tools-archive.properties"
-    if not config.exists():
-        config.write_text("request.timeout.ms=1000\ndefault.api.timeout.ms=2000\n")
+    if not config.exists():  # written whole or not at all: another process may be reading it
+        tmp = config.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text("request.timeout.ms=1000\ndefault.api.timeout.ms=2000\n")
+        os.replace(tmp, config)
     # the training run loads the admin client and its network stack against a port nobody
     # listens on, and gives up after 2 s
     archive = class_archive(java, ["-cp", cp], cache_dir(version, cache), "tools",
