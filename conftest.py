@@ -15,6 +15,13 @@ import sys
 
 import pytest
 
+# The session's reference Apache Kafka (fixture ``reference_kafka``), for tests/ and compat_tests/.
+pytest_plugins = ["tests.shared_kafka"]
+
+# Kafka's tools (kafka-configs, kafka-transactions, ...) start as short-lived JVMs: C1, the serial
+# collector and a class-data archive (tools/kafka_ref/run_kafka.py, QUICK_TOOLS_ENV); =0 turns it off.
+os.environ.setdefault("KBROKER_QUICK_TOOL_JVMS", "1")
+
 TEST_LIMIT_S = 900
 EXIT_GRACE_S = 120
 

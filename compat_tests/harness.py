@@ -79,7 +79,7 @@ class Running:
         self.run = Run(driver, argv)
         self._started = time.monotonic()
         self._proc = subprocess.Popen(
-            [*driver.command, *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            driver.argv(argv), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self._timer = threading.Timer(timeout + GRACE, self._kill)
         self._timer.start()

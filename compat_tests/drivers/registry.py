@@ -18,6 +18,7 @@ Feature names are the keys of ``FEATURES``. Commands are relative to the reposit
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -77,6 +78,9 @@ class Driver:
     unavailable: Callable[[], str | None] = lambda: None
     # Options that make `produce` give up after ms (drivers without --timeout-ms use properties).
     timeout_args: Callable[[int], list[str]] = lambda ms: ["--timeout-ms", str(ms)]
+    # Options after the command's program, worked out when a process starts (the Java driver's
+    # class-data archive, made on first use).
+    launch_options: Callable[[], list[str]] = lambda: []
     # The names its --property settings use for security (compat_tests/security.py): Kafka's
     # Java ones, librdkafka's, or the Python clients' keyword arguments.
     config_style: str = "java"
@@ -84,6 +88,10 @@ class Driver:
     @property
     def header_value(self) -> str:
         return self.client_header or self.name
+
+    def argv(self, args: list[str]) -> list[str]:
+        """The whole command line of ``driver args...``."""
+        return [self.command[0], *self.launch_options(), *self.command[1:], *args]
 
     def why_not(self, feature: str) -> tuple[str, str] | None:
         """("n/a" | "gap", reason) when this driver cannot run ``feature``, else None."""
@@ -139,6 +147,23 @@ PYTHON = (sys.executable, str(HERE / "python_driver.py"), "--client")
 JAVA_JAR = "compat_tests/java/target/kbroker-java-driver.jar"
 # Short-lived JVMs: C1 only and the serial collector start fastest.
 JAVA = ("java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-jar", JAVA_JAR)
+
+
+def _java_archive() -> list[str]:
+    """A class-data archive of the Java driver's classes (about half its JVMs' start-up), made by
+    tools/kafka_ref/run_kafka.py's class_archive on first use next to the jar: the same switch
+    (KBROKER_QUICK_TOOL_JVMS=1, set by conftest.py) as Kafka's tools in the tests."""
+    if os.environ.get("KBROKER_QUICK_TOOL_JVMS") != "1" or not (ROOT / JAVA_JAR).exists():
+        return []
+    if str(ROOT / "tools" / "kafka_ref") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
+    import run_kafka
+    # the training run: a consumer in a group against a port nobody listens on, for 2 s
+    archive = run_kafka.class_archive(
+        shutil.which("java") or "java", ["-jar", JAVA_JAR], (ROOT / JAVA_JAR).parent, "driver",
+        ["consume", "--bootstrap", f"127.0.0.1:{run_kafka.free_port()}", "--topic", "training",
+         "--group", "training", "--count", "1", "--timeout-ms", "2000"], ["version"], cwd=str(ROOT))
+    return [f"-XX:SharedArchiveFile={archive}", *run_kafka.CDS_QUIET] if archive else []
 GO_BIN = "compat_tests/go/bin/kbroker-go-driver"
 KCAT_NO_ADMIN = "kcat has no admin API: only metadata (-L) and offset queries (-Q)"
 INSTALL = "run scripts/install-test-deps.sh"
@@ -178,7 +203,7 @@ DRIVERS: list[Driver] = [
                   **_kcat_scram_lack(), **_kcat_telemetry_lack()},
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
-           unavailable=_needs_file(JAVA_JAR, INSTALL),
+           unavailable=_needs_file(JAVA_JAR, INSTALL), launch_options=_java_archive,
            timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",
                                     "--property", f"request.timeout.ms={ms // 2}",
                                     "--property", f"delivery.timeout.ms={ms}"]),

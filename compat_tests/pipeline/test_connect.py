@@ -168,6 +168,8 @@ def test_a_config_topic_that_is_not_compacted_is_refused_as_kafka_refuses_it(kbr
     sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
     import run_kafka
 
+    # its own Kafka, not the session's (tests/shared_kafka.py): that one stops after the last
+    # test of tests/ that uses it, some 20 minutes before this one runs, rather than idle till then
     kafka = run_kafka.start_kafka(port=run_kafka.free_port(), heap="384M")
     try:
         def attempt(bootstrap: str) -> str:

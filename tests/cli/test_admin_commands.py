@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from kbroker.testing import KafkaBroker
 from tests.cli.command import run_kbroker
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(brokers: str, *args, stdin: str | None = None, expect: int = 0) -> str:
@@ -107,21 +103,14 @@ def test_completion_scripts_know_the_commands():
     assert check.stdout.split() == ["create"], check.stderr
 
 
-def test_against_apache_kafka(tmp_path):
-    sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-    import run_kafka
-
-    handle = run_kafka.start_kafka(port=run_kafka.free_port(), data_dir=str(tmp_path / "kafka"),
-                                   heap="512M")
-    try:
-        brokers = handle.bootstrap
-        assert rows(cli(brokers, "topic", "create", "ref", "-p", "2")) == [["TOPIC", "STATUS"], ["ref", "OK"]]
-        cli(brokers, "topic", "produce", "ref", "-k", "k", "-p", "0", stdin="x\ny\n")
-        assert cli(brokers, "topic", "consume", "ref", "-o", "start:end", "-f", "%k=%v\\n").split() == \
-            ["k=x", "k=y"]
-        cli(brokers, "topic", "consume", "ref", "-o", "start", "-g", "g", "-n", "1")
-        assert ["ref", "0", "1", "0", "2", "1"] in rows(cli(brokers, "group", "describe", "g"))
-        assert "CLUSTER" in cli(brokers, "cluster", "info")
-        assert cli(brokers, "cluster", "config", "get", "num.partitions").strip() == "1"
-    finally:
-        handle.stop()
+def test_against_apache_kafka(reference_kafka):
+    # the session's Kafka (tests/shared_kafka.py): no other module uses the topic "ref" or group "g"
+    brokers = reference_kafka.get({"num.partitions": "1"}).bootstrap
+    assert rows(cli(brokers, "topic", "create", "ref", "-p", "2")) == [["TOPIC", "STATUS"], ["ref", "OK"]]
+    cli(brokers, "topic", "produce", "ref", "-k", "k", "-p", "0", stdin="x\ny\n")
+    assert cli(brokers, "topic", "consume", "ref", "-o", "start:end", "-f", "%k=%v\\n").split() == \
+        ["k=x", "k=y"]
+    cli(brokers, "topic", "consume", "ref", "-o", "start", "-g", "g", "-n", "1")
+    assert ["ref", "0", "1", "0", "2", "1"] in rows(cli(brokers, "group", "describe", "g"))
+    assert "CLUSTER" in cli(brokers, "cluster", "info")
+    assert cli(brokers, "cluster", "config", "get", "num.partitions").strip() == "1"

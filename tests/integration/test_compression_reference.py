@@ -1,6 +1,6 @@
 """Broker-side compression (compression.type) against Apache Kafka 4.4.0, side by side.
 
-One reference Kafka 4.4.0 and one kbroker run for the module; each scenario runs on both with raw
+The session's reference Kafka 4.4.0 (tests/shared_kafka.py) and one kbroker run for the module; each scenario runs on both with raw
 produce requests of our generated codecs, and the traces must be equal:
 - what each topic type (producer, uncompressed, gzip, snappy, lz4, zstd) stores for batches of
   every codec, with CreateTime and LogAppendTime: codec, offsets, one batch per batch in, base
@@ -17,11 +17,9 @@ produce requests of our generated codecs, and the traces must be equal:
 from __future__ import annotations
 
 import struct
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import cramjam
 import pytest
@@ -33,9 +31,6 @@ from tests.broker_process import BrokerProcess
 from tests.integration.clients import Wire, build_batch, encode_record, ensure_topic, now_ms
 from tests.integration.clients import Rec
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-import run_kafka  # noqa: E402
 
 SETTINGS = {"num.partitions": "1", "offsets.topic.num.partitions": "1"}
 PRODUCE, INIT_PRODUCER_ID, INCREMENTAL_ALTER_CONFIGS = 0, 22, 44
@@ -43,9 +38,8 @@ TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
-    kafka = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M",
-                                  extra_props=dict(SETTINGS))
+def brokers(tmp_path_factory, reference_kafka):
+    kafka = reference_kafka.get(SETTINGS)
     assert kafka.version == "4.4.0"
     kbroker = BrokerProcess(tmp_path_factory.mktemp("kbroker") / "data", SETTINGS)
     try:
@@ -53,7 +47,6 @@ def brokers(tmp_path_factory):
         yield {"kafka": kafka.bootstrap, "kbroker": kbroker.bootstrap}
     finally:
         kbroker.kill()
-        kafka.stop()
 
 
 def side_by_side(brokers, scenario, *args):

@@ -299,7 +299,7 @@ def test_bad_input_gets_kafkas_errors_and_the_group_carries_on(cg_broker):
 
 
 def test_java_consumer_and_dump_log_segments(cg_broker):
-    from tests.log.conftest import kafka_classpath
+    from tests.log.conftest import kafka_java
     assert JAVA_JAR.exists(), f"{JAVA_JAR} is missing: run scripts/install-test-deps.sh"
     topic, group = f"cgj-{uuid.uuid4().hex[:6]}", "g-java"
     ensure_topic(cg_broker.bootstrap, topic, 3)
@@ -313,8 +313,8 @@ def test_java_consumer_and_dump_log_segments(cg_broker):
     assert '"consumed":30' in out.stdout
     # Kafka 4.4.0's own tool decodes every record we wrote for the group.
     segments = sorted(Path(cg_broker.data_dir).glob("__consumer_offsets-*/*.log"))
-    dump = subprocess.run(["java", "-cp", kafka_classpath(),
-                           "org.apache.kafka.tools.DumpLogSegments", "--offsets-decoder",
+    dump = subprocess.run([*kafka_java("org.apache.kafka.tools.DumpLogSegments"),
+                           "--offsets-decoder",
                            "--files", ",".join(map(str, segments))],
                           capture_output=True, text=True, timeout=120)
     assert dump.returncode == 0, dump.stderr[-2000:]

@@ -1,7 +1,7 @@
 """Group edge cases answered as Apache Kafka answers them, compared side by side.
 
 Each test starts from the same two brokers: Apache Kafka 4.4.0 (``tools/kafka_ref``, jars fetched by
-``scripts/install-test-deps.sh``) and kbroker, configured alike (no initial rebalance delay, 1 s
+``scripts/install-test-deps.sh``; the session's, tests/shared_kafka.py) and kbroker, configured alike (no initial rebalance delay, 1 s
 minimum session timeout, one ``__consumer_offsets`` partition). It runs one client sequence against
 both at once (a thread each) and asserts that the two traces are equal: error codes, generations,
 who leads and who owns the partition at each step. A few expected values are asserted as well,
@@ -24,11 +24,9 @@ the checkpoints leave seconds of margin on either side of the timeout they probe
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -37,9 +35,6 @@ from kbroker.protocol.messages.consumer_protocol_subscription import ConsumerPro
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import Wire, ensure_topic, wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-import run_kafka  # noqa: E402  (stdlib-only launcher of the reference Kafka)
 
 SETTINGS = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
             "offsets.topic.num.partitions": "1"}
@@ -50,17 +45,15 @@ NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID = 68
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
-    """{"kafka": bootstrap, "kbroker": bootstrap}, started side by side."""
-    kafka = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M",
-                                  extra_props=dict(SETTINGS))
+def brokers(tmp_path_factory, reference_kafka):
+    """{"kafka": bootstrap, "kbroker": bootstrap}, side by side (Kafka: the session's)."""
+    kafka = reference_kafka.get(SETTINGS)
     kbroker = BrokerProcess(tmp_path_factory.mktemp("kbroker") / "data", SETTINGS)
     try:
         kbroker.start()
         yield {"kafka": kafka.bootstrap, "kbroker": kbroker.bootstrap}
     finally:
         kbroker.kill()
-        kafka.stop()
 
 
 def step(trace, name):

@@ -1,7 +1,7 @@
 """kbroker against Apache Kafka 4.4.0 side by side, on what the move to 4.4.0's schemas changed.
 
-One reference Kafka 4.4.0 (``tools/kafka_ref``, the version our schemas are pinned to) and one
-kbroker run for the module. Each scenario runs on both, with raw requests of our generated codecs,
+The session's reference Kafka 4.4.0 (``tools/kafka_ref``, the version our schemas are pinned to;
+shared by the modules that compare, tests/shared_kafka.py) and one kbroker run for the module. Each scenario runs on both, with raw requests of our generated codecs,
 and the two traces must be equal:
 - ApiVersions: for every API kbroker serves, the range Kafka 4.4.0 advertises; and Kafka's answer
   is the table pinned in tests/protocol/test_advertised_versions.py;
@@ -14,10 +14,8 @@ and the two traces must be equal:
 
 from __future__ import annotations
 
-import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -28,9 +26,6 @@ from tests.broker_process import BrokerProcess
 from tests.integration.clients import Wire, ensure_topic, wait_until
 from tests.protocol.test_advertised_versions import KAFKA_4_4_0, KAFKA_4_4_0_WITH_TELEMETRY
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-import run_kafka  # noqa: E402  (stdlib-only launcher of the reference Kafka)
 
 SETTINGS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
             "num.partitions": "1"}
@@ -39,10 +34,9 @@ INIT_PRODUCER_ID, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_CLUSTER, DELETE_GROUPS = 
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
-    """{"kafka": bootstrap, "kbroker": bootstrap}, started side by side."""
-    kafka = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M",
-                                  extra_props=dict(SETTINGS))
+def brokers(tmp_path_factory, reference_kafka):
+    """{"kafka": bootstrap, "kbroker": bootstrap}, side by side (Kafka: the session's)."""
+    kafka = reference_kafka.get(SETTINGS)
     assert kafka.version == "4.4.0"
     kbroker = BrokerProcess(tmp_path_factory.mktemp("kbroker") / "data", SETTINGS)
     try:
@@ -50,7 +44,6 @@ def brokers(tmp_path_factory):
         yield {"kafka": kafka.bootstrap, "kbroker": kbroker.bootstrap}
     finally:
         kbroker.kill()
-        kafka.stop()
 
 
 def side_by_side(brokers, scenario, *args):

@@ -17,11 +17,9 @@ previous transaction's markers being written), as every client does.
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -30,9 +28,6 @@ from tests.broker_process import BrokerProcess
 from tests.integration.clients import Wire, ensure_topic
 from tests.recordbatch import build_batch
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-import run_kafka  # noqa: E402  (stdlib-only launcher of the reference Kafka)
 
 SETTINGS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
             "transaction.state.log.num.partitions": "1", "num.partitions": "1"}
@@ -41,9 +36,8 @@ RETRIABLE = {"NOT_ENOUGH_REPLICAS", "CONCURRENT_TRANSACTIONS"}
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
-    kafka = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M",
-                                  extra_props=dict(SETTINGS))
+def brokers(tmp_path_factory, reference_kafka):
+    kafka = reference_kafka.get(SETTINGS)
     assert kafka.version == "4.4.0"
     kbroker = BrokerProcess(tmp_path_factory.mktemp("kbroker") / "data", SETTINGS)
     try:
@@ -51,7 +45,6 @@ def brokers(tmp_path_factory):
         yield {"kafka": kafka.bootstrap, "kbroker": kbroker.bootstrap}
     finally:
         kbroker.kill()
-        kafka.stop()
 
 
 def side_by_side(brokers, scenario):

@@ -12,11 +12,9 @@ the same producer id and epoch; the traces must be equal.
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -25,9 +23,6 @@ from tests.broker_process import BrokerProcess
 from tests.integration.clients import Wire, ensure_topic, wait_until
 from tests.integration.test_producer_sequences_reference import Producer, error_name
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-import run_kafka  # noqa: E402  (stdlib-only launcher of the reference Kafka)
 
 SETTINGS = {"group.initial.rebalance.delay.ms": "0", "num.partitions": "1",
             "log.retention.check.interval.ms": "500"}
@@ -37,9 +32,8 @@ DELETE_RECORDS, LIST_OFFSETS = 21, 2
 class Brokers:
     """kbroker and Kafka 4.4.0 with the same settings; ``restart()`` restarts both cleanly."""
 
-    def __init__(self, tmp_path):
-        self.kafka = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M",
-                                           extra_props=dict(SETTINGS))
+    def __init__(self, tmp_path, kafka):
+        self.kafka = kafka  # the session's (tests/shared_kafka.py); restarted here, not stopped
         self.kbroker = BrokerProcess(tmp_path / "data", SETTINGS)
         self.kbroker.start()
 
@@ -53,12 +47,11 @@ class Brokers:
 
     def stop(self) -> None:
         self.kbroker.kill()
-        self.kafka.stop()
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
-    started = Brokers(tmp_path_factory.mktemp("state-loss"))
+def brokers(tmp_path_factory, reference_kafka):
+    started = Brokers(tmp_path_factory.mktemp("state-loss"), reference_kafka.get(SETTINGS))
     yield started
     started.stop()
 

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import base64
 import os
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -25,30 +23,25 @@ from kbroker.protocol import messages
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import Wire, ensure_topic
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-import run_kafka  # noqa: E402
-
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
 INITIALIZE, READ, WRITE, DELETE, SUMMARY = 83, 84, 85, 86, 87
 TOPIC = f"share-state-ref-{uuid.uuid4().hex[:8]}"  # unique: a reused reference keeps state
-# The reference broker of this module; KBROKER_SHARE_REF_KAFKA=host:port reuses a running one.
-KAFKA_PORT = 29150
+# The reference broker: the session's (tests/shared_kafka.py), with Kafka's default 50 partitions
+# of __share_group_state (_records below counts on them); KBROKER_SHARE_REF_KAFKA=host:port reuses
+# a running one instead.
+KAFKA_SETTINGS = {"share.coordinator.state.topic.num.partitions": "50"}
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
+def brokers(tmp_path_factory, reference_kafka):
     reuse = os.environ.get("KBROKER_SHARE_REF_KAFKA")
-    kafka = None if reuse else run_kafka.start_kafka(port=KAFKA_PORT, controller_port=KAFKA_PORT + 1,
-                                                     heap="512M")
+    kafka = reuse or reference_kafka.get(KAFKA_SETTINGS).bootstrap
     kbroker = BrokerProcess(tmp_path_factory.mktemp("kbroker") / "data", {})
     try:
         kbroker.start()
-        yield {"kafka": reuse or kafka.bootstrap, "kbroker": kbroker.bootstrap}
+        yield {"kafka": kafka, "kbroker": kbroker.bootstrap}
     finally:
         kbroker.kill()
-        if kafka is not None:
-            kafka.stop()
 
 
 def _topic_ids(bootstrap):

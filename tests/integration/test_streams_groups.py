@@ -306,10 +306,10 @@ def test_kafka_streams_exactly_once_through_member_restarts(sg_broker):
     # in one partition, so reaching its final count means every earlier one was read).
     assert by_key == {k: list(range(1, n + 1)) for k, n in expected.items()}
     # Kafka 4.4.0's own tool decodes every record we wrote for the group.
-    from tests.log.conftest import kafka_classpath
+    from tests.log.conftest import kafka_java
     segments = sorted(Path(sg_broker.data_dir).glob("__consumer_offsets-*/*.log"))
-    dump = subprocess.run(["java", "-cp", kafka_classpath(),
-                           "org.apache.kafka.tools.DumpLogSegments", "--offsets-decoder",
+    dump = subprocess.run([*kafka_java("org.apache.kafka.tools.DumpLogSegments"),
+                           "--offsets-decoder",
                            "--files", ",".join(map(str, segments))],
                           capture_output=True, text=True, timeout=120)
     assert dump.returncode == 0, dump.stderr[-2000:]

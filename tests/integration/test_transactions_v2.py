@@ -29,7 +29,7 @@ from kbroker.protocol import messages
 from kbroker.coordinator.txn.records import partition_for
 from tests.integration.clients import (Wire, ensure_topic, partition_dir, running_broker,
                                        wait_until)
-from tests.log.conftest import kafka_classpath
+from tests.log.conftest import kafka_java
 from tests.recordbatch import build_batch
 
 INIT_PRODUCER_ID, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_TRANSACTIONS = 22, 26, 28, 65
@@ -233,7 +233,7 @@ def test_java_producer_follows_the_finalized_transaction_version(broker, level, 
 def dump_shows_transactions_v2(broker, tid: str) -> None:
     directory = partition_dir(broker, "__transaction_state", partition_for(tid, 50))
     segments = sorted(str(p) for p in Path(directory).glob("*.log"))
-    out = subprocess.run(["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.DumpLogSegments",
+    out = subprocess.run([*kafka_java("org.apache.kafka.tools.DumpLogSegments"),
                           "--transaction-log-decoder", "--files", ",".join(segments)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

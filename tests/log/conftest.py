@@ -76,3 +76,12 @@ def kafka_classpath() -> str:
                     f"on PATH): run scripts/install-test-deps.sh, or "
                     f"python tools/kafka_ref/run_kafka.py fetch", pytrace=False)
     return run_kafka.classpath(version)
+
+
+def kafka_java(main: str) -> list[str]:
+    """The command line of Kafka's tool ``main`` (arguments follow), started as run_kafka starts
+    tools (in the suite: a quick JVM, see tools/kafka_ref/README.md)."""
+    kafka_classpath()  # fails the test, with the fix, if the jars are missing
+    run_kafka = _run_kafka()
+    return run_kafka.java_cmd(main, [], os.environ.get("KBROKER_KAFKA_VERSION",
+                                                     run_kafka.DEFAULT_VERSION), None)

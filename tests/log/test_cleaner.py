@@ -15,7 +15,7 @@ from kbroker.log import cleaner as cleaner_module
 from kbroker.log.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner
 from kbroker.protocol.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kbroker.protocol.records import RecordBatchBuilder, decode_records, iter_batches
-from tests.log.conftest import NOW, append, kafka_classpath
+from tests.log.conftest import NOW, append, kafka_java
 
 DAY = 24 * 3600 * 1000
 
@@ -459,16 +459,16 @@ def test_kafka_dump_log_segments_reads_cleaned_segments(manager):
     names = sorted(n for n in os.listdir(log.dir_path) if n.endswith((".log", ".index",
                                                                       ".timeindex")))
     paths = ",".join(os.path.join(log.dir_path, n) for n in names)
-    out = subprocess.run(["java", "-cp", kafka_classpath(),
-                          "org.apache.kafka.tools.DumpLogSegments", "--index-sanity-check",
+    out = subprocess.run([*kafka_java("org.apache.kafka.tools.DumpLogSegments"),
+                          "--index-sanity-check",
                           "--files", paths], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "Exception" not in out.stderr and "mismatch" not in out.stdout.lower()
     for name in names:
         if name.endswith((".index", ".timeindex")):
             assert f"{name} passed sanity check" in out.stdout or f"{name} is empty" in out.stdout
-    out = subprocess.run(["java", "-cp", kafka_classpath(),
-                          "org.apache.kafka.tools.DumpLogSegments", "--deep-iteration",
+    out = subprocess.run([*kafka_java("org.apache.kafka.tools.DumpLogSegments"),
+                          "--deep-iteration",
                           "--print-data-log", "--files", paths],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "Exception" not in out.stderr, out.stderr

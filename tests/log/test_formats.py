@@ -11,7 +11,7 @@ from kbroker.log.checkpoint import (read_offset_checkpoint, read_partition_metad
                                     uuid_to_base64, write_offset_checkpoint)
 from kbroker.protocol.records import iter_batches
 
-from .conftest import NOW, append, kafka_classpath, make_batch
+from .conftest import NOW, append, kafka_java, make_batch
 
 
 def test_segment_file_names_and_index_entries(open_log, log_dir):
@@ -89,8 +89,8 @@ def test_kafka_dump_log_segments_reads_our_files(open_log, log_dir):
     log.close()
     names = sorted(n for n in os.listdir(log_dir) if n.endswith((".log", ".index", ".timeindex",
                                                                  ".snapshot")))
-    out = subprocess.run(["java", "-cp", kafka_classpath(),
-                          "org.apache.kafka.tools.DumpLogSegments", "--index-sanity-check",
+    out = subprocess.run([*kafka_java("org.apache.kafka.tools.DumpLogSegments"),
+                          "--index-sanity-check",
                           "--files", ",".join(os.path.join(log_dir, n) for n in names)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -100,8 +100,7 @@ def test_kafka_dump_log_segments_reads_our_files(open_log, log_dir):
     for name in names:
         if name.endswith((".index", ".timeindex")):
             assert f"{name} passed sanity check" in out.stdout
-    out = subprocess.run(["java", "-cp", kafka_classpath(),
-                          "org.apache.kafka.tools.DumpLogSegments",
+    out = subprocess.run([*kafka_java("org.apache.kafka.tools.DumpLogSegments"),
                           "--files", ",".join(os.path.join(log_dir, n) for n in names)],
                          capture_output=True, text=True, timeout=120)
     assert out.stdout.count("baseOffset:") == 30

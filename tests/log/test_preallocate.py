@@ -7,7 +7,7 @@ import subprocess
 
 from kbroker.log import LogConfig
 
-from .conftest import NOW, append, kafka_classpath, make_batch, read_all
+from .conftest import NOW, append, kafka_java, make_batch, read_all
 
 SEGMENT = 64 * 1024
 CONFIG = LogConfig(preallocate=True, segment_bytes=SEGMENT)
@@ -63,7 +63,7 @@ def test_off_by_default_and_dump_log_segments_reads_a_preallocated_log(open_log,
     for i in range(3):
         append(log, make_batch(4, ts=NOW + i))
     log.close()
-    out = subprocess.run(["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.DumpLogSegments",
+    out = subprocess.run([*kafka_java("org.apache.kafka.tools.DumpLogSegments"),
                           "--files", os.path.join(log_dir, f"{0:020d}.log")],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.count("baseOffset:") == 3, out.stdout + out.stderr

@@ -14,7 +14,7 @@ from kbroker.protocol.records import (LOG_APPEND_TIME, RECORDS_OFFSET, BatchHead
                                       RecordBatchBuilder, decode_records, iter_batches,
                                       write_varint)
 
-from .conftest import NOW, append, kafka_classpath, read_all
+from .conftest import NOW, append, kafka_java, read_all
 
 TYPES = ["uncompressed", "gzip", "snappy", "lz4", "zstd"]
 SOURCES = [codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]
@@ -227,7 +227,7 @@ def test_dump_log_segments_reads_every_rebuilt_codec(tmp_path):
         log.flush()
         dirs.append((topic_type, path))
     files = [str(path / "00000000000000000000.log") for _, path in dirs]
-    out = subprocess.run(["java", "-cp", kafka_classpath(), "org.apache.kafka.tools.DumpLogSegments",
+    out = subprocess.run([*kafka_java("org.apache.kafka.tools.DumpLogSegments"),
                           "--deep-iteration", "--print-data-log", "--files", ",".join(files)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "Exception" not in out.stderr, out.stderr

@@ -13,7 +13,7 @@ from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.records import (CONTROL_ABORT, CONTROL_COMMIT, RecordBatchBuilder,
                                       build_control_batch)
 
-from .conftest import NOW, kafka_classpath
+from .conftest import NOW, kafka_java
 
 
 def txn_batch(producer_id, epoch, base_sequence, count=2):
@@ -111,7 +111,7 @@ def test_non_transactional_write_inside_an_open_transaction(open_log):
 
 
 def test_kafka_dump_log_segments_reads_markers_and_txnindex(open_log, log_dir):
-    classpath = kafka_classpath()
+    dump_log_segments = kafka_java("org.apache.kafka.tools.DumpLogSegments")
     log = open_log(LogConfig())
     append(log, txn_batch(7, 0, 0))
     marker(log, 7, 0, commit=False)
@@ -120,7 +120,7 @@ def test_kafka_dump_log_segments_reads_markers_and_txnindex(open_log, log_dir):
     log.close()
     files = [os.path.join(log_dir, "00000000000000000000" + suffix)
              for suffix in (".log", ".txnindex")]
-    out = subprocess.run(["java", "-cp", classpath, "org.apache.kafka.tools.DumpLogSegments",
+    out = subprocess.run([*dump_log_segments,
                           "--deep-iteration", "--files", ",".join(files)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -31,8 +31,6 @@ from tests.integration.clients import Wire, wait_until
 from tests.observability.conftest import http_get, http_json, with_http
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-import run_kafka  # noqa: E402
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER, LIST_CONFIG_RESOURCES = 32, 44, 74
 GET_SUBSCRIPTIONS, PUSH = 71, 72
@@ -41,15 +39,14 @@ SET, DELETE, APPEND = 0, 1, 2
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
-    kafka = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M")
+def brokers(tmp_path_factory, reference_kafka):
+    kafka = reference_kafka.get()
     kbroker = BrokerProcess(tmp_path_factory.mktemp("kbroker") / "data", {"http.port": "0"})
     try:
         with_http(kbroker.start())
         yield {"kafka": kafka, "kbroker": kbroker}
     finally:
         kbroker.kill()
-        kafka.stop()
 
 
 def side_by_side(brokers, scenario):
