@@ -37,8 +37,10 @@ may be too: the sync then re-reads everything, quietly.
 the time on a large cluster), the whole tree is read and compared with the image. A difference
 is re-read under the write lock (so a change that was merely in flight is not mistaken for one)
 and, if it is still there, published and logged as a WARNING naming what differed: a watch was
-lost, which is a bug. After a lost session (watches are gone) every watch is re-armed and the
-tree re-read, quietly.
+lost, which is a bug. After a lost session, and after a mere dropped connection too (kazoo
+keeps no watch across a reconnect: it drops them all at the disconnect, telling each with a
+session event, and does not send ZooKeeper's SetWatches), every watch is re-armed and the tree
+re-read, quietly.
 
 Threads: kazoo calls watch callbacks and session listeners on its own threads; they only queue a
 key for the sync task (``call_soon_threadsafe``). The sync task is the one reader.
@@ -93,7 +95,8 @@ class ZkSync:
         self._next_full = 0.0
         self._full_interval = FULL_READ_INTERVAL_S
         self._verifying: asyncio.Task | None = None
-        self._session_lost = False  # set from kazoo's thread, read there too
+        # set from kazoo's thread, read there too: the connection dropped (watches are gone)
+        self._disconnected = False
         # For the scale benchmark and /metrics: watch events handled (a burst of events of one
         # kind is handled once), and differences the safety net found.
         self.handled = 0
@@ -165,11 +168,14 @@ class ZkSync:
         return watcher
 
     def _on_session(self, state: str) -> None:
-        if state == KazooState.LOST:
-            self._session_lost = True
-        elif state == KazooState.CONNECTED and self._session_lost:
-            self._session_lost = False
-            log.info("new ZooKeeper session: re-arming the metadata watches")
+        if state in (KazooState.LOST, KazooState.SUSPENDED):
+            # kazoo drops every watch at a disconnect, the session kept or not: a changed
+            # /brokers/ids would go unnoticed (a fault run saw a controller miss a broker's
+            # re-registration and its controlled shutdown after a 2 s cut of its ZooKeeper link).
+            self._disconnected = True
+        elif state == KazooState.CONNECTED and self._disconnected:
+            self._disconnected = False
+            log.info("ZooKeeper connection back: re-arming the metadata watches")
             self.nudge("catch-up")
 
     # --- the loop --------------------------------------------------------------------------------
