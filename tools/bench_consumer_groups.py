@@ -11,10 +11,12 @@ what a user sees.
   member's ``subscribe()``) to the partitions covered again, balanced, no partition owned twice;
 - heartbeat round trip: 1,000 members in 100 groups (raw ConsumerGroupHeartbeat v1 over 10
   connections, each member heartbeating at the interval the broker hands out, as clients do),
-  p50 and p99 of the round trip once every member is settled (same epoch twice in a row).
+  p50 and p99 of the round trip once every member is settled (same epoch twice in a row), the
+  members spread evenly over the interval (see ``heartbeat_round``).
 
 Target: kbroker/Kafka <= 1.0 on every line. Run:
-``python tools/bench_consumer_groups.py [--rounds 2] [--hb-seconds 20]``.
+``python tools/bench_consumer_groups.py [--rounds 2] [--hb-seconds 20]``; ``--cells heartbeat``
+runs a part, ``--only kbroker --bootstrap HOST:PORT`` one running broker (e.g. under a profiler).
 """
 
 from __future__ import annotations
@@ -196,17 +198,28 @@ async def heartbeat_round(bootstrap: str, seconds: float, groups=100, per_group=
                 break
             await asyncio.sleep(0.2)
     rtts: list = []
-    measuring = asyncio.Event()
+    # Once every member is settled, the members' phases are whatever the joins left them: on
+    # both brokers the reconciliation answers whole groups at once, so hundreds of members end
+    # up heartbeating within the same ~100 ms every interval (a measured 440 in one 100 ms
+    # slice), and the round trip then measures how fast a burst drains, which depends on the
+    # broker's join timing more than on its heartbeat. For the measurement every member moves
+    # to its own slot of the interval (index / total of it, from ``phase0`` on) and sends on a
+    # fixed schedule from there (open loop: a slow answer does not delay the next send), so
+    # both brokers see the same even 200 heartbeats/s.
+    phase0: list = [None]
     stop_at = [0.0]
     settled: set = set()
+    total = groups * per_group
+    intervals = [1.0]
 
     async def member(index):
         conn = conns[index % connections]
         group = f"hb-{index // per_group}-{topic}"
         member_id = uuid.uuid4().hex[:22]
         epoch, owned = 0, []
+        next_at = None
         await asyncio.sleep((index % 100) / 100)
-        while not stop_at[0] or time.monotonic() < stop_at[0]:
+        while not stop_at[0] or (next_at or 0.0) < stop_at[0]:
             if epoch == 0:
                 req = Req(group_id=group, member_id=member_id, member_epoch=0,
                           rebalance_timeout_ms=30000, subscribed_topic_names=[topic],
@@ -216,7 +229,7 @@ async def heartbeat_round(bootstrap: str, seconds: float, groups=100, per_group=
                           topic_partitions=owned)
             t0 = time.monotonic()
             r = await conn.call(68, 1, req, Resp)
-            if measuring.is_set():
+            if phase0[0] is not None and t0 >= phase0[0]:
                 rtts.append(time.monotonic() - t0)
             interval = 1.0
             if r.error_code:
@@ -229,20 +242,26 @@ async def heartbeat_round(bootstrap: str, seconds: float, groups=100, per_group=
                     settled.discard(index)
                 epoch = r.member_epoch
                 interval = r.heartbeat_interval_ms / 1000
+                intervals.append(interval)
                 if r.assignment is not None:
                     owned = [Req.TopicPartitions(topic_id=tp.topic_id, partitions=tp.partitions)
                              for tp in r.assignment.topic_partitions]
-            await asyncio.sleep(interval)
+            if phase0[0] is None:
+                await asyncio.sleep(interval)
+                continue
+            next_at = phase0[0] + index / total * interval if next_at is None \
+                else next_at + interval
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
 
-    total = groups * per_group
     tasks = [asyncio.create_task(member(i)) for i in range(total)]
     deadline = time.monotonic() + 180
     while len(settled) < total and time.monotonic() < deadline:  # joins and reconciliation
         await asyncio.sleep(0.5)
     if len(settled) < total:
         raise RuntimeError(f"only {len(settled)} of {total} members settled in 180 s")
-    measuring.set()
-    stop_at[0] = time.monotonic() + seconds
+    # Every member answers once more before phase0, then takes its slot.
+    phase0[0] = time.monotonic() + max(intervals) + 1.0
+    stop_at[0] = phase0[0] + seconds
     await asyncio.gather(*tasks)
     for c in conns:
         c.task.cancel()
@@ -251,13 +270,19 @@ async def heartbeat_round(bootstrap: str, seconds: float, groups=100, per_group=
     return (statistics.median(rtts) * 1000, rtts[int(0.99 * len(rtts))] * 1000)
 
 
-def one_round(bootstrap: str, hb_seconds: float) -> dict:
+CELLS = ("join", "settle", "heartbeat")
+
+
+def one_round(bootstrap: str, hb_seconds: float, cells_wanted=CELLS) -> dict:
     cells = {}
-    for n in (1, 3, 10):
-        cells[f"join_{n}_members_s"] = join_round(bootstrap, n)
-    cells["settle_after_leave_s"], cells["settle_after_join_s"] = settle_rounds(bootstrap)
-    p50, p99 = asyncio.run(heartbeat_round(bootstrap, hb_seconds))
-    cells["heartbeat_p50_ms"], cells["heartbeat_p99_ms"] = p50, p99
+    if "join" in cells_wanted:
+        for n in (1, 3, 10):
+            cells[f"join_{n}_members_s"] = join_round(bootstrap, n)
+    if "settle" in cells_wanted:
+        cells["settle_after_leave_s"], cells["settle_after_join_s"] = settle_rounds(bootstrap)
+    if "heartbeat" in cells_wanted:
+        p50, p99 = asyncio.run(heartbeat_round(bootstrap, hb_seconds))
+        cells["heartbeat_p50_ms"], cells["heartbeat_p99_ms"] = p50, p99
     return cells
 
 
@@ -265,22 +290,49 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--hb-seconds", type=float, default=30.0)
+    ap.add_argument("--cells", default=",".join(CELLS),
+                    help=f"comma-separated subset of {', '.join(CELLS)} (default: all)")
+    ap.add_argument("--only", choices=("kbroker", "kafka"),
+                    help="run one broker only (no ratio): e.g. to profile it")
+    ap.add_argument("--bootstrap", help="with --only: use this running broker instead of "
+                    "starting one (e.g. a kbroker under a profiler)")
+    ap.add_argument("--kbroker-port", type=int, default=0, help="default: any free port")
+    ap.add_argument("--kafka-port", type=int, help="Kafka's port (its controller: the next "
+                    "one); default: any free ports")
     args = ap.parse_args()
+    wanted = tuple(c for c in args.cells.split(",") if c)
+    if unknown := set(wanted) - set(CELLS):
+        ap.error(f"unknown cells: {', '.join(sorted(unknown))}")
+    if args.bootstrap and not args.only:
+        ap.error("--bootstrap needs --only")
     work = Path(tempfile.mkdtemp(prefix="bench-cg-"))
-    kbroker = BrokerProcess(work / "kbroker").start()
-    kafka = start_kafka(port=free_port(), data_dir=str(work / "kafka"))
-    results: dict[str, list[dict]] = {"kbroker": [], "kafka": []}
+    kbroker = kafka = None
+    brokers = []
+    if args.only != "kafka":
+        if args.bootstrap is None:
+            kbroker = BrokerProcess(work / "kbroker", port=args.kbroker_port).start()
+        brokers.append(("kbroker", args.bootstrap or kbroker.bootstrap))
+    if args.only != "kbroker":
+        if args.bootstrap is None:
+            kafka = start_kafka(port=args.kafka_port or free_port(),
+                                controller_port=args.kafka_port and args.kafka_port + 1,
+                                data_dir=str(work / "kafka"))
+        brokers.append(("kafka", args.bootstrap or kafka.bootstrap))
+    results: dict[str, list[dict]] = {name: [] for name, _ in brokers}
     try:
         for i in range(args.rounds):
-            order = [("kbroker", kbroker.bootstrap), ("kafka", kafka.bootstrap)]
-            for name, bootstrap in order if i % 2 == 0 else order[::-1]:
-                cells = one_round(bootstrap, args.hb_seconds)
+            for name, bootstrap in brokers if i % 2 == 0 else brokers[::-1]:
+                cells = one_round(bootstrap, args.hb_seconds, wanted)
                 results[name].append(cells)
                 print(f"round {i} {name}: " + ", ".join(f"{k}={v:,.2f}" for k, v in cells.items()),
                       flush=True)
     finally:
-        kbroker.kill()
-        kafka.stop()
+        if kbroker is not None:
+            kbroker.kill()
+        if kafka is not None:
+            kafka.stop()
+    if len(brokers) < 2:
+        return 0
     print(f"\n| metric | kbroker | Kafka {DEFAULT_VERSION} | ratio |\n| --- | ---: | ---: | ---: |")
     for key in results["kbroker"][0]:
         k = statistics.median(c[key] for c in results["kbroker"])

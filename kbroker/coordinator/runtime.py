@@ -218,6 +218,12 @@ class CoordinatorRuntime:
         log.info("created internal topic %s with %d partitions", self.topic,
                  topic.num_partitions)
 
+    def ready(self) -> bool:
+        """The topic exists and every shard of it this broker leads is hosted: nothing for
+        :meth:`ensure_topic` to do (checked first so that the hot path makes no coroutine)."""
+        topic = self.controller.image.topic(self.topic)
+        return topic is not None and len(self.shards) >= topic.num_partitions
+
     async def ensure_topic(self) -> None:
         """Before any other coordinator write: the topic exists (a single node creates it on
         first use, whatever the request). A broker that cannot create it is, for this request,
@@ -416,6 +422,8 @@ class CoordinatorRuntime:
         """Run ``op`` on shard ``index``; its response once its records are committed. A caller
         that goes away (its connection closed) does not stop the write's follow-up work."""
         done = self.run(index, op)
+        if done.done():  # answered at once (a write without records, or a single node's)
+            return done.result()
         # With the caller gone nobody awaits it: its error (NOT_COORDINATOR when the shard
         # unloads, say) is the caller's, not worth asyncio's "never retrieved" ERROR line.
         done.add_done_callback(_retrieve)

@@ -66,14 +66,22 @@ MODULES = (
 )
 
 
-def handles(api_name: str):
-    """Register the decorated function as the handler of ``api_name`` (e.g. "Produce")."""
+def handles(api_name: str, eager: bool = False):
+    """Register the decorated function as the handler of ``api_name`` (e.g. "Produce").
+
+    ``eager``: the dispatcher runs the handler's coroutine at once, in the read callback, up to
+    its first real suspension; one that never suspends (the usual case) is answered without a
+    task and its response written in the same callback. For a coroutine that may run outside a
+    task until it first waits (it must not use ``asyncio.timeout`` or ``current_task`` before
+    then); others get a task, as before."""
     api_key = API_KEY_BY_NAME[api_name]
 
     def register(fn):
         if api_key in HANDLERS:
             raise RuntimeError(f"two handlers registered for {api_name} (api key {api_key})")
         HANDLERS[api_key] = fn
+        if eager:
+            fn.eager = True
         return fn
 
     return register

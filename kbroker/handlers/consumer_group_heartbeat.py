@@ -23,6 +23,8 @@ import uuid
 from kbroker.coordinator.group.consumer.heartbeat import HeartbeatRequest, heartbeat
 from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.protocol.messages.consumer_group_heartbeat import \
+    ConsumerGroupHeartbeatResponse as R
 from kbroker.security.authorizer import Op, ResourceType, allowed
 
 log = logging.getLogger("kbroker.consumer_group_heartbeat")
@@ -68,11 +70,10 @@ def _invalid(ctx, request) -> KafkaError | None:
     return None
 
 
-@handles("ConsumerGroupHeartbeat")
+# Eager: a steady-state heartbeat writes nothing and never waits, so it is answered in the read
+# callback that decoded it (no task, no futures, no writer task).
+@handles("ConsumerGroupHeartbeat", eager=True)
 async def handle_consumer_group_heartbeat(ctx, request):
-    from kbroker.protocol.messages.consumer_group_heartbeat import \
-        ConsumerGroupHeartbeatResponse as R
-
     def failed(exc: KafkaError):
         if exc.error not in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS,
                              Errors.COORDINATOR_NOT_AVAILABLE):

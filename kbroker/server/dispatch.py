@@ -21,6 +21,7 @@ import inspect
 import logging
 import struct
 import time
+import types
 
 from kbroker.handlers.context import ANONYMOUS, CloseConnection, RequestContext
 from kbroker.protocol import messages
@@ -164,6 +165,8 @@ class Dispatcher:
             if observer is not None:
                 observer.dropped(token, ctx, "failed; connection closed")
             raise Closed() from None
+        if inspect.iscoroutine(result) and getattr(self.handlers[api_key], "eager", False):
+            result = _start_eagerly(result)
         if observer is not None:
             return self._observed(observer, token, ctx, result, connection)
         if result is None:
@@ -222,6 +225,44 @@ class Dispatcher:
         ctx = RequestContext(self.services, API_VERSIONS_KEY, 0, correlation_id, None,
                              _client_host(connection))
         return self.encode_response(ctx, response)
+
+
+def _start_eagerly(coro):
+    """Run a handler's coroutine now, up to its first suspension: its response when it finished
+    without waiting, else a future of it (a task that carries on from where it stopped). An
+    exception of the first step goes into that future, as a task's would."""
+    try:
+        yielded = coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    except Exception as exc:
+        failed = asyncio.get_running_loop().create_future()
+        failed.set_exception(exc)
+        return failed
+    return asyncio.ensure_future(_carry_on(coro, yielded))
+
+
+@types.coroutine
+def _carry_on(coro, yielded):
+    """The rest of a coroutine whose first step ran already (``yielded`` is what it waits on),
+    driven by the task this runs in: values, exceptions and cancellation are passed through
+    as ``await`` would."""
+    while True:
+        try:
+            value = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                yielded = coro.send(value)
+            except StopIteration as stop:
+                return stop.value
 
 
 def _chain(future: asyncio.Future, transform) -> asyncio.Future:

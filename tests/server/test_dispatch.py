@@ -102,3 +102,104 @@ def test_produce_v0_to_v2_are_advertised_but_rejected(dispatcher):
 def test_registry_matches_manifest():
     registered = handlers.load()
     assert set(registered) == set(messages.ADVERTISED)
+
+
+# --- eager handlers (handles(..., eager=True)): run in the read callback up to their first wait --
+
+def _api_versions_frame():
+    return frame(18, 3, messages.request_class(18)(client_software_name="t",
+                                                   client_software_version="1"))
+
+
+def _eager_dispatcher(handler):
+    handler.eager = True
+    return Dispatcher(services=None, handlers={18: handler})
+
+
+def _answer(ctx, error_code):
+    return messages.response_class(18)(error_code=error_code)
+
+
+def test_eager_handler_that_never_waits_is_answered_without_a_task():
+    import asyncio
+
+    ran = []
+
+    async def handler(ctx, request):
+        ran.append(True)
+        return _answer(ctx, 0)
+
+    async def main():
+        parts = _eager_dispatcher(handler).handle(_api_versions_frame())
+        # Ran already, and the answer is the encoded buffers, not a future of them.
+        assert ran == [True]
+        assert isinstance(parts, list)
+        header, body = parse_response(parts, 18, 3)
+        assert (header.correlation_id, body.error_code) == (7, 0)
+        assert asyncio.all_tasks() == {asyncio.current_task()}
+
+    asyncio.run(main())
+
+
+def test_eager_handler_that_waits_carries_on_in_a_task():
+    import asyncio
+
+    async def main():
+        gate = asyncio.get_running_loop().create_future()
+        steps = []
+
+        async def handler(ctx, request):
+            steps.append("first")
+            error_code = await gate  # a real wait: the rest runs later, in a task
+            steps.append("rest")
+            await asyncio.sleep(0)
+            return _answer(ctx, error_code)
+
+        pending = _eager_dispatcher(handler).handle(_api_versions_frame())
+        assert steps == ["first"] and isinstance(pending, asyncio.Future)
+        gate.set_result(Errors.UNKNOWN_SERVER_ERROR.code)
+        _, body = parse_response(await pending, 18, 3)
+        assert steps == ["first", "rest"]
+        assert body.error_code == Errors.UNKNOWN_SERVER_ERROR.code
+
+    asyncio.run(main())
+
+
+def test_eager_handler_failures_and_cancellation_reach_it_as_with_a_task():
+    import asyncio
+
+    async def main():
+        async def fails_at_once(ctx, request):
+            raise ValueError("first step")
+
+        failed = _eager_dispatcher(fails_at_once).handle(_api_versions_frame())
+        with pytest.raises(ValueError, match="first step"):
+            await failed
+
+        gate = asyncio.get_running_loop().create_future()
+        seen = []
+
+        async def waits(ctx, request):
+            try:
+                await gate
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+
+        pending = _eager_dispatcher(waits).handle(_api_versions_frame())
+        await asyncio.sleep(0)
+        pending.cancel()  # the connection closed: the handler must let go of what it waits on
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert seen == ["cancelled"] and gate.cancelled()
+
+        def raises_later(ctx, request):
+            async def run():
+                await asyncio.sleep(0)
+                raise KeyError("later")
+            return run()
+
+        with pytest.raises(KeyError):
+            await _eager_dispatcher(raises_later).handle(_api_versions_frame())
+
+    asyncio.run(main())

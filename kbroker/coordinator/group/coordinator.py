@@ -81,7 +81,8 @@ class GroupCoordinator:
         """Run ``op(shard) -> CoordinatorResult`` on the group's shard; its response once its
         records are committed (and, for a parked JoinGroup/SyncGroup, once that is answered).
         Raises KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, a failed write)."""
-        await self.runtime.ensure_topic()
+        if not self.runtime.ready():
+            await self.runtime.ensure_topic()
         response = await self.runtime.write(self.partition_for(group_id), op)
         if isinstance(response, asyncio.Future):
             response = await response

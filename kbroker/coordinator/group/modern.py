@@ -14,6 +14,7 @@ import weakref
 
 import xxhash
 
+from kbroker.coordinator.group.group_configs import GROUP_CONFIGS, default_value, stored_value
 from kbroker.coordinator.runtime import CoordinatorResult
 
 _INT16 = struct.Struct(">h")
@@ -137,7 +138,6 @@ def can_compute_assignment(assignment_timestamp: int, interval_ms: int, now: int
 def group_setting(shard, group_id: str, name: str):
     """A group config's value for ``group_id``: its override (IncrementalAlterConfigs on the
     GROUP resource, as the metadata image stores it), or else the broker config it defaults to."""
-    from kbroker.coordinator.group.group_configs import GROUP_CONFIGS, default_value, stored_value
     overrides = shard.group_configs(group_id)
     if name in overrides:
         value = stored_value(shard.config, name, overrides[name])
