@@ -24,13 +24,14 @@ test:
 # Scenarios too long for `make test` (ignored there, see tests/conftest.py): the whole CDC
 # pipeline, PostgreSQL -> Debezium -> kbroker -> the PySpark example -> kbroker
 # (docs/pipeline.md), the PySpark example's restart, issue 21's exactly-once chains on three
-# brokers, the fault matrix's run against Apache Kafka, and MirrorMaker 2 between Kafka 4.4.0 and
-# kbroker.
+# brokers, the fault runs (the fault matrix's short schedule on Kafka and kbroker, the exactly-once
+# copier across kills), MirrorMaker 2 between Kafka 4.4.0 and kbroker, and the Faust agent.
 test-long:
 	bash scripts/install-test-deps.sh
 	KBROKER_LONG_TESTS=1 $(VENV)/bin/python -m pytest tests/long tests/cluster/test_eos_chains.py \
-		tests/test_pyspark_example.py "tests/cluster/test_fault_matrix.py::test_no_acknowledged_write_lost_across_leader_kill_zombie_leader_and_link_cut[kafka]" \
-		compat_tests/pipeline/test_mirror_maker.py $(PYTEST_ARGS)
+		tests/test_pyspark_example.py tests/cluster/test_fault_matrix.py \
+		tests/integration/test_eos_faults.py compat_tests/pipeline/test_mirror_maker.py \
+		compat_tests/pipeline/test_faust.py $(PYTEST_ARGS)
 
 # Protocol and unit tests only: no client installs beyond the Python ones.
 test-fast:

@@ -37,7 +37,8 @@ import compat_report  # noqa: E402
 # Scenarios too long or too load-sensitive for `make test`, run by `make test-long`: MirrorMaker 2
 # between two clusters (a Kafka JVM, kbroker and a Connect JVM on 2 cores) missed its
 # offset-translation deadline under load, and `make test` is over its time budget already.
-collect_ignore = [] if os.environ.get("KBROKER_LONG_TESTS") else ["pipeline/test_mirror_maker.py"]
+collect_ignore = [] if os.environ.get("KBROKER_LONG_TESTS") else [
+    "pipeline/test_mirror_maker.py", "pipeline/test_faust.py"]
 
 HERE = Path(__file__).resolve().parent
 FULL_REPORT = ROOT / "COMPATIBILITY.md"

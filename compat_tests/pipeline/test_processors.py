@@ -1,6 +1,6 @@
 """Python stream processors on kbroker: a Quix Streams application (``processing_guarantee=
-"exactly-once"``, state in RocksDB with its changelog topic) and a Faust (``faust-streaming``) agent
-with a table. Each counts records per key through a broker kill -9 and an application kill -9
+"exactly-once"``, state in RocksDB with its changelog topic) here, and a Faust (``faust-streaming``)
+agent with a table in test_faust.py (`make test-long`: over a minute). Each counts records per key through a broker kill -9 and an application kill -9
 whose local state is gone (its changelog topic restores it): read_committed, every key's counts
 are exactly 1..N, in order.
 
@@ -165,17 +165,3 @@ def test_quix_streams_counts_exactly_once(tmp_path, cell):
                     str(state), f"quix-{uuid.uuid4().hex[:6]}"], tmp_path, "quix")
 
     scenario(tmp_path, cell, make, lambda v: json.loads(v)["count"], state_dirs=[state])
-
-
-@pytest.mark.compat("faust: agent with a table, exactly-once, broker kill -9, restore",
-                    client="faust", version=f"{VERSIONS.get('faust-streaming', '?')} "
-                    f"(aiokafka {VERSIONS.get('aiokafka', '?')})")
-def test_faust_agent_counts_exactly_once(tmp_path, cell):
-    need_processors()
-
-    def make(bootstrap, source, sink):
-        return App([str(PYTHON), str(HERE / "faust_count.py"), bootstrap, source, sink,
-                    f"faust-{uuid.uuid4().hex[:6]}", str(tmp_path / "faust-data")],
-                   tmp_path, "faust")
-
-    scenario(tmp_path, cell, make, lambda v: int(v))
