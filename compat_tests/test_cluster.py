@@ -148,8 +148,6 @@ def test_cluster_kafka_streams_exactly_once_v2(cluster, cell):
     changelog through the brokers' default.replication.factor); the app's transactions span
     the brokers that lead those partitions, its consumer group lives on another."""
     from compat_tests.drivers.registry import BY_NAME
-    from compat_tests.test_transactions import read_committed_to_end
-
     java = BY_NAME["java"]
     unavailable = java.unavailable()
     assert unavailable is None, unavailable
@@ -170,12 +168,7 @@ def test_cluster_kafka_streams_exactly_once_v2(cluster, cell):
                       application_id=harness.unique("cl-streams-app"), expect=len(keys),
                       timeout_ms=120_000)
     assert run.rc == 0, f"{run.error_text()}\n{run.describe()}"
-    out = read_committed_to_end(bootstrap, sink, 2)
-    by_key: dict[str, list[str]] = {}
-    for key, value in out:
-        by_key.setdefault(key, []).append(value)
-    assert by_key == {k: [str(i) for i in range(1, n + 1)] for k, n in counts.items()}
-    assert len(out) == len(keys)
+    assert_counted_once(bootstrap, sink, counts)
     leaders = replicated(cluster, sink, 2) + replicated(cluster, source, 2)
     cell.note(f"{len(keys)} records counted exactly once; input and output led by brokers "
               f"{sorted(set(leaders))}")
@@ -195,8 +188,6 @@ def test_cluster_kafka_streams_streams_protocol_coordinator_killed(cluster, cell
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     from compat_tests.drivers.registry import BY_NAME
-    from compat_tests.test_transactions import read_committed_to_end
-
     java = BY_NAME["java"]
     unavailable = java.unavailable()
     assert unavailable is None, unavailable
@@ -244,16 +235,23 @@ def test_cluster_kafka_streams_streams_protocol_coordinator_killed(cluster, cell
         if killed is not None:
             cluster.restart(killed)
     assert run.rc == 0, f"{run.error_text()}\n{run.describe()}"
+    assert_counted_once(bootstrap, sink, counts)
+    assert moved_to != killed
+    cell.note(f"coordinator {killed} killed, the streams group moved to {moved_to}; "
+              f"{len(keys)} records counted exactly once, the last {settled_s:.0f} s after "
+              f"the kill")
+
+
+def assert_counted_once(bootstrap: str, sink: str, counts: dict[str, int]) -> None:
+    """The streams-count app's committed output: each key's counts exactly 1..N, in order."""
+    from compat_tests.test_transactions import read_committed_to_end
+
     out = read_committed_to_end(bootstrap, sink, 2)
     by_key: dict[str, list[str]] = {}
     for key, value in out:
         by_key.setdefault(key, []).append(value)
     assert by_key == {k: [str(i) for i in range(1, n + 1)] for k, n in counts.items()}
-    assert len(out) == len(keys)
-    assert moved_to != killed
-    cell.note(f"coordinator {killed} killed, the streams group moved to {moved_to}; "
-              f"{len(keys)} records counted exactly once, the last {settled_s:.0f} s after "
-              f"the kill")
+    assert len(out) == sum(counts.values())
 
 
 def group_coordinator(cluster, group: str) -> int:

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # - retention checked every 500 ms, the first check 500 ms after a start instead of Kafka's 30 s
 #   (test_producer_state_loss_reference.py restarts the broker, then waits for retention to
 #   delete a segment); only topics made with a short retention.ms see a difference;
+# - no initial rebalance delay for streams groups either (test_streams_reference.py: its groups
+#   are answered at once, as kbroker's with the same setting);
 # - Kafka's default 50 partitions of __share_group_state, written out so that a module can ask
 #   for them (test_share_state_reference.py computes the partition of its records).
 SHARED_SETTINGS = {
@@ -37,6 +39,7 @@ SHARED_SETTINGS = {
     "log.retention.check.interval.ms": "500",
     "log.initial.task.delay.ms": "500",
     "share.coordinator.state.topic.num.partitions": "50",
+    "group.streams.initial.rebalance.delay.ms": "0",
 }
 
 

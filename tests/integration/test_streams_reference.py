@@ -10,27 +10,21 @@ Without one, which is kbroker's only state (it loads no Java plugins), Kafka:
 - says NOT_STORED (1) in StreamsGroupDescribe v1 for every group described without error when
   IncludeTopologyDescription is set, NOT_REQUESTED (0) otherwise, with no description.
 
-One reference Kafka 4.4.0 (tools/kafka_ref) and one kbroker for the module; each scenario runs on
+The session's reference Kafka 4.4.0 (tests/shared_kafka.py) and one kbroker for the module; each scenario runs on
 both with raw requests of our generated codecs, and the traces must be equal.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 from kbroker.protocol import messages
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import Wire
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
-import run_kafka  # noqa: E402  (stdlib-only launcher of the reference Kafka)
+from tests.integration.test_kafka_reference import side_by_side
 
 SETTINGS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1",
             "num.partitions": "1", "group.streams.initial.rebalance.delay.ms": "0"}
@@ -41,10 +35,9 @@ RETRIABLE = {14, 15, 16}
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
-    """{"kafka": bootstrap, "kbroker": bootstrap}, started side by side."""
-    kafka = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M",
-                                  extra_props=dict(SETTINGS))
+def brokers(tmp_path_factory, reference_kafka):
+    """{"kafka": bootstrap, "kbroker": bootstrap}, side by side (Kafka: the session's)."""
+    kafka = reference_kafka.get(SETTINGS)
     assert kafka.version == "4.4.0"
     kbroker = BrokerProcess(tmp_path_factory.mktemp("kbroker") / "data", SETTINGS)
     try:
@@ -52,18 +45,6 @@ def brokers(tmp_path_factory):
         yield {"kafka": kafka.bootstrap, "kbroker": kbroker.bootstrap}
     finally:
         kbroker.kill()
-        kafka.stop()
-
-
-def side_by_side(brokers, scenario, *args):
-    """Run ``scenario(bootstrap, *args)`` on both brokers at once; their traces must be equal."""
-    with ThreadPoolExecutor(2) as pool:
-        futures = {name: pool.submit(scenario, bootstrap, *args)
-                   for name, bootstrap in brokers.items()}
-        traces = {name: future.result() for name, future in futures.items()}
-    assert traces["kbroker"] == traces["kafka"], \
-        "\n".join(f"{name:8} {trace}" for name, trace in traces.items())
-    return traces["kafka"]
 
 
 def request(api_key, **fields):
