@@ -212,13 +212,13 @@ def test_librdkafka_oidc_round_trip(jwks_broker, idp, ca, protocol):
 @pytest.fixture
 def short_tokens(idp):
     lifetime = idp.lifetime_s
-    idp.lifetime_s = 8
+    idp.lifetime_s = 5
     yield idp
     idp.lifetime_s = lifetime
 
 
 def test_librdkafka_refreshes_and_reauthenticates_before_expiry(jwks_broker, short_tokens, ca):
-    """8-second tokens, 20 seconds of producing on one connection: librdkafka fetches new
+    """5-second tokens, 12 seconds of producing on one connection: librdkafka fetches new
     tokens (at 80% of their lifetime) and re-authenticates its open connections before the
     broker's session (the token's exp) ends; nothing fails."""
     from confluent_kafka import Producer
@@ -230,7 +230,7 @@ def test_librdkafka_refreshes_and_reauthenticates_before_expiry(jwks_broker, sho
     producer = Producer({"bootstrap.servers": jwks_broker.endpoints["SASL_PLAINTEXT"],
                          **librdkafka_settings(idp, "SASL_PLAINTEXT", ca),
                          "error_cb": errors.append, "linger.ms": 0})
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 12
     i = 0
     while time.monotonic() < deadline:
         producer.produce(topic, b"r%d" % i, on_delivery=lambda err, msg: delivered.append(err))
@@ -284,8 +284,9 @@ def test_java_client_credentials(jwks_broker, idp, ca, tmp_path, protocol):
 def test_java_client_reauthenticates_before_expiry(jwks_broker, short_tokens, ca, tmp_path):
     idp = short_tokens
     issued = idp.tokens_issued
-    done = java_producer(jwks_broker.endpoints["SASL_PLAINTEXT"], idp, ca, tmp_path, 400, 20)
-    assert done.returncode == 0 and "400 records sent" in done.stdout, \
+    # 12 s at 20 records/s: past two refreshes of 5-second tokens
+    done = java_producer(jwks_broker.endpoints["SASL_PLAINTEXT"], idp, ca, tmp_path, 240, 20)
+    assert done.returncode == 0 and "240 records sent" in done.stdout, \
         done.stdout[-2000:] + done.stderr[-3000:]
     assert idp.tokens_issued - issued >= 3
     closes = [line for line in jwks_broker.log().splitlines()
