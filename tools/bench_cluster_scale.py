@@ -355,11 +355,23 @@ def main(argv=None) -> int:
     ap.add_argument("--per-topic", type=int, default=10_000)
     ap.add_argument("--probes", type=int, default=10)
     ap.add_argument("--no-kill", action="store_true", help="skip the kill -9 steps")
+    ap.add_argument("--kafka-heap", default="1g",
+                    help="each Kafka broker's heap (default 1g, kafka-server-start.sh's)")
     ap.add_argument("--workdir")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-scale-"))
     results: dict = {}
+    # What bounds a broker here (Kafka maps two index files per segment, and opens each
+    # segment): printed with the results, since a shape Kafka cannot hold fails on these.
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        maps = Path("/proc/sys/vm/max_map_count").read_text().strip()
+    except OSError:
+        maps = "?"
+    print(f"limits: open files {soft} (hard {hard}), vm.max_map_count {maps}, "
+          f"Kafka heap {args.kafka_heap}", flush=True)
     for text in args.shapes.split(","):
         shape = Shape(text, args.per_topic)
         results[str(shape)] = {}
@@ -367,7 +379,8 @@ def main(argv=None) -> int:
             print(f"== {target} {shape}", flush=True)
             cluster = None
             try:
-                cluster = launch(target, workdir / f"{target}-{shape}")
+                cluster = launch(target, workdir / f"{target}-{shape}",
+                                 kafka_heap=args.kafka_heap if target == "kafka" else None)
                 cluster.name = target
                 results[str(shape)][target] = measure(cluster, shape, args.probes,
                                                       not args.no_kill)

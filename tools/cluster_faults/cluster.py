@@ -260,7 +260,8 @@ def _free_ports(n: int) -> list[int]:
 
 def launch(kind: str, workdir: str | os.PathLike, brokers: int = 3, proxied: bool = False,
            session_timeout_ms: int = 6000, timeout: float = 240,
-           settings: dict[str, str] | None = None, ports: list[int] | None = None) -> Cluster:
+           settings: dict[str, str] | None = None, ports: list[int] | None = None,
+           kafka_heap: str | None = None) -> Cluster:
     """Start a cluster of ``kind`` ("kafka": the Apache Kafka 3.9 reference; "kbroker": ``kbroker
     cluster up``) in the foreground of a launcher process and wait for its JSON.
 
@@ -269,6 +270,7 @@ def launch(kind: str, workdir: str | os.PathLike, brokers: int = 3, proxied: boo
     ``settings``: broker settings for every broker (kbroker only: ``cluster up --set``).
     ``ports``: without proxies, ZooKeeper's port then one per broker (a caller with a port
     range of its own), instead of free ephemeral ports.
+    ``kafka_heap``: each Kafka broker's heap (zk_cluster.py's ``--heap``; its default is 512m).
     """
     from .proxy import ProxyLoop
 
@@ -287,6 +289,10 @@ def launch(kind: str, workdir: str | os.PathLike, brokers: int = 3, proxied: boo
     command += ["--brokers", str(brokers), "--json", str(info_file),
                 "--data-dir", str(workdir / f"{kind}-data"),
                 "--session-timeout-ms", str(session_timeout_ms)]
+    if kafka_heap:
+        if kind != "kafka":
+            raise ValueError("kafka_heap is for Kafka clusters")
+        command += ["--heap", kafka_heap]
     if settings:
         if kind != "kbroker":
             raise ValueError("settings are for kbroker clusters (kbroker cluster up --set)")
