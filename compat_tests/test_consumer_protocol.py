@@ -158,11 +158,11 @@ def test_migration_of_a_running_classic_group(broker, groups_ready, driver, cell
     producer.start()
     started = []
     try:
-        # The classic member stops by itself after 25 s, committing and leaving the group as a
-        # restarted consumer would.
+        # The classic member stops by itself after 18 s, committing and leaving the group as a
+        # restarted consumer would (the mixed group below settles 5-8 s after its start).
         old = harness.start(driver, "consume", broker.bootstrap, *CLASSIC, timeout=60,
                             topic=topic, count=1_000_000, group=group, from_beginning=True,
-                            timeout_ms=25_000)
+                            timeout_ms=18_000)
         started.append(old)
         old.wait_for(lambda: len(old.events("record")) > 0, 40, "the classic member's records")
         # The rolling restart: a consumer-protocol member joins the running classic group...
