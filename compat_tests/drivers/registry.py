@@ -208,8 +208,6 @@ DRIVERS: list[Driver] = [
                                     "--property", f"request.timeout.ms={ms // 2}",
                                     "--property", f"delivery.timeout.ms={ms}"]),
     Driver("go", "franz-go (kgo + kadm)", (GO_BIN,), unavailable=_needs_file(GO_BIN, INSTALL),
-           todo={"security.gssapi": "franz-go has sasl/kerberos (gokrb5); the driver does not "
-                                    "map Krb5LoginModule settings to it"},
            lacks={"groups.consumer-protocol-static": "franz-go 1.22.2 sends a static member's "
                   "leave (member epoch -2) without its instance id; Kafka 4.4.0 refuses it with "
                   "INVALID_REQUEST as kbroker does, so the restarted member gets "

@@ -14,7 +14,12 @@ import (
 	"strings"
 	"time"
 
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
+	krbconfig "github.com/jcmturner/gokrb5/v8/config"
+	"github.com/jcmturner/gokrb5/v8/keytab"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/kerberos"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -26,10 +31,11 @@ var securityKeys = map[string]bool{
 	"security.protocol": true, "ssl.truststore.location": true, "ssl.truststore.type": true,
 	"ssl.keystore.location": true, "ssl.keystore.type": true, "sasl.mechanism": true,
 	"sasl.jaas.config": true, "sasl.login.callback.handler.class": true,
-	"sasl.oauthbearer.token.endpoint.url": true,
+	"sasl.oauthbearer.token.endpoint.url": true, "sasl.kerberos.service.name": true,
 }
 
-var jaasOption = regexp.MustCompile(`(\w+)\s*=\s*"([^"]*)"`)
+// A JAAS option: name="quoted value" or name=bare (Krb5LoginModule's useKeyTab=true).
+var jaasOption = regexp.MustCompile(`(\w+)\s*=\s*(?:"([^"]*)"|([^\s";]+))`)
 
 // securityOpts turns security.protocol, PEM trust/key stores (Kafka's ssl.*.type=PEM: the key
 // store holds the PKCS#8 key and the certificate chain in one file) and sasl.mechanism with the
@@ -86,7 +92,7 @@ func securityOpts(s map[string]string) ([]kgo.Opt, error) {
 	}
 	jaas := map[string]string{}
 	for _, m := range jaasOption.FindAllStringSubmatch(s["sasl.jaas.config"], -1) {
-		jaas[m[1]] = m[2]
+		jaas[m[1]] = m[2] + m[3] // one of the two is empty
 	}
 	if strings.ToUpper(mechanism) == "OAUTHBEARER" && s["sasl.oauthbearer.token.endpoint.url"] != "" {
 		// Kafka's OAuthBearerLoginCallbackHandler settings: a client-credentials token from the
@@ -97,13 +103,20 @@ func securityOpts(s map[string]string) ([]kgo.Opt, error) {
 			return oauth.Auth{Token: token}, err
 		}))), nil
 	}
+	if strings.ToUpper(mechanism) == "GSSAPI" {
+		mech, err := kerberosMechanism(s, jaas)
+		if err != nil {
+			return nil, err
+		}
+		return append(opts, kgo.SASL(mech)), nil
+	}
 	user, password := jaas["username"], jaas["password"]
 	if user == "" {
 		return nil, usagef("--property sasl.jaas.config needs username=\"...\" password=\"...\"")
 	}
 	switch strings.ToUpper(mechanism) {
-	case "", "GSSAPI":
-		return nil, usagef("the franz-go driver has no GSSAPI: set sasl.mechanism")
+	case "":
+		return nil, usagef("--property sasl.mechanism is required with security.protocol=%s", protocol)
 	case "PLAIN":
 		opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: password}.AsMechanism()))
 	case "SCRAM-SHA-256", "SCRAM-SHA-512":
@@ -119,6 +132,45 @@ func securityOpts(s map[string]string) ([]kgo.Opt, error) {
 		return nil, usagef("--property sasl.mechanism=%s: not mapped by the franz-go driver", mechanism)
 	}
 	return opts, nil
+}
+
+// kerberosMechanism maps Java's GSSAPI settings to franz-go's sasl/kerberos over gokrb5: the
+// Krb5LoginModule options of sasl.jaas.config (useKeyTab=true, keyTab, principal), the service
+// name of sasl.kerberos.service.name, and the Kerberos configuration the JVM would read (MIT's
+// KRB5_CONFIG here, where Java takes -Djava.security.krb5.conf). A login without a keytab (a
+// ticket cache) is refused, never guessed.
+func kerberosMechanism(s map[string]string, jaas map[string]string) (sasl.Mechanism, error) {
+	service := s["sasl.kerberos.service.name"]
+	if service == "" {
+		return nil, usagef("--property sasl.kerberos.service.name is required with sasl.mechanism=GSSAPI")
+	}
+	if !strings.Contains(s["sasl.jaas.config"], "Krb5LoginModule") || !strings.EqualFold(jaas["useKeyTab"], "true") ||
+		jaas["keyTab"] == "" || jaas["principal"] == "" {
+		return nil, usagef("GSSAPI: sasl.jaas.config needs Krb5LoginModule with useKeyTab=true keyTab=\"...\" principal=\"...\"")
+	}
+	user, realm, found := strings.Cut(jaas["principal"], "@")
+	if !found || realm == "" {
+		return nil, usagef("GSSAPI: principal %q has no realm (user@REALM)", jaas["principal"])
+	}
+	confPath := os.Getenv("KRB5_CONFIG")
+	if confPath == "" {
+		confPath = "/etc/krb5.conf"
+	}
+	conf, err := krbconfig.Load(confPath)
+	if err != nil {
+		return nil, usagef("GSSAPI: Kerberos configuration %s: %v", confPath, err)
+	}
+	kt, err := keytab.Load(jaas["keyTab"])
+	if err != nil {
+		return nil, usagef("GSSAPI: keyTab %s: %v", jaas["keyTab"], err)
+	}
+	// A login per connection, destroyed after it (the driver's commands open and close several
+	// kgo clients; one shared Kerberos client would be destroyed with the first). MIT's KDC
+	// answers without FAST; gokrb5 would otherwise ask for it.
+	return kerberos.Kerberos(func(context.Context) (kerberos.Auth, error) {
+		client := krbclient.NewWithKeytab(user, realm, kt, conf, krbclient.DisablePAFXFAST(true))
+		return kerberos.Auth{Client: client, Service: service}, nil
+	}), nil
 }
 
 // clientCredentialsToken asks an OAuth token endpoint for a client-credentials access token, the

@@ -97,7 +97,7 @@ def gssapi_broker(tmp_path_factory, ca, kdc):
     broker.process.kill()
 
 
-def client_context(principal: str, keytab, service_host="localhost"):
+def client_context(principal: str, keytab, service_host="localhost", mutual=True):
     import gssapi
 
     creds = gssapi.Credentials(
@@ -105,12 +105,16 @@ def client_context(principal: str, keytab, service_host="localhost"):
         store={"client_keytab": str(keytab), "ccache": f"MEMORY:{uuid.uuid4().hex}"})
     return gssapi.SecurityContext(
         name=gssapi.Name(f"kafka@{service_host}", gssapi.NameType.hostbased_service),
-        creds=creds, usage="initiate", flags=[gssapi.RequirementFlag.mutual_authentication])
+        creds=creds, usage="initiate",
+        flags=[gssapi.RequirementFlag.mutual_authentication] if mutual else
+        [gssapi.RequirementFlag.integrity, gssapi.RequirementFlag.confidentiality])
 
 
-def gssapi_exchange(port: int, context, corrupt: bool = False):
+def gssapi_exchange(port: int, context, corrupt: bool = False, rounds: list | None = None):
     """SaslHandshake + SaslAuthenticate rounds of RFC 4752 with MIT's GSS-API as the client;
-    returns (error code, error message) of the last SaslAuthenticate."""
+    returns (error code, error message) of the last SaslAuthenticate. ``rounds`` collects each
+    SaslAuthenticate's (token sent, challenge received)."""
+    rounds = [] if rounds is None else rounds
     with Wire(f"127.0.0.1:{port}") as wire:
         assert handshake(wire, "GSSAPI").error_code == 0
         token = context.step()
@@ -118,6 +122,7 @@ def gssapi_exchange(port: int, context, corrupt: bool = False):
             token = token[:40] + bytes(b ^ 0x5A for b in token[40:80]) + token[80:]
         while True:
             response = authenticate(wire, token)
+            rounds.append((token, response.auth_bytes))
             if response.error_code:
                 assert wire.closed_by_broker()
                 return response.error_code, response.error_message
@@ -130,7 +135,9 @@ def gssapi_exchange(port: int, context, corrupt: bool = False):
                 continue
             offer = context.unwrap(challenge).message
             assert offer[0] & 1, "no security layer offered"
-            response = authenticate(wire, context.wrap(b"\x01" + offer[1:4], False).message)
+            answer = context.wrap(b"\x01" + offer[1:4], False).message
+            response = authenticate(wire, answer)
+            rounds.append((answer, response.auth_bytes))
             if response.error_code == 0:
                 assert wire.call(METADATA, 12, metadata_request()).brokers
                 return 0, None
@@ -140,6 +147,19 @@ def gssapi_exchange(port: int, context, corrupt: bool = False):
 def test_a_kerberos_ticket_authenticates(gssapi_broker, kdc):
     assert gssapi_exchange(gssapi_broker.ports["SASL_PLAINTEXT"],
                            client_context(f"alice@{kdc.realm}", kdc.alice_keytab)) == (0, None)
+
+
+def test_without_mutual_authentication_the_offer_answers_the_first_token(gssapi_broker, kdc):
+    """A client that asks for no mutual authentication gets no AP-REP: Java's GssKrb5Server then
+    answers its first token with the wrapped security layer offer at once (franz-go's
+    sasl/kerberos expects exactly that), not with an empty challenge."""
+    rounds = []
+    context = client_context(f"alice@{kdc.realm}", kdc.alice_keytab, mutual=False)
+    assert gssapi_exchange(gssapi_broker.ports["SASL_PLAINTEXT"], context,
+                           rounds=rounds) == (0, None)
+    # the first token -> the offer (unwrapped and checked by gssapi_exchange); the answer -> done
+    assert len(rounds) == 2, [(len(sent), len(got)) for sent, got in rounds]
+    assert rounds[0][1], "an empty challenge instead of the offer"
 
 
 def test_principal_to_local_rules_reach_the_authorizer(gssapi_broker, kdc, tmp_path):

@@ -9,7 +9,8 @@ The exchange, as Java's ``GssKrb5Server`` (Kafka's broker) runs it:
    principal is ``sasl.kerberos.service.name``);
 2. once the context is established, the client's next (empty) response gets the wrapped security
    layer offer: 4 bytes, layer mask 1 ("no security layer", the only one Kafka uses) and a maximum
-   message size;
+   message size. A client that asked for no mutual authentication gets no AP-REP, so the offer
+   answers its first token at once (Java's ``doHandshake1(EMPTY)``; franz-go relies on it);
 3. the client answers with a wrapped choice (layer, size, optional authorization id); the layer
    must be 1. An authorization id does not change the principal: Kafka's callback authorizes the
    authenticated principal whatever the client names (kafka-python and aiokafka name the
@@ -83,14 +84,16 @@ class GssapiServer:
                 if self._context.complete:
                     self._stage = 1
                     self.kerberos_principal = str(self._context.initiator_name)
+                    if not out:
+                        # No mutual authentication asked (no AP-REP to send): the offer goes
+                        # out now, as Java's GssKrb5Server does (franz-go waits for it here).
+                        return self._offer()
                 return out or b""
             if self._stage == 1:
                 if token:
                     raise InvalidCredentials("GSSAPI: the final handshake step should be an "
                                              "empty response")
-                self._stage = 2
-                offer = struct.pack(">I", (NO_SECURITY_LAYER << 24) | MAX_MESSAGE_SIZE)
-                return self._context.wrap(offer, False).message
+                return self._offer()
             if self._stage == 2:
                 answer = self._context.unwrap(bytes(token)).message
                 if len(answer) < 4:
@@ -108,6 +111,12 @@ class GssapiServer:
         except gssapi.exceptions.GSSError as exc:
             raise InvalidCredentials(f"GSSAPI: {exc.gen_message()}") from None
         raise InvalidCredentials("GSSAPI: a token after the exchange completed")
+
+    def _offer(self) -> bytes:
+        """The wrapped security layer offer (step 2 of the exchange)."""
+        self._stage = 2
+        offer = struct.pack(">I", (NO_SECURITY_LAYER << 24) | MAX_MESSAGE_SIZE)
+        return self._context.wrap(offer, False).message
 
     def _short_name(self) -> str:
         try:
