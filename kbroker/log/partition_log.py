@@ -765,6 +765,12 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Remove every batch at or above ``offset`` (a follower diverged from its leader)."""
         if offset >= self.log_end_offset:
+            # Nothing to cut, but an epoch that starts at the log end goes all the same, as
+            # Kafka's truncateTo does: this replica led that epoch and lost it before appending
+            # anything. Kept, it stays this replica's latest epoch, so every fetch names it and
+            # every answer is the same divergence at our own end: the follower never catches up
+            # and never rejoins the ISR (a fault schedule found exactly that).
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return
         if offset < self.segments[0].base_offset or offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)

@@ -360,9 +360,10 @@ class Partition(LeaderFollowers):
         if offset < self._log.log_end_offset:
             log.info("%s-%d: truncating from %d to %d (leader epoch %d)", self.topic,
                      self.index, self._log.log_end_offset, offset, self.leader_epoch)
-            self._log.truncate_to(offset)
-            self.high_watermark = min(self.high_watermark, self._log.log_end_offset)
-            self._update_last_stable_offset()
+        # Also at or past the end: the log drops an epoch it began there without data.
+        self._log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self._log.log_end_offset)
+        self._update_last_stable_offset()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The leader's log starts past ours: drop everything and start at ``offset``."""

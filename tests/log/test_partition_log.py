@@ -241,6 +241,13 @@ def test_leader_epochs(open_log, log_dir):
     log.truncate_to(4)
     assert cache.entries() == [(0, 0), (3, 2)]
     assert log.log_end_offset == 4
+    # An epoch begun at the log end without data (a leadership lost before any append) goes
+    # with a truncation to the end, which cuts no batch (Kafka's truncateTo).
+    cache.assign(9, 4)
+    log.truncate_to(4)
+    assert cache.entries() == [(0, 0), (3, 2)] and log.log_end_offset == 4
+    with open(os.path.join(log_dir, "leader-epoch-checkpoint")) as f:
+        assert f.read() == "0\n2\n0 0\n3 2\n"
 
 
 def test_truncate_to(open_log):

@@ -232,6 +232,46 @@ def test_no_divergence_after_two_leader_changes_in_a_row(tmp_path, truncate_on_f
     run(scenario())
 
 
+@pytest.mark.parametrize("truncate_on_fetch", [True, False],
+                         ids=["diverging_epoch", "offset_for_leader_epoch"])
+def test_a_leader_that_appended_nothing_rejoins_the_isr_as_a_follower(tmp_path,
+                                                                      truncate_on_fetch):
+    """B leads epoch 2 and loses it before appending anything (its epoch cache has epoch 2
+    starting at its log end, with no data). A leads epoch 3 and writes. Back as A's follower, B
+    names epoch 2 as its last fetched epoch; A answers "epoch 1 ends at your log end". B's
+    truncation to its own log end must still drop the empty epoch 2, as Kafka's truncateTo
+    does, or every fetch gets the same answer and B never rejoins the ISR (a random fault
+    schedule left a replica out of the ISR for good this way)."""
+    settings = FetcherSettings(wait_max_ms=100, backoff_ms=50, socket_timeout_ms=5000,
+                               truncate_on_fetch=truncate_on_fetch)
+    A, B = 0, 1
+
+    async def scenario():
+        async with InProcessCluster(tmp_path, size=2, settings=settings) as cluster:
+            from kbroker.metadata.image import PartitionState
+            await cluster.create_topic("t", [(A, B)], [PartitionState(A, 1, (A, B), 0)])
+            a = await cluster.client(A)
+            try:
+                _, answer = await produce(a, "t", 0, batch(3, b"m1"))  # 0-2, both
+                assert answer.error_code == 0
+                # Only B hears that it leads epoch 2; it appends nothing.
+                await cluster.set_state("t", 0, B, 2, (B,), to={B})
+                follower = cluster.partition(B, "t")
+                assert follower._log.leader_epoch_cache.entries() == [(1, 0), (2, 3)]
+                # Only A hears that it leads epoch 3, and writes.
+                await cluster.set_state("t", 0, A, 3, (A,), to={A})
+                _, answer = await produce(a, "t", 0, batch(3, b"m2"), acks=1)  # 3-5 on A
+                assert answer.error_code == 0 and answer.base_offset == 3
+                # B learns it follows A at epoch 3.
+                await cluster._publish_all()
+                assert await until(lambda: follower.log_end_offset == 6), follower
+                assert follower._log.leader_epoch_cache.entries() == [(1, 0), (3, 3)]
+                assert await until(lambda: cluster.state("t", 0).isr == (A, B))
+            finally:
+                a.close()
+    run(scenario())
+
+
 def test_num_replica_fetchers_spreads_partitions_over_fetchers_per_leader(tmp_path):
     settings = FetcherSettings(num_fetchers=2, wait_max_ms=100, backoff_ms=50,
                                socket_timeout_ms=5000)
