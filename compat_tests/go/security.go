@@ -103,7 +103,7 @@ func securityOpts(s map[string]string) ([]kgo.Opt, error) {
 			return oauth.Auth{Token: token}, err
 		}))), nil
 	}
-	if strings.ToUpper(mechanism) == "GSSAPI" {
+	if m := strings.ToUpper(mechanism); m == "GSSAPI" || m == "" { // Java's default mechanism
 		mech, err := kerberosMechanism(s, jaas)
 		if err != nil {
 			return nil, err
@@ -115,8 +115,6 @@ func securityOpts(s map[string]string) ([]kgo.Opt, error) {
 		return nil, usagef("--property sasl.jaas.config needs username=\"...\" password=\"...\"")
 	}
 	switch strings.ToUpper(mechanism) {
-	case "":
-		return nil, usagef("--property sasl.mechanism is required with security.protocol=%s", protocol)
 	case "PLAIN":
 		opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: password}.AsMechanism()))
 	case "SCRAM-SHA-256", "SCRAM-SHA-512":
