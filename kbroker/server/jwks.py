@@ -60,9 +60,10 @@ class JwksRefresher:
 
     async def run(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._wanted.wait(), self.refresh_ms / 1000)
-            except asyncio.TimeoutError:
+            try:  # asyncio.timeout: 3.11's wait_for can swallow a cancel (see zk/client.gather)
+                async with asyncio.timeout(self.refresh_ms / 1000):
+                    await self._wanted.wait()
+            except TimeoutError:
                 pass
             self._wanted.clear()
             self.keys.refresh_wanted = False

@@ -91,6 +91,20 @@ def listed(bootstrap, version=1):
                                      for r in answer.config_resources)
 
 
+def listed_once_settled(bootstrap, name, present: bool, timeout: float = 20.0):
+    """``listed`` once ``name`` is (or is no longer) in it: Kafka's broker answers
+    ListConfigResources from its metadata cache, which follows the controller's commit a moment
+    later (a loaded run saw a deleted subscription still listed); kbroker's answer is at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = listed(bootstrap)
+        if (name, CLIENT_METRICS) in answer[1] and present or \
+                (name, CLIENT_METRICS) not in answer[1] and not present or \
+                time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
+
+
 def test_client_metrics_resources_as_kafka_keeps_them(brokers):
     name = f"sub-{uuid.uuid4().hex[:6]}"
 
@@ -100,7 +114,7 @@ def test_client_metrics_resources_as_kafka_keeps_them(brokers):
                        ("interval.ms", SET, "1000"),
                        ("match", SET, "client_id=app-.*,client_software_name=apache-kafka-java")),
                  describe(bootstrap, name), describe(bootstrap, name, ["interval.ms"]),
-                 listed(bootstrap), listed(bootstrap, 0),
+                 listed_once_settled(bootstrap, name, True), listed(bootstrap, 0),
                  alter(bootstrap, name, ("metrics", APPEND, "org.apache.kafka.producer.")),
                  alter(bootstrap, name, ("metrics", APPEND, "org.apache.kafka.consumer.fetch.")),
                  describe(bootstrap, name, ["metrics"]),
@@ -119,7 +133,7 @@ def test_client_metrics_resources_as_kafka_keeps_them(brokers):
                  # every key deleted: the subscription is gone
                  alter(bootstrap, name, ("metrics", DELETE, None), ("interval.ms", DELETE, None),
                        ("match", DELETE, None)),
-                 listed(bootstrap)]
+                 listed_once_settled(bootstrap, name, False)]
         return trace
 
     trace = side_by_side(brokers, scenario)

@@ -128,7 +128,11 @@ async def gather(results: Sequence) -> list:
     while waiting != remaining[0]:
         waiting = remaining[0]
         try:
-            await asyncio.wait_for(asyncio.shield(future), READ_TIMEOUT_S)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result when a
+            # cancellation lands just as the future completes, and so swallows the cancel (a
+            # broker's stop then waited out the purge loop's next sleep).
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                await asyncio.shield(future)
             break
         except TimeoutError:
             continue  # compared with what was left: another round if some answered meanwhile
