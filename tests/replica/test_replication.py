@@ -5,6 +5,7 @@ comes back after two leader changes truncates to exactly the leader's history (K
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -182,21 +183,32 @@ def test_not_enough_replicas_before_and_after_the_append(tmp_path):
     run(scenario())
 
 
-@pytest.mark.parametrize("truncate_on_fetch", [True, False],
-                         ids=["diverging_epoch", "offset_for_leader_epoch"])
+A, B = 0, 1
+BOTH_TRUNCATION_PATHS = pytest.mark.parametrize(
+    "truncate_on_fetch", [True, False], ids=["diverging_epoch", "offset_for_leader_epoch"])
+
+
+@contextlib.asynccontextmanager
+async def a_leads_epoch_1(tmp_path, truncate_on_fetch: bool):
+    """Brokers A and B, topic t with one partition on both, A leading epoch 1; yields the
+    cluster and its fetcher settings."""
+    from kbroker.metadata.image import PartitionState
+
+    settings = FetcherSettings(wait_max_ms=100, backoff_ms=50, socket_timeout_ms=5000,
+                               truncate_on_fetch=truncate_on_fetch)
+    async with InProcessCluster(tmp_path, size=2, settings=settings) as cluster:
+        await cluster.create_topic("t", [(A, B)], [PartitionState(A, 1, (A, B), 0)])
+        yield cluster, settings
+
+
+@BOTH_TRUNCATION_PATHS
 def test_no_divergence_after_two_leader_changes_in_a_row(tmp_path, truncate_on_fetch):
     """KIP-279's case. A leads epoch 1 and has m1, m2; B has only m1. B leads epoch 2 and writes
     m3 where A has m2. A leads again at epoch 3 (B gone) and writes m4. When B returns, asking
     about its epoch 2 gets "epoch 1 ends at m4's offset" (A never saw epoch 2); B must cut back
     to where ITS epoch 1 ended (before m3), not to the offset A names, or it would keep m3."""
-    settings = FetcherSettings(wait_max_ms=100, backoff_ms=50, socket_timeout_ms=5000,
-                               truncate_on_fetch=truncate_on_fetch)
-    A, B = 0, 1
-
     async def scenario():
-        async with InProcessCluster(tmp_path, size=2, settings=settings) as cluster:
-            from kbroker.metadata.image import PartitionState
-            await cluster.create_topic("t", [(A, B)], [PartitionState(A, 1, (A, B), 0)])
+        async with a_leads_epoch_1(tmp_path, truncate_on_fetch) as (cluster, settings):
             a, b = await cluster.client(A), await cluster.client(B)
             try:
                 _, answer = await produce(a, "t", 0, batch(3, b"m1"))  # offsets 0-2, both
@@ -232,8 +244,7 @@ def test_no_divergence_after_two_leader_changes_in_a_row(tmp_path, truncate_on_f
     run(scenario())
 
 
-@pytest.mark.parametrize("truncate_on_fetch", [True, False],
-                         ids=["diverging_epoch", "offset_for_leader_epoch"])
+@BOTH_TRUNCATION_PATHS
 def test_a_leader_that_appended_nothing_rejoins_the_isr_as_a_follower(tmp_path,
                                                                       truncate_on_fetch):
     """B leads epoch 2 and loses it before appending anything (its epoch cache has epoch 2
@@ -242,14 +253,8 @@ def test_a_leader_that_appended_nothing_rejoins_the_isr_as_a_follower(tmp_path,
     truncation to its own log end must still drop the empty epoch 2, as Kafka's truncateTo
     does, or every fetch gets the same answer and B never rejoins the ISR (a random fault
     schedule left a replica out of the ISR for good this way)."""
-    settings = FetcherSettings(wait_max_ms=100, backoff_ms=50, socket_timeout_ms=5000,
-                               truncate_on_fetch=truncate_on_fetch)
-    A, B = 0, 1
-
     async def scenario():
-        async with InProcessCluster(tmp_path, size=2, settings=settings) as cluster:
-            from kbroker.metadata.image import PartitionState
-            await cluster.create_topic("t", [(A, B)], [PartitionState(A, 1, (A, B), 0)])
+        async with a_leads_epoch_1(tmp_path, truncate_on_fetch) as (cluster, settings):
             a = await cluster.client(A)
             try:
                 _, answer = await produce(a, "t", 0, batch(3, b"m1"))  # 0-2, both
