@@ -30,7 +30,7 @@ test-long:
 	bash scripts/install-test-deps.sh
 	KBROKER_LONG_TESTS=1 $(VENV)/bin/python -m pytest tests/long tests/cluster/test_eos_chains.py \
 		tests/test_pyspark_example.py tests/cluster/test_fault_matrix.py \
-		tests/integration/test_eos_faults.py compat_tests/pipeline/test_mirror_maker.py \
+		tests/integration/test_eos_faults.py compat_tests/pipeline/test_mirror_maker_kafka.py \
 		compat_tests/pipeline/test_faust.py $(PYTEST_ARGS)
 
 # Protocol and unit tests only: no client installs beyond the Python ones.

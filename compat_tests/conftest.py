@@ -35,10 +35,12 @@ sys.path.insert(0, str(ROOT / "tools"))
 import compat_report  # noqa: E402
 
 # Scenarios too long or too load-sensitive for `make test`, run by `make test-long`: MirrorMaker 2
-# between two clusters (a Kafka JVM, kbroker and a Connect JVM on 2 cores) missed its
-# offset-translation deadline under load, and `make test` is over its time budget already.
+# between Kafka 4.4.0 and kbroker (a Kafka JVM, kbroker and MirrorMaker's JVM on 2 cores) missed
+# its offset-translation deadline under load (the same scenario between two kbroker nodes runs in
+# `make test`: test_mirror_maker.py), and the Faust agent takes over a minute (Quix Streams'
+# application stays).
 collect_ignore = [] if os.environ.get("KBROKER_LONG_TESTS") else [
-    "pipeline/test_mirror_maker.py", "pipeline/test_faust.py"]
+    "pipeline/test_mirror_maker_kafka.py", "pipeline/test_faust.py"]
 
 HERE = Path(__file__).resolve().parent
 FULL_REPORT = ROOT / "COMPATIBILITY.md"

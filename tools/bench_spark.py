@@ -64,6 +64,19 @@ def load(bootstrap: str, topic: str, records: int) -> float:
     return time.monotonic() - started
 
 
+def _progress(query) -> tuple[int, dict]:
+    """Rows a finished query read, and where its micro-batches spent their time: Spark's own
+    ``durationMs`` phases (``latestOffset``: the broker's offsets; ``addBatch``: reading and
+    writing the batch; ``walCommit``/``commitOffsets``: the checkpoint), summed, in seconds."""
+    progress = query.recentProgress
+    phases: dict[str, float] = {}
+    for report in progress:
+        for phase, ms in (report.get("durationMs") or {}).items():
+            phases[phase] = phases.get(phase, 0) + ms / 1000
+    phases["micro-batches"] = len(progress)
+    return sum(report["numInputRows"] for report in progress), phases
+
+
 def offsets_json(topic: str, end: int) -> str:
     """Per-partition ending offsets covering the first ``end`` records (spread evenly)."""
     per = -(-end // PARTITIONS)
@@ -95,8 +108,7 @@ def streaming(spark, bootstrap: str, topic: str, sink: str, records: int, work: 
              .option("topic", sink).option("checkpointLocation", str(work / "ckpt-stream"))
              .outputMode("update").trigger(availableNow=True).start())
     query.awaitTermination()
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
-    return time.monotonic() - started, rows
+    return time.monotonic() - started, *_progress(query)
 
 
 def foreach_batch(spark, bootstrap: str, topic: str, sink: str, records: int, work: Path):
@@ -115,8 +127,7 @@ def foreach_batch(spark, bootstrap: str, topic: str, sink: str, records: int, wo
              .option("checkpointLocation", str(work / "ckpt-foreach"))
              .trigger(availableNow=True).start())
     query.awaitTermination()
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
-    return time.monotonic() - started, rows
+    return time.monotonic() - started, *_progress(query)
 
 
 def start_kbroker(work: Path):
@@ -148,12 +159,12 @@ def run_one(name: str, spark, args, work: Path) -> dict:
         seconds, rows = batch_read(spark, bootstrap, "bench")
         assert rows == args.records, (name, rows)
         out["batch read"] = (seconds, rows)
-        seconds, rows = streaming(spark, bootstrap, "bench", "bench-counts", args.stream_records,
-                                  work / name)
-        out["streaming"] = (seconds, rows)
-        seconds, rows = foreach_batch(spark, bootstrap, "bench", "bench-copy",
-                                      args.stream_records, work / name)
-        out["foreachBatch write"] = (seconds, rows)
+        seconds, rows, phases = streaming(spark, bootstrap, "bench", "bench-counts",
+                                          args.stream_records, work / name)
+        out["streaming"] = (seconds, rows, phases)
+        seconds, rows, phases = foreach_batch(spark, bootstrap, "bench", "bench-copy",
+                                              args.stream_records, work / name)
+        out["foreachBatch write"] = (seconds, rows, phases)
         return out
     finally:
         stop()
@@ -163,28 +174,38 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=10_000_000)
     parser.add_argument("--stream-records", type=int, default=2_000_000)
+    parser.add_argument("--targets", default="kbroker,kafka",
+                        help="the brokers, in the order they run (kafka,kbroker runs Kafka first "
+                             "to alternate the order between runs; one name runs that one alone)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kbroker-bench-spark-"))
     spark = spark_session(DEFAULT_JARS)
     results = {}
     try:
-        for name in ("kbroker", "kafka"):
+        for name in args.targets.split(","):
             results[name] = run_one(name, spark, args, work)
             print(name, results[name], flush=True)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    if set(results) != {"kbroker", "kafka"}:
+        return
     print(f"\n| workload | records | kbroker s | Kafka 4.4.0 s | kbroker rec/s | Kafka rec/s "
           f"| kbroker / Kafka |\n| --- | --: | --: | --: | --: | --: | --: |")
     for workload in ("batch read", "streaming", "foreachBatch write"):
-        (ks, krows), (fs, frows) = results["kbroker"][workload], results["kafka"][workload]
+        (ks, krows, *_), (fs, frows, *_) = results["kbroker"][workload], results["kafka"][workload]
         print(f"| {workload} | {krows:,} | {ks:.1f} | {fs:.1f} | {krows / ks:,.0f} | "
               f"{frows / fs:,.0f} | {fs / ks:.2f}x |")
     print(f"\nloading (ProducerPerformance, not part of the comparison): kbroker "
           f"{results['kbroker']['load_s']} s, Kafka {results['kafka']['load_s']} s")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    for workload in ("streaming", "foreachBatch write"):
+        kphases, fphases = results["kbroker"][workload][2], results["kafka"][workload][2]
+        print(f"\n{workload}, Spark's micro-batch phases summed (s), kbroker / Kafka:")
+        for phase in sorted(set(kphases) | set(fphases)):
+            print(f"  {phase}: {kphases.get(phase, 0):.1f} / {fphases.get(phase, 0):.1f}")
 
 
 if __name__ == "__main__":
