@@ -201,3 +201,35 @@ def test_watches_come_back_after_a_dropped_connection(zookeeper, chroot, monkeyp
     finally:
         stop_brokers(brokers)
         proxies.close()
+
+
+def test_a_controller_round_zookeeper_does_not_answer_is_one_warning_line(connect_string,
+                                                                           monkeypatch, caplog):
+    """ZooKeeper too slow for a controller round (seen at 100,000 partitions: trimming ISR
+    change notifications timed out) is an operator's one-line WARNING and the next round
+    retries; not an ERROR with a traceback."""
+    import logging
+
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from kbroker.metadata.zk import duties
+
+    brokers = start_brokers(connect_string, ids=(1,))
+    try:
+        stalls = []
+
+        async def zookeeper_does_not_answer(client):
+            stalls.append(client)
+            if len(stalls) == 1:
+                raise KazooTimeoutError("no answer")
+
+        caplog.set_level(logging.INFO, logger="kbroker.controller")
+        monkeypatch.setattr(duties.notifications, "trim", zookeeper_does_not_answer)
+        wait_for(lambda: len(stalls) >= 2, "a round after the one ZooKeeper failed", TIMEOUT)
+        lines = [r for r in caplog.records if r.name == "kbroker.controller"
+                 and r.levelno >= logging.WARNING]
+        assert [(r.levelname, r.getMessage(), r.exc_info) for r in lines] == [
+            ("WARNING", "controller round failed: ZooKeeper did not answer "
+                        "(KazooTimeoutError); retrying", None)]
+    finally:
+        stop_brokers(brokers)

@@ -40,6 +40,7 @@ from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.topic_policy import initial_states
 from kbroker.metadata.zk import notifications
+from kbroker.metadata.zk.client import ZK_ERRORS
 from kbroker.protocol.errors import KafkaError
 
 log = logging.getLogger("kbroker.controller")
@@ -110,6 +111,10 @@ class ControllerDuties:
             except KafkaError as exc:
                 self._seen = None  # what the round decided may not be written: check it all
                 log.info("controller round deferred: %s", exc)
+            except (*ZK_ERRORS, TimeoutError) as exc:  # ZooKeeper slow or away: the next round
+                self._seen = None
+                log.warning("controller round failed: ZooKeeper did not answer (%s); retrying",
+                            type(exc).__name__)
             except Exception:
                 self._seen = None
                 log.exception("controller round failed; retrying")
