@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from kbroker.coordinator.share.coordinator import ShareCoordinator
     from kbroker.coordinator.share.persister import Persister
     from kbroker.coordinator.txn.coordinator import TransactionCoordinator
+    from kbroker.handlers.fetch_sessions import FetchSessionCache
     from kbroker.handlers.session import ClientSession
     from kbroker.metadata.controller import Controller
     from kbroker.metadata.producer_ids import ProducerIdManager
@@ -75,13 +76,15 @@ class BrokerServices:
     share_coordinator: "ShareCoordinator | None" = None
     share_persister: "Persister | None" = None
     share: "SharePartitionManager | None" = None
+    # Replica fetches' incremental fetch sessions (KIP-227).
+    fetch_sessions: "FetchSessionCache | None" = None
 
 
 class RequestContext:
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
                  "listener", "principal", "config", "partitions", "controller", "groups",
                  "producer_ids", "cluster", "txn", "session", "client_metrics", "connection",
-                 "share_coordinator", "share_persister", "share")
+                 "share_coordinator", "share_persister", "share", "fetch_sessions")
 
     def __init__(self, services: BrokerServices | None, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, client_host: str = "?",
@@ -108,6 +111,7 @@ class RequestContext:
             self.share_coordinator = services.share_coordinator
             self.share_persister = services.share_persister
             self.share = services.share
+            self.fetch_sessions = services.fetch_sessions
 
     @property
     def node_id(self) -> int:

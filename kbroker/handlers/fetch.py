@@ -25,8 +25,10 @@ copied through Python. Behaviour:
   is ``diverging_epoch`` and no records (truncation on fetch, KIP-595 follower side).
 - NOT_LEADER_OR_FOLLOWER carries ``current_leader`` (v12+) and the leader's ``node_endpoints``
   (v16+), KIP-951; a partition hosted elsewhere in the cluster answers it too.
-Not supported: fetch sessions (KIP-227). Every answer has session id 0, which tells clients to
-send full requests; that is allowed by the protocol.
+Fetch sessions (KIP-227, :mod:`kbroker.handlers.fetch_sessions`) are made for replica fetches:
+a follower then sends only the partitions whose fetch changed, and the leader answers only
+those with something new. Consumers asking for one get session id 0, which the protocol allows
+and which makes them send full requests.
 Fetch from follower (KIP-392): with ``replica.selector.class`` set (Kafka's
 RackAwareReplicaSelector, the one implemented), the leader answers a consumer that names its
 ``rack_id`` (v11+) with ``preferred_read_replica`` (an in-sync follower in that rack) and no
@@ -40,6 +42,7 @@ import logging
 import time
 
 from kbroker.handlers import handles
+from kbroker.handlers.fetch_sessions import Sessionless
 from kbroker.handlers.leader_hint import current_leader, missing_partition_error, node_endpoints
 from kbroker.handlers.topic_ids import resolve_topic
 from kbroker.protocol.errors import Errors, KafkaError
@@ -54,14 +57,20 @@ log = logging.getLogger("kbroker.fetch")
 def handle_fetch(ctx, request):
     from kbroker.protocol.messages.fetch import FetchResponse
 
-    plan = _plan(ctx, request)
+    sessions = ctx.fetch_sessions
+    session = Sessionless(request) if sessions is None else sessions.context(
+        request, ctx.api_version >= 13, _replica_id(ctx, request))
+    if session.error is not None:
+        return FetchResponse(throttle_time_ms=0, error_code=session.error.code, session_id=0,
+                             responses=[])
+    plan = _plan(ctx, request, session.wanted())
     response, total_bytes, has_error = _read(ctx, request, plan, FetchResponse)
     if total_bytes >= request.min_bytes or request.max_wait_ms <= 0 or has_error or not plan:
-        return response
-    return _long_poll(ctx, request, plan, FetchResponse)
+        return session.finish(response)
+    return _long_poll(ctx, request, plan, FetchResponse, session)
 
 
-async def _long_poll(ctx, request, plan, FetchResponse):
+async def _long_poll(ctx, request, plan, FetchResponse, session):
     """Park until a partition of the fetch has news, then answer if min_bytes is met; at
     max_wait answer with what there is. A closed connection cancels this coroutine, which
     unparks it from every partition (ReplicaManager.wait_for_news)."""
@@ -76,8 +85,8 @@ async def _long_poll(ctx, request, plan, FetchResponse):
             break
         response, total_bytes, has_error = _read(ctx, request, plan, FetchResponse)
         if total_bytes >= request.min_bytes or has_error:
-            return response
-    return _read(ctx, request, plan, FetchResponse)[0]
+            return session.finish(response)
+    return session.finish(_read(ctx, request, plan, FetchResponse)[0])
 
 
 def _replica_id(ctx, request) -> int:
@@ -85,8 +94,9 @@ def _replica_id(ctx, request) -> int:
     return request.replica_state.replica_id if ctx.api_version >= 15 else request.replica_id
 
 
-def _plan(ctx, request):
-    """Resolve each requested partition once: (topic entry, partition request, Partition, error)."""
+def _plan(ctx, request, pairs):
+    """Resolve each (topic entry, partition request) of ``pairs`` once: (topic entry, partition
+    request, Partition, error)."""
     by_id = ctx.api_version >= 13
     plan = []
     replica_id = _replica_id(ctx, request)
@@ -97,25 +107,29 @@ def _plan(ctx, request):
         log.info("replica fetch claiming replica id %d from %s (%s) refused: it came in on "
                  "listener %s, not on inter.broker.listener.name", replica_id, ctx.client_host,
                  ctx.client_id, ctx.listener)
-    for topic in request.topics:
-        name, unknown = resolve_topic(ctx.metadata, by_id, topic.topic, topic.topic_id)
-        if impostor or ((name or not by_id)
-                        and not fetch_allowed(ctx, follower, name or topic.topic)):
-            name, unknown = None, Errors.TOPIC_AUTHORIZATION_FAILED
-        for wanted in topic.partitions:
-            partition = ctx.partitions.get(name, wanted.partition) if name else None
-            error = None
-            if partition is None:
-                error = missing_partition_error(ctx, name, wanted.partition, unknown)
-            elif follower:
-                error = _follower_fetched(partition, replica_id, wanted, now_ms)
-                if error is not None and partition.role == LEADER \
-                        and replica_id not in partition.replicas:
-                    log.info("replica fetch for %s-%d from %s (%s) refused: replica id %d is "
-                             "not one of its replicas %s", name, wanted.partition,
-                             ctx.client_host, ctx.client_id, replica_id,
-                             list(partition.replicas))
-            plan.append((topic, wanted, partition if error is None else None, error))
+    resolved = {}
+    for topic, wanted in pairs:
+        found = resolved.get(id(topic))
+        if found is None:
+            name, unknown = resolve_topic(ctx.metadata, by_id, topic.topic, topic.topic_id)
+            if impostor or ((name or not by_id)
+                            and not fetch_allowed(ctx, follower, name or topic.topic)):
+                name, unknown = None, Errors.TOPIC_AUTHORIZATION_FAILED
+            found = resolved[id(topic)] = (name, unknown)
+        name, unknown = found
+        partition = ctx.partitions.get(name, wanted.partition) if name else None
+        error = None
+        if partition is None:
+            error = missing_partition_error(ctx, name, wanted.partition, unknown)
+        elif follower:
+            error = _follower_fetched(partition, replica_id, wanted, now_ms)
+            if error is not None and partition.role == LEADER \
+                    and replica_id not in partition.replicas:
+                log.info("replica fetch for %s-%d from %s (%s) refused: replica id %d is "
+                         "not one of its replicas %s", name, wanted.partition,
+                         ctx.client_host, ctx.client_id, replica_id,
+                         list(partition.replicas))
+        plan.append((topic, wanted, partition if error is None else None, error))
     return plan
 
 

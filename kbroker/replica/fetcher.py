@@ -100,6 +100,52 @@ class _PartitionFetch:
         return p.role == "follower" and p.leader_epoch == self.leader_epoch
 
 
+class _FetchSession:
+    """The follower's side of an incremental fetch session (KIP-227) with one leader, Kafka's
+    FetchSessionHandler: the first fetch is full and asks for a session (epoch 0); once the
+    leader gives one, each fetch carries only the partitions whose fetch changed (offset, log
+    start, epochs) and those no longer fetched, with the next epoch. A new connection, or any
+    error the leader answers, starts over with a full fetch."""
+
+    __slots__ = ("client", "session_id", "epoch", "sent", "topic_ids")
+
+    def __init__(self):
+        self.client = None
+        self.reset(None)
+
+    def reset(self, client) -> None:
+        self.client = client
+        self.session_id = 0
+        self.epoch = 0  # 0: a full fetch that asks for a session
+        self.sent: dict[tuple[str, int], tuple] = {}  # what the leader holds, per partition
+        self.topic_ids: dict[str, object] = {}
+
+    def changed(self, wanted: dict) -> list:
+        if not self.session_id:
+            return list(wanted)
+        sent = self.sent
+        return [key for key, params in wanted.items() if sent.get(key) != params]
+
+    def forgotten(self, wanted: dict) -> list:
+        if not self.session_id:
+            return []
+        return [key for key in self.sent if key not in wanted]
+
+    def answered(self, session_id: int, wanted: dict, sent: list, forgotten: list) -> None:
+        """A fetch was answered without a top-level error."""
+        if not self.session_id:
+            if not session_id:  # the leader keeps no session: full fetches again
+                return
+            self.session_id, self.epoch, self.sent = session_id, 1, {}
+        else:
+            self.epoch = 1 if self.epoch >= 2**31 - 1 else self.epoch + 1
+            for key in forgotten:
+                del self.sent[key]
+        for key in sent:
+            self.sent[key] = wanted[key]
+            self.topic_ids[key[0]] = wanted[key][0]
+
+
 class ReplicaFetcherManager:
     """All fetchers of this broker. ``endpoint_for(leader_id)`` gives the leader's (host, port)
     on the inter-broker listener, or None while the leader is not a live broker; ``security``
@@ -166,6 +212,7 @@ class ReplicaFetcher:
         self._endpoint: tuple[str, int] | None = None
         self._failures = 0
         self._stopped = False
+        self._session = _FetchSession()
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{leader_id}-{fetcher_index}")
 
@@ -333,38 +380,60 @@ class ReplicaFetcher:
             return False
         settings = self.manager.settings
         version = client.version_for("Fetch")
+        session = self._session
+        if session.client is not client:
+            session.reset(client)
+        wanted = {}
+        for s in ready:
+            p = s.partition
+            wanted[(p.topic, p.index)] = (p.topic_id, s.leader_epoch, p.log_end_offset,
+                                          _or_undefined(p.latest_epoch) if version >= 12
+                                          else -1, p.log_start_offset)
+        # In a session only what changed goes out; the leader remembers the rest.
+        sending = session.changed(wanted)
+        forgetting = session.forgotten(wanted)
         by_topic: dict[str, list] = {}
-        for state in ready:
-            by_topic.setdefault(state.partition.topic, []).append(state)
+        for key in sending:
+            by_topic.setdefault(key[0], []).append(key)
         topics = []
-        for topic, states in by_topic.items():
-            topic_id = states[0].partition.topic_id
-            topics.append(Q.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
-                Q.FetchPartition(partition=s.partition.index,
-                                 current_leader_epoch=s.leader_epoch,
-                                 fetch_offset=s.partition.log_end_offset,
-                                 last_fetched_epoch=_or_undefined(s.partition.latest_epoch)
-                                 if version >= 12 else -1,
-                                 log_start_offset=s.partition.log_start_offset,
+        for topic, keys in by_topic.items():
+            topics.append(Q.FetchTopic(topic=topic, topic_id=wanted[keys[0]][0], partitions=[
+                Q.FetchPartition(partition=key[1], current_leader_epoch=wanted[key][1],
+                                 fetch_offset=wanted[key][2], last_fetched_epoch=wanted[key][3],
+                                 log_start_offset=wanted[key][4],
                                  partition_max_bytes=settings.fetch_max_bytes)
-                for s in states]))
+                for key in keys]))
+        forgotten_by_topic: dict[str, list] = {}
+        for topic, index in forgetting:
+            forgotten_by_topic.setdefault(topic, []).append(index)
         request = Q(max_wait_ms=settings.wait_max_ms, min_bytes=settings.min_bytes,
-                    max_bytes=settings.response_max_bytes, isolation_level=0, session_id=0,
-                    session_epoch=-1, topics=topics)
+                    max_bytes=settings.response_max_bytes, isolation_level=0,
+                    session_id=session.session_id, session_epoch=session.epoch, topics=topics,
+                    forgotten_topics_data=[
+                        Q.ForgottenTopic(topic=topic, topic_id=session.topic_ids[topic],
+                                         partitions=indexes)
+                        for topic, indexes in forgotten_by_topic.items()])
         if version >= 15:
             request.replica_state = Q.ReplicaState(replica_id=self.manager.node_id,
                                                    replica_epoch=-1)
         else:
             request.replica_id = self.manager.node_id
-        sent_offsets = {(s.partition.topic, s.partition.index): s.partition.log_end_offset
-                        for s in ready}
+        sent_offsets = {key: params[2] for key, params in wanted.items()}
         response = await client.request("Fetch", request, version)
         if response.error_code:
-            log.info("Fetch from leader %d failed: %s", self.leader_id,
-                     _error(response.error_code).name)
+            error = _error(response.error_code)
+            session.reset(client)
+            if error in (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH):
+                # The leader lost or moved on from the session (restarted, evicted it): start
+                # over with a full fetch at once.
+                log.info("fetch session with leader %d: %s; starting a new one",
+                         self.leader_id, error.name)
+                return True
+            log.info("Fetch from leader %d failed: %s", self.leader_id, error.name)
             for state in ready:
                 self._delay(state)
             return True
+        session.answered(response.session_id, wanted, sending, forgetting)
         names_by_id = {s.partition.topic_id: s.partition.topic for s in ready}
         for topic in response.responses:
             name = names_by_id.get(topic.topic_id) if version >= 13 else topic.topic

@@ -266,6 +266,7 @@ class Broker:
 
     def _services(self):
         from kbroker.handlers.context import BrokerServices, ClusterView
+        from kbroker.handlers.fetch_sessions import FetchSessionCache
 
         rack = self.config.get("broker.rack") or None
         return BrokerServices(
@@ -274,7 +275,8 @@ class Broker:
             cluster=ClusterView(self.node_id, rack, self.advertised_endpoint),
             txn=self.txn_coordinator, client_metrics=self.client_metrics,
             share_coordinator=self.share_coordinator, share_persister=self.share_persister,
-            share=self.share_partitions)
+            share=self.share_partitions, fetch_sessions=FetchSessionCache(
+                self.config.get("max.incremental.fetch.session.cache.slots")))
 
     # --- what connections call -----------------------------------------------------------------
 
