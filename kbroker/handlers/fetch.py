@@ -64,7 +64,7 @@ def handle_fetch(ctx, request):
         return FetchResponse(throttle_time_ms=0, error_code=session.error.code, session_id=0,
                              responses=[])
     plan = _plan(ctx, request, session.wanted())
-    response, total_bytes, has_error = _read(ctx, request, plan, FetchResponse)
+    response, total_bytes, has_error = _read(ctx, request, plan, FetchResponse, session.quiet)
     if total_bytes >= request.min_bytes or request.max_wait_ms <= 0 or has_error or not plan:
         return session.finish(response)
     return _long_poll(ctx, request, plan, FetchResponse, session)
@@ -83,10 +83,11 @@ async def _long_poll(ctx, request, plan, FetchResponse, session):
             break
         if not await ctx.partitions.wait_for_news(partitions, remaining, replica_id):
             break
-        response, total_bytes, has_error = _read(ctx, request, plan, FetchResponse)
+        response, total_bytes, has_error = _read(ctx, request, plan, FetchResponse,
+                                                 session.quiet)
         if total_bytes >= request.min_bytes or has_error:
             return session.finish(response)
-    return session.finish(_read(ctx, request, plan, FetchResponse)[0])
+    return session.finish(_read(ctx, request, plan, FetchResponse, session.quiet)[0])
 
 
 def _replica_id(ctx, request) -> int:
@@ -152,7 +153,9 @@ def _follower_fetched(partition, replica_id: int, wanted, now_ms: int):
     return None
 
 
-def _read(ctx, request, plan, R):
+def _read(ctx, request, plan, R, quiet=None):
+    """The answer to ``plan``: (response, bytes of records, whether a partition errs). A
+    partition ``quiet(wanted, partition)`` says has nothing to tell is left out (a session's)."""
     read_committed = request.isolation_level == READ_COMMITTED
     replica_id = _replica_id(ctx, request)
     remaining = request.max_bytes
@@ -173,6 +176,8 @@ def _read(ctx, request, plan, R):
         return names[id(topic)]
 
     for topic, wanted, partition, error in plan:
+        if error is None and quiet is not None and quiet(wanted, partition):
+            continue
         entry = topics.get(id(topic))
         if entry is None:
             entry = topics[id(topic)] = R.FetchableTopicResponse(
