@@ -666,6 +666,12 @@ class PartitionLog:
         beyond ``retention.bytes``. Never deletes data above the high watermark; deleting the
         active segment rolls first. Returns the number of segments deleted."""
         now_ms = _now_ms() if now_ms is None else now_ms
+        segments = self.segments
+        if len(segments) == 1 and segments[0].size == 0:
+            # An empty log has nothing to delete: a broker's worth of idle partitions is
+            # checked every log.retention.check.interval.ms (1 s in the dev profile).
+            self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
+            return 0
         deleted = self._delete_segments_while(
             lambda segment, following: following is not None
             and following.base_offset <= self.log_start_offset, now_ms)

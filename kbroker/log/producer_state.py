@@ -418,6 +418,8 @@ class ProducerStateManager:
         return None
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
+        if not self.producers and not self.verifications:
+            return  # most partitions, every retention round
         expired = [pid for pid, entry in self.producers.items()
                    if entry.current_txn_first_offset < 0
                    and now_ms - entry.last_timestamp >= expiration_ms]
