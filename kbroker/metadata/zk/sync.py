@@ -315,9 +315,8 @@ class ZkSync:
             new = [c for c in children if last is None or c > last]
             if not new:
                 return None
-            self._last_seen[path] = new[-1]
             if last is not None and last not in children and children[0] > last:
-                missed.append(last)  # deleted before it was read: older ones may have been too
+                missed.append(new[-1])  # deleted before it was read: older ones may have been
                 return None
             own, theirs = self._store.own_notifications, []
             for child in new:
@@ -325,17 +324,22 @@ class ZkSync:
                     del own[f"{path}/{child}"]
                 else:
                     theirs.append(child)
-            if not theirs:
-                return None
-            found = await self._reader.get_many(f"{path}/{c}" for c in theirs)
-            notes = [found[f"{path}/{c}"] for c in theirs if f"{path}/{c}" in found]
-            return await self._read_named(kind, path, notes, image)
+            delta = None
+            if theirs:
+                found = await self._reader.get_many(f"{path}/{c}" for c in theirs)
+                notes = [found[f"{path}/{c}"] for c in theirs if f"{path}/{c}" in found]
+                delta = await self._read_named(kind, path, notes, image)
+            # Only now: a read that failed (ZooKeeper slow, the connection lost) is retried
+            # from the same notifications, not skipped past them.
+            self._last_seen[path] = new[-1]
+            return delta
 
         await self._controller.follow(read)
         if missed:
             log.info("%s: notifications were purged before this broker read them; "
                      "re-reading everything", path)
             await self._verify(quiet=True)
+            self._last_seen[path] = missed[0]
 
     async def _read_named(self, kind: str, path: str, notes: list, image) -> MetadataDelta:
         """The delta of what the notifications (``notes``: (data, stat) each) name."""
