@@ -62,9 +62,15 @@ class LeaderFollowers:
             raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER,
                              f"Replica with id {replica_id} is not available on broker "
                              f"{self.local_replica_id} for {self.topic}-{self.index}")
-        if fetch_offset > self._log.log_end_offset:
+        end = self._log.log_end_offset
+        if fetch_offset > end:
             return
-        if last_fetched_epoch >= 0:
+        # A follower at the log end in the latest epoch cannot diverge (the check below would
+        # find that epoch ending at the log end): skipped, since every session partition of
+        # every fetch comes through here.
+        if last_fetched_epoch >= 0 and not (
+                fetch_offset == end
+                and last_fetched_epoch == self._log.leader_epoch_cache.latest_epoch):
             try:
                 if self.diverging_epoch(fetch_offset, last_fetched_epoch) is not None:
                     return
@@ -73,7 +79,6 @@ class LeaderFollowers:
         follower = self._followers.get(replica_id)
         if follower is None:
             follower = self._followers[replica_id] = FollowerState(0)
-        end = self._log.log_end_offset
         if fetch_offset >= end:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, now_ms)
         elif fetch_offset >= follower.last_fetch_leader_end:
@@ -83,7 +88,8 @@ class LeaderFollowers:
         follower.last_fetch_ms = now_ms
         self._follower_end_offsets[replica_id] = fetch_offset
         self._maybe_expand_isr(replica_id, fetch_offset)
-        self.maybe_advance_high_watermark()
+        if self.high_watermark < end:  # else nothing can move it (it never passes the log end)
+            self.maybe_advance_high_watermark()
 
     def preferred_read_replica(self, client_rack: str | None, rack_of) -> int | None:
         """KIP-392, Kafka's RackAwareReplicaSelector: for a consumer in ``client_rack``, the
