@@ -21,7 +21,8 @@ cluster up`` or ``tools/kafka_ref/zk_cluster.py up``):
   around the probes; Kafka's brokers do not read ZooKeeper for metadata);
 - **kill -9 of the controller** until every partition has a live leader again (at RF 1 the
   partitions the controller held stay offline until it returns, as on Kafka: the time is then
-  until every partition has a leader after its restart);
+  until every partition has a leader after its restart; at RF 3, after its restart, until it is
+  back in every ISR, so that the next kill finds a whole cluster);
 - **kill -9 of another broker** (RF 3 only): until its partitions are led elsewhere, then, after
   its restart, until it is back in every ISR.
 
@@ -303,6 +304,15 @@ def _reconnect(wires: dict[int, Wire], cluster: Cluster, broker: int) -> None:
     wires[broker] = wait_for(connected, f"broker {broker} to accept connections", 600, 0.2)
 
 
+def wait_back_in_every_isr(wires: dict[int, Wire], shape: Shape, broker: int) -> None:
+    survivor = next(b for b in sorted(wires) if b != broker)
+
+    def back_in_every_isr():
+        held, total = in_sync(metadata(wires[survivor], list(shape.topics))[1], broker)
+        return total and held == total
+    wait_for(back_in_every_isr, f"broker {broker} back in every ISR", 1800, 0.5)
+
+
 def kill_controller(cluster: Cluster, wires: dict[int, Wire], shape: Shape) -> dict:
     controller = cluster.controller()
     pid = cluster.pids[controller]
@@ -313,9 +323,14 @@ def kill_controller(cluster: Cluster, wires: dict[int, Wire], shape: Shape) -> d
     if shape.rf > 1:
         wait_all_led(wires, shape, "failover", dead={controller})
         figures["controller_kill9_all_led_s"] = round(time.monotonic() - started, 2)
+        restarted = time.monotonic()
         cluster.start(controller)
         cluster.wait_registered(controller, 600)
         _reconnect(wires, cluster, controller)
+        # The next kill must find a whole cluster: with the restarted broker still out of the
+        # ISRs, killing another leaves partitions whose only in-sync replica died.
+        wait_back_in_every_isr(wires, shape, controller)
+        figures["controller_back_in_every_isr_s"] = round(time.monotonic() - restarted, 2)
     else:  # its partitions have no other replica: led again once it is back
         cluster.start(controller)
         cluster.wait_registered(controller, 600)
@@ -340,12 +355,7 @@ def kill_broker(cluster: Cluster, wires: dict[int, Wire], shape: Shape) -> dict:
     cluster.start(victim)
     cluster.wait_registered(victim, 600)
     _reconnect(wires, cluster, victim)
-    survivor = next(b for b in sorted(wires) if b != victim)
-
-    def back_in_every_isr():
-        held, total = in_sync(metadata(wires[survivor], list(shape.topics))[1], victim)
-        return total and held == total
-    wait_for(back_in_every_isr, "the broker back in every ISR", 1800, 0.5)
+    wait_back_in_every_isr(wires, shape, victim)
     figures["broker_back_in_every_isr_s"] = round(time.monotonic() - restarted, 2)
     print(f"    broker kill -9: {figures}", flush=True)
     return figures
@@ -358,6 +368,7 @@ ROWS = [("create_s", "create (led and every log made), s"),
         ("metadata_all_median_ms", "Metadata (all), median ms"),
         ("metadata_all_max_ms", "Metadata (all), max ms"),
         ("controller_kill9_all_led_s", "kill -9 controller -> all led, s"),
+        ("controller_back_in_every_isr_s", "controller restart -> back in every ISR, s"),
         ("controller_kill9_all_led_after_restart_s",
          "kill -9 controller -> all led after its restart, s"),
         ("broker_kill9_led_elsewhere_s", "kill -9 broker -> led elsewhere, s"),
