@@ -272,3 +272,52 @@ def test_an_isr_change_whose_read_fails_is_read_again(cluster, clients, monkeypa
                  "every broker to read the new state", 10)
     assert failures
     assert not [r for r in caplog.records if "lost watch" in r.getMessage()]
+
+
+def test_isr_notifications_trimmed_before_the_first_read_are_not_missed(connect_string, clients,
+                                                                       monkeypatch, caplog):
+    """A broker that has seen no ISR change notification yet, and then finds as many as the
+    controller keeps, cannot tell whether older ones were trimmed before it read them (a burst
+    of ISR changes right after start-up, seen at 30,000 x RF 3): it re-reads everything then,
+    rather than wait for the periodic full read to call it a lost watch."""
+    monkeypatch.setattr(zk_sync, "KEEP_ISR_NOTIFICATIONS", 3)
+    brokers = start_brokers(connect_string, ids=(1, 2))
+    try:
+        _create(brokers[1], "burst", 5)
+        wait_for(lambda: all(_sees(b, "burst", 5) for b in brokers.values()),
+                 "every broker to see burst", TIMEOUT)
+        sync = _inner(brokers[2]).cluster.sync
+        assert sync._last_seen.get(zn.ISR_CHANGE) is None
+        lock = _inner(brokers[2]).controller._lock
+
+        async def hold():
+            await lock.acquire()
+
+        async def release():
+            lock.release()
+
+        brokers[2].call(hold())  # broker 2's sync cannot read until released
+        zk = clients()
+        epochs = {}
+        for index in range(5):
+            path = zn.partition_state_path("burst", index)
+            data, stat = zk.get(path)
+            state = zn.PartitionState.decode(data, stat.version)
+            epochs[index] = state.leader_epoch + 1
+            transaction = zk.transaction()
+            transaction.set_data(path, zn.PartitionState(state.leader, epochs[index], state.isr,
+                                                         state.controller_epoch).encode(),
+                                 stat.version)
+            transaction.create(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change([("burst", index)]),
+                               sequence=True)
+            transaction.commit()
+        for oldest in sorted(zk.get_children(zn.ISR_CHANGE))[:2]:  # the controller's trim
+            zk.delete(f"{zn.ISR_CHANGE}/{oldest}")
+        with caplog.at_level("WARNING", logger="kbroker.cluster"):
+            brokers[2].call(release())
+            wait_for(lambda: all(_inner(brokers[2]).controller.image.topic("burst").state(i)
+                                 .leader_epoch == epochs[i] for i in range(5)),
+                     "broker 2 to read every change, the trimmed ones too", 10)
+        assert not [r for r in caplog.records if "lost watch" in r.getMessage()]
+    finally:
+        stop_brokers(brokers)

@@ -58,6 +58,7 @@ from kazoo.protocol.states import EventType
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.zk import security, tokens
+from kbroker.metadata.zk.notifications import KEEP_ISR_NOTIFICATIONS
 from kbroker.metadata.zk import znodes as zn
 from kbroker.metadata.zk.client import ZK_ERRORS
 
@@ -317,6 +318,11 @@ class ZkSync:
                 return None
             if last is not None and last not in children and children[0] > last:
                 missed.append(new[-1])  # deleted before it was read: older ones may have been
+                return None
+            if last is None and path == zn.ISR_CHANGE and len(children) >= KEEP_ISR_NOTIFICATIONS:
+                # None seen yet, and as many as the controller keeps: it may have trimmed older
+                # ones this broker never saw (a burst of ISR changes right after start-up).
+                missed.append(new[-1])
                 return None
             own, theirs = self._store.own_notifications, []
             for child in new:
