@@ -58,8 +58,11 @@ def handle_fetch(ctx, request):
     from kbroker.protocol.messages.fetch import FetchResponse
 
     sessions = ctx.fetch_sessions
+    replica_id = _replica_id(ctx, request)
+    if replica_id >= 0 and not _replica_listener(ctx):
+        replica_id = -1  # refused in _plan; it gets no session slot either
     session = Sessionless(request) if sessions is None else sessions.context(
-        request, ctx.api_version >= 13, _replica_id(ctx, request))
+        request, ctx.api_version >= 13, replica_id)
     if session.error is not None:
         return FetchResponse(throttle_time_ms=0, error_code=session.error.code, session_id=0,
                              responses=[])
