@@ -193,8 +193,8 @@ def main() -> None:
         args.json.write_text(json.dumps(results, indent=2))
     if set(results) != {"kbroker", "kafka"}:
         return
-    print(f"\n| workload | records | kbroker s | Kafka 4.4.0 s | kbroker rec/s | Kafka rec/s "
-          f"| kbroker / Kafka |\n| --- | --: | --: | --: | --: | --: | --: |")
+    print("\n| workload | records | kbroker s | Kafka 4.4.0 s | kbroker rec/s | Kafka rec/s "
+          "| kbroker / Kafka |\n| --- | --: | --: | --: | --: | --: | --: |")
     for workload in ("batch read", "streaming", "foreachBatch write"):
         (ks, krows, *_), (fs, frows, *_) = results["kbroker"][workload], results["kafka"][workload]
         print(f"| {workload} | {krows:,} | {ks:.1f} | {fs:.1f} | {krows / ks:,.0f} | "
