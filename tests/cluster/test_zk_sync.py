@@ -47,6 +47,21 @@ def _sees(broker, name, partitions):
         not topic.state(i).missing for i in range(partitions))
 
 
+def _isr_change(zk, name, index):
+    """A transaction that moves the partition's leader epoch up by one together with the ISR
+    change notification naming it, as a leader's ISR write does; (transaction, new epoch)."""
+    path = zn.partition_state_path(name, index)
+    data, stat = zk.get(path)
+    state = zn.PartitionState.decode(data, stat.version)
+    transaction = zk.transaction()
+    transaction.set_data(path, zn.PartitionState(state.leader, state.leader_epoch + 1,
+                                                 state.isr, state.controller_epoch).encode(),
+                         stat.version)
+    transaction.create(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change([(name, index)]),
+                       sequence=True)
+    return transaction, state.leader_epoch + 1
+
+
 def test_a_new_topic_costs_the_other_brokers_a_few_reads_whatever_the_cluster_holds(cluster):
     _create(cluster[1], "big", 2000)
     wait_for(lambda: all(_sees(b, "big", 2000) for b in cluster.values()),
@@ -72,19 +87,10 @@ def test_an_isr_change_is_read_for_the_partitions_it_names_only(cluster, clients
     sync = _inner(cluster[2]).cluster.sync
     time.sleep(0.5)
     reads_before = sync.reads
-    zk = clients()
-    path = zn.partition_state_path("moved", 7)
-    data, stat = zk.get(path)
-    state = zn.PartitionState.decode(data, stat.version)
-    transaction = zk.transaction()
-    transaction.set_data(path, zn.PartitionState(state.leader, state.leader_epoch + 1,
-                                                 state.isr, state.controller_epoch).encode(),
-                         stat.version)
-    transaction.create(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change([("moved", 7)]),
-                       sequence=True)
+    transaction, epoch = _isr_change(clients(), "moved", 7)
     transaction.commit()
     wait_for(lambda: _inner(cluster[2]).controller.image.topic("moved").state(7).leader_epoch
-             == state.leader_epoch + 1, "broker 2 to read the new state", TIMEOUT)
+             == epoch, "broker 2 to read the new state", TIMEOUT)
     time.sleep(0.3)
     assert sync.reads - reads_before < 10, sync.reads - reads_before
 
@@ -254,21 +260,12 @@ def test_an_isr_change_whose_read_fails_is_read_again(cluster, clients, monkeypa
         return await read_states(self, image, partitions)
 
     monkeypatch.setattr(Reader, "read_states", zookeeper_times_out_once)
-    zk = clients()
-    path = zn.partition_state_path("retried", 2)
-    data, stat = zk.get(path)
-    state = zn.PartitionState.decode(data, stat.version)
-    transaction = zk.transaction()
-    transaction.set_data(path, zn.PartitionState(state.leader, state.leader_epoch + 1,
-                                                 state.isr, state.controller_epoch).encode(),
-                         stat.version)
-    transaction.create(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change([("retried", 2)]),
-                       sequence=True)
+    transaction, epoch = _isr_change(clients(), "retried", 2)
     with caplog.at_level("WARNING", logger="kbroker.cluster"):
         transaction.commit()
         # Well before the first periodic full read (60 s after start).
         wait_for(lambda: all(_inner(b).controller.image.topic("retried").state(2).leader_epoch
-                             == state.leader_epoch + 1 for b in cluster.values()),
+                             == epoch for b in cluster.values()),
                  "every broker to read the new state", 10)
     assert failures
     assert not [r for r in caplog.records if "lost watch" in r.getMessage()]
@@ -300,16 +297,7 @@ def test_isr_notifications_trimmed_before_the_first_read_are_not_missed(connect_
         zk = clients()
         epochs = {}
         for index in range(5):
-            path = zn.partition_state_path("burst", index)
-            data, stat = zk.get(path)
-            state = zn.PartitionState.decode(data, stat.version)
-            epochs[index] = state.leader_epoch + 1
-            transaction = zk.transaction()
-            transaction.set_data(path, zn.PartitionState(state.leader, epochs[index], state.isr,
-                                                         state.controller_epoch).encode(),
-                                 stat.version)
-            transaction.create(zn.ISR_CHANGE_PREFIX, zn.encode_isr_change([("burst", index)]),
-                               sequence=True)
+            transaction, epochs[index] = _isr_change(zk, "burst", index)
             transaction.commit()
         for oldest in sorted(zk.get_children(zn.ISR_CHANGE))[:2]:  # the controller's trim
             zk.delete(f"{zn.ISR_CHANGE}/{oldest}")

@@ -7,7 +7,9 @@ Kafka's errors."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from typing import NamedTuple
 
 from kbroker.protocol.errors import Errors
 from kbroker.protocol.messages.fetch import FetchRequest as Q
@@ -20,21 +22,30 @@ def run(coro):
     asyncio.run(coro)
 
 
-def record_fetches(broker) -> list:
-    """Every Fetch the broker is sent from now on: (replica id, session id, epoch, partitions
-    named, partitions forgotten, the response's session id and partitions)."""
+class Fetch(NamedTuple):
+    replica: int
+    session: int  # the request's session id and epoch
+    epoch: int
+    named: int  # partitions the request names
+    forgotten: int
+    answer_session: int  # the response's session id
+    answered: int  # partitions the response holds
+
+
+def record_fetches(broker) -> list[Fetch]:
+    """Every Fetch the broker is sent from now on, answered."""
     seen = []
     handlers = broker.dispatcher.handlers
     handle = handlers[1]
 
     def answered(request, response):
         if response is not None:
-            seen.append((request.replica_state.replica_id, request.session_id,
-                         request.session_epoch,
-                         sum(len(t.partitions) for t in request.topics),
-                         sum(len(t.partitions) for t in request.forgotten_topics_data),
-                         response.session_id,
-                         sum(len(t.partitions) for t in response.responses)))
+            seen.append(Fetch(request.replica_state.replica_id, request.session_id,
+                              request.session_epoch,
+                              sum(len(t.partitions) for t in request.topics),
+                              sum(len(t.partitions) for t in request.forgotten_topics_data),
+                              response.session_id,
+                              sum(len(t.partitions) for t in response.responses)))
         return response
 
     def recording(ctx, request):
@@ -50,6 +61,20 @@ def record_fetches(broker) -> list:
     return seen
 
 
+@contextlib.asynccontextmanager
+async def watched_leader(tmp_path, overrides=None):
+    """Broker 0 leading topic t's partitions, followed by 1 and 2 (caught up): (the cluster,
+    the fetches broker 0 is sent from then on, a client of broker 0)."""
+    async with InProcessCluster(tmp_path, overrides=overrides) as cluster:
+        await led_by_0(cluster)
+        seen = record_fetches(cluster.brokers[0])
+        client = await cluster.client(0)
+        try:
+            yield cluster, seen, client
+        finally:
+            client.close()
+
+
 async def led_by_0(cluster, name="t"):
     await cluster.create_topic(name, [(0, 1, 2)] * PARTITIONS)
     for index in range(PARTITIONS):
@@ -59,35 +84,28 @@ async def led_by_0(cluster, name="t"):
 
 def test_a_follower_sends_only_what_changed_and_hears_only_what_is_new(tmp_path):
     async def scenario():
-        async with InProcessCluster(tmp_path) as cluster:
-            await led_by_0(cluster)
-            seen = record_fetches(cluster.brokers[0])
-            client = await cluster.client(0)
-            try:
-                assert await until(lambda: sum(1 for f in seen if f[0] == 1) >= 3)
-                # Settled and idle: follower 1's fetches name no partition and are answered
-                # with none, in its session, at growing epochs.
-                idle = [f for f in seen if f[0] == 1][-2:]
-                assert all(f[1] != 0 and f[1] == f[5] and f[3] == 0 and f[6] == 0
-                           for f in idle), idle
-                assert idle[1][2] == idle[0][2] + 1
-                seen.clear()
-                _, answer = await produce(client, "t", 7, batch(3))
-                assert answer.error_code == 0
-                # acks=all completed: both followers fetched the records of partition 7, and
-                # only it came back (with its records); the fetch after names only partition 7
-                # (its offset moved) and hears about it alone (its high watermark moved).
-                first = next(f for f in seen if f[0] == 1 and f[6])
-                assert first[3] == 0 and first[6] == 1, seen
-                assert await until(lambda: any(f[0] == 1 and f[3] == 1 for f in seen))
-                moved = next(f for f in seen if f[0] == 1 and f[3] == 1)
-                assert moved[6] == 1, seen
-                assert await until(lambda: all(cluster.partition(n, "t", 7).high_watermark == 3
-                                               for n in (1, 2)))
-                assert cluster.brokers[0].dispatcher.services.fetch_sessions is not None
-                assert len(cluster.brokers[0].dispatcher.services.fetch_sessions) == 2
-            finally:
-                client.close()
+        async with watched_leader(tmp_path) as (cluster, seen, client):
+            assert await until(lambda: sum(1 for f in seen if f.replica == 1) >= 3)
+            # Settled and idle: follower 1's fetches name no partition and are answered with
+            # none, in its session, at growing epochs.
+            idle = [f for f in seen if f.replica == 1][-2:]
+            assert all(f.session != 0 and f.answer_session == f.session and f.named == 0
+                       and f.answered == 0 for f in idle), idle
+            assert idle[1].epoch == idle[0].epoch + 1
+            seen.clear()
+            _, answer = await produce(client, "t", 7, batch(3))
+            assert answer.error_code == 0
+            # acks=all completed: both followers fetched the records of partition 7, and only
+            # it came back (with its records); the fetch after names only partition 7 (its
+            # offset moved) and hears about it alone (its high watermark moved).
+            first = next(f for f in seen if f.replica == 1 and f.answered)
+            assert first.named == 0 and first.answered == 1, seen
+            assert await until(lambda: any(f.replica == 1 and f.named == 1 for f in seen))
+            moved = next(f for f in seen if f.replica == 1 and f.named == 1)
+            assert moved.answered == 1, seen
+            assert await until(lambda: all(cluster.partition(n, "t", 7).high_watermark == 3
+                                           for n in (1, 2)))
+            assert len(cluster.brokers[0].dispatcher.services.fetch_sessions) == 2
     run(scenario())
 
 
@@ -96,39 +114,28 @@ def test_a_follower_whose_session_is_lost_starts_a_new_one_and_keeps_up(tmp_path
     # FETCH_SESSION_ID_NOT_FOUND, start over with full fetches, and replicate all the same.
     async def scenario():
         overrides = {"max.incremental.fetch.session.cache.slots": "1"}
-        async with InProcessCluster(tmp_path, overrides=overrides) as cluster:
-            await led_by_0(cluster)
-            seen = record_fetches(cluster.brokers[0])
-            client = await cluster.client(0)
-            try:
-                for round_ in range(5):
-                    _, answer = await produce(client, "t", round_ % PARTITIONS, batch(2))
-                    assert answer.error_code == 0  # acks=all: both followers have it
-                assert await until(lambda: any(f[5] == 0 and f[6] == 0 and f[2] > 0
-                                               for f in seen))
-                lost = [f for f in seen if f[2] > 0 and f[5] == 0]
-                assert lost and all(f[3] == 0 or f[6] == 0 for f in lost)
-                assert any(f[2] == 0 and f[3] == PARTITIONS and f[5] != 0 for f in seen)
-            finally:
-                client.close()
+        async with watched_leader(tmp_path, overrides) as (_, seen, client):
+            for round_ in range(5):
+                _, answer = await produce(client, "t", round_ % PARTITIONS, batch(2))
+                assert answer.error_code == 0  # acks=all: both followers have it
+            assert await until(lambda: any(f.epoch > 0 and f.answer_session == 0
+                                           and f.answered == 0 for f in seen))
+            lost = [f for f in seen if f.epoch > 0 and f.answer_session == 0]
+            assert lost and all(f.named == 0 or f.answered == 0 for f in lost)
+            assert any(f.epoch == 0 and f.named == PARTITIONS and f.answer_session != 0
+                       for f in seen)
     run(scenario())
 
 
 def test_without_session_slots_followers_fetch_in_full(tmp_path):
     async def scenario():
         overrides = {"max.incremental.fetch.session.cache.slots": "0"}
-        async with InProcessCluster(tmp_path, overrides=overrides) as cluster:
-            await led_by_0(cluster)
-            seen = record_fetches(cluster.brokers[0])
-            client = await cluster.client(0)
-            try:
-                _, answer = await produce(client, "t", 3, batch(2))
-                assert answer.error_code == 0
-                assert await until(lambda: len(seen) >= 4)
-                assert all(f[5] == 0 and f[3] == PARTITIONS and f[6] == PARTITIONS
-                           for f in seen), seen
-            finally:
-                client.close()
+        async with watched_leader(tmp_path, overrides) as (_, seen, client):
+            _, answer = await produce(client, "t", 3, batch(2))
+            assert answer.error_code == 0
+            assert await until(lambda: len(seen) >= 4)
+            assert all(f.answer_session == 0 and f.named == PARTITIONS
+                       and f.answered == PARTITIONS for f in seen), seen
     run(scenario())
 
 
