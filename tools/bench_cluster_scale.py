@@ -187,36 +187,31 @@ def logs_held(wires: dict[int, Wire], shape: Shape) -> int:
     return held
 
 
-def wait_all_logs(wires: dict[int, Wire], shape: Shape, stall_s: float = 300) -> None:
-    """Until every replica of the shape has its log on its broker."""
-    best, since, wanted = -1, time.monotonic(), shape.partitions * shape.rf
-    while True:
-        count = logs_held(wires, shape)
-        if count == wanted:
-            return
-        if count > best:
-            best, since = count, time.monotonic()
-        elif time.monotonic() - since > stall_s:
-            raise TimeoutError(f"creation: stuck at {best} of {wanted} replicas with a log "
-                               f"for {stall_s:.0f} s")
-        time.sleep(0.5)
-
-
-def wait_all_led(wires: dict[int, Wire], shape: Shape, what: str, dead=(),
-                 stall_s: float = 300) -> None:
-    """Until every partition is led on every live broker; a cluster that makes no progress for
-    ``stall_s`` (Kafka past its descriptors or heap) fails with how far it got."""
+def wait_progress(count, wanted: int, what: str, stall_s: float = 300) -> None:
+    """Until ``count()`` reaches ``wanted``; a cluster that makes no progress for ``stall_s``
+    (Kafka past its descriptors or heap) fails with how far it got."""
     best, since = -1, time.monotonic()
     while True:
-        count = led_everywhere(wires, shape, dead)
-        if count == shape.partitions:
+        done = count()
+        if done == wanted:
             return
-        if count > best:
-            best, since = count, time.monotonic()
+        if done > best:
+            best, since = done, time.monotonic()
         elif time.monotonic() - since > stall_s:
-            raise TimeoutError(f"{what}: stuck at {best} of {shape.partitions} partitions "
-                               f"led for {stall_s:.0f} s")
+            raise TimeoutError(f"{what}: stuck at {best} of {wanted} for {stall_s:.0f} s")
         time.sleep(0.5)
+
+
+def wait_all_logs(wires: dict[int, Wire], shape: Shape) -> None:
+    """Until every replica of the shape has its log on its broker."""
+    wait_progress(lambda: logs_held(wires, shape), shape.partitions * shape.rf,
+                  "creation (replicas with a log)")
+
+
+def wait_all_led(wires: dict[int, Wire], shape: Shape, what: str, dead=()) -> None:
+    """Until every partition is led on every live broker."""
+    wait_progress(lambda: led_everywhere(wires, shape, dead), shape.partitions,
+                  f"{what} (partitions led)")
 
 
 def measure(cluster: Cluster, shape: Shape, probes: int, kill: bool) -> dict:
