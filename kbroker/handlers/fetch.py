@@ -157,8 +157,9 @@ def _follower_fetched(partition, replica_id: int, wanted, now_ms: int):
 
 
 def _read(ctx, request, plan, R, quiet=None):
-    """The answer to ``plan``: (response, bytes of records, whether a partition errs). A
-    partition ``quiet(wanted, partition)`` says has nothing to tell is left out (a session's)."""
+    """The answer to ``plan``: (response, bytes of records, whether a partition errs).
+    Partitions for which ``quiet(wanted, partition)`` is true (a session's, with nothing to
+    tell) are left out."""
     read_committed = request.isolation_level == READ_COMMITTED
     replica_id = _replica_id(ctx, request)
     remaining = request.max_bytes

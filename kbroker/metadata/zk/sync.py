@@ -58,9 +58,9 @@ from kazoo.protocol.states import EventType
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage
 from kbroker.metadata.zk import security, tokens
-from kbroker.metadata.zk.notifications import KEEP_ISR_NOTIFICATIONS
 from kbroker.metadata.zk import znodes as zn
 from kbroker.metadata.zk.client import ZK_ERRORS
+from kbroker.metadata.zk.notifications import KEEP_ISR_NOTIFICATIONS
 
 log = logging.getLogger("kbroker.cluster")
 
