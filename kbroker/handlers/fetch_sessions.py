@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -67,7 +66,6 @@ class FetchSession:
     # from Fetch v13 on, its name before.
     partitions: OrderedDict = field(default_factory=OrderedDict)
     topics: dict = field(default_factory=dict)  # topic key -> the topic entry partitions share
-    last_used: float = 0.0
 
 
 def _topic_key(topic, by_id: bool):
@@ -79,13 +77,13 @@ class FetchContext:
     pairs to read, ``finish(response)`` the answer as the session wants it."""
 
     error = None
+    # ``quiet(wanted, partition)``: whether a partition has nothing to tell this fetch (it is
+    # then not even read); None where every partition is read (no per-partition call on a
+    # consumer's fetch).
+    quiet = None
 
     def wanted(self):
         raise NotImplementedError
-
-    def quiet(self, wanted, partition) -> bool:
-        """Whether ``partition`` has nothing to tell this fetch (it is then not even read)."""
-        return False
 
     def finish(self, response):
         return response
@@ -233,7 +231,6 @@ class FetchSessionCache:
             log.info("fetch session %d of replica %d: epoch %d, expected %d; the follower "
                      "starts over", session_id, replica_id, epoch, session.epoch)
             return SessionError(Errors.INVALID_FETCH_SESSION_EPOCH)
-        session.last_used = time.monotonic()
         self._sessions.move_to_end(session_id)
         return Incremental(request, session, by_id)
 
@@ -243,7 +240,6 @@ class FetchSessionCache:
         session_id = random.randrange(1, _MAX_EPOCH)  # 0 means "no session"
         while session_id in self._sessions:
             session_id = random.randrange(1, _MAX_EPOCH)
-        session = FetchSession(session_id, next_epoch(INITIAL_EPOCH), replica_id,
-                               last_used=time.monotonic())
+        session = FetchSession(session_id, next_epoch(INITIAL_EPOCH), replica_id)
         self._sessions[session_id] = session
         return session
