@@ -153,16 +153,20 @@ class Incremental(FetchContext):
         return [(c.topic, c.wanted) for c in cached]
 
     def quiet(self, wanted, partition) -> bool:
-        """A follower at this leader's log end, in its latest epoch, told the offsets as they
-        are: nothing to read, no divergence, nothing to answer. The leader skips the read (at
-        10,000 partitions per session that is most of an idle fetch's cost)."""
+        """A follower at this leader's log end, told the offsets as they are: nothing to read,
+        no divergence, nothing to answer. The leader skips the read (at 10,000 partitions per
+        session that is most of an idle fetch's cost). No divergence is possible when the
+        follower names no epoch (an empty log: the read checks none either) or this log's
+        latest one (which ends at the log end)."""
         cached = self._cached.get(id(wanted))
-        if cached is None or partition.role != LEADER:
+        if (cached is None or partition.role != LEADER
+                or wanted.fetch_offset != partition.log_end_offset):
             return False
-        latest = partition.latest_epoch
-        return (wanted.fetch_offset == partition.log_end_offset
-                and wanted.last_fetched_epoch == (-1 if latest is None else latest)
-                and cached.high_watermark == partition.high_watermark
+        if wanted.last_fetched_epoch >= 0:
+            latest = partition.latest_epoch
+            if wanted.last_fetched_epoch != (-1 if latest is None else latest):
+                return False
+        return (cached.high_watermark == partition.high_watermark
                 and cached.last_stable_offset == partition.last_stable_offset
                 and cached.log_start_offset == partition.log_start_offset)
 

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from kbroker.protocol.errors import Errors
 from kbroker.protocol.messages.fetch import FetchRequest as Q
+from kbroker.replica.partition import Partition
 from tests.replica.cluster_harness import InProcessCluster, batch, produce, until
 
 PARTITIONS = 20
@@ -106,6 +107,44 @@ def test_a_follower_sends_only_what_changed_and_hears_only_what_is_new(tmp_path)
             assert await until(lambda: all(cluster.partition(n, "t", 7).high_watermark == 3
                                            for n in (1, 2)))
             assert len(cluster.brokers[0].dispatcher.services.fetch_sessions) == 2
+    run(scenario())
+
+
+def count_reads(cluster, node_id: int, monkeypatch) -> list[int]:
+    """How many times broker ``node_id`` reads topic t's logs from now on (one counter)."""
+    reads = [0]
+    leaders = {id(cluster.partition(node_id, "t", i)) for i in range(PARTITIONS)}
+    read = Partition.read
+
+    def counted(self, *args, **kwargs):
+        if id(self) in leaders:
+            reads[0] += 1
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Partition, "read", counted)
+    return reads
+
+
+def test_idle_session_fetches_read_no_log(tmp_path, monkeypatch):
+    # The leader's cost of an idle session fetch must not grow with reads of every partition:
+    # neither while the logs are empty (the followers name no epoch) nor once records were
+    # replicated (they name the latest one).
+    async def scenario():
+        async with watched_leader(tmp_path) as (cluster, seen, client):
+            assert await until(lambda: sum(1 for f in seen if f.replica == 1 and f.epoch) >= 2)
+            reads = count_reads(cluster, 0, monkeypatch)
+            fetched = len(seen)
+            assert await until(lambda: len(seen) >= fetched + 4)
+            assert reads[0] == 0
+            _, answer = await produce(client, "t", 7, batch(3))
+            assert answer.error_code == 0
+            assert await until(lambda: all(cluster.partition(n, "t", 7).high_watermark == 3
+                                           for n in (1, 2)))
+            assert await until(lambda: reads[0] >= 2)  # the records' reads, by each follower
+            await asyncio.sleep(0.1)  # the fetches telling the followers the new HW
+            settled, fetched = reads[0], len(seen)
+            assert await until(lambda: len(seen) >= fetched + 4)
+            assert reads[0] == settled
     run(scenario())
 
 
