@@ -79,6 +79,9 @@ class Controller:
         self._applied_version = 0
         self._reconciler: asyncio.Task | None = None
         self._writes: set[asyncio.Task] = set()
+        # Leaders' ISR changes waiting for the next batch: (topic, index) -> (state, waiter).
+        self._isr_queue: dict[tuple[str, int], tuple[PartitionState, asyncio.Future]] = {}
+        self._isr_batches: asyncio.Task | None = None
         # Topics this broker could not apply locally (creation failed on disk), with why.
         self._apply_failures: dict[str, OSError] = {}
 
@@ -218,7 +221,11 @@ class Controller:
             self._applied, self._applied_version = new, version
 
     async def close(self) -> None:
-        """Let writes in flight finish (their changes are committed or not, never half)."""
+        """Let writes in flight finish (their changes are committed or not, never half). ISR
+        changes still queued are dropped: their leaders stop with this broker."""
+        if self._isr_batches is not None:
+            self._isr_batches.cancel()
+            await asyncio.gather(self._isr_batches, return_exceptions=True)
         pending = list(self._writes) + ([self._reconciler] if self._reconciler else [])
         await asyncio.gather(*pending, return_exceptions=True)
 
@@ -460,11 +467,60 @@ class Controller:
                          ) -> PartitionState:
         """A partition leader's ISR change, committed if the state is still at
         ``proposed.version``; the state as written (with its new version). Raises
-        StaleMetadataError when the state moved on (the leader waits for the next image)."""
-        commit = await self.write(
-            lambda image: MetadataDelta(states={(topic, index): proposed}, isr_only=True),
-            f"changing the ISR of {topic}-{index}")
-        return commit.delta.states[(topic, index)]
+        StaleMetadataError when the state moved on (the leader waits for the next image).
+
+        Changes proposed while earlier ones are being written wait, and go together in the next
+        commit, as Kafka's AlterPartitionManager keeps one request in flight and batches the
+        rest: a restarted follower caught up on 10,000 partitions at once costs a few ZooKeeper
+        transactions and one image, not 10,000 commits in a row (which outlasted the leaders'
+        timeouts and were proposed again, without end)."""
+        key = (topic, index)
+        waiter = asyncio.get_running_loop().create_future()
+        replaced = self._isr_queue.pop(key, None)
+        if replaced is not None and not replaced[1].done():
+            replaced[1].set_exception(StaleMetadataError(
+                f"a newer ISR change of {topic}-{index} was proposed"))
+        self._isr_queue[key] = (proposed, waiter)
+        if self._isr_batches is None or self._isr_batches.done():
+            self._isr_batches = asyncio.ensure_future(self._write_isr_changes())
+        return await waiter
+
+    async def _write_isr_changes(self) -> None:
+        """Commit the queued ISR changes, a batch at a time, until none is queued; answer each
+        change's waiter with its written state or why it was not written."""
+        while self._isr_queue:
+            batch, self._isr_queue = self._isr_queue, {}
+            states = {key: proposed for key, (proposed, _) in batch.items()}
+            written, refused, failure = {}, {}, None
+            try:
+                commit = await self.write(
+                    lambda image: MetadataDelta(states=states, isr_only=True),
+                    f"changing the ISR of {_partitions(states)}")
+            except asyncio.CancelledError:
+                for _, waiter in batch.values():
+                    waiter.cancel()
+                raise
+            except Exception as exc:  # each waiter hears it (the leaders log it)
+                failure = exc
+            else:
+                if commit is not None:
+                    written, refused = commit.delta.states, commit.refused
+            for key, (_, waiter) in batch.items():
+                if waiter.done():  # its leader stopped waiting (a timeout, a new epoch)
+                    continue
+                if key in written:
+                    waiter.set_result(written[key])
+                else:
+                    waiter.set_exception(failure or refused.get(key) or StaleMetadataError(
+                        f"the ISR change of {key[0]}-{key[1]} was not written"))
+
+
+def _partitions(states: Mapping) -> str:
+    """``t-0`` for one partition, ``N partitions`` for more (a log line's subject)."""
+    if len(states) == 1:
+        topic, index = next(iter(states))
+        return f"{topic}-{index}"
+    return f"{len(states)} partitions"
 
 
 def _refused_acls(commit: Commit | None) -> dict:

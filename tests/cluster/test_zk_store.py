@@ -218,14 +218,65 @@ def test_partition_state_update_is_conditional(clients):
                     isr_only=True)
     assert shrunk.delta.states[("orders", 0)].version == 1
     # A leader still holding version 0 (it missed the shrink) cannot write its stale view.
-    with pytest.raises(StaleMetadataError, match="changed since it was read"):
-        commit(store, states={("orders", 0): PartitionState(1, 0, (1, 2, 3), 0, 0)},
-               isr_only=True)
+    stale = commit(store, states={("orders", 0): PartitionState(1, 0, (1, 2, 3), 0, 0)},
+                   isr_only=True)
+    assert dict(stale.delta.states) == {}
+    assert isinstance(stale.refused[("orders", 0)], StaleMetadataError)
+    assert "changed since it was read" in str(stale.refused[("orders", 0)])
     assert _json(clients(), "/brokers/topics/orders/partitions/0/state")["isr"] == [1, 2]
     # Every state write leaves a notification naming it: the brokers read that partition.
     (note,) = clients().get_children("/isr_change_notification")
     assert _json(clients(), f"/isr_change_notification/{note}")["partitions"] == [
         {"topic": "orders", "partition": 0}]
+
+
+def test_batched_isr_changes_are_written_or_refused_each_on_its_own(clients):
+    # Leaders' ISR changes go to ZooKeeper in batches (the controller's change_isr queue): the
+    # one that lost its conditional write is refused alone; the others are written.
+    store = opened(clients)
+    create(store, _topic())
+    commit(store, states={("orders", 1): PartitionState(2, 0, (2, 3), 0, 0)}, isr_only=True)
+    both = commit(store, isr_only=True, states={
+        ("orders", 0): PartitionState(1, 0, (1, 2), 0, 0),
+        ("orders", 1): PartitionState(2, 0, (2,), 0, 0)})  # still at version 0: stale
+    assert both.delta.states[("orders", 0)].version == 1
+    assert set(both.delta.states) == {("orders", 0)}
+    assert set(both.refused) == {("orders", 1)}
+    assert _json(clients(), "/brokers/topics/orders/partitions/0/state")["isr"] == [1, 2]
+    assert _json(clients(), "/brokers/topics/orders/partitions/1/state")["isr"] == [2, 3]
+
+
+def test_leaders_isr_changes_go_to_zookeeper_in_few_commits(clients):
+    # A restarted follower catches up on every partition at once: its leaders' ISR changes
+    # must not become one commit (ZooKeeper transaction, image, reconciliation) each.
+    count = 300
+    store = opened(clients, 1)
+    topic = _topic(replicas=((1, 2, 3),) * count)
+    create(store, topic)
+    commit(opened(clients, 2), states={("orders", 0): PartitionState(1, 0, (1, 3), 0, 0)},
+           isr_only=True)  # partition 0 moved on behind this broker's back
+    image = run(store.load()).with_brokers([BrokerInfo(n, {}) for n in (1, 2, 3)], None)
+    controller = Controller(store, 1, image)
+    commits = []
+    store_commit = store.commit
+
+    async def counted(delta):
+        commits.append(len(delta.states))
+        return await store_commit(delta)
+
+    store.commit = counted
+
+    async def scenario():
+        return await asyncio.gather(*(
+            controller.change_isr("orders", p, PartitionState(1, 0, (1, 2), 0, 0))
+            for p in range(count)), return_exceptions=True)
+
+    results = run(scenario())
+    assert isinstance(results[0], StaleMetadataError)
+    assert all(r.isr == (1, 2) and r.version == 1 for r in results[1:]), results[1:5]
+    assert sum(commits) == count and len(commits) <= 3, commits
+    assert controller.image.topic("orders").state(count - 1).isr == (1, 2)
+    assert _json(clients(), "/brokers/topics/orders/partitions/0/state")["isr"] == [1, 3]
 
 
 def test_controller_state_writes_need_the_controller(clients):

@@ -32,8 +32,9 @@ What each field of a delta writes:
 - ``states``: each partition's state znode, conditional on its version, in transactions of
   ``STATES_PER_TRANSACTION`` with one ISR change notification each; a transaction that loses is
   retried a partition at a time, and the partitions that still lose are refused (the
-  controller's next round decides again). A leader's own ISR change (``isr_only``) is fenced by
-  the state version alone: a leader is not the controller.
+  controller's next round decides again; a leader whose ISR change is refused waits for the
+  next image). A leader's own ISR changes (``isr_only``, many leaders' changes batched by the
+  controller) are fenced by the state version alone: a leader is not the controller.
 - SCRAM credentials, ACLs and client quotas: read-modify-write deltas (:mod:`.security`).
 - ``features``: ``/feature``, conditional on the version read.
 - ``tokens``: ``/delegation_token/tokens/<id>`` with a ``token_changes`` notification each
@@ -521,8 +522,6 @@ class ZkMetadataStore:
             except FencedError:
                 raise
             except StaleMetadataError as exc:
-                if isr_only:
-                    raise
                 if len(chunk) == 1:
                     refused[chunk[0]] = exc
                     continue
