@@ -175,8 +175,10 @@ def broker_endpoint(broker, listener: str | None) -> tuple[str, int] | None:
 
 def describe_topic(R, ctx, topic, request=None):
     with_operations = getattr(request, "include_topic_authorized_operations", False)
-    if topic.states and not with_operations and ctx.api_version is not None:
-        return _encoded_cluster_topic(R, ctx, topic)
+    if not with_operations and ctx.api_version is not None:
+        if topic.states:
+            return _encoded_cluster_topic(R, ctx, topic)
+        return _encoded_single_node_topic(R, ctx, topic)
     if topic.states:
         partitions = _cluster_partitions(R, ctx, topic)
     else:
@@ -224,6 +226,36 @@ def _encoded_cluster_topic(R, ctx, topic) -> EncodedEntry:
     return EncodedEntry(data)
 
 
+# A single node's topic entry depends on the topic, this node, the version and the partitions'
+# leader epochs, which live in the replica manager: they are read on every request (a lookup
+# per partition, cheap beside building and encoding its entry) and the bytes reused while they
+# and the rest are unchanged. topic -> (node id, version, epochs, bytes)
+_ENCODED_SINGLE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _encoded_single_node_topic(R, ctx, topic) -> EncodedEntry:
+    epochs = tuple(_leader_epoch(ctx, topic.name, index)
+                   for index in range(topic.num_partitions))
+    node, version = ctx.node_id, ctx.api_version
+    held = _ENCODED_SINGLE.get(topic)
+    if held is not None and held[:3] == (node, version, epochs):
+        return EncodedEntry(held[3])
+    entry = R.MetadataResponseTopic(
+        error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
+        is_internal=topic.is_internal, partitions=_single_node_partitions(R, ctx, topic),
+        topic_authorized_operations=NOT_REQUESTED)
+    out = bytearray()
+    entry._write(out, version, [])
+    data = bytes(out)
+    _ENCODED_SINGLE[topic] = (node, version, epochs, data)
+    return EncodedEntry(data)
+
+
+def _leader_epoch(ctx, name: str, index: int) -> int:
+    partition = ctx.partitions.get(name, index)
+    return partition.leader_epoch if partition is not None else 0
+
+
 def _cluster_partitions(R, ctx, topic):
     """From the partition states: an offline partition (leader -1) is LEADER_NOT_AVAILABLE;
     replicas whose broker is not live are listed as offline (Kafka's MetadataCache)."""
@@ -244,9 +276,8 @@ def _single_node_partitions(R, ctx, topic):
     node = ctx.node_id
     partitions = []
     for index in range(topic.num_partitions):
-        partition = ctx.partitions.get(topic.name, index)
-        epoch = partition.leader_epoch if partition is not None else 0
         partitions.append(R.MetadataResponsePartition(
             error_code=Errors.NONE.code, partition_index=index, leader_id=node,
-            leader_epoch=epoch, replica_nodes=[node], isr_nodes=[node], offline_replicas=[]))
+            leader_epoch=_leader_epoch(ctx, topic.name, index), replica_nodes=[node],
+            isr_nodes=[node], offline_replicas=[]))
     return partitions

@@ -414,3 +414,30 @@ def test_java_admin_smoke(shared_broker):
     driver("delete-topic", "--topic", name)
     [listed] = [e for e in driver("list-topics") if e["event"] == "topics"]
     assert name not in listed["topics"]
+
+
+def test_metadata_entries_follow_the_topic_at_every_version(admin, shared_broker):
+    # A single node's topic entries are encoded once and reused (100,000 partitions took over a
+    # second a request): each version gets its own bytes, and a new partition shows at once.
+    from tests.integration.clients import Wire
+
+    name = unique("meta")
+    admin.create_topics([NewTopic(name, 2, 1)])[name].result(TIMEOUT)
+
+    def listed(wire, version):
+        response = wire.metadata([name], version=version)
+        (topic,) = response.topics
+        node = response.brokers[0].node_id
+        assert topic.error_code == 0 and topic.name == name
+        assert all(p.leader_id == node and p.replica_nodes == [node] and p.isr_nodes == [node]
+                   and p.error_code == 0 and (version < 7 or p.leader_epoch >= 0)
+                   for p in topic.partitions)
+        return sorted(p.partition_index for p in topic.partitions)
+
+    with Wire(shared_broker.bootstrap) as wire:
+        wire.api_versions()
+        for version in (12, 9, 4, 12, 9):
+            assert listed(wire, version) == [0, 1]
+        admin.create_partitions([NewPartitions(name, 5)])[name].result(TIMEOUT)
+        for version in (12, 9, 4):
+            assert listed(wire, version) == [0, 1, 2, 3, 4]
