@@ -198,15 +198,19 @@ _ENCODED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class EncodedEntry:
-    """A response entry already encoded: the generated ``_write`` of its container appends it."""
+    """A response entry already encoded: the generated ``_write`` of its container appends it.
+    ``decoded()`` gives the entry back as a message (for the protocol trace)."""
 
-    __slots__ = ("data",)
+    __slots__ = ("data", "message_class", "version")
 
-    def __init__(self, data: bytes):
-        self.data = data
+    def __init__(self, data: bytes, message_class, version: int):
+        self.data, self.message_class, self.version = data, message_class, version
 
     def _write(self, out, version, splices) -> None:
         out += self.data
+
+    def decoded(self):
+        return self.message_class._read(self.data, 0, self.version)[0]
 
 
 def _encoded_cluster_topic(R, ctx, topic) -> EncodedEntry:
@@ -223,7 +227,7 @@ def _encoded_cluster_topic(R, ctx, topic) -> EncodedEntry:
         out = bytearray()
         entry._write(out, version, [])
         data = by_key[(live, version)] = bytes(out)
-    return EncodedEntry(data)
+    return EncodedEntry(data, R.MetadataResponseTopic, version)
 
 
 # A single node's topic entry depends on the topic, this node, the version and the partitions'
@@ -239,7 +243,7 @@ def _encoded_single_node_topic(R, ctx, topic) -> EncodedEntry:
     node, version = ctx.node_id, ctx.api_version
     held = _ENCODED_SINGLE.get(topic)
     if held is not None and held[:3] == (node, version, epochs):
-        return EncodedEntry(held[3])
+        return EncodedEntry(held[3], R.MetadataResponseTopic, version)
     entry = R.MetadataResponseTopic(
         error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
         is_internal=topic.is_internal, partitions=_single_node_partitions(R, ctx, topic),
@@ -248,7 +252,7 @@ def _encoded_single_node_topic(R, ctx, topic) -> EncodedEntry:
     entry._write(out, version, [])
     data = bytes(out)
     _ENCODED_SINGLE[topic] = (node, version, epochs, data)
-    return EncodedEntry(data)
+    return EncodedEntry(data, R.MetadataResponseTopic, version)
 
 
 def _leader_epoch(ctx, name: str, index: int) -> int:

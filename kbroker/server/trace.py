@@ -72,8 +72,12 @@ def to_plain(message):
         return str(message)
     if isinstance(message, (bytes, bytearray, memoryview)):
         return f"<{len(message)} bytes>"
+    decoded = getattr(message, "decoded", None)
+    if decoded is not None:  # an entry kept encoded (Metadata's topics): shown as the message
+        return to_plain(decoded())
     if isinstance(message, list):
         if message and not hasattr(message[0], "FIELD_NAMES") and \
+                not hasattr(message[0], "decoded") and \
                 not isinstance(message[0], (bool, int, float, str, uuid.UUID, list)):
             return f"<{sum(len(part) for part in message)} bytes>"  # file regions
         items = [to_plain(item) for item in message[:_MAX_ITEMS]]

@@ -50,6 +50,11 @@ def test_json_trace_names_api_client_software_and_errors(broker_factory):
     assert responses[0]["correlation_id"] == requests[0]["correlation_id"]
     api_versions = [e for e in events if e["event"] == "response" and e["api"] == "ApiVersions"]
     assert api_versions and api_versions[0]["response"]["api_keys"]
+    # Metadata's topic entries are kept encoded between requests; the trace shows them decoded.
+    metadata = [e for e in events if e["event"] == "response" and e["api"] == "Metadata"
+                and any(t["name"] == "traced" for t in e["response"]["topics"])]
+    (topic,) = [t for t in metadata[-1]["response"]["topics"] if t["name"] == "traced"]
+    assert [p["partition_index"] for p in topic["partitions"]] == [0]
 
 
 def test_trace_switched_on_dynamically_and_filtered(broker):
