@@ -220,14 +220,20 @@ def _encoded_cluster_topic(R, ctx, topic) -> EncodedEntry:
         by_key = _ENCODED[topic] = {}
     data = by_key.get((live, version))
     if data is None:
-        entry = R.MetadataResponseTopic(
-            error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
-            is_internal=topic.is_internal, partitions=_cluster_partitions(R, ctx, topic),
-            topic_authorized_operations=NOT_REQUESTED)
-        out = bytearray()
-        entry._write(out, version, [])
-        data = by_key[(live, version)] = bytes(out)
+        data = by_key[(live, version)] = _encode_topic(
+            R, topic, _cluster_partitions(R, ctx, topic), version)
     return EncodedEntry(data, R.MetadataResponseTopic, version)
+
+
+def _encode_topic(R, topic, partitions, version: int) -> bytes:
+    """A described topic's entry, encoded at ``version``."""
+    entry = R.MetadataResponseTopic(
+        error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
+        is_internal=topic.is_internal, partitions=partitions,
+        topic_authorized_operations=NOT_REQUESTED)
+    out = bytearray()
+    entry._write(out, version, [])
+    return bytes(out)
 
 
 # A single node's topic entry depends on the topic, this node, the version and the partitions'
@@ -244,13 +250,7 @@ def _encoded_single_node_topic(R, ctx, topic) -> EncodedEntry:
     held = _ENCODED_SINGLE.get(topic)
     if held is not None and held[:3] == (node, version, epochs):
         return EncodedEntry(held[3], R.MetadataResponseTopic, version)
-    entry = R.MetadataResponseTopic(
-        error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
-        is_internal=topic.is_internal, partitions=_single_node_partitions(R, ctx, topic),
-        topic_authorized_operations=NOT_REQUESTED)
-    out = bytearray()
-    entry._write(out, version, [])
-    data = bytes(out)
+    data = _encode_topic(R, topic, _single_node_partitions(R, ctx, topic), version)
     _ENCODED_SINGLE[topic] = (node, version, epochs, data)
     return EncodedEntry(data, R.MetadataResponseTopic, version)
 
