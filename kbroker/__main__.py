@@ -1,7 +1,5 @@
 """``python -m kbroker`` is the ``kbroker`` command."""
 
-import sys
+from kbroker.cli.main import run
 
-from kbroker.cli.main import main
-
-sys.exit(main())
+run()

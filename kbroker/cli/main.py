@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from typing import NoReturn
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"
 LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -120,5 +122,20 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def run() -> NoReturn:
+    """The process's entry point (the ``kbroker`` command, ``python -m``): :func:`main`, then
+    exit without the interpreter's teardown.
+
+    A broker holding 100,000 partitions spent 1.6 of a 2.0 s clean stop after it had stopped,
+    freeing its objects one by one and collecting them at exit. By then every log is flushed,
+    synced and closed; only Python's own buffers are left to write. An exception still leaves
+    through the normal path, traceback and all."""
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

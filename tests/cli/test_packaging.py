@@ -29,7 +29,7 @@ def test_wheel_and_sdist(tmp_path):
         metadata = Parser().parsestr(zf.read(info).decode())
         entry_points = zf.read(info.replace("METADATA", "entry_points.txt")).decode()
     assert "kbroker/testing/plugin.py" in names and "kbroker/__main__.py" in names
-    assert "kbroker = kbroker.cli.main:main" in entry_points
+    assert "kbroker = kbroker.cli.main:run" in entry_points
     assert "[pytest11]\nkbroker = kbroker.testing.plugin" in entry_points
     assert metadata["License-Expression"] == "Apache-2.0"
     assert any(r.startswith("kafka-python") for r in metadata.get_all("Requires-Dist"))

@@ -74,6 +74,18 @@ def test_json_logs_and_ready_line(tmp_path):
     assert all({"ts", "level", "logger", "message"} <= set(e) for e in entries)
 
 
+def test_clean_stop_writes_everything_before_the_fast_exit(tmp_path):
+    """The process skips the interpreter's teardown (``kbroker.cli.main.run``), and only once
+    the broker has stopped: its last log line and the clean-shutdown marker are out."""
+    ready = tmp_path / "ready.json"
+    proc = start(tmp_path, "dev", "--ready-file", str(ready), "--log-level", "info")
+    wait_for(ready, proc)
+    out, err = stop(proc)
+    assert "(dev profile) ready" in out
+    assert err.splitlines()[-1].endswith("kbroker: kbroker stopped cleanly")
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+
 def test_bare_kbroker_serves_and_prints_the_banner(tmp_path):
     proc = start(tmp_path)
     lines = [proc.stdout.readline()]
