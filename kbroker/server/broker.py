@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import json
 import logging
 import os
@@ -415,15 +416,24 @@ def _open_metadata(store_class, log_dir: str, cluster_id: str | None, node_id: i
 async def serve(config, on_ready=None) -> None:
     """Run until SIGTERM/SIGINT. ``on_ready(broker)`` runs once every listener is bound (the CLI
     writes its ready file and banner there)."""
-    broker = Broker(config)
-    started = time.monotonic()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    # Before start: a cluster broker is visible (registered) before start returns, so a SIGTERM
-    # may come while it starts; it then stops cleanly right after.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await broker.start()
+    # Start-up builds what lives as long as the broker: modules, the metadata image, every log's
+    # objects. No collection runs while it does (each full one would walk all of it so far), and
+    # what it built is then frozen out of later collections, which keeps their pauses as short
+    # as the garbage they look at.
+    gc.disable()
+    try:
+        broker = Broker(config)
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        # Before start: a cluster broker is visible (registered) before start returns, so a
+        # SIGTERM may come while it starts; it then stops cleanly right after.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await broker.start()
+    finally:
+        gc.freeze()
+        gc.enable()
     endpoints = ", ".join(f"{name}://{host}:{port}" for name, (host, port) in broker.bound.items())
     log.info("kbroker ready: node %d of cluster %s listening on %s, data in %s (started in "
              "%.2f s)", broker.node_id, broker.controller.cluster_id, endpoints,
