@@ -193,18 +193,20 @@ def describe_topic(R, ctx, topic, request=None):
 # A cluster topic's entry depends only on the topic (an immutable object), the live brokers and
 # the version: it is encoded once and its bytes reused until one of them changes (building and
 # encoding 100,000 partition entries took over a second on every Metadata request).
-# topic -> {(live brokers, version): bytes}
+# topic -> {(live brokers, version): EncodedEntry}
 _ENCODED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class EncodedEntry:
     """A response entry already encoded: the generated ``_write`` of its container appends it.
-    ``decoded()`` gives the entry back as a message (for the protocol trace)."""
+    ``decoded()`` gives the entry back as a message (for the protocol trace); ``error_codes``
+    are the non-zero error codes inside it (for the request metrics, without decoding)."""
 
-    __slots__ = ("data", "message_class", "version")
+    __slots__ = ("data", "message_class", "version", "error_codes")
 
-    def __init__(self, data: bytes, message_class, version: int):
+    def __init__(self, data: bytes, message_class, version: int, error_codes: tuple = ()):
         self.data, self.message_class, self.version = data, message_class, version
+        self.error_codes = error_codes
 
     def _write(self, out, version, splices) -> None:
         out += self.data
@@ -218,14 +220,14 @@ def _encoded_cluster_topic(R, ctx, topic) -> EncodedEntry:
     by_key = _ENCODED.get(topic)
     if not by_key or next(iter(by_key))[0] != live:
         by_key = _ENCODED[topic] = {}
-    data = by_key.get((live, version))
-    if data is None:
-        data = by_key[(live, version)] = _encode_topic(
+    entry = by_key.get((live, version))
+    if entry is None:
+        entry = by_key[(live, version)] = _encode_topic(
             R, topic, _cluster_partitions(R, ctx, topic), version)
-    return EncodedEntry(data, R.MetadataResponseTopic, version)
+    return entry
 
 
-def _encode_topic(R, topic, partitions, version: int) -> bytes:
+def _encode_topic(R, topic, partitions, version: int) -> EncodedEntry:
     """A described topic's entry, encoded at ``version``."""
     entry = R.MetadataResponseTopic(
         error_code=Errors.NONE.code, name=topic.name, topic_id=topic.topic_id,
@@ -233,13 +235,14 @@ def _encode_topic(R, topic, partitions, version: int) -> bytes:
         topic_authorized_operations=NOT_REQUESTED)
     out = bytearray()
     entry._write(out, version, [])
-    return bytes(out)
+    errors = tuple(dict.fromkeys(p.error_code for p in partitions if p.error_code))
+    return EncodedEntry(bytes(out), R.MetadataResponseTopic, version, errors)
 
 
 # A single node's topic entry depends on the topic, this node, the version and the partitions'
 # leader epochs, which live in the replica manager: they are read on every request (a lookup
 # per partition, cheap beside building and encoding its entry) and the bytes reused while they
-# and the rest are unchanged. topic -> (node id, version, epochs, bytes)
+# and the rest are unchanged. topic -> (node id, version, epochs, EncodedEntry)
 _ENCODED_SINGLE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
@@ -249,10 +252,10 @@ def _encoded_single_node_topic(R, ctx, topic) -> EncodedEntry:
     node, version = ctx.node_id, ctx.api_version
     held = _ENCODED_SINGLE.get(topic)
     if held is not None and held[:3] == (node, version, epochs):
-        return EncodedEntry(held[3], R.MetadataResponseTopic, version)
-    data = _encode_topic(R, topic, _single_node_partitions(R, ctx, topic), version)
-    _ENCODED_SINGLE[topic] = (node, version, epochs, data)
-    return EncodedEntry(data, R.MetadataResponseTopic, version)
+        return held[3]
+    entry = _encode_topic(R, topic, _single_node_partitions(R, ctx, topic), version)
+    _ENCODED_SINGLE[topic] = (node, version, epochs, entry)
+    return entry
 
 
 def _leader_epoch(ctx, name: str, index: int) -> int:

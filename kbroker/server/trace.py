@@ -113,6 +113,13 @@ def _collect(message, found) -> None:
         if name == "error_code":
             if value and value not in found:
                 found.append(value)
-        elif type(value) is list and value and hasattr(value[0], "FIELD_NAMES"):
+        elif type(value) is list and value and (hasattr(value[0], "FIELD_NAMES")
+                                                or hasattr(value[0], "error_codes")):
             for item in value:
-                _collect(item, found)
+                encoded = getattr(item, "error_codes", None)  # an entry kept encoded
+                if encoded is None:
+                    _collect(item, found)
+                else:
+                    for code in encoded:
+                        if code not in found:
+                            found.append(code)
