@@ -20,7 +20,7 @@ workload on a small topic in the same Spark session (JVM start, class loading an
 are not measured). Whichever broker runs second still gains from a warmer JVM: run both orders
 (``--targets kafka,kbroker`` then the default) and compare the sums.
 
-    .venv/bin/python tools/bench_spark.py                        # 10 M records, ~15 min here
+    .venv/bin/python tools/bench_spark.py                        # 10 M records, ~3 min quiet
     .venv/bin/python tools/bench_spark.py --records 1000000 --stream-records 500000   # quick
 """
 
