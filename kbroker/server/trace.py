@@ -105,6 +105,10 @@ def error_codes(message) -> list[int]:
 
 
 def _collect(message, found) -> None:
+    kept = getattr(message, "error_codes", None)  # an entry kept encoded lists its own
+    if kept is not None:
+        found.extend(code for code in kept if code not in found)
+        return
     names = getattr(message, "FIELD_NAMES", None)
     if names is None:
         return
@@ -116,10 +120,4 @@ def _collect(message, found) -> None:
         elif type(value) is list and value and (hasattr(value[0], "FIELD_NAMES")
                                                 or hasattr(value[0], "error_codes")):
             for item in value:
-                encoded = getattr(item, "error_codes", None)  # an entry kept encoded
-                if encoded is None:
-                    _collect(item, found)
-                else:
-                    for code in encoded:
-                        if code not in found:
-                            found.append(code)
+                _collect(item, found)
