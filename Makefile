@@ -6,10 +6,18 @@ PYTHON ?= python3
 
 .PHONY: run test test-long test-fast compat install regenerate clean
 
+# The suite runs in parallel: workers chosen from the machine (tests/parallel.py), each test
+# module whole on one worker, modules in the order of tests/durations.json (longest first).
+PARALLEL ?= -n auto --dist loadfile --no-loadscope-reorder
+
+# The whole product: the extras that need no system library (client telemetry's decoder, signed
+# OAuth tokens, PKCS12 stores). Kerberos (kbroker[kerberos]) needs libkrb5-dev: see the README.
+RUN_EXTRAS ?= telemetry,oauth,tls
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e .
+	$(VENV)/bin/pip install -q -e ".[$(RUN_EXTRAS)]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -19,7 +27,7 @@ run: $(VENV)/.installed
 
 test:
 	bash scripts/install-test-deps.sh
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
 # Scenarios too long for `make test` (ignored there, see tests/conftest.py): the whole CDC
 # pipeline, PostgreSQL -> Debezium -> kbroker -> the PySpark example -> kbroker
@@ -36,13 +44,13 @@ test-long:
 # Protocol and unit tests only: no client installs beyond the Python ones.
 test-fast:
 	bash scripts/install-test-deps.sh --python-only
-	$(VENV)/bin/python -m pytest tests/protocol tests/log $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest $(PARALLEL) tests/protocol tests/log $(PYTEST_ARGS)
 
 # The cross-client compatibility matrix alone (also part of `make test`); writes COMPATIBILITY.md.
 # A subset for local iteration: make compat COMPAT_CLIENTS=confluent,java COMPAT_CODECS=none
 compat:
 	bash scripts/install-test-deps.sh
-	$(VENV)/bin/python -m pytest compat_tests $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest $(PARALLEL) compat_tests $(PYTEST_ARGS)
 
 # kbroker/protocol/messages/ from the schemas in Apache Kafka's jars (schemas/pin.json; the jars
 # are downloaded once into ~/.cache/kbroker/schemas-<version>/ and checked against their sha256).

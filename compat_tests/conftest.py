@@ -71,9 +71,14 @@ def selected_codecs() -> list[str]:
 def pytest_configure(config):
     config.addinivalue_line("markers", "compat(scenario): one cell of the compatibility matrix "
                                        "per parametrization; the scenario may name params")
+    # One session's results. Under pytest-xdist each worker fills its own and hands it to the
+    # controller when it ends (``workeroutput``), which merges them and writes the report.
+    # ``clients`` and ``scenarios`` are what a plugin of a client without a driver (Spark's)
+    # adds to the report.
     config._compat = {"cells": [], "partial": bool(os.environ.get("COMPAT_CLIENTS")
                                                    or os.environ.get("COMPAT_CODECS")),
-                      "started": time.time(), "versions": {}}
+                      "started": time.time(), "versions": {}, "collected": False,
+                      "clients": {}, "scenarios": {}}
 
 
 def pytest_generate_tests(metafunc):
@@ -113,7 +118,7 @@ def pytest_deselected(items):
 def pytest_collection_finish(session):
     state = session.config._compat
     modules = {Path(str(i.fspath)) for i in session.items if i.get_closest_marker("compat")}
-    state["collected"] = bool(modules)
+    state["collected"] = state["collected"] or bool(modules)
     expected = {p for p in HERE.rglob("test_*.py") if "mark.compat" in p.read_text()}
     if modules and not expected <= modules:
         state["partial"] = True
@@ -285,8 +290,37 @@ def _versions(names: set[str]) -> dict:
     return out
 
 
+def _worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _merge(state: dict, part: dict) -> None:
+    """Add one worker's results to the session's (a cell run twice keeps its last result)."""
+    labels = {(c["scenario"], c["client"]) for c in part["cells"]}
+    state["cells"][:] = [c for c in state["cells"]
+                         if (c["scenario"], c["client"]) not in labels] + part["cells"]
+    state["partial"] = state["partial"] or part["partial"]
+    state["collected"] = state["collected"] or part["collected"]
+    for key in ("versions", "clients", "scenarios"):
+        state[key].update(part[key])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist, on the controller: a worker has ended; its results join the session's."""
+    part = getattr(node, "workeroutput", {}).get("compat")
+    if part:
+        _merge(node.config._compat, json.loads(part))
+    elif error is not None:  # a worker that died took its cells with it
+        node.config._compat["partial"] = True
+
+
 def pytest_sessionfinish(session, exitstatus):
     state = session.config._compat
+    if _worker(session.config):
+        keys = ("cells", "partial", "collected", "versions", "clients", "scenarios")
+        session.config.workeroutput["compat"] = json.dumps({k: state[k] for k in keys})
+        return
     if not state.get("collected") or not state["cells"]:
         return
     partial = state["partial"] or session.shouldstop or session.shouldfail or \
@@ -303,12 +337,13 @@ def pytest_sessionfinish(session, exitstatus):
         "commit": commit or "?",
         "minutes": round((time.time() - state["started"]) / 60, 1),
         "complete": not partial,
-        "clients": {**_versions(used), **{n: {"client": n, "version": state["versions"].get(
-            n, "?")} for n in others}},
+        "clients": {**_versions(used), **{n: state["clients"].get(n) or {
+            "client": n, "version": state["versions"].get(n, "?")} for n in others}},
         "drivers": [d.name for d in DRIVERS if d.name in used] + others,
         "registered": [d.name for d in DRIVERS if d.name in used],
         "codecs": list(harness.CODECS),
         "cells": state["cells"],
+        "scenarios": state["scenarios"],
     }
     BUILD.mkdir(parents=True, exist_ok=True)
     (BUILD / "results.json").write_text(json.dumps(results, indent=1))

@@ -155,9 +155,10 @@ CLUSTER_SCENARIOS = {
 CODEC_ORDER = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
-def scenario_order(name: str) -> tuple:
-    """The order of ``SCENARIOS`` (then codec order for cross-client), unknown names last."""
-    names = list(SCENARIOS)
+def scenario_order(name: str, described: dict | None = None) -> tuple:
+    """The order of ``described`` (``SCENARIOS`` by default; then codec order for
+    cross-client), unknown names last."""
+    names = list(SCENARIOS if described is None else described)
     base = name.split(" (", 1)[0]
     codec = name.split("(", 1)[1].rstrip(")") if "(" in name else ""
     return (names.index(base) if base in names else len(names), base,
@@ -188,6 +189,13 @@ def variant_table(prefix: str, known: dict, scenarios: set, drivers: list, by_ke
 
 
 def render(results: dict) -> str:
+    """The report; ``results["scenarios"]`` describes the scenarios of clients without a driver
+    (Spark's, from its plugin), after the matrix's own."""
+    described = {**SCENARIOS, **results.get("scenarios", {})}
+
+    def order(name: str) -> tuple:
+        return scenario_order(name, described)
+
     cells = results["cells"]
     drivers = results["drivers"]
     clients = results["clients"]
@@ -229,7 +237,7 @@ def render(results: dict) -> str:
     own = {s for s, who in clients_of.items() if len(who) == 1 and not who <= registered
            and s not in secured | clustered}
     shared = sorted((s for s in clients_of if s not in own | secured | clustered),
-                    key=scenario_order)
+                    key=order)
     columns = [d for d in drivers if any(d in clients_of[s] for s in shared)] or drivers
     out += ["", "## Scenarios per client", "",
             "| scenario | " + " | ".join(columns) + " |",
@@ -241,7 +249,7 @@ def render(results: dict) -> str:
         out += ["", "### Client-specific scenarios", "", "| client | scenario | result |",
                 "| --- | --- | :-: |"]
         for c in sorted((c for c in singles if c["scenario"] in own),
-                        key=lambda c: (c["client"], scenario_order(c["scenario"]))):
+                        key=lambda c: (c["client"], order(c["scenario"]))):
             out.append(f"| {c['client']} | {c['scenario']} | {cell_text(c)} |")
 
     if secured:
@@ -266,7 +274,7 @@ def render(results: dict) -> str:
     cross = [c for c in cells if " → " in c["client"]]
     if cross:
         out += ["", "## Cross-client: producer (row) → consumer (column)", ""]
-        for scenario in sorted(dict.fromkeys(c["scenario"] for c in cross), key=scenario_order):
+        for scenario in sorted(dict.fromkeys(c["scenario"] for c in cross), key=order):
             out += [f"**{scenario}**", "", "| producer \\ consumer | " + " | ".join(columns)
                     + " |", "| --- |" + " :-: |" * len(columns)]
             for p in columns:
@@ -278,7 +286,7 @@ def render(results: dict) -> str:
     out += ["", "## Not passing", ""]
     if bad:
         out += ["| scenario | client | status | reason |", "| --- | --- | --- | --- |"]
-        for c in sorted(bad, key=lambda c: (c["status"], scenario_order(c["scenario"]),
+        for c in sorted(bad, key=lambda c: (c["status"], order(c["scenario"]),
                                             c["client"])):
             out.append(f"| {c['scenario']} | {c['client']} | {SYMBOL.get(c['status'], '')} "
                        f"{c['status']} | {esc(c['reason'])} |")
@@ -290,12 +298,12 @@ def render(results: dict) -> str:
         out += ["", "## Notes", "", "What the clients reported where the scenario records it "
                 "(for instance the error a producer sees when auto-create is off).", "",
                 "| scenario | client | note |", "| --- | --- | --- |"]
-        for c in sorted(noted, key=lambda c: (scenario_order(c["scenario"]), c["client"])):
+        for c in sorted(noted, key=lambda c: (order(c["scenario"]), c["client"])):
             out.append(f"| {c['scenario']} | {c['client']} | "
                        f"{esc('; '.join(c['notes']))} |")
 
     out += ["", "## Scenarios", ""]
-    for name, text in SCENARIOS.items():
+    for name, text in described.items():
         out.append(f"- **{name}**: {text}.")
     for name, text in SECURITY_MODES.items():
         out.append(f"- **{SECURITY}{name}**: produce and consume over {text}.")

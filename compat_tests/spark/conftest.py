@@ -7,8 +7,9 @@ JVM start per driver command would not fit the cross-client matrix. So its tests
 ``driver``, and this plugin
 
 - names their cells ``spark`` (after the matrix plugin has recorded them),
-- adds ``spark`` to the report's clients with the PySpark, connector and kafka-clients versions,
-  and the Spark scenarios to its scenario list, then renders the report again,
+- adds ``spark`` to the session's clients with the PySpark, connector and kafka-clients versions,
+  and the Spark scenarios to its scenario list (the matrix plugin carries both to the report,
+  from whichever xdist worker ran the Spark tests),
 - counts this directory's modules when the matrix decides whether a run was complete (it only
   looks at ``compat_tests/test_*.py``),
 - honours ``COMPAT_CLIENTS``: a narrowed run without ``spark`` in it deselects the Spark tests.
@@ -16,12 +17,9 @@ JVM start per driver command would not fit the cross-client matrix. So its tests
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import sys
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
@@ -144,30 +142,11 @@ def spark_versions() -> dict:
             **({"details": ", ".join(details)} if details else {})}
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
-    yield
+    """Before the matrix plugin hands the session's results on: Spark's client and scenarios."""
     state = _matrix_state(session.config)
     if state is None or not any(c["client"] == CLIENT for c in state["cells"]):
         return
-    matrix = next((p for p in session.config.pluginmanager.get_plugins()
-                   if getattr(p, "__file__", None)
-                   and Path(p.__file__).resolve() == COMPAT / "conftest.py"), None)
-    build = getattr(matrix, "BUILD", ROOT / "build" / "compat")
-    full_report = getattr(matrix, "FULL_REPORT", ROOT / "COMPATIBILITY.md")
-    results_path = build / "results.json"
-    if not results_path.exists():
-        return
-    results = json.loads(results_path.read_text())
-    if CLIENT not in results["drivers"]:
-        results["drivers"].append(CLIENT)
-    results["clients"][CLIENT] = spark_versions()
-    results_path.write_text(json.dumps(results, indent=1))
-    sys.path.insert(0, str(ROOT / "tools"))
-    import compat_report
-
-    # Spark's scenarios are described next to the matrix's own.
-    with mock.patch.dict(compat_report.SCENARIOS, SCENARIOS):
-        text = compat_report.render(results)
-    target = full_report if results.get("complete") else build / "COMPATIBILITY.partial.md"
-    target.write_text(text)
+    state["clients"][CLIENT] = spark_versions()
+    state["scenarios"].update(SCENARIOS)

@@ -304,14 +304,21 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int = 1, config: dict |
     wait_for_leaders(bootstrap, topic, partitions)
 
 
-def wait_for_leaders(bootstrap: str, topic: str, partitions: int):
+def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = 10):
+    """Until the single broker at ``bootstrap`` leads every partition of ``topic``: Metadata names
+    a leader, and ListOffsets, which only a partition's leader answers, answers without error.
+    Metadata alone is not enough after a restart: Kafka publishes the leader to its metadata
+    cache before its replica manager has made the partition leader, and answers
+    NOT_LEADER_OR_FOLLOWER in between."""
     with Wire(bootstrap) as wire:
         def ready():
             meta = wire.metadata([topic])
             t = meta.topics[0]
             return t.error_code == 0 and len(t.partitions) == partitions and all(
-                p.error_code == 0 and p.leader_id >= 0 for p in t.partitions)
-        wait_until(ready, 10, 0.1, f"leaders of {topic}")
+                p.error_code == 0 and p.leader_id >= 0 for p in t.partitions) and all(
+                wire.list_offset(topic, p.partition_index, LATEST).error_code == 0
+                for p in t.partitions)
+        wait_until(ready, timeout, 0.1, f"leaders of {topic} on {bootstrap}")
 
 
 # --- client adapters (compat_tests/clients, shared with the compatibility drivers) ----------------

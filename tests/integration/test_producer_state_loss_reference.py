@@ -20,7 +20,7 @@ import pytest
 
 from kbroker.protocol import messages
 from tests.broker_process import BrokerProcess
-from tests.integration.clients import Wire, ensure_topic, wait_until
+from tests.integration.clients import Wire, ensure_topic, wait_for_leaders, wait_until
 from tests.integration.test_producer_sequences_reference import Producer, error_name
 
 
@@ -116,5 +116,7 @@ def test_a_producer_the_log_no_longer_holds(brokers, how):
     assert_same(both(brokers, write))
     assert_same(both(brokers, move_log_start))
     brokers.restart()
+    for bootstrap in brokers.bootstraps().values():
+        wait_for_leaders(bootstrap, topic, 1, timeout=60)
     # A gap: refused from a producer the partition knows, accepted from one it forgot.
     assert_same(both(brokers, produce_again, 10, 13, 20))

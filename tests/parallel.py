@@ -1,0 +1,200 @@
+"""How the suite runs in parallel (pytest-xdist), loaded by the root conftest.py.
+
+``make test`` runs ``pytest -n auto --dist loadfile``: every test module runs whole on one worker
+(its module fixtures, brokers and JVMs are started once), and the workers share nothing but the
+machine. This plugin decides the rest:
+
+- **How many workers.** ``-n auto`` asks :func:`pytest_xdist_auto_num_workers`: most tests wait
+  (on clients, group joins, JVM starts, retention), so two workers per core, and no more than the
+  memory allows at ``GIB_PER_WORKER`` each (a worker may hold a reference Kafka JVM, a Spark driver
+  or a three-broker cluster). ``KBROKER_TEST_WORKERS`` overrides it.
+- **Which module first.** Modules are handed out in the order of their expected run time, longest
+  first (``tests/durations.json``, rewritten by ``tools/test_durations.py`` from a run's JUnit
+  XML), so that no long module starts last and keeps one worker busy after the rest are done.
+  A module not listed there counts as ``UNKNOWN_MODULE_S``.
+- **Tests that must be alone.** ``@pytest.mark.alone`` (timing-sensitive tests, fault and soak
+  scenarios, ``pytestmark`` for a whole module): while one runs, no other test runs on any worker.
+  The workers share a writer-preferring lock through two files: every test takes the turnstile for
+  a moment and then the run lock shared; an alone test keeps the turnstile (so no new test starts)
+  and takes the run lock exclusively (so it waits for the running ones to end). Alone modules are
+  handed out last, when the other workers have little left to do.
+- **What CI tells.** Each worker reports how long it was busy; the controller prints the workers'
+  times after the slowest tests, and writes each module's time to ``build/test-durations.json``
+  (``python tools/test_durations.py`` merges it into ``tests/durations.json``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DURATIONS = ROOT / "tests" / "durations.json"
+MEASURED = ROOT / "build" / "test-durations.json"
+UNKNOWN_MODULE_S = 30.0
+GIB_PER_WORKER = 3
+WORKERS_PER_CORE = 2
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "alone: no other test runs on any xdist worker while this one does "
+                   "(timing-sensitive tests, fault and soak scenarios)")
+    config._kbroker_busy = 0.0
+    config._kbroker_modules = {}
+
+
+# ----------------------------------------------------------------------------------- workers
+
+def _memory_gib() -> float:
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / (1 << 20)
+    return GIB_PER_WORKER * 2.0
+
+
+def workers_for_machine() -> int:
+    if os.environ.get("KBROKER_TEST_WORKERS"):
+        return max(1, int(os.environ["KBROKER_TEST_WORKERS"]))
+    cores = len(os.sched_getaffinity(0))
+    return max(1, min(WORKERS_PER_CORE * cores, int(_memory_gib() // GIB_PER_WORKER)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    return workers_for_machine()
+
+
+# ------------------------------------------------------------------------------------- order
+
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def expected_durations() -> dict[str, float]:
+    try:
+        return json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Modules longest first and alone ones last; a module's own tests keep their order."""
+    known = expected_durations()
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(module_of(item.nodeid), []).append(item)
+
+    def key(module: str):
+        alone = any(i.get_closest_marker("alone") for i in modules[module])
+        return (alone, -known.get(module, UNKNOWN_MODULE_S), module)
+
+    items[:] = [item for module in sorted(modules, key=key) for item in modules[module]]
+
+
+# ------------------------------------------------------------------------------------- alone
+
+def _lock_dir(config) -> Path | None:
+    """A directory every worker of this run shares, or None outside xdist."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return None
+    path = Path(tempfile.gettempdir()) / f"kbroker-run-{workerinput['testrunuid']}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def _flock(path: Path, mode: int):
+    with open(path, "a") as handle:
+        fcntl.flock(handle, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def running(config, alone: bool):
+    """Hold the run lock for one test: shared, or exclusive for an alone test."""
+    directory = _lock_dir(config)
+    if directory is None:
+        yield
+        return
+    turnstile, run = directory / "turnstile.lock", directory / "run.lock"
+    if alone:
+        with _flock(turnstile, fcntl.LOCK_EX), _flock(run, fcntl.LOCK_EX):
+            yield
+        return
+    with _flock(turnstile, fcntl.LOCK_EX):
+        handle = open(run, "a")
+        fcntl.flock(handle, fcntl.LOCK_SH)
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    started = time.monotonic()
+    with running(item.config, alone=item.get_closest_marker("alone") is not None):
+        yield
+    item.config._kbroker_busy += time.monotonic() - started
+
+
+# --------------------------------------------------------------------------- what CI is told
+
+def pytest_runtest_logreport(report):
+    """Each module's time (setup, call and teardown of its tests), on the controller too."""
+    config = _CONFIG.get("config")  # this hook gets no config; the session's is kept below
+    if config is not None and not hasattr(config, "workerinput"):
+        modules = config._kbroker_modules
+        module = module_of(report.nodeid)
+        modules[module] = modules.get(module, 0.0) + report.duration
+
+
+_CONFIG: dict = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    _CONFIG["config"] = session.config
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["kbroker_busy_s"] = config._kbroker_busy
+        return
+    if config._kbroker_modules:
+        MEASURED.parent.mkdir(parents=True, exist_ok=True)
+        MEASURED.write_text(json.dumps({module: round(seconds, 1) for module, seconds in sorted(
+            config._kbroker_modules.items())}, indent=1) + "\n")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    busy = getattr(node, "workeroutput", {}).get("kbroker_busy_s")
+    node.config.__dict__.setdefault("_kbroker_workers", {})[node.gateway.id] = busy
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    workers = getattr(config, "_kbroker_workers", None)
+    if not workers:
+        return
+    terminalreporter.write_sep("=", "time each worker spent in tests")
+    for name, busy in sorted(workers.items()):
+        text = f"{busy / 60:.1f} min" if busy is not None else "? (the worker died)"
+        terminalreporter.write_line(f"{name}: {text}")
