@@ -18,7 +18,7 @@ import pytest
 # The session's reference Apache Kafka (fixture ``reference_kafka``), for tests/ and compat_tests/.
 # How the suite runs in parallel (workers, module order, tests that must run alone); the logs
 # of the brokers a failed test ran, in its report.
-pytest_plugins = ["tests.shared_kafka", "tests.parallel", "tests.failure_logs"]
+pytest_plugins = ["tests.parallel", "tests.shared_kafka", "tests.failure_logs"]
 
 # Kafka's tools (kafka-configs, kafka-transactions, ...) start as short-lived JVMs: C1, the serial
 # collector and a class-data archive (tools/kafka_ref/run_kafka.py, QUICK_TOOLS_ENV); =0 turns it off.

@@ -39,12 +39,16 @@ import compat_report  # noqa: E402
 # its offset-translation deadline under load (the same scenario between two kbroker nodes runs in
 # `make test`: test_mirror_maker.py), and the Faust agent takes over a minute (Quix Streams'
 # application stays).
-collect_ignore = [] if os.environ.get("KBROKER_LONG_TESTS") else [
-    "pipeline/test_mirror_maker_kafka.py", "pipeline/test_faust.py"]
+LONG_ONLY = ("pipeline/test_mirror_maker_kafka.py", "pipeline/test_faust.py")
+LONG_RUN = bool(os.environ.get("KBROKER_LONG_TESTS"))
+collect_ignore = [] if LONG_RUN else list(LONG_ONLY)
 
 HERE = Path(__file__).resolve().parent
 FULL_REPORT = ROOT / "COMPATIBILITY.md"
 BUILD = ROOT / "build" / "compat"
+# The cells of the LONG_ONLY modules from the last run that had them (``make test-long``): the
+# report of a run without them shows these, dated, so the matrix keeps a row for every component.
+CARRIED = HERE / "long_only_results.json"
 
 # Api keys a consumer group needs from the broker.
 GROUP_APIS = {10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup",
@@ -115,12 +119,26 @@ def pytest_deselected(items):
         items[0].config._compat["partial"] = True
 
 
+def module_name(path) -> str:
+    """A compat module's path below compat_tests/ (``pipeline/test_faust.py``)."""
+    return Path(str(path)).resolve().relative_to(HERE).as_posix()
+
+
+def expected_modules() -> set[Path]:
+    """The compat modules a complete run collects, Spark's and the pipeline's included (not the
+    LONG_ONLY ones, unless this is a long run)."""
+    return {p.resolve() for p in HERE.rglob("test_*.py")
+            if not any(part in ("target", "node_modules", "build") for part in p.parts)
+            and "mark.compat" in p.read_text()
+            and (LONG_RUN or module_name(p) not in LONG_ONLY)}
+
+
 def pytest_collection_finish(session):
     state = session.config._compat
-    modules = {Path(str(i.fspath)) for i in session.items if i.get_closest_marker("compat")}
+    modules = {Path(str(i.fspath)).resolve() for i in session.items
+               if i.get_closest_marker("compat")}
     state["collected"] = state["collected"] or bool(modules)
-    expected = {p for p in HERE.rglob("test_*.py") if "mark.compat" in p.read_text()}
-    if modules and not expected <= modules:
+    if modules and not expected_modules() <= modules:
         state["partial"] = True
 
 
@@ -264,7 +282,8 @@ def pytest_runtest_makereport(item, call):
     cells = item.config._compat["cells"]
     cells[:] = [c for c in cells if (c["scenario"], c["client"]) != label] + [{
         "scenario": label[0], "client": label[1], "status": status, "reason": reason,
-        "notes": list(cell.notes) if cell else [], "seconds": round(report.duration, 1)}]
+        "notes": list(cell.notes) if cell else [], "seconds": round(report.duration, 1),
+        "module": module_name(item.fspath)}]
 
 
 def _versions(names: set[str]) -> dict:
@@ -315,6 +334,27 @@ def pytest_testnodedown(node, error):
         node.config._compat["partial"] = True
 
 
+def carry_long_only_cells(state: dict) -> None:
+    """Keep this run's cells of the LONG_ONLY modules for later runs, or, when it ran none of
+    them, add the kept ones, each with a note saying when and on which commit it ran."""
+    ran = [c for c in state["cells"] if c.get("module") in LONG_ONLY]
+    if ran:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                capture_output=True, text=True).stdout.strip() or "?"
+        day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+        CARRIED.write_text(json.dumps({"ran": day, "commit": commit, "cells": ran}, indent=1)
+                           + "\n")
+        return
+    if not CARRIED.exists():
+        return
+    carried = json.loads(CARRIED.read_text())
+    labels = {(c["scenario"], c["client"]) for c in state["cells"]}
+    for cell in carried["cells"]:
+        if (cell["scenario"], cell["client"]) not in labels:
+            when = f"result of `make test-long` on {carried['ran']} (commit {carried['commit']})"
+            state["cells"].append({**cell, "notes": [when, *cell.get("notes", [])]})
+
+
 def pytest_sessionfinish(session, exitstatus):
     state = session.config._compat
     if _worker(session.config):
@@ -325,6 +365,7 @@ def pytest_sessionfinish(session, exitstatus):
         return
     partial = state["partial"] or session.shouldstop or session.shouldfail or \
         exitstatus == pytest.ExitCode.INTERRUPTED
+    carry_long_only_cells(state)
     names = {d.name for d in DRIVERS}
     used = {n for c in state["cells"] for n in c["client"].split(" → ") if n in names}
     others = list(dict.fromkeys(c["client"] for c in state["cells"]

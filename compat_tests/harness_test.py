@@ -117,3 +117,45 @@ def test_report_puts_cluster_cells_in_their_own_table():
     assert "| client | produce acks=all idempotent, consume | transactions |" in cluster
     assert "| kcat | ✅ | ➖ |" in cluster and "| java |   | ✅ |" in cluster
     assert "| cluster: transactions | kcat | ➖ n/a | no transactions |" in text
+
+
+def _cell(scenario, client, status="pass", module="test_x.py"):
+    return {"scenario": scenario, "client": client, "status": status, "reason": "", "notes": [],
+            "seconds": 1.0, "module": module}
+
+
+def test_long_only_cells_are_kept_and_carried_into_runs_without_them(tmp_path, monkeypatch):
+    from compat_tests import conftest as matrix
+
+    monkeypatch.setattr(matrix, "CARRIED", tmp_path / "long_only.json")
+    faust = _cell("faust: agent", "faust", module=matrix.LONG_ONLY[1])
+    long_run = {"cells": [_cell("produce-consume", "java"), faust]}
+    matrix.carry_long_only_cells(long_run)
+    assert len(long_run["cells"]) == 2  # a run that had them changes nothing in its own report
+
+    short_run = {"cells": [_cell("produce-consume", "java", status="fail")]}
+    matrix.carry_long_only_cells(short_run)
+    carried = [c for c in short_run["cells"] if c["client"] == "faust"]
+    assert len(carried) == 1 and carried[0]["status"] == "pass"
+    assert carried[0]["notes"][0].startswith("result of `make test-long` on ")
+    # the short run's own cells are left as they are
+    assert [c["status"] for c in short_run["cells"] if c["client"] == "java"] == ["fail"]
+
+
+def test_partial_results_of_two_workers_merge_into_one_session():
+    from compat_tests import conftest as matrix
+
+    state = {"cells": [_cell("a", "java", status="fail")], "partial": False, "collected": False,
+             "versions": {}, "clients": {}, "scenarios": {}}
+    matrix._merge(state, {"cells": [_cell("a", "java"), _cell("b", "go")], "partial": False,
+                          "collected": True, "versions": {"x": "1"},
+                          "clients": {"spark": {"client": "PySpark"}},
+                          "scenarios": {"spark: s": "text"}})
+    assert sorted((c["scenario"], c["status"]) for c in state["cells"]) == \
+        [("a", "pass"), ("b", "pass")]
+    assert state["collected"] and not state["partial"]
+    assert state["clients"]["spark"]["client"] == "PySpark"
+    assert "spark: s" in compat_report.render({
+        "generated": "now", "commit": "c", "minutes": 1, "complete": True,
+        "clients": {}, "drivers": ["java", "go"], "registered": ["java", "go"],
+        "codecs": [], "cells": state["cells"], "scenarios": state["scenarios"]})

@@ -58,7 +58,7 @@ def pytest_runtest_makereport(item, call):
         return
     try:
         root = factory.getbasetemp()
-        logs = logs_written_since(root, getattr(item, "_kbroker_started", time.time()) - 1)
+        logs = logs_written_since(root, getattr(item, "_kbroker_started", time.time()))
     except OSError:
         return
     for path in logs:

@@ -29,8 +29,10 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,9 @@ WORKERS_PER_CORE = 2
 
 
 def pytest_configure(config):
+    if not hasattr(config, "workerinput"):
+        # A new run (a pytest that a test starts is a run of its own); its workers inherit it.
+        os.environ[RUN_ENV] = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     config.addinivalue_line(
         "markers", "alone: no other test runs on any xdist worker while this one does "
                    "(timing-sensitive tests, fault and soak scenarios)")
@@ -101,16 +106,33 @@ def pytest_collection_modifyitems(config, items):
     items[:] = [item for module in sorted(modules, key=key) for item in modules[module]]
 
 
+# ------------------------------------------------------------------------------------ the run
+
+RUN_ENV = "KBROKER_TEST_RUN"
+
+
+def run_known() -> bool:
+    return RUN_ENV in os.environ
+
+
+def run_dir() -> Path:
+    """This run's directory, which its workers share (locks, the reference Kafka's handle)."""
+    path = Path(tempfile.gettempdir()) / f"kbroker-run-{os.environ[RUN_ENV]}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput") and run_known():
+        shutil.rmtree(run_dir(), ignore_errors=True)
+
+
 # ------------------------------------------------------------------------------------- alone
 
 def _lock_dir(config) -> Path | None:
-    """A directory every worker of this run shares, or None outside xdist."""
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is None:
-        return None
-    path = Path(tempfile.gettempdir()) / f"kbroker-run-{workerinput['testrunuid']}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """The run's directory under xdist; None outside it (nothing to share a lock with)."""
+    return run_dir() if hasattr(config, "workerinput") and run_known() else None
 
 
 @contextlib.contextmanager

@@ -1,26 +1,38 @@
-"""One reference Apache Kafka 4.4.0 per test session, for every module that compares kbroker with it.
+"""One reference Apache Kafka 4.4.0 per test run, shared by every module (and every xdist worker)
+that compares kbroker with it.
 
-Starting Kafka (a JVM, storage format, KRaft election) costs 15-20 s on the 2-core CI machine,
-and a dozen modules used to start their own. They now ask this pytest plugin (loaded by the root
-conftest.py) for the session's broker, started on first use and stopped at the end of the session:
+Starting Kafka (a JVM, storage format, KRaft election) costs 15-20 s of CPU on the 2-core CI
+machine, and a dozen modules used to start their own; under pytest-xdist each worker would start
+one again. They now ask this pytest plugin (loaded by the root conftest.py) for the run's broker,
+started by the first worker that needs it and stopped when the run ends:
 
     def brokers(reference_kafka):
         kafka = reference_kafka.get(SETTINGS)   # the module's settings, checked against the broker's
 
+The broker's handle is kept in the run's directory (tests/parallel.py), and a lock file there makes
+sure one worker starts it while the others wait and attach. The run's process (the xdist
+controller, or pytest itself without workers) stops it at the end.
+
 ``SHARED_SETTINGS`` is a superset of what those modules set; ``get`` fails the module if it asks for
 a setting the shared broker does not have, so a module with special needs (an authorizer, a SASL
 listener, a restart) keeps its own broker instead of silently running against other settings.
-Modules that share it use unique topic, group and resource names and change no broker setting; one
-restarts it cleanly (test_producer_state_loss_reference.py, same data and port) between its steps.
+Modules that share it use unique topic, group and resource names, change no broker setting and
+never stop or restart it (test_producer_state_loss_reference.py restarts a Kafka of its own).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import fcntl
+import json
 import sys
 import warnings
 from pathlib import Path
 
 import pytest
+
+from tests.parallel import run_dir, run_known
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,38 +55,57 @@ SHARED_SETTINGS = {
 }
 
 
-def _run_kafka():
+HANDLE_FILE = "reference-kafka.json"
+
+
+def run_kafka_tool():
     if str(ROOT / "tools" / "kafka_ref") not in sys.path:
         sys.path.insert(0, str(ROOT / "tools" / "kafka_ref"))
     import run_kafka
     return run_kafka
 
 
-class SharedKafka:
-    """The session's reference broker, started by the first ``get``."""
+@contextlib.contextmanager
+def _locked(path: Path):
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def __init__(self, root: Path):
-        self._root = root
-        self._started = 0
+
+class SharedKafka:
+    """The run's reference broker, started by the first ``get`` of any worker."""
+
+    def __init__(self, directory: Path):
+        self._dir = directory
         self._handle = None
         self._properties: dict[str, str] = {}
 
+    def _attach_or_start(self):
+        run_kafka = run_kafka_tool()
+        state = self._dir / HANDLE_FILE
+        with _locked(self._dir / "reference-kafka.lock"):
+            if state.exists():
+                handle = run_kafka.KafkaHandle(**json.loads(state.read_text()))
+                if handle.alive():
+                    return handle
+                warnings.warn(f"the run's reference Kafka (pid {handle.pid}) has died (see "
+                              f"{handle.data_dir}/kafka.out); starting a new one")
+            started = len(list(self._dir.glob("kafka*"))) + 1
+            data_dir = self._dir / f"kafka{started}"  # a dead one's stays to be read
+            handle = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M",
+                                           data_dir=str(data_dir), temp=True,
+                                           extra_props=dict(SHARED_SETTINGS))
+            state.write_text(json.dumps(dataclasses.asdict(handle)))
+            return handle
+
     def get(self, settings: dict[str, str] | None = None):
         """The running broker's handle; ``settings`` must all be the broker's own values."""
-        run_kafka = _run_kafka()
-        if self._handle is not None and not self._handle.alive():
-            # a module that restarts it (test_producer_state_loss_reference.py) failed half-way:
-            # the next modules get a fresh broker rather than fail for it
-            warnings.warn(f"the session's reference Kafka (pid {self._handle.pid}) has died (see "
-                          f"{self._handle.data_dir}/kafka.out); starting a new one")
-            self._handle = None
-        if self._handle is None:
-            self._started += 1
-            data_dir = self._root / f"kafka{self._started}"  # a dead one's stays to be read
-            self._handle = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M",
-                                                 data_dir=str(data_dir), temp=True,
-                                                 extra_props=dict(SHARED_SETTINGS))
-            text = (data_dir / "server.properties").read_text()
+        if self._handle is None or not self._handle.alive():
+            self._handle = self._attach_or_start()
+            text = (Path(self._handle.data_dir) / "server.properties").read_text()
             self._properties = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
         different = {key: (value, self._properties.get(key))
                      for key, value in (settings or {}).items()
@@ -86,34 +117,19 @@ class SharedKafka:
                         "broker of the module's own", pytrace=False)
         return self._handle
 
-    def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.stop()
-            self._handle = None
 
-
-_session: dict = {"shared": None, "last_user": None}
+@pytest.hookimpl(tryfirst=True)  # before tests/parallel.py removes the run's directory
+def pytest_unconfigure(config):
+    """The run's process stops the run's reference broker, if one was started."""
+    if hasattr(config, "workerinput") or not run_known():
+        return
+    state = run_dir() / HANDLE_FILE
+    if state.exists():
+        run_kafka_tool().KafkaHandle(**json.loads(state.read_text())).stop()
+        state.unlink()
 
 
 @pytest.fixture(scope="session")
-def reference_kafka(tmp_path_factory):
-    """The session's Apache Kafka 4.4.0 (see the module docstring); started by the first ``get``."""
-    shared = _session["shared"] = SharedKafka(tmp_path_factory.mktemp("reference-kafka"))
-    yield shared
-    shared.stop()
-    _session["shared"] = None
-
-
-def pytest_collection_finish(session):
-    users = [item for item in session.items
-             if "reference_kafka" in getattr(item, "fixturenames", ())]
-    _session["last_user"] = users[-1] if users else None
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item, nextitem):
-    yield
-    # The users come early in a whole run (tests/cli, tests/integration): an idle JVM would take
-    # its share of the 2 cores for the rest of it. A later ``get`` would start a new one.
-    if item is _session["last_user"] and _session["shared"] is not None:
-        _session["shared"].stop()
+def reference_kafka():
+    """The run's Apache Kafka 4.4.0 (see the module docstring); started by the first ``get``."""
+    return SharedKafka(run_dir())

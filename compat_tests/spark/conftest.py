@@ -10,8 +10,6 @@ JVM start per driver command would not fit the cross-client matrix. So its tests
 - adds ``spark`` to the session's clients with the PySpark, connector and kafka-clients versions,
   and the Spark scenarios to its scenario list (the matrix plugin carries both to the report,
   from whichever xdist worker ran the Spark tests),
-- counts this directory's modules when the matrix decides whether a run was complete (it only
-  looks at ``compat_tests/test_*.py``),
 - honours ``COMPAT_CLIENTS``: a narrowed run without ``spark`` in it deselects the Spark tests.
 """
 
@@ -87,22 +85,6 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         items[:] = [i for i in items if not _ours(i)]
         config.hook.pytest_deselected(items=dropped)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_collection_finish(session):
-    state = _matrix_state(session.config)
-    before = state.get("partial") if state is not None else None
-    yield
-    if state is None:
-        return
-    # The matrix compares the collected modules with compat_tests/test_*.py only; with this
-    # directory collected that can never match. Decide again, over every compat module.
-    modules = {Path(str(i.fspath)).resolve() for i in session.items
-               if i.get_closest_marker("compat")}
-    every = {p.resolve() for p in COMPAT.rglob("test_*.py")
-             if not any(part in ("target", "node_modules", "build") for part in p.parts)}
-    state["partial"] = bool(before) or (bool(modules) and modules != every)
 
 
 @pytest.hookimpl(hookwrapper=True)

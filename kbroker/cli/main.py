@@ -70,10 +70,14 @@ def setup_logging(level: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from kbroker.cli import commands
+    if not argv or argv[0] not in SUBCOMMANDS:
+        # The admin commands' parser tree is loaded only when it may be asked for: ``serve``
+        # starts without it.
+        from kbroker.cli import commands
 
-    if argv and (commands.is_admin_command(argv) or argv[0] in ("--version", "-V", "-h", "--help")):
-        return commands.main(argv)
+        if argv and (commands.is_admin_command(argv) or argv[0] in ("--version", "-V", "-h",
+                                                                     "--help")):
+            return commands.main(argv)
     if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
         argv.insert(0, "serve")  # bare ``kbroker [options]`` means ``kbroker serve [options]``
     args = build_parser().parse_args(argv)

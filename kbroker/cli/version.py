@@ -1,8 +1,5 @@
-"""The kbroker version: the installed distribution's, else the source tree's."""
+"""The kbroker version (``kbroker.__version__``, which pyproject.toml reads too)."""
 
-from importlib import metadata
+from kbroker import __version__ as VERSION
 
-try:
-    VERSION = metadata.version("kbroker")
-except metadata.PackageNotFoundError:  # running from a checkout that is not installed
-    VERSION = "0.1.0"
+__all__ = ["VERSION"]

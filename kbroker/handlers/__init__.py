@@ -16,54 +16,78 @@ import importlib
 
 from kbroker.protocol.messages import ADVERTISED, API_BY_KEY, API_KEY_BY_NAME
 
-HANDLERS: dict = {}
 
-# Modules holding handlers; each registers itself when imported.
-MODULES = (
-    "api_versions",
-    "features",
-    "metadata",
-    "produce",
-    "fetch",
-    "list_offsets",
-    "offset_for_leader_epoch",
-    "init_producer_id",
-    "topics",
-    "configs",
-    "delete_records",
-    "cluster",
-    "elect_leaders",
-    "reassignments",
-    "log_dirs",
-    "find_coordinator",
-    "groups",
-    "offsets",
-    "consumer_group_heartbeat",
-    "consumer_group_describe",
-    "streams_group_heartbeat",
-    "streams_group_describe",
-    "streams_group_topology_description_update",
-    "share_group_heartbeat",
-    "share_group_describe",
-    "share_group_offsets",
-    "add_partitions_to_txn",
-    "add_offsets_to_txn",
-    "end_txn",
-    "write_txn_markers",
-    "txn_offset_commit",
-    "describe_transactions",
-    "list_transactions",
-    "describe_producers",
-    "sasl",
-    "scram_credentials",
-    "delegation_tokens",
-    "acls",
-    "client_quotas",
-    "client_metrics",
-    "share_group_state",
-    "share_fetch",
-    "share_acknowledge",
-)
+# The module holding each API's handler. A module registers its handlers when imported, which
+# happens on its first request (the broker starts without the code and the message classes of
+# the APIs nobody calls); :func:`load_all` imports them all and checks this table.
+MODULES = {
+    "api_versions": ("ApiVersions",),
+    "features": ("UpdateFeatures",),
+    "metadata": ("Metadata",),
+    "produce": ("Produce",),
+    "fetch": ("Fetch",),
+    "list_offsets": ("ListOffsets",),
+    "offset_for_leader_epoch": ("OffsetForLeaderEpoch",),
+    "init_producer_id": ("InitProducerId",),
+    "topics": ("CreateTopics", "DeleteTopics", "CreatePartitions"),
+    "configs": ("DescribeConfigs", "AlterConfigs", "IncrementalAlterConfigs"),
+    "delete_records": ("DeleteRecords",),
+    "cluster": ("DescribeCluster",),
+    "elect_leaders": ("ElectLeaders",),
+    "reassignments": ("AlterPartitionReassignments", "ListPartitionReassignments"),
+    "log_dirs": ("DescribeLogDirs",),
+    "find_coordinator": ("FindCoordinator",),
+    "groups": ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DescribeGroups", "ListGroups", "DeleteGroups"),
+    "offsets": ("OffsetCommit", "OffsetFetch", "OffsetDelete"),
+    "consumer_group_heartbeat": ("ConsumerGroupHeartbeat",),
+    "consumer_group_describe": ("ConsumerGroupDescribe",),
+    "streams_group_heartbeat": ("StreamsGroupHeartbeat",),
+    "streams_group_describe": ("StreamsGroupDescribe",),
+    "streams_group_topology_description_update": ("StreamsGroupTopologyDescriptionUpdate",),
+    "share_group_heartbeat": ("ShareGroupHeartbeat",),
+    "share_group_describe": ("ShareGroupDescribe",),
+    "share_group_offsets": ("DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets"),
+    "add_partitions_to_txn": ("AddPartitionsToTxn",),
+    "add_offsets_to_txn": ("AddOffsetsToTxn",),
+    "end_txn": ("EndTxn",),
+    "write_txn_markers": ("WriteTxnMarkers",),
+    "txn_offset_commit": ("TxnOffsetCommit",),
+    "describe_transactions": ("DescribeTransactions",),
+    "list_transactions": ("ListTransactions",),
+    "describe_producers": ("DescribeProducers",),
+    "sasl": ("SaslHandshake", "SaslAuthenticate"),
+    "scram_credentials": ("DescribeUserScramCredentials", "AlterUserScramCredentials"),
+    "delegation_tokens": ("CreateDelegationToken", "RenewDelegationToken", "ExpireDelegationToken", "DescribeDelegationToken"),
+    "acls": ("CreateAcls", "DescribeAcls", "DeleteAcls"),
+    "client_quotas": ("DescribeClientQuotas", "AlterClientQuotas"),
+    "client_metrics": ("ListConfigResources", "GetTelemetrySubscriptions", "PushTelemetry"),
+    "share_group_state": ("InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState", "DeleteShareGroupState", "ReadShareGroupStateSummary"),
+    "share_fetch": ("ShareFetch",),
+    "share_acknowledge": ("ShareAcknowledge",),
+}
+MODULE_OF_KEY = {API_KEY_BY_NAME[api]: module for module, apis in MODULES.items() for api in apis}
+
+
+class Handlers(dict):
+    """api key -> handler, each handler module imported on the first request of one of its APIs.
+
+    ``in`` answers from the table (what is served), without importing anything."""
+
+    def __missing__(self, api_key):
+        module = MODULE_OF_KEY.get(api_key)
+        if module is None:
+            raise KeyError(api_key)
+        importlib.import_module(f"{__name__}.{module}")
+        return dict.__getitem__(self, api_key)
+
+    def __contains__(self, api_key) -> bool:
+        return api_key in MODULE_OF_KEY
+
+    def get(self, api_key, default=None):
+        return self[api_key] if api_key in self else default
+
+
+HANDLERS = Handlers()
 
 
 def handles(api_name: str, eager: bool = False):
@@ -77,7 +101,7 @@ def handles(api_name: str, eager: bool = False):
     api_key = API_KEY_BY_NAME[api_name]
 
     def register(fn):
-        if api_key in HANDLERS:
+        if dict.__contains__(HANDLERS, api_key):
             raise RuntimeError(f"two handlers registered for {api_name} (api key {api_key})")
         HANDLERS[api_key] = fn
         if eager:
@@ -88,12 +112,22 @@ def handles(api_name: str, eager: bool = False):
 
 
 def load() -> dict:
-    """Import every handler module and check the registry against the advertised manifest."""
+    """The registry, each handler module imported on its first request."""
+    return HANDLERS
+
+
+def load_all() -> dict:
+    """Import every handler module and check the registry against the table and the advertised
+    manifest (tests/server/test_dispatch.py): an API is never advertised without a handler, nor
+    handled without being advertised, nor registered by a module the table does not name."""
     for name in MODULES:
         importlib.import_module(f"{__name__}.{name}")
-    missing = sorted(API_BY_KEY[k].name for k in ADVERTISED if k not in HANDLERS)
-    unadvertised = sorted(API_BY_KEY[k].name for k in HANDLERS if k not in ADVERTISED)
-    if missing or unadvertised:
+    registered = set(dict.keys(HANDLERS))
+    misplaced = sorted(API_BY_KEY[k].name for k in registered ^ set(MODULE_OF_KEY))
+    missing = sorted(API_BY_KEY[k].name for k in ADVERTISED if k not in registered)
+    unadvertised = sorted(API_BY_KEY[k].name for k in registered if k not in ADVERTISED)
+    if missing or unadvertised or misplaced:
         raise RuntimeError(f"handler registry and manifest disagree: advertised without a handler "
-                           f"{missing}, handled but not advertised {unadvertised}")
+                           f"{missing}, handled but not advertised {unadvertised}, registered "
+                           f"against the module table {misplaced}")
     return HANDLERS

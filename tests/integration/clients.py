@@ -321,6 +321,30 @@ def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float
         wait_until(ready, timeout, 0.1, f"leaders of {topic} on {bootstrap}")
 
 
+# Describe APIs per group type: (api key, the field naming the group ids).
+_DESCRIBE = {"classic": (15, "groups"), "consumer": (69, "group_ids"), "share": (77, "group_ids")}
+
+
+def group_members(bootstrap: str, group: str, group_type: str = "share") -> list:
+    """The members of ``group`` as its coordinator describes them (DescribeGroups,
+    ConsumerGroupDescribe or ShareGroupDescribe; a single broker is its own coordinator)."""
+    api_key, field = _DESCRIBE[group_type]
+    with Wire(bootstrap) as wire:
+        wire.api_versions()
+        cls = messages.request_class(api_key)
+        response = wire.call(api_key, None, cls(**{field: [group]}))
+    described = response.groups[0]
+    return list(described.members) if described.error_code == 0 else []
+
+
+def wait_for_members(bootstrap: str, group: str, count: int, group_type: str = "share",
+                     timeout: float = 30):
+    """Until ``group`` has at least ``count`` members: a join waited for as a condition, not as
+    a guess at how long clients (a JVM's start, say) take on a busy machine."""
+    return wait_until(lambda: len(group_members(bootstrap, group, group_type)) >= count, timeout,
+                      0.2, f"{count} members in {group_type} group {group}")
+
+
 # --- client adapters (compat_tests/clients, shared with the compatibility drivers) ----------------
 #
 # The wrappers below fix what the integration tests want from every client: short timeouts, no

@@ -20,6 +20,7 @@ import pytest
 
 from kbroker.protocol import messages
 from tests.broker_process import BrokerProcess
+from tests.shared_kafka import SHARED_SETTINGS, run_kafka_tool
 from tests.integration.clients import Wire, ensure_topic, wait_for_leaders, wait_until
 from tests.integration.test_producer_sequences_reference import Producer, error_name
 
@@ -32,8 +33,13 @@ DELETE_RECORDS, LIST_OFFSETS = 21, 2
 class Brokers:
     """kbroker and Kafka 4.4.0 with the same settings; ``restart()`` restarts both cleanly."""
 
-    def __init__(self, tmp_path, kafka):
-        self.kafka = kafka  # the session's (tests/shared_kafka.py); restarted here, not stopped
+    def __init__(self, tmp_path):
+        # A Kafka of the module's own: the run's shared one (tests/shared_kafka.py) must never be
+        # restarted under the modules using it. Its settings are the shared one's.
+        run_kafka = run_kafka_tool()
+        self.kafka = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M",
+                                           data_dir=str(tmp_path / "kafka"), temp=True,
+                                           extra_props=dict(SHARED_SETTINGS))
         self.kbroker = BrokerProcess(tmp_path / "data", SETTINGS)
         self.kbroker.start()
 
@@ -47,11 +53,12 @@ class Brokers:
 
     def stop(self) -> None:
         self.kbroker.kill()
+        self.kafka.stop()
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory, reference_kafka):
-    started = Brokers(tmp_path_factory.mktemp("state-loss"), reference_kafka.get(SETTINGS))
+def brokers(tmp_path_factory):
+    started = Brokers(tmp_path_factory.mktemp("state-loss"))
     yield started
     started.stop()
 

@@ -28,7 +28,7 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    ResourceType)
 
-from tests.integration.clients import ensure_topic
+from tests.integration.clients import ensure_topic, wait_for_members
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_JAR = ROOT / "compat_tests" / "java" / "target" / "kbroker-java-driver.jar"
@@ -110,7 +110,7 @@ def test_three_consumers_share_one_partition_each_record_once(kafka):
     threads = [threading.Thread(target=run, args=(f"c{i}",)) for i in range(3)]
     for thread in threads:
         thread.start()
-    time.sleep(3)  # all three joined and fetching
+    wait_for_members(kafka.bootstrap, group, 3)  # all three joined and fetching
     producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
     for value in values:
         producer.produce(topic, value, partition=0)
@@ -284,7 +284,7 @@ def test_java_consumers_implicit_each_record_once(kafka):
     received = []
     consumer = share_consumer(kafka, group, topic)
     try:
-        time.sleep(6)  # the JVMs start and join
+        wait_for_members(kafka.bootstrap, group, 2, timeout=60)  # the JVMs start and join
         producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
         for value in values:
             producer.produce(topic, value, partition=0)

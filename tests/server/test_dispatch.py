@@ -100,8 +100,19 @@ def test_produce_v0_to_v2_are_advertised_but_rejected(dispatcher):
 
 
 def test_registry_matches_manifest():
-    registered = handlers.load()
-    assert set(registered) == set(messages.ADVERTISED)
+    registered = handlers.load_all()  # raises when a module registers what the table does not say
+    assert set(dict.keys(registered)) == set(messages.ADVERTISED)
+
+
+def test_handler_modules_are_imported_on_their_first_request():
+    import sys
+
+    registry = handlers.load()
+    fetch_key = messages.API_KEY_BY_NAME["Fetch"]
+    assert fetch_key in registry  # served, whether or not its module is loaded yet
+    assert registry[fetch_key] is not None
+    assert "kbroker.handlers.fetch" in sys.modules
+    assert 9999 not in registry and registry.get(9999) is None
 
 
 # --- eager handlers (handles(..., eager=True)): run in the read callback up to their first wait --

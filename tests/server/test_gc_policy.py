@@ -40,8 +40,10 @@ def test_collection_is_back_on_once_ready_with_start_up_frozen(tmp_path):
     event, enabled_at_ready, frozen, enabled_after_stop = probe(tmp_path / "data")
     assert event == "ready"
     assert enabled_at_ready == "True" and enabled_after_stop == "True"
-    # What start-up built (modules, handlers, the image) is out of later collections.
-    assert int(frozen) > 50_000
+    # What start-up built (modules, the config, the image) is out of later collections: tens of
+    # thousands of objects (41,688 once handler modules came to be loaded on first use), where a
+    # start-up that froze nothing leaves 0.
+    assert int(frozen) > 20_000
 
 
 def test_collection_is_back_on_after_a_failed_start(tmp_path):

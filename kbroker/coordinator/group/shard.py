@@ -22,9 +22,6 @@ from dataclasses import dataclass, field
 from kbroker.coordinator.group import modern
 from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group import txn_offsets
-from kbroker.coordinator.group.consumer import replay as consumer_replay
-from kbroker.coordinator.group.share import replay as share_replay
-from kbroker.coordinator.group.streams import replay as streams_replay
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
 from kbroker.coordinator.runtime import CoordinatorResult, Shard, now_ms
 from kbroker.protocol.errors import Errors
@@ -63,6 +60,24 @@ class TopicChanges:
         self.created_version = 0
 
 
+_MODERN_REPLAYS: tuple = ()
+
+
+def _modern_replays() -> tuple:
+    """(replay module, the shard's map) of the consumer, streams and share group types, imported
+    on the first record of one: a broker that holds only classic groups and offsets, or none,
+    never loads those packages."""
+    global _MODERN_REPLAYS
+    if not _MODERN_REPLAYS:
+        from kbroker.coordinator.group.consumer import replay as consumer_replay
+        from kbroker.coordinator.group.share import replay as share_replay
+        from kbroker.coordinator.group.streams import replay as streams_replay
+
+        _MODERN_REPLAYS = ((consumer_replay, "consumer_groups"), (streams_replay, "streams_groups"),
+                           (share_replay, "share_groups"))
+    return _MODERN_REPLAYS
+
+
 class GroupShard(Shard):
     def __init__(self, runtime, partition_index: int, config, topic_changes=None,
                  group_configs=None):
@@ -91,14 +106,10 @@ class GroupShard(Shard):
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         record_type, k = rec.decode_key(key)
         if k is None:
-            if record_type in consumer_replay.TYPES:
-                consumer_replay.replay(self.consumer_groups, record_type, memoryview(key)[2:],
-                                       value)
-            elif record_type in streams_replay.TYPES:
-                streams_replay.replay(self.streams_groups, record_type, memoryview(key)[2:],
-                                      value)
-            elif record_type in share_replay.TYPES:
-                share_replay.replay(self.share_groups, record_type, memoryview(key)[2:], value)
+            for replay, groups in _modern_replays():
+                if record_type in replay.TYPES:
+                    replay.replay(getattr(self, groups), record_type, memoryview(key)[2:], value)
+                    break
             return
         if record_type == rec.OFFSET_COMMIT_TYPE:
             group_offsets = self.offsets.setdefault(k.group, {})
