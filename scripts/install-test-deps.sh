@@ -44,7 +44,8 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 extras=test,spark
 [ "${1:-}" = "--python-only" ] && extras=test
-stamp="$VENV/.test-deps-${extras/,/-}-$(sha1sum pyproject.toml | cut -c1-12)"
+# (a change to this script's install steps installs again, as a change to pyproject.toml does)
+stamp="$VENV/.test-deps-${extras/,/-}-$(cat pyproject.toml "$0" | sha1sum | cut -c1-12)"
 if [ ! -e "$stamp" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
   # compat: the checkout on sys.path through a plain .pth line, without setuptools' editable
