@@ -342,8 +342,10 @@ def carry_long_only_cells(state: dict) -> None:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                                 capture_output=True, text=True).stdout.strip() or "?"
         day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-        CARRIED.write_text(json.dumps({"ran": day, "commit": commit, "cells": ran}, indent=1)
-                           + "\n")
+        versions = {c["client"]: state["versions"][c["client"]] for c in ran
+                    if c["client"] in state["versions"]}
+        CARRIED.write_text(json.dumps({"ran": day, "commit": commit, "cells": ran,
+                                       "versions": versions}, indent=1) + "\n")
         return
     if not CARRIED.exists():
         return
@@ -353,6 +355,8 @@ def carry_long_only_cells(state: dict) -> None:
         if (cell["scenario"], cell["client"]) not in labels:
             when = f"result of `make test-long` on {carried['ran']} (commit {carried['commit']})"
             state["cells"].append({**cell, "notes": [when, *cell.get("notes", [])]})
+            if cell["client"] in carried.get("versions", {}):
+                state["versions"].setdefault(cell["client"], carried["versions"][cell["client"]])
 
 
 def pytest_sessionfinish(session, exitstatus):
