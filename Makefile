@@ -13,6 +13,8 @@ unexport PYTHONDONTWRITEBYTECODE
 # The suite runs in parallel: workers chosen from the machine (tests/parallel.py), each test
 # module whole on one worker, modules in the order of tests/durations.json (longest first).
 PARALLEL ?= -n auto --dist loadfile --no-loadscope-reorder
+# The unit tests of make test-fast start no broker: they are spread test by test.
+FAST_PARALLEL ?= -n auto --dist load
 
 # The whole product: the extras that need no system library (client telemetry's decoder, signed
 # OAuth tokens, PKCS12 stores). Kerberos (kbroker[kerberos]) needs libkrb5-dev: see the README.
@@ -52,7 +54,7 @@ test-long:
 # Protocol and unit tests only: no client installs beyond the Python ones.
 test-fast:
 	bash scripts/install-test-deps.sh --python-only
-	$(VENV)/bin/python -m pytest $(PARALLEL) tests/protocol tests/log $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest $(FAST_PARALLEL) tests/protocol tests/log $(PYTEST_ARGS)
 
 # The cross-client compatibility matrix alone (also part of `make test`); writes COMPATIBILITY.md.
 # A subset for local iteration: make compat COMPAT_CLIENTS=confluent,java COMPAT_CODECS=none

@@ -6,6 +6,7 @@ without a hand-written strategy per API.
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 from hypothesis import strategies as st
@@ -48,8 +49,11 @@ def field_strategy(spec: FieldSpec, version: int, depth: int):
     return value
 
 
+@functools.lru_cache(maxsize=None)
 def message_strategy(cls, version: int, depth: int = 0):
-    """Random instances of ``cls`` holding only fields that ``version`` can carry."""
+    """Random instances of ``cls`` holding only fields that ``version`` can carry (one strategy
+    object per class, version and depth: Hypothesis keeps what it learns about a strategy on the
+    object, so a test drawing from the same one every example skips building it again)."""
     kwargs = {
         spec.attr: field_strategy(spec, version, depth)
         for spec in cls.FIELDS
