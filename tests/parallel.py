@@ -9,8 +9,8 @@ machine. This plugin decides the rest:
   memory allows at ``GIB_PER_WORKER`` each (a worker may hold a reference Kafka JVM, a Spark driver
   or a three-broker cluster). ``KBROKER_TEST_WORKERS`` overrides it.
 - **Which module first.** Modules are handed out in the order of their expected run time, longest
-  first (``tests/durations.json``, rewritten by ``tools/test_durations.py`` from a run's JUnit
-  XML), so that no long module starts last and keeps one worker busy after the rest are done.
+  first (``tests/durations.json``, refreshed by ``tools/test_durations.py`` from the last run's
+  ``build/test-durations.json``), so that no long module starts last and keeps one worker busy after the rest are done.
   A module not listed there counts as ``UNKNOWN_MODULE_S``.
 - **Tests that must be alone.** ``@pytest.mark.alone`` (timing-sensitive tests, fault and soak
   scenarios, ``pytestmark`` for a whole module): while one runs, no other test runs on any worker.
@@ -45,6 +45,24 @@ GIB_PER_WORKER = 3
 WORKERS_PER_CORE = 2
 
 
+# ------------------------------------------------------------------------------------ the run
+
+# Names the run: set by the run's own process (the xdist controller, or pytest without workers)
+# and inherited by its workers.
+RUN_ENV = "KBROKER_TEST_RUN"
+
+
+def run_known() -> bool:
+    return RUN_ENV in os.environ
+
+
+def run_dir() -> Path:
+    """This run's directory, which its workers share (locks, the reference Kafka's handle)."""
+    path = Path(tempfile.gettempdir()) / f"kbroker-run-{os.environ[RUN_ENV]}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):
         # A new run (a pytest that a test starts is a run of its own); its workers inherit it.
@@ -54,6 +72,12 @@ def pytest_configure(config):
                    "(timing-sensitive tests, fault and soak scenarios)")
     config._kbroker_busy = 0.0
     config._kbroker_modules = {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput") and run_known():
+        shutil.rmtree(run_dir(), ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------- workers
@@ -106,28 +130,6 @@ def pytest_collection_modifyitems(config, items):
     items[:] = [item for module in sorted(modules, key=key) for item in modules[module]]
 
 
-# ------------------------------------------------------------------------------------ the run
-
-RUN_ENV = "KBROKER_TEST_RUN"
-
-
-def run_known() -> bool:
-    return RUN_ENV in os.environ
-
-
-def run_dir() -> Path:
-    """This run's directory, which its workers share (locks, the reference Kafka's handle)."""
-    path = Path(tempfile.gettempdir()) / f"kbroker-run-{os.environ[RUN_ENV]}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config):
-    if not hasattr(config, "workerinput") and run_known():
-        shutil.rmtree(run_dir(), ignore_errors=True)
-
-
 # ------------------------------------------------------------------------------------- alone
 
 def _lock_dir(config) -> Path | None:
@@ -177,21 +179,21 @@ def pytest_runtest_protocol(item, nextitem):
 
 # --------------------------------------------------------------------------- what CI is told
 
-def pytest_runtest_logreport(report):
-    """Each module's time (setup, call and teardown of its tests), on the controller too."""
-    config = _CONFIG.get("config")  # this hook gets no config; the session's is kept below
-    if config is not None and not hasattr(config, "workerinput"):
-        modules = config._kbroker_modules
-        module = module_of(report.nodeid)
-        modules[module] = modules.get(module, 0.0) + report.duration
-
-
-_CONFIG: dict = {}
+_CONFIG: dict = {}  # pytest_runtest_logreport is given no config: the session's is kept here
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session):
     _CONFIG["config"] = session.config
+
+
+def pytest_runtest_logreport(report):
+    """Each module's time (setup, call and teardown of its tests), on the controller too."""
+    config = _CONFIG.get("config")
+    if config is not None and not hasattr(config, "workerinput"):
+        modules = config._kbroker_modules
+        module = module_of(report.nodeid)
+        modules[module] = modules.get(module, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session, exitstatus):

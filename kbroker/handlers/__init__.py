@@ -6,8 +6,9 @@ of it (long-poll fetch, produce with acks=all), or None when no response is sent
 
 One registry drives both dispatch and ApiVersions: ``@handles("Produce")`` registers a handler; the
 version range it serves is the one our manifest advertises (schemas/manifest.json, generated into
-``kbroker.protocol.messages.ADVERTISED``). :func:`load` fails if the two disagree, so an API is
-never advertised without a handler, nor handled without being advertised.
+``kbroker.protocol.messages.ADVERTISED``). :func:`load_all` (tests/server/test_dispatch.py)
+fails if the two disagree, so an API is never advertised without a handler, nor handled without
+being advertised.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ MODULES = {
     "reassignments": ("AlterPartitionReassignments", "ListPartitionReassignments"),
     "log_dirs": ("DescribeLogDirs",),
     "find_coordinator": ("FindCoordinator",),
-    "groups": ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DescribeGroups", "ListGroups", "DeleteGroups"),
+    "groups": (
+        "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DescribeGroups", "ListGroups",
+        "DeleteGroups",
+    ),
     "offsets": ("OffsetCommit", "OffsetFetch", "OffsetDelete"),
     "consumer_group_heartbeat": ("ConsumerGroupHeartbeat",),
     "consumer_group_describe": ("ConsumerGroupDescribe",),
@@ -46,7 +50,9 @@ MODULES = {
     "streams_group_topology_description_update": ("StreamsGroupTopologyDescriptionUpdate",),
     "share_group_heartbeat": ("ShareGroupHeartbeat",),
     "share_group_describe": ("ShareGroupDescribe",),
-    "share_group_offsets": ("DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets"),
+    "share_group_offsets": (
+        "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
+    ),
     "add_partitions_to_txn": ("AddPartitionsToTxn",),
     "add_offsets_to_txn": ("AddOffsetsToTxn",),
     "end_txn": ("EndTxn",),
@@ -57,11 +63,17 @@ MODULES = {
     "describe_producers": ("DescribeProducers",),
     "sasl": ("SaslHandshake", "SaslAuthenticate"),
     "scram_credentials": ("DescribeUserScramCredentials", "AlterUserScramCredentials"),
-    "delegation_tokens": ("CreateDelegationToken", "RenewDelegationToken", "ExpireDelegationToken", "DescribeDelegationToken"),
+    "delegation_tokens": (
+        "CreateDelegationToken", "RenewDelegationToken", "ExpireDelegationToken",
+        "DescribeDelegationToken",
+    ),
     "acls": ("CreateAcls", "DescribeAcls", "DeleteAcls"),
     "client_quotas": ("DescribeClientQuotas", "AlterClientQuotas"),
     "client_metrics": ("ListConfigResources", "GetTelemetrySubscriptions", "PushTelemetry"),
-    "share_group_state": ("InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState", "DeleteShareGroupState", "ReadShareGroupStateSummary"),
+    "share_group_state": (
+        "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
+        "DeleteShareGroupState", "ReadShareGroupStateSummary",
+    ),
     "share_fetch": ("ShareFetch",),
     "share_acknowledge": ("ShareAcknowledge",),
 }
