@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-# The session's reference Apache Kafka (fixture ``reference_kafka``), for tests/ and compat_tests/.
+# The run's reference Apache Kafka (fixture ``reference_kafka``), for tests/ and compat_tests/.
 # How the suite runs in parallel (workers, module order, tests that must run alone); the logs
 # of the brokers a failed test ran, in its report.
 pytest_plugins = ["tests.parallel", "tests.shared_kafka", "tests.failure_logs"]

@@ -5,7 +5,7 @@ import pytest
 
 from tests.broker_process import BrokerProcess
 
-# Scenarios too long for `make test` (about 40 minutes on 2 cores), run by `make test-long`:
+# Scenarios too long for `make test` (16-18 min in parallel on 2 cores), run by `make test-long`:
 # tests/long; issue 21's exactly-once chains on three brokers (2 min; the single-node chains in
 # tests/integration stay); the PySpark example's restart (the Spark matrix stays); the fault
 # runs: the fault matrix's short schedule on kbroker and Kafka (35 s and 90 s; the full matrix

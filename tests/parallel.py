@@ -10,7 +10,8 @@ machine. This plugin decides the rest:
   or a three-broker cluster). ``KBROKER_TEST_WORKERS`` overrides it.
 - **Which module first.** Modules are handed out in the order of their expected run time, longest
   first (``tests/durations.json``, refreshed by ``tools/test_durations.py`` from the last run's
-  ``build/test-durations.json``), so that no long module starts last and keeps one worker busy after the rest are done.
+  ``build/test-durations.json``), so that no long module starts last and keeps one worker busy
+  after the rest are done.
   A module not listed there counts as ``UNKNOWN_MODULE_S``.
 - **Tests that must be alone.** ``@pytest.mark.alone`` (timing-sensitive tests, fault and soak
   scenarios, ``pytestmark`` for a whole module): while one runs, no other test runs on any worker.
