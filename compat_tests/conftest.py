@@ -29,6 +29,7 @@ import pytest
 from compat_tests import harness, reference, security
 from compat_tests.drivers.registry import DRIVERS, FEATURES, ROOT, Driver
 from tests.broker_process import BrokerProcess
+from tests.parallel import is_worker
 from tests.integration.clients import Wire
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -309,10 +310,6 @@ def _versions(names: set[str]) -> dict:
     return out
 
 
-def _worker(config) -> bool:
-    return hasattr(config, "workerinput")
-
-
 def _merge(state: dict, part: dict) -> None:
     """Add one worker's results to the session's (a cell run twice keeps its last result)."""
     labels = {(c["scenario"], c["client"]) for c in part["cells"]}
@@ -334,13 +331,11 @@ def pytest_testnodedown(node, error):
         node.config._compat["partial"] = True
 
 
-def carry_long_only_cells(state: dict) -> None:
+def carry_long_only_cells(state: dict, commit: str) -> None:
     """Keep this run's cells of the LONG_ONLY modules for later runs, or, when it ran none of
     them, add the kept ones, each with a note saying when and on which commit it ran."""
     ran = [c for c in state["cells"] if c.get("module") in LONG_ONLY]
     if ran:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                capture_output=True, text=True).stdout.strip() or "?"
         day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
         versions = {c["client"]: state["versions"][c["client"]] for c in ran
                     if c["client"] in state["versions"]}
@@ -361,7 +356,7 @@ def carry_long_only_cells(state: dict) -> None:
 
 def pytest_sessionfinish(session, exitstatus):
     state = session.config._compat
-    if _worker(session.config):
+    if is_worker(session.config):
         keys = ("cells", "partial", "collected", "versions", "clients", "scenarios")
         session.config.workeroutput["compat"] = json.dumps({k: state[k] for k in keys})
         return
@@ -369,17 +364,17 @@ def pytest_sessionfinish(session, exitstatus):
         return
     partial = state["partial"] or session.shouldstop or session.shouldfail or \
         exitstatus == pytest.ExitCode.INTERRUPTED
-    carry_long_only_cells(state)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip() or "?"
+    carry_long_only_cells(state, commit)
     names = {d.name for d in DRIVERS}
     used = {n for c in state["cells"] for n in c["client"].split(" → ") if n in names}
     others = list(dict.fromkeys(c["client"] for c in state["cells"]
                                 if c["client"] and " → " not in c["client"]
                                 and c["client"] not in names))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip()
     results = {
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit or "?",
+        "commit": commit,
         "minutes": round((time.time() - state["started"]) / 60, 1),
         "complete": not partial,
         "clients": {**_versions(used), **{n: state["clients"].get(n) or {

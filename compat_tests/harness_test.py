@@ -130,11 +130,11 @@ def test_long_only_cells_are_kept_and_carried_into_runs_without_them(tmp_path, m
     monkeypatch.setattr(matrix, "CARRIED", tmp_path / "long_only.json")
     faust = _cell("faust: agent", "faust", module=matrix.LONG_ONLY[1])
     long_run = {"cells": [_cell("produce-consume", "java"), faust], "versions": {"faust": "0.15"}}
-    matrix.carry_long_only_cells(long_run)
+    matrix.carry_long_only_cells(long_run, "abc1234")
     assert len(long_run["cells"]) == 2  # a run that had them changes nothing in its own report
 
     short_run = {"cells": [_cell("produce-consume", "java", status="fail")], "versions": {}}
-    matrix.carry_long_only_cells(short_run)
+    matrix.carry_long_only_cells(short_run, "def5678")
     carried = [c for c in short_run["cells"] if c["client"] == "faust"]
     assert len(carried) == 1 and carried[0]["status"] == "pass"
     assert carried[0]["notes"][0].startswith("result of `make test-long` on ")

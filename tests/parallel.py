@@ -53,6 +53,11 @@ WORKERS_PER_CORE = 2
 RUN_ENV = "KBROKER_TEST_RUN"
 
 
+def is_worker(config) -> bool:
+    """An xdist worker, rather than the run's own process."""
+    return hasattr(config, "workerinput")
+
+
 def run_known() -> bool:
     return RUN_ENV in os.environ
 
@@ -65,7 +70,7 @@ def run_dir() -> Path:
 
 
 def pytest_configure(config):
-    if not hasattr(config, "workerinput"):
+    if not is_worker(config):
         # A new run (a pytest that a test starts is a run of its own); its workers inherit it.
         os.environ[RUN_ENV] = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     config.addinivalue_line(
@@ -77,7 +82,7 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
-    if not hasattr(config, "workerinput") and run_known():
+    if not is_worker(config) and run_known():
         shutil.rmtree(run_dir(), ignore_errors=True)
 
 
@@ -135,11 +140,13 @@ def pytest_collection_modifyitems(config, items):
 
 def _lock_dir(config) -> Path | None:
     """The run's directory under xdist; None outside it (nothing to share a lock with)."""
-    return run_dir() if hasattr(config, "workerinput") and run_known() else None
+    return run_dir() if is_worker(config) and run_known() else None
 
 
 @contextlib.contextmanager
-def _flock(path: Path, mode: int):
+def flock(path: Path, mode: int = fcntl.LOCK_EX):
+    """``path`` locked (flock) for the block: exclusive, or ``fcntl.LOCK_SH``; shared by the
+    run's workers (tests/shared_kafka.py starts the run's Kafka under one)."""
     with open(path, "a") as handle:
         fcntl.flock(handle, mode)
         try:
@@ -156,18 +163,14 @@ def running(config, alone: bool):
         yield
         return
     turnstile, run = directory / "turnstile.lock", directory / "run.lock"
-    if alone:
-        with _flock(turnstile, fcntl.LOCK_EX), _flock(run, fcntl.LOCK_EX):
-            yield
-        return
-    with _flock(turnstile, fcntl.LOCK_EX):
-        handle = open(run, "a")
-        fcntl.flock(handle, fcntl.LOCK_SH)
-    try:
+    with contextlib.ExitStack() as held:
+        if alone:
+            held.enter_context(flock(turnstile))  # no new test starts until this one is done
+            held.enter_context(flock(run))  # and the running ones have ended
+        else:
+            with flock(turnstile):  # not while an alone test waits or runs
+                held.enter_context(flock(run, fcntl.LOCK_SH))
         yield
-    finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -191,7 +194,7 @@ def pytest_sessionstart(session):
 def pytest_runtest_logreport(report):
     """Each module's time (setup, call and teardown of its tests), on the controller too."""
     config = _CONFIG.get("config")
-    if config is not None and not hasattr(config, "workerinput"):
+    if config is not None and not is_worker(config):
         modules = config._kbroker_modules
         module = module_of(report.nodeid)
         modules[module] = modules.get(module, 0.0) + report.duration

@@ -22,9 +22,7 @@ never stop or restart it (test_producer_state_loss_reference.py restarts a Kafka
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
 import json
 import sys
 import warnings
@@ -32,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.parallel import run_dir, run_known
+from tests.parallel import flock, is_worker, run_dir, run_known
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,16 +63,6 @@ def run_kafka_tool():
     return run_kafka
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 class SharedKafka:
     """The run's reference broker, started by the first ``get`` of any worker."""
 
@@ -86,7 +74,7 @@ class SharedKafka:
     def _attach_or_start(self):
         run_kafka = run_kafka_tool()
         state = self._dir / HANDLE_FILE
-        with _locked(self._dir / "reference-kafka.lock"):
+        with flock(self._dir / "reference-kafka.lock"):
             if state.exists():
                 handle = run_kafka.KafkaHandle(**json.loads(state.read_text()))
                 if handle.alive():
@@ -121,7 +109,7 @@ class SharedKafka:
 @pytest.hookimpl(tryfirst=True)  # before tests/parallel.py removes the run's directory
 def pytest_unconfigure(config):
     """The run's process stops the run's reference broker, if one was started."""
-    if hasattr(config, "workerinput") or not run_known():
+    if is_worker(config) or not run_known():
         return
     state = run_dir() / HANDLE_FILE
     if state.exists():
