@@ -97,8 +97,12 @@ def _memory_gib() -> float:
 
 
 def workers_for_machine() -> int:
-    if os.environ.get("KBROKER_TEST_WORKERS"):
-        return max(1, int(os.environ["KBROKER_TEST_WORKERS"]))
+    wanted = os.environ.get("KBROKER_TEST_WORKERS")
+    if wanted:
+        if not wanted.isdigit() or int(wanted) < 1:
+            raise pytest.UsageError(f"KBROKER_TEST_WORKERS={wanted!r}: give a whole number of "
+                                    "workers, 1 or more")
+        return int(wanted)
     cores = len(os.sched_getaffinity(0))
     return max(1, min(WORKERS_PER_CORE * cores, int(_memory_gib() // GIB_PER_WORKER)))
 

@@ -115,6 +115,10 @@ def test_workers_fit_the_machine(monkeypatch):
     assert parallel.workers_for_machine() == 2
     monkeypatch.setenv("KBROKER_TEST_WORKERS", "3")
     assert parallel.workers_for_machine() == 3
+    for bad in ("0", "four", "-2"):
+        monkeypatch.setenv("KBROKER_TEST_WORKERS", bad)
+        with pytest.raises(pytest.UsageError, match="KBROKER_TEST_WORKERS"):
+            parallel.workers_for_machine()
 
 
 def test_a_failed_tests_report_gets_the_logs_written_while_it_ran(tmp_path):
