@@ -3,14 +3,16 @@
 
 A :class:`Shard` holds the state of one partition of the internal topic. Its durable state changes
 only in ``replay(offset, key, value)`` (``value`` None for a tombstone), which is pure: no clock,
-timers or futures. ``snapshot()``/``restore()`` capture and put back that durable state.
+timers or futures. That state lives in timeline maps (:mod:`kbroker.coordinator.timeline`) on the
+shard's ``timeline`` registry, so a write that is not committed is undone at the cost of what it
+changed.
 
 An operation is a function ``op(shard) -> CoordinatorResult`` and never writes itself. The runtime
 (:meth:`CoordinatorRuntime.run`) takes the result's records, appends them as one batch to the
 shard's partition (``Partition.append`` -> ``(result, committed)``), replays them into the shard,
 and gives the response once ``committed`` completes. If the append fails nothing was replayed; if
-``committed`` fails the shard's durable state goes back to the snapshot taken before the replay,
-and every later write still waiting for its commit fails with it (their records sat after the
+``committed`` fails the shard's durable state goes back to the mark taken before the replay
+(reverting the timeline journal), and every later write still waiting for its commit fails with it (their records sat after the
 failed one in the log). The caller gets the error Kafka's coordinators answer
 (:func:`coordinator_error`), or what the result's ``on_failed`` makes of it.
 
@@ -34,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kbroker.coordinator.timeline import SnapshotRegistry, TimelineDict
 from kbroker.metadata.topic_policy import NewTopic
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.records import (CONTROL_COMMIT, CorruptRecordError, RecordBatchBuilder,
@@ -104,23 +107,25 @@ def coordinator_error(exc: BaseException) -> KafkaError:
 
 
 class Shard:
-    """One partition's state machine; subclasses implement :meth:`replay`, :meth:`snapshot` and
-    :meth:`restore` over their durable state."""
+    """One partition's state machine; subclasses implement :meth:`replay` over durable state kept
+    in timeline maps of ``self.timeline`` (:meth:`timeline_dict`)."""
 
     def __init__(self, runtime: "CoordinatorRuntime", partition_index: int):
         self.runtime = runtime
         self.partition_index = partition_index
         self.loading = True
         self.load_error: str | None = None  # why the last load attempt failed
+        self.timeline = SnapshotRegistry()
+
+    def timeline_dict(self) -> TimelineDict:
+        """A new map of this shard's durable state."""
+        return TimelineDict(self.timeline)
 
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         raise NotImplementedError
 
-    def snapshot(self) -> Any:
-        """A copy of the durable state that later replays do not change."""
-        raise NotImplementedError
-
-    def restore(self, snapshot: Any) -> None:
+    def durable_state(self) -> Any:
+        """A comparable copy of the durable state (tests check reverts and replays with it)."""
         raise NotImplementedError
 
     def replay_transactional(self, offset: int, producer_id: int, producer_epoch: int,
@@ -147,8 +152,8 @@ class Shard:
 
 @dataclass(eq=False)
 class _PendingWrite:
+    first_offset: int  # also its mark in the shard's timeline
     last_offset: int
-    snapshot: Any
     result: CoordinatorResult
     done: asyncio.Future  # the caller's answer
 
@@ -468,8 +473,9 @@ class CoordinatorRuntime:
             self._failed(result, coordinator_error(exc), done)
             return done
         at_once = committed.done() and not committed.cancelled() and committed.exception() is None
-        # Nothing to restore for a write committed already (a single node: every write).
-        snapshot = None if at_once else shard.snapshot()
+        # Nothing to revert for a write committed already (a single node: every write).
+        if not at_once:
+            shard.timeline.mark(appended.first_offset)
         for delta, (key, value) in enumerate(result.records):
             if transactional:
                 shard.replay_transactional(appended.first_offset + delta, result.producer_id,
@@ -479,8 +485,8 @@ class CoordinatorRuntime:
         if at_once:
             self._committed(shard, result, done)
             return done
-        write = _PendingWrite(appended.first_offset + len(result.records) - 1, snapshot, result,
-                              done)
+        write = _PendingWrite(appended.first_offset,
+                              appended.first_offset + len(result.records) - 1, result, done)
         self._pending.setdefault(index, []).append(write)
         committed.add_done_callback(lambda f: self._on_commit(shard, write, f))
         return done
@@ -499,11 +505,12 @@ class CoordinatorRuntime:
                         shard.partition_index, exc)
             failed = pending[position:]
             del pending[position:]
-            shard.restore(write.snapshot)
+            shard.timeline.revert_to(write.first_offset)
             for w in failed:
                 self._failed(w.result, error, w.done)
             return
         del pending[position]
+        shard.timeline.release_before(pending[0].first_offset if pending else None)
         self._committed(shard, write.result, write.done)
 
     def _committed(self, shard: Shard, result: CoordinatorResult, done: asyncio.Future) -> None:

@@ -284,3 +284,33 @@ def test_a_group_config_outside_the_brokers_bounds_is_capped_to_them():
     assert settings.heartbeat_interval_ms(shard, "ok") == 1500
     assert settings.heartbeat_interval_ms(shard, "none") == shard.config.get(
         "group.consumer.heartbeat.interval.ms")
+
+
+def test_an_uncommitted_heartbeat_is_reverted_at_the_cost_of_its_group():
+    """A membership write waiting for its commit journals one copy of its own group, never the
+    other groups of the shard (timeline maps), and a failed commit puts the group back."""
+    async def main():
+        shard = make_consumer_shard()
+        shard.controller.add_topic("t", 4)
+        for i in range(50):
+            await hb(shard, group=f"other-{i}", member=f"m{i}")
+        await hb(shard)
+        before = shard.durable_state()
+        shard.partition.hold_commits = True
+        pending = asyncio.ensure_future(hb(shard, member="m2"))  # a second member joins
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert len(shard.consumer_groups["g"].members) == 2  # replayed, not committed
+        # Undo entries: one copy of group "g" (and nothing per other group).
+        assert len(shard.timeline) == 1, shard.timeline._journal
+        shard.partition.fail(KafkaError(Errors.NOT_LEADER_OR_FOLLOWER))
+        with pytest.raises(KafkaError):
+            await pending
+        after = shard.durable_state()
+        # metadata_refresh is in memory (when the group's topics were last read), not durable.
+        for state in (before, after):
+            state[3]["g"].pop("metadata_refresh")
+        assert after == before
+        assert list(shard.consumer_groups["g"].members) == ["m1"] and len(shard.timeline) == 0
+        shard.runtime.unload(0)
+    run(main())

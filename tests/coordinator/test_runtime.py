@@ -29,7 +29,7 @@ class KeyValueShard(Shard):
 
     def __init__(self, runtime, index):
         super().__init__(runtime, index)
-        self.values: dict[bytes, bytes] = {}
+        self.values: dict[bytes, bytes] = self.timeline_dict()
 
     def replay(self, offset, key, value):
         if value is None:
@@ -37,11 +37,8 @@ class KeyValueShard(Shard):
         else:
             self.values[key] = value
 
-    def snapshot(self):
+    def durable_state(self):
         return dict(self.values)
-
-    def restore(self, snapshot):
-        self.values = dict(snapshot)
 
 
 def put(key: bytes, value: bytes | None, events: list | None = None):
@@ -137,7 +134,7 @@ def test_failed_append_restores_state_and_maps_the_error():
     async def scenario():
         runtime, partition = kv_runtime()
         await runtime.write(0, put(b"a", b"1"))
-        before = runtime.shards[0].snapshot()
+        before = runtime.shards[0].durable_state()
         for raised, answered in [(Errors.NOT_LEADER_OR_FOLLOWER, Errors.NOT_COORDINATOR),
                                  (Errors.NOT_ENOUGH_REPLICAS, Errors.COORDINATOR_NOT_AVAILABLE),
                                  (Errors.MESSAGE_TOO_LARGE, Errors.UNKNOWN_SERVER_ERROR)]:
@@ -145,7 +142,7 @@ def test_failed_append_restores_state_and_maps_the_error():
             with pytest.raises(KafkaError) as e:
                 await runtime.write(0, put(b"a", b"2"))
             assert e.value.error is answered
-            assert runtime.shards[0].snapshot() == before
+            assert runtime.shards[0].durable_state() == before
         assert [r[1:] for r in partition.records()] == [(b"a", b"1")]
 
     run(scenario())
@@ -155,7 +152,7 @@ def test_failed_commit_restores_state_and_fails_later_writes():
     async def scenario():
         runtime, partition = kv_runtime()
         await runtime.write(0, put(b"a", b"1"))
-        committed_state = runtime.shards[0].snapshot()
+        committed_state = runtime.shards[0].durable_state()
         partition.hold_commits = True
         events = []
         first = runtime.run(0, put(b"a", b"2", events))
@@ -166,7 +163,7 @@ def test_failed_commit_restores_state_and_fails_later_writes():
             with pytest.raises(KafkaError) as e:
                 await done
             assert e.value.error is Errors.NOT_COORDINATOR
-        assert runtime.shards[0].snapshot() == committed_state
+        assert runtime.shards[0].durable_state() == committed_state
         assert events == []
         # The shard goes on from the restored state.
         partition.hold_commits = False
@@ -200,7 +197,7 @@ def test_replay_of_the_log_rebuilds_identical_state():
         for i in range(20):
             await runtime.write(0, put(b"k%d" % (i % 7), b"%d" % i))
         await runtime.write(0, put(b"k3", None))
-        built = runtime.shards[0].snapshot()
+        built = runtime.shards[0].durable_state()
         runtime.unload(0)
         runtime.load(0)  # replays the partition, as after a restart or a leadership move
         with pytest.raises(KafkaError) as e:
@@ -208,7 +205,7 @@ def test_replay_of_the_log_rebuilds_identical_state():
         assert e.value.error is Errors.COORDINATOR_LOAD_IN_PROGRESS
         while runtime.shards[0].loading:
             await asyncio.sleep(0)
-        assert runtime.shards[0].snapshot() == built
+        assert runtime.shards[0].durable_state() == built
 
     run(scenario())
 
@@ -243,7 +240,7 @@ def test_group_shard_replay_rebuilds_identical_state(monkeypatch):
                                                     ("t", 1, ZERO_UUID, 7, 3, "")])
         await write(runtime, offsets.commit, "solo", [("u", 0, ZERO_UUID, 1, -1, "")])
         await write(runtime, offsets.delete, "solo", [("u", 0)])
-        built = runtime.shards[0].snapshot()
+        built = runtime.shards[0].durable_state()
         assert built[1]["g"].members[0].assignment == b"assignment"
         runtime.unload(0)
 
@@ -256,7 +253,7 @@ def test_group_shard_replay_rebuilds_identical_state(monkeypatch):
             await asyncio.sleep(0)
         monkeypatch.undo()
         loaded = runtime.shards[0]
-        assert loaded.snapshot() == built
+        assert loaded.durable_state() == built
         group = loaded.groups["g"]
         assert group.is_in(GroupState.STABLE) and list(group.members) == [a.member_id]
         runtime.unload(0)
@@ -291,7 +288,7 @@ def test_assignment_not_committed_answers_the_error_and_rebalances():
         first = await write(runtime, join, join_request())
         a = await write(runtime, join, join_request(member_id=first.member_id))
         shard = runtime.shards[0]
-        before = shard.snapshot()
+        before = shard.durable_state()
         partition.hold_commits = True
         leader = asyncio.ensure_future(write(runtime, sync.sync, "g", 1, a.member_id, None,
                                              None, None, {a.member_id: b"x"}))
@@ -300,7 +297,7 @@ def test_assignment_not_committed_answers_the_error_and_rebalances():
         assert shard.groups["g"].is_in(GroupState.COMPLETING_REBALANCE)
         partition.fail(KafkaError(Errors.NOT_ENOUGH_REPLICAS))
         assert (await leader).error is Errors.COORDINATOR_NOT_AVAILABLE
-        assert shard.snapshot() == before
+        assert shard.durable_state() == before
         assert shard.groups["g"].is_in(GroupState.PREPARING_REBALANCE)
         runtime.unload(0)
 
@@ -354,5 +351,31 @@ def test_unload_fails_pending_writes_and_parked_requests_with_not_coordinator():
         with pytest.raises(KafkaError) as e:
             await write(runtime, join, join_request(member_id=a.member_id))
         assert e.value.error is Errors.NOT_COORDINATOR
+
+    run(scenario())
+
+
+def test_an_uncommitted_offset_commit_is_reverted_at_the_cost_of_its_entries():
+    """Issue 34: a write waiting for its commit journals the entries it changed, whatever else
+    the shard holds (it used to copy every group's offsets first)."""
+    async def scenario():
+        runtime, partition = group_runtime()
+        for g in range(200):
+            await write(runtime, offsets.commit, f"other-{g}",
+                        [("t", p, ZERO_UUID, p, -1, "") for p in range(50)])
+        await write(runtime, offsets.commit, "probe", [("t", 0, ZERO_UUID, 1, -1, "")])
+        shard = runtime.shards[0]
+        before = shard.durable_state()
+        partition.hold_commits = True
+        pending = asyncio.ensure_future(write(
+            runtime, offsets.commit, "probe", [("t", 0, ZERO_UUID, 2, -1, ""),
+                                               ("t", 1, ZERO_UUID, 2, -1, "")]))
+        await settle()
+        assert shard.offsets["probe"][("t", 1)].offset == 2  # replayed, not committed
+        assert len(shard.timeline) == 2  # one undo entry per partition written
+        partition.fail(KafkaError(Errors.NOT_LEADER_OR_FOLLOWER))
+        await pending
+        assert shard.durable_state() == before and len(shard.timeline) == 0
+        runtime.unload(0)
 
     run(scenario())

@@ -1,9 +1,11 @@
 """GroupShard: the groups and committed offsets of one ``__consumer_offsets`` partition.
 
 Two kinds of state, kept apart:
-- durable (``offsets``, ``persisted``): what the log says — each group's committed offsets and its
-  last GroupMetadata record. It changes only in :meth:`GroupShard.replay`, which is pure; the
-  runtime snapshots and restores it when a write is not committed.
+- durable (``offsets``, ``persisted``, the consumer, streams and share groups, pending
+  transactional offsets): what the log says. It changes only in :meth:`GroupShard.replay`, which
+  is pure, and lives in timeline maps (:mod:`kbroker.coordinator.timeline`), so a write that is
+  not committed is reverted at the cost of what it changed: an offset commit's entries, one
+  group.
 - membership (``groups``): the live ClassicGroup objects — members, parked JoinGroup/SyncGroup
   futures, the rebalance state. Session state, in memory as in Kafka: built from ``persisted`` when
   the shard loads, changed by the operations, and where a change must follow the log (a new group,
@@ -78,6 +80,11 @@ def _modern_replays() -> tuple:
     return _MODERN_REPLAYS
 
 
+def _fields(obj) -> dict:
+    names = getattr(obj, "__slots__", None) or vars(obj)
+    return {name: getattr(obj, name) for name in names}
+
+
 class GroupShard(Shard):
     def __init__(self, runtime, partition_index: int, config, topic_changes=None,
                  group_configs=None):
@@ -85,19 +92,22 @@ class GroupShard(Shard):
         self.config = config
         self.topic_changes = topic_changes if topic_changes is not None else TopicChanges()
         self._group_configs = group_configs  # group id -> {name: value}, or None
-        # durable: changed only by replay
-        self.offsets: dict[str, dict[tuple[str, int], rec.CommittedOffset]] = {}
-        self.persisted: dict[str, GroupMetadataValue] = {}
+        # durable, changed only by replay: group id -> (topic, partition) -> offset (both levels
+        # timeline maps), and each classic group's last GroupMetadata record
+        self.offsets: dict[str, dict[tuple[str, int], rec.CommittedOffset]] = \
+            self.timeline_dict()
+        self.persisted: dict[str, GroupMetadataValue] = self.timeline_dict()
         # consumer-protocol groups (KIP-848), wholly durable (kbroker.coordinator.group.consumer)
-        self.consumer_groups: dict = {}
+        self.consumer_groups: dict = self.timeline_dict()
         # streams groups (KIP-1071), durable likewise (kbroker.coordinator.group.streams)
-        self.streams_groups: dict = {}
+        self.streams_groups: dict = self.timeline_dict()
         # share groups (KIP-932), durable likewise (kbroker.coordinator.group.share)
-        self.share_groups: dict = {}
+        self.share_groups: dict = self.timeline_dict()
         # session timer key -> (deadline, when its timer fires), monotonic ms; in memory
         self.session_deadlines: dict = {}
-        # durable: transactional offsets waiting for their marker (producer id -> group -> tp)
-        self.pending_txn_offsets: dict[int, dict[str, dict]] = {}
+        # durable: transactional offsets waiting for their marker (producer id -> group -> tp,
+        # timeline maps at every level)
+        self.pending_txn_offsets: dict[int, dict[str, dict]] = self.timeline_dict()
         # membership: in memory
         self.groups: dict[str, ClassicGroup] = {}
 
@@ -112,35 +122,28 @@ class GroupShard(Shard):
                     break
             return
         if record_type == rec.OFFSET_COMMIT_TYPE:
-            group_offsets = self.offsets.setdefault(k.group, {})
+            group_offsets = self.offsets.get(k.group)
             if value is None:
-                group_offsets.pop((k.topic, k.partition), None)
-                if not group_offsets:
-                    del self.offsets[k.group]
+                if group_offsets is not None:
+                    group_offsets.pop((k.topic, k.partition), None)
+                    if not group_offsets:
+                        del self.offsets[k.group]
                 return
+            if group_offsets is None:
+                group_offsets = self.offsets[k.group] = self.timeline_dict()
             group_offsets[(k.topic, k.partition)] = rec.decode_offset_commit_value(value, offset)
         elif value is None:
             self.persisted.pop(k.group, None)
         else:
             self.persisted[k.group] = rec.decode_group_metadata_value(value)
 
-    def snapshot(self):
-        # CommittedOffset and GroupMetadataValue objects are never changed once replayed, so
-        # copying the maps is enough.
+    def durable_state(self):
+        # CommittedOffset and GroupMetadataValue objects are never changed once replayed; a
+        # modern group compares by its fields.
         return ({group: dict(committed) for group, committed in self.offsets.items()},
                 dict(self.persisted), txn_offsets.copy_pending(self.pending_txn_offsets),
-                {gid: group.copy() for gid, group in self.consumer_groups.items()},
-                {gid: group.copy() for gid, group in self.streams_groups.items()},
-                {gid: group.copy() for gid, group in self.share_groups.items()})
-
-    def restore(self, snapshot) -> None:
-        offsets, persisted, pending, consumer_groups, streams_groups, share_groups = snapshot
-        self.offsets = {group: dict(committed) for group, committed in offsets.items()}
-        self.persisted = dict(persisted)
-        self.pending_txn_offsets = txn_offsets.copy_pending(pending)
-        self.consumer_groups = {gid: group.copy() for gid, group in consumer_groups.items()}
-        self.streams_groups = {gid: group.copy() for gid, group in streams_groups.items()}
-        self.share_groups = {gid: group.copy() for gid, group in share_groups.items()}
+                *({gid: _fields(group.copy()) for gid, group in groups.items()}
+                  for groups in (self.consumer_groups, self.streams_groups, self.share_groups)))
 
     # transactional offsets (kbroker.coordinator.group.txn_offsets)
     def replay_transactional(self, offset, producer_id, producer_epoch, key, value) -> None:

@@ -20,7 +20,12 @@ def replay_transactional(shard, offset: int, producer_id: int, key: bytes,
     record_type, k = rec.decode_key(key)
     if k is None or record_type != rec.OFFSET_COMMIT_TYPE or value is None:
         return
-    pending = shard.pending_txn_offsets.setdefault(producer_id, {}).setdefault(k.group, {})
+    groups = shard.pending_txn_offsets.get(producer_id)
+    if groups is None:
+        groups = shard.pending_txn_offsets[producer_id] = shard.timeline_dict()
+    pending = groups.get(k.group)
+    if pending is None:
+        pending = groups[k.group] = shard.timeline_dict()
     pending[(k.topic, k.partition)] = rec.decode_offset_commit_value(value, offset)
 
 
@@ -29,7 +34,9 @@ def replay_end_txn(shard, producer_id: int, commit: bool) -> None:
     if not pending or not commit:
         return
     for group_id, offsets in pending.items():
-        committed = shard.offsets.setdefault(group_id, {})
+        committed = shard.offsets.get(group_id)
+        if committed is None:
+            committed = shard.offsets[group_id] = shard.timeline_dict()
         for tp, offset in offsets.items():
             current = committed.get(tp)
             if current is None or current.record_offset < offset.record_offset:

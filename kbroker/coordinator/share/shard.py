@@ -7,8 +7,8 @@ tombstone forgets the partition. Beside the states the shard keeps, per share pa
 highest leader and state epochs seen (for fencing) and how many updates followed the last
 snapshot (a write past ``share.coordinator.snapshot.update.records.per.snapshot`` of them is
 written as a new snapshot), and where each one's latest snapshot is (records below the oldest
-of those can be pruned). Every value is immutable, so a snapshot of the shard is a copy of its
-maps.
+of those can be pruned). Every value is immutable and every map a timeline map
+(:mod:`kbroker.coordinator.timeline`): a write that is not committed is reverted entry by entry.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from kbroker.coordinator.runtime import Shard
 from kbroker.coordinator.share import records as rec
 from kbroker.coordinator.share.combiner import combine
 from kbroker.coordinator.share.records import ShareState
+from kbroker.coordinator.timeline import TimelineValue
 
 log = logging.getLogger("kbroker.coordinator.share")
 _NONE = 2**63 - 1  # no redundant offset known yet
@@ -28,14 +29,14 @@ class ShareShard(Shard):
     def __init__(self, runtime, partition_index: int, updates_per_snapshot: int):
         super().__init__(runtime, partition_index)
         self.updates_per_snapshot = updates_per_snapshot
-        self.states: dict = {}  # SharePartitionKey -> ShareState
-        self.leader_epochs: dict = {}
-        self.state_epochs: dict = {}
-        self.update_counts: dict = {}
+        self.states: dict = self.timeline_dict()  # SharePartitionKey -> ShareState
+        self.leader_epochs: dict = self.timeline_dict()
+        self.state_epochs: dict = self.timeline_dict()
+        self.update_counts: dict = self.timeline_dict()
         # Pruning (Kafka's ShareCoordinatorOffsetsManager): the offset of each live share
         # partition's latest snapshot; everything below the smallest is no longer needed.
-        self.snapshot_offsets: dict = {}
-        self.redundant_offset = _NONE
+        self.snapshot_offsets: dict = self.timeline_dict()
+        self._redundant_offset = TimelineValue(self.timeline, _NONE)
 
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         try:
@@ -88,13 +89,13 @@ class ShareShard(Shard):
         snapshot of all share partitions here are redundant. A deleted partition counts once,
         then no longer holds the others back."""
         self.snapshot_offsets[key] = offset
-        self.redundant_offset = min(self.snapshot_offsets.values())
+        self._redundant_offset.set(min(self.snapshot_offsets.values()))
         if deleted:
             del self.snapshot_offsets[key]
 
     def last_redundant_offset(self) -> int | None:
         """The offset below which the partition may be pruned, or None (nothing to prune)."""
-        value = self.redundant_offset
+        value = self._redundant_offset.get()
         return None if value <= 0 or value == _NONE else value
 
     @staticmethod
@@ -102,12 +103,7 @@ class ShareShard(Shard):
         if epochs.get(key, epoch) <= epoch:
             epochs[key] = epoch
 
-    def snapshot(self):
+    def durable_state(self):
         return (dict(self.states), dict(self.leader_epochs), dict(self.state_epochs),
-                dict(self.update_counts), dict(self.snapshot_offsets), self.redundant_offset)
-
-    def restore(self, snapshot) -> None:
-        states, leaders, state_epochs, counts, offsets, redundant = snapshot
-        self.states, self.leader_epochs = dict(states), dict(leaders)
-        self.state_epochs, self.update_counts = dict(state_epochs), dict(counts)
-        self.snapshot_offsets, self.redundant_offset = dict(offsets), redundant
+                dict(self.update_counts), dict(self.snapshot_offsets),
+                self._redundant_offset.get())

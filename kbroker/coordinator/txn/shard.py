@@ -1,7 +1,7 @@
 """TxnShard: the transactional ids of one ``__transaction_state`` partition.
 
-Durable state (``txns``) changes only in :meth:`TxnShard.replay`; a TxnMetadata is immutable, so
-a snapshot is a copy of the map. The shard tells its coordinator when it has loaded, so the
+Durable state (``txns``, a timeline map of immutable TxnMetadata) changes only in
+:meth:`TxnShard.replay`. The shard tells its coordinator when it has loaded, so the
 markers of transactions left in PrepareCommit/PrepareAbort are written (Kafka does the same when
 it loads a partition).
 """
@@ -17,7 +17,7 @@ class TxnShard(Shard):
     def __init__(self, runtime, partition_index: int, coordinator):
         super().__init__(runtime, partition_index)
         self.coordinator = coordinator
-        self.txns: dict[str, TxnMetadata] = {}
+        self.txns: dict[str, TxnMetadata] = self.timeline_dict()
         # In memory only, as in Kafka: the epoch before the coordinator's last bump of an id that
         # a producer may still present (KIP-360 retries, KIP-588 recovery after a timeout).
         self.last_epochs: dict[str, int] = {}
@@ -31,11 +31,8 @@ class TxnShard(Shard):
             return
         self.txns[transactional_id] = rec.decode_value(transactional_id, value)
 
-    def snapshot(self):
+    def durable_state(self):
         return dict(self.txns)
-
-    def restore(self, snapshot) -> None:
-        self.txns = dict(snapshot)
 
     def on_loaded(self) -> None:
         self.coordinator.shard_loaded(self)

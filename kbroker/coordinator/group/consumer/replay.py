@@ -15,14 +15,17 @@ from kbroker.coordinator.group.consumer import records as rec
 from kbroker.coordinator.group.consumer.group import ConsumerGroup, ResolvedRegex
 from kbroker.coordinator.group.consumer.member import (EMPTY, LEAVE_EPOCH, ConsumerGroupMember,
                                                        MemberState, freeze)
+from kbroker.coordinator.timeline import TimelineDict
 
 TYPES = frozenset(rec.KEYS)
 
 
-def replay(groups: dict, record_type: int, key_view: memoryview, value: bytes | None) -> str:
+def replay(groups: TimelineDict, record_type: int, key_view: memoryview,
+           value: bytes | None) -> str:
     """Apply one record to ``groups`` (group id -> ConsumerGroup); returns the group id."""
     key = rec.decode_key(record_type, key_view)
     group_id = key.group_id
+    groups.touch(group_id)  # changed in place below: journaled first (a timeline map)
     group = groups.get(group_id)
     if value is None and group is None:
         return group_id

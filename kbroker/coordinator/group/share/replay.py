@@ -13,13 +13,16 @@ from kbroker.coordinator.group.share import records as rec
 from kbroker.coordinator.group.share.group import INITIAL_EPOCH, ShareGroup, TopicInit
 from kbroker.coordinator.group.share.member import ShareGroupMember, partitions
 from kbroker.coordinator.runtime import now_ms
+from kbroker.coordinator.timeline import TimelineDict
 
 TYPES = frozenset(rec.KEYS)
 
 
-def replay(groups: dict, record_type: int, key_view: memoryview, value: bytes | None) -> str:
+def replay(groups: TimelineDict, record_type: int, key_view: memoryview,
+           value: bytes | None) -> str:
     key = rec.decode_key(record_type, key_view)
     group_id = key.group_id
+    groups.touch(group_id)  # changed in place below: journaled first (a timeline map)
     group = groups.get(group_id)
     if value is None and group is None:
         return group_id
