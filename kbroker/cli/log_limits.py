@@ -4,7 +4,8 @@ Lines are grouped by logger and message template (the format string before its a
 "illegal topic name: %s" is one group whatever the name). Each group may log ``burst`` lines per
 ``interval`` seconds; the rest are counted, and the first line of the next interval says how many
 were dropped. Start-up and recovery lines (loggers ``kbroker`` and ``kbroker.log``: one per
-partition, each one wanted) are never limited.
+partition, each one wanted) and the state-change log (``kbroker.state_change``: every leadership,
+ISR and replica change, :mod:`kbroker.metadata.state_change`) are never limited.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
-EXEMPT = ("kbroker", "kbroker.log")
+EXEMPT = ("kbroker", "kbroker.log", "kbroker.state_change")
 
 
 class RepeatFilter(logging.Filter):

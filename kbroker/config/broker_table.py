@@ -58,6 +58,16 @@ def _authorizer(value: Any) -> str | None:
 
 
 PLUGINS = not_implemented_if_set("loading Java plugin classes")
+
+
+class _RebalanceProtocols(ListOf):
+    def __init__(self) -> None:
+        super().__init__("classic", "consumer", "share", "streams")
+
+    def __call__(self, value: list[str]) -> None:
+        super().__call__(value)
+        if "classic" not in value:  # Kafka's KafkaConfig refuses it alike
+            raise ValueError("Disabling the 'classic' protocol is not supported.")
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
@@ -231,10 +241,11 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
              "Throttle of the cleaner's I/O.", None,
              why="the cleaner is not throttled yet", update_mode=CW),
     _ignored("group.coordinator.threads", I, 4, "Group coordinator threads.", _AT1),
-    _ignored("group.coordinator.rebalance.protocols", LS, ["classic", "consumer", "streams"],
-             "Enabled group protocols.", None,
-             why="kbroker serves the classic, consumer and streams group protocols and does not "
-                 "switch them off"),
+    _d("group.coordinator.rebalance.protocols", LS, ["classic", "consumer", "streams"],
+       "The enabled rebalance protocols: classic, consumer (KIP-848, also needs group.version "
+       ">= 1) and streams (KIP-1071, also needs streams.version >= 1); without one, its APIs "
+       "answer UNSUPPORTED_VERSION, as Kafka's. classic cannot be disabled. share is accepted "
+       "as Kafka accepts it; share groups follow share.version.", MEDIUM, _RebalanceProtocols()),
     _ignored("group.coordinator.cached.buffer.max.bytes", I, 1048588,
              "Largest write buffer the group coordinator keeps for reuse.", _AT0,
              why="kbroker does not pool write buffers", update_mode=CW),
@@ -579,6 +590,14 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "exporter without bound.", LOW, _AT0),
     _d("kbroker.telemetry.max.series.per.client", I, 2000, "kbroker extension: most metric "
        "series kept for one client instance.", LOW, _AT0),
+    # the state-change log (kbroker.metadata.state_change; Kafka's is log4j's state-change.log)
+    _d("kbroker.state.change.log.file", S, None, "kbroker extension: a file of its own for the "
+       "state-change log (every leadership, ISR and replica change, never rate-limited), "
+       "rotated by size. Unset: those lines go to the broker's log.", LOW),
+    _d("kbroker.state.change.log.max.bytes", L, 104857600, "kbroker extension: size at which the "
+       "state-change log file is rotated.", LOW, Range(1024)),
+    _d("kbroker.state.change.log.backups", I, 10, "kbroker extension: rotated state-change log "
+       "files kept.", LOW, _AT0),
     # dev/CI tooling (kbroker extensions; docs/observability.md)
     _d("dev.mode", B, False, "kbroker extension: a development broker. Enables fault injection "
        "(kbroker.fault.<name>) and the HTTP port by default.", LOW),

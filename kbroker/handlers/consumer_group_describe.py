@@ -8,13 +8,15 @@ type: 0 for a member still on the classic protocol, 1 for a consumer-protocol me
 An empty group id is INVALID_GROUP_ID; a group that does not exist, or is not a consumer group,
 GROUP_ID_NOT_FOUND with Kafka's message. DESCRIBE on the group is required
 (GROUP_AUTHORIZATION_FAILED), and DESCRIBE on the topics of its members' subscriptions and
-assignments (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis.
+assignments (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis. With ``group.version`` 0 every
+group is answered UNSUPPORTED_VERSION (no message), as Kafka's.
 """
 
 from __future__ import annotations
 
 from kbroker.coordinator.group.consumer import settings
 from kbroker.handlers import handles
+from kbroker.handlers.features import consumer_groups_enabled
 from kbroker.handlers.group_describe import NOT_REQUESTED, find_group
 from kbroker.protocol.errors import Errors
 from kbroker.security.authorizer import Op, ResourceType, allowed, authorized_operations
@@ -76,6 +78,10 @@ def handle_consumer_group_describe(ctx, request):
     from kbroker.protocol.messages.consumer_group_describe import \
         ConsumerGroupDescribeResponse as R
 
+    if not consumer_groups_enabled(ctx):  # group.version 0: every group, without a message
+        return R(throttle_time_ms=0, groups=[
+            R.DescribedGroup(group_id=g, error_code=Errors.UNSUPPORTED_VERSION.code,
+                             authorized_operations=NOT_REQUESTED) for g in request.group_ids])
     groups = []
     for group_id in request.group_ids:
         described = describe(ctx, R, group_id)

@@ -12,6 +12,9 @@ be upgraded, INVALID_REGULAR_EXPRESSION from v1 on for a regex RE2 rejects).
 Authorization: READ on the group (GROUP_AUTHORIZATION_FAILED), DESCRIBE on every subscribed topic
 name (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis.
 v0 members may leave the member id empty on their first heartbeat; the coordinator names them.
+With ``group.version`` 0 (or ``consumer`` left out of ``group.coordinator.rebalance.protocols``)
+every heartbeat is answered UNSUPPORTED_VERSION before anything else, as Kafka's KafkaApis does;
+a Java consumer then says the cluster does not support the CONSUMER protocol.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import uuid
 
 from kbroker.coordinator.group.consumer.heartbeat import HeartbeatRequest, heartbeat
 from kbroker.handlers import handles
+from kbroker.handlers.features import consumer_groups_enabled
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.messages.consumer_group_heartbeat import \
     ConsumerGroupHeartbeatResponse as R
@@ -82,6 +86,8 @@ async def handle_consumer_group_heartbeat(ctx, request):
                      exc.error.name, f" ({exc.message})" if exc.message else "")
         return R(throttle_time_ms=0, error_code=exc.error.code, error_message=exc.message)
 
+    if not consumer_groups_enabled(ctx):  # group.version 0: Kafka answers without a message
+        return R(throttle_time_ms=0, error_code=Errors.UNSUPPORTED_VERSION.code)
     problem = _invalid(ctx, request)
     if problem is not None:
         return failed(problem)

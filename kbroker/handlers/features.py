@@ -13,8 +13,15 @@
 - ``share.version`` supported 0-2, finalized 2 as on a new Kafka 4.4.0 cluster (KIP-932 share
   groups). At 0 the share-group APIs stay advertised but answer UNSUPPORTED_VERSION, as Kafka
   4.4.0's do (:func:`share_groups_enabled`); stored like ``transaction.version``.
-Not listed: ``group.version`` (KIP-848 consumer groups), ``streams.version``,
-``eligible.leader.replicas.version``, ``kraft.version``. Kafka 4.4.0 lists them too, finalized.
+- ``group.version`` supported 0-1, finalized 1 (KIP-848 consumer groups) and ``streams.version``
+  supported 0-1, finalized 1 (KIP-1071 streams groups), as on a new Kafka 4.4.0 cluster. At 0
+  ConsumerGroupHeartbeat/ConsumerGroupDescribe (StreamsGroupHeartbeat/StreamsGroupDescribe) stay
+  advertised and answer UNSUPPORTED_VERSION, as Kafka's KafkaApis does when the protocol is
+  off (:func:`consumer_groups_enabled`, :func:`streams_groups_enabled`; the broker setting
+  ``group.coordinator.rebalance.protocols`` switches them off alike). Groups already there stay
+  in the coordinator; their members get the error at their next heartbeat.
+Not listed: ``eligible.leader.replicas.version`` and ``kraft.version`` (KRaft-only; kbroker's
+cluster mode is ZooKeeper's).
 
 The finalized epoch grows with every accepted change, so a client can tell a newer answer.
 ApiVersions v3 leaves out supported features whose minimum is 0 (Kafka: older clients fail on
@@ -42,13 +49,16 @@ METADATA_VERSION = 33
 # name -> (min supported, max supported)
 SUPPORTED = {
     "metadata.version": (METADATA_VERSION, METADATA_VERSION),
-    "transaction.version": (0, 2),
+    "group.version": (0, 1),
     "share.version": (0, 2),
+    "streams.version": (0, 1),
+    "transaction.version": (0, 2),
 }
-DEFAULT_TRANSACTION_VERSION = 2
-DEFAULT_SHARE_VERSION = 2
+# The levels a new Kafka 4.4.0 cluster finalizes.
+DEFAULTS = {"group.version": 1, "share.version": 2, "streams.version": 1,
+            "transaction.version": 2}
 # The features UpdateFeatures may change (metadata.version has one level).
-CHANGEABLE = ("transaction.version", "share.version")
+CHANGEABLE = tuple(DEFAULTS)
 UPGRADE = 1
 
 
@@ -62,15 +72,30 @@ def finalized_levels(ctx) -> dict[str, int]:
     image = _image(ctx)
     levels = dict(image.finalized_features) if image is not None else {}
     return {"metadata.version": METADATA_VERSION,
-            "transaction.version": levels.get("transaction.version",
-                                              DEFAULT_TRANSACTION_VERSION),
-            "share.version": levels.get("share.version", DEFAULT_SHARE_VERSION)}
+            **{name: levels.get(name, default) for name, default in DEFAULTS.items()}}
 
 
 def share_groups_enabled(ctx) -> bool:
     """Whether share groups are on (``share.version`` >= 1): the share-group APIs answer
     UNSUPPORTED_VERSION otherwise, as Kafka 4.4.0's do."""
     return finalized_levels(ctx)["share.version"] >= 1
+
+
+def consumer_groups_enabled(ctx) -> bool:
+    """Whether the consumer group protocol is on: ``group.version`` >= 1 and ``consumer`` in
+    ``group.coordinator.rebalance.protocols`` (Kafka's isConsumerGroupProtocolEnabled)."""
+    return finalized_levels(ctx)["group.version"] >= 1 and _protocol_on(ctx, "consumer")
+
+
+def streams_groups_enabled(ctx) -> bool:
+    """Whether the streams group protocol is on: ``streams.version`` >= 1 and ``streams`` in
+    ``group.coordinator.rebalance.protocols``."""
+    return finalized_levels(ctx)["streams.version"] >= 1 and _protocol_on(ctx, "streams")
+
+
+def _protocol_on(ctx, protocol: str) -> bool:
+    config = getattr(ctx, "config", None)
+    return config is None or protocol in config.get("group.coordinator.rebalance.protocols")
 
 
 def finalized_epoch(ctx) -> int:

@@ -6,7 +6,8 @@ ready; else as the members sent it), the assignor (``sticky``), and every member
 process, endpoint, client tags, current tasks and target tasks. An empty group id is
 INVALID_GROUP_ID; a group that does not exist, or is not a streams group, GROUP_ID_NOT_FOUND
 with Kafka's message. DESCRIBE on the group is required (GROUP_AUTHORIZATION_FAILED), and
-DESCRIBE on the topology's topics (TOPIC_AUTHORIZATION_FAILED).
+DESCRIBE on the topology's topics (TOPIC_AUTHORIZATION_FAILED). With ``streams.version`` 0 every
+group is answered UNSUPPORTED_VERSION (no message), as Kafka's.
 
 v1's IncludeTopologyDescription (KIP-1331) asks for the description the topology description
 plugin stored. kbroker runs without one (see streams_group_topology_description_update), so, as
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from kbroker.coordinator.group.streams.assignor import NAME as ASSIGNOR
 from kbroker.handlers import handles
+from kbroker.handlers.features import streams_groups_enabled
 from kbroker.handlers.group_describe import NOT_REQUESTED, find_group
 from kbroker.protocol.errors import Errors
 from kbroker.security.authorizer import Op, ResourceType, allowed, authorized_operations
@@ -110,6 +112,10 @@ def handle_streams_group_describe(ctx, request):
     from kbroker.protocol.messages.streams_group_describe import \
         StreamsGroupDescribeResponse as R
 
+    if not streams_groups_enabled(ctx):  # streams.version 0: every group, without a message
+        return R(throttle_time_ms=0, groups=[
+            R.DescribedGroup(group_id=g, error_code=Errors.UNSUPPORTED_VERSION.code,
+                             authorized_operations=NOT_REQUESTED) for g in request.group_ids])
     groups = []
     for group_id in request.group_ids:
         described = describe(ctx, R, group_id)

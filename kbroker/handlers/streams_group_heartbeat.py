@@ -10,7 +10,9 @@ send every ``task.offset.interval.ms``, are accepted; the assignor does not use 
 no warm-up tasks). Before all that, as Kafka's KafkaApis: READ on the group
 (GROUP_AUTHORIZATION_FAILED), then a topology naming Kafka's internal topics or invalid topic
 names (STREAMS_INVALID_TOPOLOGY), then DESCRIBE on the topology's topics
-(TOPIC_AUTHORIZATION_FAILED); the two authorization failures carry no message.
+(TOPIC_AUTHORIZATION_FAILED); the two authorization failures carry no message. With
+``streams.version`` 0 (or ``streams`` left out of ``group.coordinator.rebalance.protocols``) the
+heartbeat is answered UNSUPPORTED_VERSION before any of that, as Kafka's.
 
 The internal topics the group is missing (status MISSING_INTERNAL_TOPICS) are created by the
 broker, once, in the background, with the partitions, replication factor and configs the
@@ -25,6 +27,7 @@ import logging
 from kbroker.coordinator.group.streams.heartbeat import HeartbeatRequest, heartbeat
 from kbroker.coordinator.group.streams.member import Endpoint, TaskTuple
 from kbroker.handlers import handles
+from kbroker.handlers.features import streams_groups_enabled
 from kbroker.metadata.image import INTERNAL_TOPICS, topic_name_problem
 from kbroker.metadata.topic_policy import NewTopic
 from kbroker.protocol.errors import Errors, KafkaError
@@ -111,6 +114,8 @@ async def handle_streams_group_heartbeat(ctx, request):
                      exc.error.name, f" ({exc.message})" if exc.message else "")
         return R(throttle_time_ms=0, error_code=exc.error.code, error_message=exc.message)
 
+    if not streams_groups_enabled(ctx):  # streams.version 0: Kafka answers without a message
+        return R(throttle_time_ms=0, error_code=Errors.UNSUPPORTED_VERSION.code)
     # Kafka's KafkaApis order: READ on the group, then the topology's topics (internal ones,
     # invalid names, DESCRIBE on each), and only then the coordinator's checks of the request.
     # Both authorization failures are answered without a message, as Kafka's are.

@@ -44,7 +44,7 @@ import logging
 import time
 from typing import Awaitable, Callable, Iterator, Mapping, Protocol
 
-from kbroker.metadata import partition_changes, topic_policy
+from kbroker.metadata import partition_changes, state_change, topic_policy
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage, PartitionState, TopicMetadata
 from kbroker.metadata.store import (AlreadyExistsError, Commit, FencedError, StaleMetadataError,
@@ -148,6 +148,7 @@ class Controller:
             if commit is None:
                 return None
             self._between_steps("committed", what)
+            state_change.committed(self.node_id, self._image, commit.delta, what)
             version = self._publish(commit.delta)
         self._between_steps("published", what)
         await self._reconciled(version)

@@ -19,12 +19,11 @@ Concurrency rule: the event loop owns it; the ISR write is the only task, one pe
 from __future__ import annotations
 
 import asyncio
-import logging
 
+from kbroker.metadata import state_change
 from kbroker.metadata.image import PartitionState
 from kbroker.protocol.errors import Errors, KafkaError
 
-log = logging.getLogger("kbroker.replicas")
 
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -120,9 +119,9 @@ class LeaderFollowers:
                 or end_offset < self.high_watermark or self.leader_epoch_start_offset is None
                 or end_offset < self.leader_epoch_start_offset):
             return
-        log.info("%s-%d: expanding the ISR from %s to %s: replica %d caught up to %d",
-                 self.topic, self.index, sorted(self.isr), sorted(self.isr | {replica_id}),
-                 replica_id, end_offset)
+        state_change.isr_proposed(self.local_replica_id, self.topic, self.index, self.isr,
+                                  self.isr | {replica_id},
+                                  f"replica {replica_id} caught up to {end_offset}")
         self._propose_isr(self.isr | {replica_id})
 
     def maybe_shrink_isr(self, now_ms: int, lag_time_max_ms: int) -> bool:
@@ -136,9 +135,10 @@ class LeaderFollowers:
                        .last_caught_up_ms > lag_time_max_ms}
         if not out_of_sync:
             return False
-        log.info("%s-%d: shrinking the ISR from %s to %s: %s not caught up within "
-                 "replica.lag.time.max.ms=%d", self.topic, self.index, sorted(self.isr),
-                 sorted(self.isr - out_of_sync), sorted(out_of_sync), lag_time_max_ms)
+        state_change.isr_proposed(self.local_replica_id, self.topic, self.index, self.isr,
+                                  self.isr - out_of_sync,
+                                  f"{sorted(out_of_sync)} not caught up within "
+                                  f"replica.lag.time.max.ms={lag_time_max_ms}")
         self._propose_isr(self.isr - out_of_sync)
         return True
 
@@ -155,8 +155,8 @@ class LeaderFollowers:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the writer's failure: lost, the next image decides
-            log.info("%s-%d: ISR change to %s not written (%s); waiting for the next metadata",
-                     self.topic, self.index, list(proposed.isr), exc)
+            state_change.isr_not_written(self.local_replica_id, self.topic, self.index,
+                                         proposed.isr, f"{exc}; waiting for the next metadata")
             if self._isr_task is not asyncio.current_task():
                 return  # leadership changed meanwhile and a newer proposal owns the state
             self._isr_task = None

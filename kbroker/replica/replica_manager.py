@@ -25,6 +25,7 @@ import time
 import uuid
 from typing import Callable, Iterator
 
+from kbroker.metadata import state_change
 from kbroker.metadata.image import MetadataImage, TopicMetadata
 from kbroker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from kbroker.replica.partition import (CONSUMER_REPLICA_ID, FOLLOWER, LEADER, Partition,
@@ -188,17 +189,23 @@ class ReplicaManager:
         replicas = topic.assignments[index]
         was_leader = partition.role == LEADER
         if partition.is_stale(state):
-            log.info("ignoring the state of %s-%d at leader epoch %d: this replica is at %d",
-                     topic.name, index, state.leader_epoch, partition.leader_epoch)
+            state_change.stale_state(self.node_id, topic.name, index, state,
+                                     partition.leader_epoch)
             return
+        was = _role(partition)
         if state.leader == self.node_id:
             changed = partition.make_leader(state, replicas, now_ms())
-            if changed and self._fetchers is not None:
-                self._fetchers.remove_partition(partition)
+            if changed:
+                state_change.became_leader(self.node_id, topic.name, index, state, replicas, was)
+                if self._fetchers is not None:
+                    self._fetchers.remove_partition(partition)
         else:
             changed = partition.make_follower(state, replicas)
-            if changed and self._fetchers is not None:
-                self._fetchers.add_partition(partition)
+            if changed:
+                state_change.became_follower(self.node_id, topic.name, index, state, replicas,
+                                             was)
+                if self._fetchers is not None:
+                    self._fetchers.add_partition(partition)
         if changed and (was_leader or partition.role == LEADER):
             self._tell_listeners(partition, partition.role == LEADER)
 
@@ -351,6 +358,8 @@ class ReplicaManager:
         partition = Partition(name, index, topic.topic_id, partition_log,
                               local_replica_id=self.node_id)
         if cluster:
+            state_change.replica_added(self.node_id, name, index,
+                                       self.log_manager.log_dir_of(name, index))
             partition.make_unattached()  # the state in the image decides what it is
             partition.isr_writer = self._isr_writer
         self._partitions[(name, index)] = partition
@@ -360,6 +369,8 @@ class ReplicaManager:
         for index in indexes:
             partition = self._partitions.pop((name, index), None)
             if partition is not None:
+                if self.cluster:
+                    state_change.replica_removed(self.node_id, name, index, _role(partition))
                 was_leader = partition.role == LEADER and (
                     self.cluster or self.image is not None and bool(self.image.brokers))
                 if self._fetchers is not None:
@@ -377,6 +388,14 @@ class ReplicaManager:
             path = os.path.join(log_dir, f"{name}-{index}")
             if os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def _role(partition: Partition) -> str:
+    if partition.role == LEADER:
+        return f"leader at epoch {partition.leader_epoch}"
+    if partition.role == FOLLOWER:
+        return f"follower of {partition.leader_id} at epoch {partition.leader_epoch}"
+    return "new"
 
 
 def _changed_topics(old: MetadataImage, new: MetadataImage) -> list[str]:

@@ -54,6 +54,7 @@ class Broker:
         self._token_credentials: dict = {}  # (token id, mechanism, issued) -> ScramCredential
         self._jwks_tasks: list[asyncio.Task] = []  # JWKS refreshers (OAUTHBEARER, KIP-768)
         self._stopped = asyncio.Event()
+        self._state_change_file = None  # the state-change log's own file, when configured
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -62,7 +63,10 @@ class Broker:
         from kbroker.metadata.local_store import LocalMetadataStore
         from kbroker.replica.replica_manager import ReplicaManager
         from kbroker.metadata.controller import Controller
+        from kbroker.metadata import state_change
         from kbroker.metadata.producer_ids import ProducerIdManager
+
+        self._state_change_file = state_change.open_file(self.config)  # before any change
 
         log_dirs = self.config.log_dirs
         # The two modes differ in their store only: a file in the data dir, or ZooKeeper.
@@ -231,6 +235,10 @@ class Broker:
             await self.controller.close()
         if self.replicas is not None:
             self.replicas.close()
+        if self._state_change_file is not None:
+            from kbroker.metadata import state_change
+            state_change.close_file(self._state_change_file)
+            self._state_change_file = None
         self._stopped.set()
 
     async def _join_cluster(self) -> None:

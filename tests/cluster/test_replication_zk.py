@@ -5,6 +5,7 @@ logs), and survives the loss of the leader."""
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 
@@ -13,6 +14,7 @@ from confluent_kafka import Consumer, Producer
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kbroker.metadata import state_change
 from tests.cluster.conftest import (SESSION_TIMEOUT_MS, metadata_view, start_brokers,
                                     stop_brokers, wait_for)
 
@@ -86,7 +88,8 @@ def _log_bytes(broker, topic) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
 
 
-def test_acks_all_writes_are_on_every_replica_and_survive_the_leader(cluster):
+def test_acks_all_writes_are_on_every_replica_and_survive_the_leader(cluster, caplog):
+    caplog.set_level(logging.INFO, logger=state_change.LOGGER)
     brokers, _ = cluster
     _create(brokers[1], "replicated", 1, 3, config={"min.insync.replicas": "2"})
     _, _, partitions = _wait_for(lambda: _same_everywhere(brokers.values(), "replicated"),
@@ -119,6 +122,12 @@ def test_acks_all_writes_are_on_every_replica_and_survive_the_leader(cluster):
     assert len(_produce(bootstrap, "replicated", second)) == 100
     consumed = _consume_all(bootstrap, "replicated", 400)
     assert consumed == first + second
+    # The state-change log tells the story (issue 36): the election, and the new leader.
+    changes = [r.getMessage() for r in caplog.records if r.name == state_change.LOGGER]
+    assert any(f": replicated-0: leader {leader}, leader epoch " in line
+               and f" -> leader {successor}, " in line for line in changes), changes
+    assert any(line.startswith(f"broker {successor}: leader of replicated-0 (was follower of "
+                               f"{leader} at epoch ") for line in changes), changes
 
 
 @pytest.mark.parametrize("cluster", [{"replica.lag.time.max.ms": "1500"}], indirect=True)

@@ -58,12 +58,15 @@ def test_api_versions_lists_features(broker, version):
     supported = {f.name: (f.min_version, f.max_version) for f in r.supported_features}
     # v3 leaves out features whose minimum is 0, as Kafka does.
     assert supported == ({"metadata.version": (33, 33), "transaction.version": (0, 2),
-                          "share.version": (0, 2)}
+                          "share.version": (0, 2), "group.version": (0, 1),
+                          "streams.version": (0, 1)}
                          if version >= 4 else {"metadata.version": (33, 33)})
     assert {f.name: (f.min_version_level, f.max_version_level)
             for f in r.finalized_features} == {"metadata.version": (33, 33),
                                                "transaction.version": (2, 2),
-                                               "share.version": (2, 2)}
+                                               "share.version": (2, 2),
+                                               "group.version": (1, 1),
+                                               "streams.version": (1, 1)}
     assert r.finalized_features_epoch >= 0
     assert any(k.api_key == UPDATE_FEATURES and k.max_version == 2 for k in r.api_keys)
 
@@ -106,9 +109,13 @@ def test_update_to_another_level_or_feature_fails(broker):
         "The update failed for all features since the following feature had an error: "
         "Invalid update version 3 for feature transaction.version. Local controller 1 only "
         "supports versions 0-2")
-    r = update(broker.bootstrap, 2, "group.version", 1)
+    r = update(broker.bootstrap, 2, "group.version", 2)
     assert r.error_code == INVALID_UPDATE_VERSION
-    assert r.error_message.endswith("Invalid update version 1 for feature group.version. "
+    assert r.error_message.endswith("Invalid update version 2 for feature group.version. "
+                                    "Local controller 1 only supports versions 0-1")
+    r = update(broker.bootstrap, 2, "kraft.version", 1)
+    assert r.error_code == INVALID_UPDATE_VERSION
+    assert r.error_message.endswith("Invalid update version 1 for feature kraft.version. "
                                     "Local controller 1 does not support this feature.")
 
 
@@ -119,8 +126,10 @@ def test_kafka_features_describe(broker):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = {line.split()[1]: line for line in done.stdout.splitlines() if line.startswith("Feature:")}
-    assert set(lines) == {"metadata.version", "transaction.version", "share.version"}, \
-        done.stdout
+    assert set(lines) == {"metadata.version", "transaction.version", "share.version",
+                          "group.version", "streams.version"}, done.stdout
+    assert "FinalizedVersionLevel: 1" in lines["group.version"]
+    assert "FinalizedVersionLevel: 1" in lines["streams.version"]
     assert "FinalizedVersionLevel: 2" in lines["share.version"]
     assert "FinalizedVersionLevel: 2" in lines["transaction.version"]
     assert "FinalizedVersionLevel: 4.4-IV2" in lines["metadata.version"]
