@@ -56,7 +56,7 @@ def _invalid(request) -> KafkaError | None:
         for name, tasks in (("ActiveTasks", request.active_tasks),
                             ("StandbyTasks", request.standby_tasks),
                             ("WarmupTasks", request.warmup_tasks)):
-            if tasks:
+            if tasks is None or tasks:  # null too, as Kafka's check
                 return bad(f"{name} must be empty when (re-)joining.")
         if request.topology is None:
             return bad("Topology must be non-null when (re-)joining.")

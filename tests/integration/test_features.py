@@ -168,3 +168,26 @@ def test_a_finalized_level_survives_a_restart(tmp_path):
         restarted, levels = finalized(again.bootstrap)
         assert levels["transaction.version"] == (1, 1)
         assert restarted == changed  # the same finalized state, so the same epoch
+
+
+def test_rebalance_protocols_switch_the_group_apis_off(tmp_path):
+    """``group.coordinator.rebalance.protocols`` without consumer or streams: their APIs answer
+    UNSUPPORTED_VERSION whatever the feature levels, as Kafka's; classic cannot be left out."""
+    from kbroker.config import BrokerConfig, ConfigError
+
+    with pytest.raises(ConfigError, match="Disabling the 'classic' protocol is not supported"):
+        BrokerConfig({"group.coordinator.rebalance.protocols": "consumer,streams"})
+    with pytest.raises(ConfigError, match="'eager' is not one of"):
+        BrokerConfig({"group.coordinator.rebalance.protocols": "classic,eager"})
+    with running_broker(tmp_path / "data",
+                        {"group.coordinator.rebalance.protocols": "classic,streams"}) as b:
+        with Wire(b.bootstrap) as wire:
+            cls = messages.request_class(68)
+            r = wire.call(68, 1, cls(group_id="g", member_id="m" * 22, member_epoch=0,
+                                     rebalance_timeout_ms=30000, subscribed_topic_names=["t"],
+                                     topic_partitions=[]))
+            assert (r.error_code, r.error_message) == (35, None)
+            cls = messages.request_class(89)
+            r = wire.call(89, 0, cls(group_ids=["s"], include_authorized_operations=False))
+            # Served (NOT_COORDINATOR: no __consumer_offsets yet), not UNSUPPORTED_VERSION.
+            assert r.groups[0].error_code == 16
