@@ -258,6 +258,9 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     _d("config.providers", LS, [], "ConfigProvider classes for variable substitution.", LOW,
        update_mode=CW, unsupported=PLUGINS),
     # topics and logs
+    _d("max.request.partition.size.limit", I, 2000, "The most partitions one "
+       "DescribeTopicPartitions answer carries (the request's limit is capped to it).", LOW,
+       _AT1),
     _d("auto.create.topics.enable", B, True, "Create unknown topics on metadata and produce requests.",
        HIGH),
     _d("delete.topic.enable", B, True, "Allow DeleteTopics.", HIGH),

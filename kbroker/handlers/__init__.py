@@ -34,6 +34,7 @@ MODULES = {
     "configs": ("DescribeConfigs", "AlterConfigs", "IncrementalAlterConfigs"),
     "delete_records": ("DeleteRecords",),
     "cluster": ("DescribeCluster",),
+    "describe_topic_partitions": ("DescribeTopicPartitions",),
     "elect_leaders": ("ElectLeaders",),
     "reassignments": ("AlterPartitionReassignments", "ListPartitionReassignments"),
     "log_dirs": ("DescribeLogDirs",),

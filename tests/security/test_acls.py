@@ -263,3 +263,36 @@ def test_acl_apis_without_an_authorizer_answer_security_disabled(secure_broker):
                                                   AclOperation.READ)]).values():
             future.result(20)
     assert refused.value.args[0].code() == KafkaError.SECURITY_DISABLED
+
+
+def test_describe_topic_partitions_filters_by_describe(acl_broker):
+    """DescribeTopicPartitions (issue 36): a named topic without DESCRIBE is
+    TOPIC_AUTHORIZATION_FAILED whether or not it exists, after the described ones, without id or
+    operations; listing every topic leaves it out; a described one carries its operations."""
+    from kbroker.protocol import messages
+    from tests.integration.clients import Wire
+    from tests.security.test_denials import authenticate, handshake
+
+    visible, hidden = f"dtp-visible-{uuid.uuid4().hex[:6]}", f"dtp-hidden-{uuid.uuid4().hex[:6]}"
+    for name in (visible, hidden):
+        create_topic(acl_broker, name)
+    add_acls(acl_broker, binding(ResourceType.TOPIC, visible, "User:alice",
+                                 AclOperation.DESCRIBE))
+    cls = messages.request_class(75)
+
+    def describe(names):
+        with Wire(acl_broker.endpoints["SASL_PLAINTEXT"]) as wire:
+            assert handshake(wire, "PLAIN").error_code == 0
+            assert authenticate(wire, b"\0alice\0alice-secret").error_code == 0
+            return wire.call(75, 0, cls(topics=[cls.TopicRequest(name=n) for n in names],
+                                        response_partition_limit=100, cursor=None)).topics
+
+    absent = f"dtp-absent-{uuid.uuid4().hex[:6]}"
+    named = describe([hidden, visible, absent])
+    assert [(t.error_code, t.name) for t in named] == [(0, visible), (29, absent), (29, hidden)] \
+        or [(t.error_code, t.name) for t in named] == [(0, visible), (29, hidden), (29, absent)]
+    assert named[0].topic_authorized_operations == 1 << 8  # DESCRIBE only
+    assert all(t.topic_id.int == 0 and not t.partitions
+               and t.topic_authorized_operations == -(2**31) for t in named[1:])
+    listed = [t.name for t in describe([]) if t.name in (visible, hidden)]
+    assert listed == [visible]

@@ -145,6 +145,7 @@ ADVERTISED = {
     37: (0, 3),  # CreatePartitions
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 2),  # DescribeCluster
+    75: (0, 0),  # DescribeTopicPartitions
     43: (0, 2),  # ElectLeaders
     45: (0, 1),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
