@@ -8,12 +8,17 @@ opening request, INVALID_REQUEST, all for the whole request). Behaviour:
   ``acknowledge_error_code`` (INVALID_RECORD_STATE for offsets not acquired or held by another
   member, INVALID_REQUEST for malformed batches).
 - Records are acquired for the member from the session's partitions (a full request: the
-  request's own) up to ``max_records`` (whole batches unless ``share_acquire_mode`` is 1,
+  request's own; from epoch 1 on rotated by the epoch, so each partition takes its turn at going
+  first, as Kafka's round robin) up to ``max_records`` (whole batches unless ``share_acquire_mode`` is 1,
   KIP-1206) and ``max_bytes``; each partition answers whole batches and the ``acquired_records``
   ranges with their delivery counts; ``acquisition_lock_timeout_ms`` is the group's record lock
   duration. Long poll: the request waits up to ``max_wait_ms`` for new records or released ones
   while less than ``min_bytes`` could be acquired (estimated from the log, as Kafka's
-  DelayedShareFetch does) or, with ``min_bytes`` 1, until something is acquired.
+  DelayedShareFetch does) or, with ``min_bytes`` 1, until something is acquired. Partitions
+  whose share state is still loading take no part, and a full answer leaves them out (their
+  records come with a later fetch): a new group's first answer carries the partitions that
+  loaded first, as Kafka's. ``max_bytes`` is split evenly among the partitions able to
+  acquire.
 - v2 (KIP-1222): ``is_renew_ack`` requests carry only acknowledgements (RENEW extends locks);
   their max_bytes, min_bytes, max_records and max_wait_ms must be 0 (INVALID_REQUEST) and
   nothing is fetched.
@@ -104,7 +109,8 @@ async def _serve(ctx, request, manager, session, full, R):
         if full else session.partitions))
     fetched = {}
     if not final and not renew:
-        fetched = await _fetch(ctx, request, manager, order)
+        fetched = await _fetch(ctx, request, manager, _rotated(order,
+                                                               request.share_session_epoch))
 
     topics: dict = {}
     leaders: set[int] = set()  # KIP-951: the leaders named in NOT_LEADER_OR_FOLLOWER answers
@@ -112,6 +118,8 @@ async def _serve(ctx, request, manager, session, full, R):
     for key in keys:
         if final and key not in ack_results:
             continue
+        if full and key not in fetched and key not in ack_results:
+            continue  # still loading its state: left out, as Kafka's full answers leave it
         topic_id, index = key
         out = R.PartitionData(partition_index=index, records=b"", acquired_records=[])
         result = fetched.get(key)
@@ -144,6 +152,16 @@ async def _serve(ctx, request, manager, session, full, R):
     return R(throttle_time_ms=0, error_code=0, acquisition_lock_timeout_ms=lock_ms,
              responses=list(topics.values()),
              node_endpoints=node_endpoints(ctx, leaders, R.NodeEndpoint) if leaders else [])
+
+
+def _rotated(order: list, epoch: int) -> list:
+    """The fetch order: from epoch 1 on the partitions take turns at going first (Kafka's
+    PartitionRotateStrategy round robin), so that ``max_records`` does not always go to the
+    same ones. The answer keeps the session's order."""
+    if epoch < 1 or len(order) < 2:
+        return order
+    k = epoch % len(order)
+    return order[k:] + order[:k]
 
 
 def _must_answer(session, key, out, acknowledged: bool) -> bool:

@@ -3,10 +3,14 @@
 It owns every share partition this broker serves (one per group, topic and partition, created
 by the first ShareFetch that names it), the share sessions, and the acquisition-lock timers.
 
-- :meth:`fetch` loads the partitions, then acquires records for the member in request order
-  until ``max_records`` (whole batches in the default batch-optimized mode) or ``max_bytes``;
-  with nothing acquired it long-polls until new records reach the log, records are released
-  (by an acknowledgement, a lock timeout or a closed session), or ``max_wait_ms`` passes.
+- :meth:`fetch` starts loading the partitions not loaded yet and acquires records for the member
+  from those that are, in request order, until ``max_records`` (whole batches in the default
+  batch-optimized mode), each partition taking at most its even share of ``max_bytes``; with
+  nothing acquired it long-polls until a load finishes, new records reach the log, records are
+  released (by an acknowledgement, a lock timeout or a closed session), or ``max_wait_ms``
+  passes. As Kafka's DelayedShareFetch: the first answer of a new group carries the partitions
+  whose state loaded first, and a partition still loading is left out of the answer (its records
+  come with the next fetch).
 - :meth:`acknowledge` applies acknowledgements and persists them before answering.
 - :meth:`release_session` / :meth:`connection_closed` give a member's locked records back.
 - Lock timers: one asyncio timer per share partition, set to its earliest lock deadline; when it
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from dataclasses import dataclass, field
 
@@ -109,27 +114,46 @@ class SharePartitionManager:
         """``wanted``: [(SharePartitionKey, replica Partition)] in request order."""
         settings = self.settings(group_id)
         results: dict[SharePartitionKey, FetchedPartition] = {}
-        loaded = []
-        for key, replica in wanted:
-            partition = self.share_partition(key, replica)
-            try:
-                await partition.load(settings)
-            except KafkaError as exc:
-                results[key] = FetchedPartition(exc.error, exc.message)
-                continue
-            loaded.append(partition)
-        deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
-        while True:
-            remaining = deadline - time.monotonic()
-            if params.min_bytes > 1 and remaining > 0 and loaded \
-                    and self._acquirable_bytes(loaded, params, settings) < params.min_bytes:
-                await self._wait(loaded, remaining)
-                continue
-            acquired_any = self._acquire(member_id, loaded, params, settings, results)
-            remaining = deadline - time.monotonic()
-            if acquired_any or remaining <= 0 or not loaded:
-                return results
-            await self._wait(loaded, remaining)
+        if params.max_records <= 0 or params.max_bytes <= 0:
+            return results  # Kafka reads nothing then
+        min_bytes = min(params.min_bytes, params.max_bytes)
+        partitions = [self.share_partition(key, replica) for key, replica in wanted]
+        # Loads run on their own (shared by concurrent fetches). This fetch takes them in as
+        # they finish, one at a time, as Kafka's DelayedShareFetch is woken by each persister
+        # answer: it acquires from the partitions loaded before it and those taken in so far.
+        loading = {p.key: p.start_load(settings) for p in partitions if p.state is None}
+        usable = {p.key for p in partitions if p.key not in loading}
+        try:
+            if loading:
+                await asyncio.sleep(0)  # a read that needs no wait is done now
+            deadline = time.monotonic() + max(params.max_wait_ms, 0) / 1000
+            while True:
+                remaining = deadline - time.monotonic()
+                finished = [key for key, load in loading.items() if load.done()]
+                # At the deadline every finished load counts (Kafka's onComplete).
+                for key in finished if remaining <= 0 else finished[:1]:
+                    load = loading.pop(key)
+                    if not load.cancelled() and isinstance(load.exception(), KafkaError):
+                        results[key] = FetchedPartition(load.exception().error,
+                                                        load.exception().message)
+                    else:
+                        usable.add(key)
+                loaded = [p for p in partitions if p.key in usable and p.state is not None]
+                more = any(load.done() for load in loading.values())
+                if min_bytes > 1 and remaining > 0 and loaded \
+                        and self._acquirable_bytes(loaded, params, settings) < min_bytes:
+                    if not more:
+                        await self._wait(loaded, remaining, loading.values())
+                    continue
+                acquired_any = self._acquire(member_id, loaded, params, settings, results)
+                remaining = deadline - time.monotonic()
+                if acquired_any or (remaining <= 0 and not more) or not (loaded or loading):
+                    return results
+                if not more:
+                    await self._wait(loaded, remaining, loading.values())
+        finally:
+            for load in loading.values():  # still loading: the next fetch finds it loaded
+                load.add_done_callback(_retrieve)
 
     def _acquirable_bytes(self, partitions, params, settings) -> int:
         """What a fetch could take now, in bytes of whole batches from each partition's next
@@ -153,15 +177,23 @@ class SharePartitionManager:
         return total
 
     def _acquire(self, member_id, partitions, params, settings, results) -> bool:
-        bytes_left = params.max_bytes
+        """Acquire from ``partitions`` in order: ``max_records`` for them all, ``max_bytes``
+        split evenly among those that may acquire (Kafka's UNIFORM PartitionMaxBytesStrategy,
+        the remainder to a random one)."""
         records_left = params.max_records
         limits = limits_of(settings)
         now = _now_ms()
         acquired_any = False
+        able = [p for p in partitions if p.state.has_available()
+                or p.state.in_flight_count() < limits.max_record_locks]
+        share, extra = divmod(params.max_bytes, max(len(able), 1))
+        lucky = random.choice(able) if able and extra else None
+        able = set(map(id, able))
         for partition in partitions:
             key = partition.key
             out = results[key] = FetchedPartition()
-            if records_left <= 0 or bytes_left <= 0:
+            bytes_left = share + (extra if partition is lucky else 0)
+            if records_left <= 0 or id(partition) not in able:
                 continue
             try:
                 batches, raw = partition.read_batches(bytes_left, settings.isolation_level)
@@ -181,24 +213,26 @@ class SharePartitionManager:
                 if any(r.first_offset <= batch.last_offset and batch.base_offset <= r.last_offset
                        for r in ranges):
                     _append_region(out.records, region)
-                    bytes_left -= len(region)
             records_left -= sum(r.last_offset - r.first_offset + 1 for r in ranges)
             self._schedule_expiry(partition, settings, now + limits.lock_duration_ms)
         return acquired_any
 
-    async def _wait(self, partitions, timeout_s: float) -> None:
-        """Until new records reach one of the logs or records are released somewhere."""
+    async def _wait(self, partitions, timeout_s: float, loads=()) -> None:
+        """Until new records reach one of the logs, records are released somewhere, or one of
+        ``loads`` finishes."""
         released = asyncio.get_running_loop().create_future()
         self._waiters.add(released)
         waits = [released]
+        loads = list(loads)
         if self._wait_for_news is not None:
             waits.append(asyncio.ensure_future(self._wait_for_news(
                 [p.replica for p in partitions], timeout_s)))
         try:
-            await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits + loads, timeout=timeout_s,
+                               return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._waiters.discard(released)
-            for waiting in waits:
+            for waiting in waits:  # never the loads: they are shared
                 waiting.cancel()
 
     def _wake(self) -> None:
@@ -320,6 +354,12 @@ class SharePartitionManager:
                 partition.timer.cancel()
         for task in self._tasks:
             task.cancel()
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    """A load nobody waits for any more: its error is the next fetch's, not a log line."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _append_region(regions: list, region) -> None:

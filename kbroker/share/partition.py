@@ -64,15 +64,20 @@ class SharePartition:
         """Load once; concurrent callers wait for the same read. Raises KafkaError."""
         if self.state is not None:
             return
+        await asyncio.shield(self.start_load(settings))
+
+    def start_load(self, settings: ShareGroupSettings) -> asyncio.Future:
+        """The read of the state, started if none is under way: done once the state is loaded,
+        or failed with the KafkaError (the next call reads again)."""
         if self._loading is None:
-            self._loading = asyncio.ensure_future(self._read(settings))
-        loading = self._loading
-        try:
-            await asyncio.shield(loading)
-        except KafkaError:
-            if self._loading is loading:
-                self._loading = None  # the next fetch tries again
-            raise
+            self._loading = loading = asyncio.ensure_future(self._read(settings))
+
+            def done(future: asyncio.Future) -> None:
+                if future.cancelled() or future.exception() is not None:
+                    if self._loading is future:
+                        self._loading = None  # the next fetch tries again
+            loading.add_done_callback(done)
+        return self._loading
 
     async def _read(self, settings: ShareGroupSettings) -> None:
         result = await self.persister.read(self.key, self.replica.leader_epoch)

@@ -170,3 +170,51 @@ def scenario(bootstrap):
 
 def test_share_fetch_and_acknowledge_side_by_side(brokers):
     side_by_side(brokers, scenario)
+
+
+def first_polls(bootstrap: str) -> list:
+    """Issue 36: a librdkafka share consumer in explicit mode, new group, a topic of 2 partitions
+    with 50 records each: how many records (per partition) each poll returns. Kafka 4.4.0
+    answers the first fetch from the share partition whose state loaded first, so 50 then 50."""
+    import collections
+
+    from confluent_kafka import Producer, ShareConsumer
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource, ResourceType)
+
+    topic = f"fill-{uuid.uuid4().hex[:8]}"
+    group = f"fill-group-{uuid.uuid4().hex[:8]}"
+    ensure_topic(bootstrap, topic, 2)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 100})
+    for partition in (0, 1):
+        for i in range(50):
+            producer.produce(topic, value=b"v%03d" % i, partition=partition)
+    assert producer.flush(30) == 0
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit"})
+    polls, total, deadline = [], 0, time.monotonic() + 60
+    try:
+        consumer.subscribe([topic])
+        while total < 100 and time.monotonic() < deadline:
+            records = [m for m in consumer.poll(2.0) if m.error() is None]
+            if not records:
+                continue
+            polls.append(sorted(collections.Counter(m.partition() for m in records).values()))
+            total += len(records)
+            for record in records:
+                consumer.acknowledge(record)
+    finally:
+        consumer.close()
+    return polls
+
+
+def test_a_new_groups_first_fetch_carries_the_partition_loaded_first(brokers):
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(first_polls, bootstrap)
+                   for name, bootstrap in brokers.items()}
+        polls = {name: future.result() for name, future in futures.items()}
+    assert polls["kbroker"] == polls["kafka"] == [[50], [50]], polls
