@@ -148,9 +148,17 @@ def test_regex_subscription_picks_up_new_topics():
     async def main():
         shard = make_consumer_shard()
         t1 = shard.controller.add_topic("orders-1", 2)
-        shard.controller.add_topic("other", 2)
-        r = await hb(shard, member="a", topics=None, subscribed_topic_regex="orders-.*")
-        assert parts(r, t1) == [0, 1] and len(r.assignment) == 1
+        t3 = shard.controller.add_topic("other", 2)
+        # The regex is resolved off the heartbeat path (a shard operation of its own, Kafka's
+        # order): the joining heartbeat assigns the literal topic only, a later one the rest.
+        r = await hb(shard, member="a", topics=["other"], subscribed_topic_regex="orders-.*")
+        assert owned_of(r) == [(t3, [0, 1])]
+        assert "orders-.*" not in shard.consumer_groups["g"].resolved
+        for _ in range(20):  # the scheduled resolution runs
+            await asyncio.sleep(0)
+        assert shard.consumer_groups["g"].resolved["orders-.*"].topics == {"orders-1"}
+        r = await hb(shard, member="a", epoch=r.member_epoch, topics=None, owned=owned_of(r))
+        assert parts(r, t1) == [0, 1] and len(r.assignment) == 2
         with pytest.raises(KafkaError) as err:
             await hb(shard, member="b", topics=None, subscribed_topic_regex="orders-(")
         assert err.value.error is Errors.INVALID_REGULAR_EXPRESSION

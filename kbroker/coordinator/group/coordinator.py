@@ -154,7 +154,7 @@ def share_topics_deleted(shard, topic_ids: set) -> None:
 def consumer_topics_changed(shard, changed: set, created: bool) -> None:
     from kbroker.coordinator.group.consumer import subscription
     from kbroker.coordinator.group.consumer.regex import REFRESH_MIN_INTERVAL_MS
-    from kbroker.coordinator.runtime import CoordinatorResult, now_ms
+    from kbroker.coordinator.runtime import now_ms
     now = now_ms()
     for group in shard.consumer_groups.values():
         if any(topic in group.subscribed for topic in changed):
@@ -162,6 +162,4 @@ def consumer_topics_changed(shard, changed: set, created: bool) -> None:
         if created and group.regex_subscribers:
             last, _ = group.last_regex_refresh()
             delay = max(0, last + REFRESH_MIN_INTERVAL_MS + 1 - now)
-            gid = group.group_id
-            shard.schedule(("consumer-regex", gid), delay, lambda s, g=gid: CoordinatorResult(
-                subscription.refresh_regexes(s, g, now_ms())))
+            subscription.schedule_refresh(shard, group.group_id, delay)

@@ -243,14 +243,16 @@ def replace_member(group: ConsumerGroup, old: ConsumerGroupMember, new: Consumer
 
 def update_target(shard, group: ConsumerGroup, change, member, updated, now: int,
                   records: list) -> tuple[int, dict]:
-    """(target epoch, the member's target) after computing a new target when it is due; when
-    ``consumer.assignment.interval.ms`` holds it back, a timer computes it once the interval
-    has passed, so that members heartbeating later find it ready (:func:`assign_later`)."""
+    """(target epoch, the member's target) after computing a new target when it is due. When
+    ``consumer.assignment.interval.ms`` holds it back (the last one was computed less than the
+    interval ago), the member keeps the current target and the first heartbeat after the
+    interval computes it: nothing computes it off a heartbeat, as in Kafka's
+    GroupMetadataManager (a timer would move the interval's start and hold back the next
+    subscription change of every member)."""
     if group.assignment_epoch >= change.epoch:
         return group.assignment_epoch, target_for(group, updated)
     interval = settings.assignment_interval_ms(shard, group.group_id)
     if not target.can_compute(group.assignment_timestamp, interval, now):
-        assign_later(shard, group.group_id, group.assignment_timestamp + interval - now)
         return group.assignment_epoch, target_for(group, updated)
     assignor = group.preferred_assignor(member, updated) or settings.default_assignor(shard)
     kind = change.subscription
@@ -288,32 +290,3 @@ def maybe_reconcile(shard, group: ConsumerGroup, member: ConsumerGroupMember, ta
             else:
                 shard.cancel((membership.REBALANCE, group.group_id, updated.member_id))
     return updated
-
-
-ASSIGN = "consumer-assign"
-
-
-def assign_later(shard, group_id: str, delay_ms: int) -> None:
-    """Compute the group's target assignment in ``delay_ms`` (once: a timer already armed
-    stays)."""
-    key = (ASSIGN, group_id)
-    if not shard.runtime.has_timer(shard.partition_index, key):
-        shard.schedule(key, max(delay_ms, 0), lambda s: CoordinatorResult(
-            assign_now(s, group_id, now_ms())))
-
-
-def assign_now(shard, group_id: str, now: int) -> list:
-    """The records of a new target assignment for the whole group, when its epoch is ahead."""
-    group = shard.consumer_groups.get(group_id)
-    if group is None or group.assignment_epoch >= group.group_epoch or not group.members:
-        return []
-    interval = settings.assignment_interval_ms(shard, group_id)
-    if not target.can_compute(group.assignment_timestamp, interval, now):
-        assign_later(shard, group_id, group.assignment_timestamp + interval - now)
-        return []
-    assignor = group.preferred_assignor() or settings.default_assignor(shard)
-    kind = subscription_type(group.regex_subscribers, group.subscribed, len(group.members))
-    records, _ = target.build(group, group.group_epoch, assignor, kind, shard.image, now)
-    log.info("group %s: computed a new target assignment for epoch %d with the '%s' assignor",
-             group_id, group.group_epoch, assignor)
-    return records

@@ -115,6 +115,10 @@ def fence_records(shard, group: ConsumerGroup, members: list) -> list:
     counts = group.subscribed_names_without(members, deleted)
     epoch = group.group_epoch + 1
     records.append(rec.group_epoch(gid, epoch, shard.metadata_hash(counts)))
+    if len(members) == len(group.members):
+        # The group is left empty: its target is empty at the new epoch, and its timestamp 0
+        # lets the next member's target be computed at once (Kafka's consumerGroupFenceMembers).
+        records.append(rec.target_metadata(gid, epoch, 0))
     log.info("group %s: bumped the group epoch to %d (%d member(s) removed)", gid, epoch,
              len(members))
     return records
@@ -198,6 +202,3 @@ def on_loaded(shard, group: ConsumerGroup) -> None:
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             schedule_rebalance(shard, group.group_id, member.member_id, member.member_epoch,
                                member.rebalance_timeout_ms)
-    if group.members and group.group_epoch > group.assignment_epoch:
-        from kbroker.coordinator.group.consumer.heartbeat import assign_later
-        assign_later(shard, group.group_id, 0)  # the target it was waiting for

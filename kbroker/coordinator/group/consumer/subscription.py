@@ -6,12 +6,15 @@ the subscribed topics' metadata hash (KIP-1101: ids, partition counts, racks) ch
 latter is checked when a member's subscription changed or the group's metadata refresh is due
 (topics it subscribes to were created, changed or deleted).
 
-Kafka resolves regexes asynchronously and writes the result in a later operation; kbroker's RE2
-scan is fast enough to run inside the heartbeat, so a regex is resolved (and its records written)
-in the same batch as the heartbeat that brought it. The refresh rules are Kafka's otherwise: a
-group's regexes are re-resolved together when one is unresolved, when topics were created since
-they were resolved (at most every 10 s) and at least every
-``group.consumer.regex.refresh.interval.ms``.
+Regexes are resolved off the heartbeat path, as Kafka's GroupMetadataManager resolves them: a
+heartbeat that brings a new regex (or finds a refresh due) schedules one resolution of the
+group's regexes as a shard operation of its own (:func:`schedule_refresh`, one at a time), which
+writes the regex records and bumps the group epoch when what they match changed; the target
+follows at a member's next heartbeat. Until then the member is assigned its literal topics only:
+a subscription to a regex and a literal topic gets the literal topic's partitions first, as on
+Kafka. The refresh rules are Kafka's: a group's regexes are re-resolved together when one is
+unresolved, when topics were created since they were resolved, and at least every
+``group.consumer.regex.refresh.interval.ms``, never twice within 10 s.
 """
 
 from __future__ import annotations
@@ -40,12 +43,22 @@ class SubscriptionUpdate:
     subscription: object       # SubscriptionType after this change
 
 
-def refresh_due(shard, group: ConsumerGroup, regex_set: dict, now: int,
-                brought_new: bool) -> bool:
+REFRESH = "consumer-regex"
+
+
+def schedule_refresh(shard, group_id: str, delay_ms: int = 0) -> None:
+    """Resolve the group's regexes in a shard operation of its own, in ``delay_ms`` (one at a
+    time: one already scheduled stays)."""
+    from kbroker.coordinator.runtime import CoordinatorResult, now_ms
+    key = (REFRESH, group_id)
+    if not shard.runtime.has_timer(shard.partition_index, key):
+        shard.schedule(key, max(delay_ms, 0), lambda s: CoordinatorResult(
+            refresh_regexes(s, group_id, now_ms())))
+
+
+def refresh_due(shard, group: ConsumerGroup, regex_set: dict, now: int) -> bool:
     if not regex_set:
         return False
-    if brought_new:
-        return True
     last_timestamp, last_version = group.last_regex_refresh()
     if now <= last_timestamp + regexes.REFRESH_MIN_INTERVAL_MS:
         return False
@@ -88,7 +101,6 @@ def update(shard, group: ConsumerGroup, old, new, now: int, records: list,
     resolved = dict(group.resolved)
     regex_changed = old_regex != new_regex
     regex_resolved_already = False
-    brought_new = False
     if regex_changed:
         if old_regex and group.regex_subscribers.get(old_regex) == 1:
             records.append(rec.regex_tombstone(group.group_id, old_regex))
@@ -96,16 +108,13 @@ def update(shard, group: ConsumerGroup, old, new, now: int, records: list,
         if new_regex:
             if group.regex_subscribers.get(new_regex, 0) == 0:
                 regexes.compile_regex(new_regex)  # INVALID_REGULAR_EXPRESSION
-                brought_new = True
             elif new_regex in resolved:
                 regex_resolved_already = True
         elif old_regex:
             regex_resolved_already = True
     regex_set = group.regex_subscribers_with(old, new)
-    resolution_changed = False
-    if refresh_due(shard, group, regex_set, now, brought_new):
-        fresh, resolution_changed = resolve_all(shard, group, list(regex_set), now, records)
-        resolved = {r: fresh[r] for r in fresh if r in regex_set}
+    if refresh_due(shard, group, regex_set, now):
+        schedule_refresh(shard, group.group_id)  # a new regex is assigned once resolved
     counts = group.subscribed_names_with(old, new)
     # Regexes the change (or the refresh) resolved differently count their new topics.
     for pattern, found in resolved.items():
@@ -117,7 +126,7 @@ def update(shard, group: ConsumerGroup, old, new, now: int, records: list,
                 _count(counts, topic, 1, -1)
         for topic in found.topics:
             _count(counts, topic, 1, +1)
-    bump = names_changed or regex_resolved_already or resolution_changed
+    bump = names_changed or regex_resolved_already
     members = len(group.members) + (1 if is_new_member else 0)
     subscription = subscription_type(regex_set, counts, members)
     epoch = group.group_epoch
@@ -138,12 +147,13 @@ def update(shard, group: ConsumerGroup, old, new, now: int, records: list,
 
 
 def refresh_regexes(shard, group_id: str, now: int) -> list:
-    """A timer's refresh after topics were created: regex records, and an epoch bump when
-    what they match changed (the target follows at the members' next heartbeat)."""
+    """The scheduled resolution (a heartbeat found it due, or topics were created): regex
+    records, and an epoch bump when what they match changed (the target follows at the members'
+    next heartbeat)."""
     group = shard.consumer_groups.get(group_id)
     if group is None or not group.regex_subscribers:
         return []
-    if not refresh_due(shard, group, group.regex_subscribers, now, False):
+    if not refresh_due(shard, group, group.regex_subscribers, now):
         return []
     records: list = []
     resolved, changed = resolve_all(shard, group, list(group.regex_subscribers), now, records)
