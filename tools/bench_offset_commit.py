@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kbroker.coordinator.group.records import partition_for  # noqa: E402
+from kbroker.coordinator.partitioning import partition_for  # noqa: E402
 from kbroker.protocol import messages  # noqa: E402
 from tests.integration.clients import Wire  # noqa: E402
 from tools.cluster_faults.cluster import attach, launch  # noqa: E402

@@ -40,62 +40,16 @@ from kbroker.handlers import handles
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, ResourceType, check
 from kbroker.telemetry import subscriptions
+from kbroker.telemetry.stored import (PREFIX, broker_configs_only,  # noqa: F401
+                                      stored_subscriptions, subscriptions_kept)
 from kbroker.telemetry.manager import ClientInfo
 
 log = logging.getLogger("kbroker.configs")
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-PREFIX = "kbroker.client.metrics:"
 _TYPES = {subscriptions.METRICS: ConfigType.LIST, subscriptions.INTERVAL_MS: ConfigType.INT,
           subscriptions.MATCH: ConfigType.LIST}
-
-
-# --- where subscriptions are kept ---------------------------------------------------------------
-
-def stored_subscriptions(image) -> dict[str, dict]:
-    """Subscription name -> its configs, from the metadata image."""
-    found = {}
-    for key, value in image.broker_configs(cluster_default=True).items():
-        if key.startswith(PREFIX):
-            try:
-                found[key[len(PREFIX):]] = dict(json.loads(value))
-            except (ValueError, TypeError):
-                log.warning("ignoring the unreadable client metrics subscription %r", key)
-    return found
-
-
-def broker_configs_only(configs: dict) -> dict:
-    """Dynamic broker configs without the subscriptions kept beside them."""
-    return {k: v for k, v in configs.items() if not k.startswith(PREFIX)}
-
-
-def subscriptions_kept(image) -> dict:
-    """The entries holding subscriptions, to write back with a change of broker configs."""
-    return {k: v for k, v in image.broker_configs(cluster_default=True).items()
-            if k.startswith(PREFIX)}
-
-
-class ClientMetricsFollower:
-    """Image listener: subscriptions, as stored, become the manager's."""
-
-    def __init__(self, manager):
-        self.manager = manager
-
-    def apply(self, old, new):
-        if old is None or old.broker_configs(cluster_default=True) != \
-                new.broker_configs(cluster_default=True):
-            parsed = {}
-            for name, configs in stored_subscriptions(new).items():
-                try:
-                    subscription = subscriptions.validate(name, configs)
-                except KafkaError as exc:
-                    log.warning("client metrics subscription %r not applied: %s", name, exc)
-                    continue
-                if subscription is not None:
-                    parsed[name] = subscription
-            self.manager.set_subscriptions(parsed)
-        return iter(())
 
 
 # --- DescribeConfigs and (Incremental)AlterConfigs of CLIENT_METRICS ---------------------------

@@ -114,7 +114,7 @@ class Broker:
         self.controller.subscribe(self.txn_coordinator.runtime)
         self.controller.subscribe(self.share_coordinator.runtime)
         self.controller.subscribe(self.share_coordinator)  # drops states of deleted topics
-        from kbroker.handlers.client_metrics import ClientMetricsFollower
+        from kbroker.telemetry.stored import ClientMetricsFollower
         from kbroker.telemetry.manager import ClientMetricsManager
         self.client_metrics = ClientMetricsManager(
             self.config.get("telemetry.max.bytes"), self.config.get("kbroker.telemetry.max.series"),

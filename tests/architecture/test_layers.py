@@ -14,6 +14,10 @@ and import each other in neither direction. The rules:
   ``replica/log_settings.py``);
 - ``testing`` imports nothing from ``cli`` and ``cli`` nothing from ``testing``;
 - ``admin_client`` imports no other kbroker module;
+- ``telemetry`` imports only ``protocol`` (the handlers and the server use it, not the reverse);
+- the three coordinators share ``coordinator/runtime.py``, ``timeline.py``, ``partitioning.py``
+  and ``interbroker.py``; the transaction and share coordinators import nothing of the group
+  coordinator's;
 - only ``metadata/controller.py`` writes the metadata store (calls its mutating methods).
 """
 
@@ -65,6 +69,9 @@ RULES = {
     # share partitions may use the share coordinator's persister contract, nothing else of it
     "share": ["handlers", "server", "log", "cli", "testing"],
     "metadata": ["handlers", "server", "log", "coordinator"],
+    # client telemetry: its manager, subscriptions and their image listener; only protocol below
+    "telemetry": ["handlers", "server", "coordinator", "replica", "metadata", "log", "security",
+                  "share", "cli", "testing"],
     "replica": ["handlers", "server", "coordinator"],
     "log": ["handlers", "server", "coordinator", "replica", "metadata"],
     "protocol": ["handlers", "server", "coordinator", "replica", "metadata", "log", "config"],
@@ -88,6 +95,19 @@ def test_layer_imports_point_downward(layer):
             for name in _imports_layer(imports, forbidden):
                 violations.append(f"{path.relative_to(ROOT.parent)} imports {name}")
     assert not violations, "\n".join(violations)
+
+
+def test_the_coordinators_share_only_their_common_parts():
+    """The transaction and share coordinators (issue 34's homes) import nothing from the group
+    coordinator's package: the shard rule, the inter-broker channel, the runtime and the
+    timeline maps live in kbroker/coordinator/ itself."""
+    offenders = []
+    for sub in ("txn", "share"):
+        for path in sorted((ROOT / "coordinator" / sub).rglob("*.py")):
+            for name in _imports(path):
+                if name.startswith("kbroker.coordinator.group"):
+                    offenders.append(f"{path.relative_to(ROOT.parent)} imports {name}")
+    assert not offenders, "\n".join(offenders)
 
 
 def test_every_rule_names_a_layer_that_exists():

@@ -42,7 +42,7 @@ def resolve(cluster: Cluster, target: str, topic: str) -> int | None:
     elif target == "coordinator":
         # The group coordinator of the schedule's group ("group-<name>" for topic
         # "faults-<name>"): the leader of the group's __consumer_offsets partition.
-        from kbroker.coordinator.group.records import partition_for
+        from kbroker.coordinator.partitioning import partition_for
         group = "group-" + topic.removeprefix("faults-")
         partitions = len(cluster.assignment("__consumer_offsets"))
         broker = cluster.leader("__consumer_offsets", partition_for(group, partitions)) \

@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 from kbroker.coordinator.group import offsets
-from kbroker.coordinator.group.records import partition_for
+from kbroker.coordinator.partitioning import partition_for
 from kbroker.coordinator.group.shard import GroupShard, TopicChanges
 from kbroker.coordinator.runtime import CoordinatorRuntime
 from kbroker.protocol.errors import KafkaError

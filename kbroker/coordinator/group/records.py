@@ -10,11 +10,12 @@ when the commit carries an expire timestamp (OffsetCommit v2-4 retention time); 
 
 from __future__ import annotations
 
-import functools
 import struct
 import uuid
 from dataclasses import dataclass
 
+# The shard rule lives with the three coordinators' common parts; re-exported for group ids.
+from kbroker.coordinator.partitioning import java_string_hash, partition_for  # noqa: F401
 from kbroker.protocol.messages.group_metadata_key import GroupMetadataKey
 from kbroker.protocol.messages.group_metadata_value import GroupMetadataValue
 from kbroker.protocol.messages.offset_commit_key import OffsetCommitKey
@@ -27,26 +28,6 @@ OFFSET_COMMIT_TYPE = 1
 LEGACY_OFFSET_COMMIT_TYPE = 0
 GROUP_METADATA_TYPE = 2
 GROUP_METADATA_VERSION = 3
-
-
-# Every group, transaction and share request hashes its key to find its shard: a Python loop
-# over the key's UTF-16 code units (~5 us for a 40-character group id, ~8% of a heartbeat's
-# broker time). The hash of a string never changes, so the recent ones are kept (bounded, so
-# clients making up new ids cost memory only up to the bound).
-@functools.lru_cache(maxsize=16384)
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, int32 overflow)."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode()) % numPartitions`` (abs(MIN_VALUE) is 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
 @dataclass(slots=True)

@@ -34,7 +34,7 @@ from kbroker.coordinator.share.persister import (ReadResult, SharePartitionKey, 
                                                  SummaryResult, WriteResult)
 from kbroker.coordinator.share.records import partition_for
 from kbroker.coordinator.share.shard import ShareShard
-from kbroker.coordinator.txn.marker_channel import MarkerChannel
+from kbroker.coordinator.interbroker import InterBrokerChannel
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.replica.broker_client import BrokerClientError
 
@@ -200,7 +200,7 @@ class BrokerPersister:
         self.node_id = coordinator.partitions.node_id
         self.timeout_s = config.get("request.timeout.ms") / 1000
         partitions = coordinator.partitions
-        self.channel = MarkerChannel(
+        self.channel = InterBrokerChannel(
             self.node_id, self.timeout_s, "share-state",
             lambda: getattr(partitions, "inter_broker_security", None))
         self._closed = False

@@ -15,7 +15,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from kbroker.coordinator.group.records import partition_for as _partition_for
+from kbroker.coordinator.partitioning import partition_for as _partition_for
 from kbroker.coordinator.share.persister import NO_OFFSET, SharePartitionKey, StateBatch
 from kbroker.protocol.messages.share_snapshot_key import ShareSnapshotKey
 from kbroker.protocol.messages.share_snapshot_value import ShareSnapshotValue

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from kbroker.coordinator.interbroker import InterBrokerChannel
 from kbroker.coordinator.runtime import CoordinatorRuntime, now_ms
 from kbroker.coordinator.txn import describe as reads
 from kbroker.coordinator.txn import operations as ops
@@ -76,8 +77,8 @@ class TransactionCoordinator:
         security = lambda: getattr(partitions, "inter_broker_security", None)  # noqa: E731
         self.marker_channel = MarkerChannel(partitions.node_id, timeout_s, "txn-markers",
                                             security)
-        self.verify_channel = MarkerChannel(partitions.node_id, timeout_s, "txn-verify",
-                                            security)
+        self.verify_channel = InterBrokerChannel(partitions.node_id, timeout_s, "txn-verify",
+                                                 security)
         self._stopping = False
         self._timeouts: asyncio.Task | None = None
         self._expiry: asyncio.Task | None = None

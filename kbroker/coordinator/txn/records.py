@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 
-from kbroker.coordinator.group.records import partition_for as _partition_for
+from kbroker.coordinator.partitioning import partition_for as _partition_for
 from kbroker.coordinator.txn.state import TxnMetadata, TxnState
 from kbroker.protocol.messages.transaction_log_key import TransactionLogKey
 from kbroker.protocol.messages.transaction_log_value import TransactionLogValue

@@ -11,7 +11,7 @@ NETWORK_EXCEPTION when the leader cannot be reached.
 
 from __future__ import annotations
 
-from kbroker.coordinator.txn.marker_channel import MarkerChannel
+from kbroker.coordinator.interbroker import InterBrokerChannel
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.messages.list_offsets import ListOffsetsRequest
 from kbroker.replica.broker_client import BrokerClientError
@@ -30,7 +30,7 @@ class PartitionEndOffsets:
         self.replicas = replicas
         self.image = image
         self.listener = inter_broker_listener
-        self.channel = MarkerChannel(node_id, timeout_s, "end-offsets", security)
+        self.channel = InterBrokerChannel(node_id, timeout_s, "end-offsets", security)
 
     def close(self) -> None:
         self.channel.close()
