@@ -273,11 +273,13 @@ class CoordinatorRuntime:
         node = getattr(self.partitions, "node_id", None)
         return topic is not None and (node is None or topic.state(index).leader == node)
 
-    def apply(self, old, new):
+    def apply(self, old, new, delta):
         """Image listener: load the shards whose partition this broker came to lead (on a single
         node: every one, once the topic exists), unload those it no longer leads (their groups'
         clients get NOT_COORDINATOR and find the new coordinator). Subscribed after the replica
         manager, so the partition has its new role before its shard loads."""
+        if self.topic not in delta.topic_names():
+            return
         before, after = old.topic(self.topic), new.topic(self.topic)
         if after is None or before is after:
             return

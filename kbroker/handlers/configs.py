@@ -432,8 +432,8 @@ class DynamicConfigFollower:
     def __init__(self, config):
         self.config = config
 
-    def apply(self, old, new):
-        if old.dynamic_broker_configs != new.dynamic_broker_configs:
+    def apply(self, old, new, delta):
+        if delta.broker_configs and old.dynamic_broker_configs != new.dynamic_broker_configs:
             for cluster_default in (True, False):
                 current = self.config.dynamic_configs(cluster_default=cluster_default)
                 wanted = client_metrics.broker_configs_only(

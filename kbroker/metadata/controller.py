@@ -61,9 +61,12 @@ Decide = Callable[[MetadataImage], "MetadataDelta | None"]
 
 
 class ImageListener(Protocol):
-    def apply(self, old: MetadataImage, new: MetadataImage) -> Iterator[None]:
-        """Bring local state from ``old`` to ``new``; yield between pieces of disk work. May
-        return ``{topic: OSError}`` for topics it could not apply (the rest are applied)."""
+    def apply(self, old: MetadataImage, new: MetadataImage,
+              delta: MetadataDelta) -> Iterator[None]:
+        """Bring local state from ``old`` to ``new``, which ``delta`` (every change published
+        between the two, merged) tells apart: a listener looks at what the delta names, never
+        walks the whole image. Yield between pieces of disk work. May return
+        ``{topic: OSError}`` for topics it could not apply (the rest are applied)."""
 
 
 class Controller:
@@ -77,6 +80,7 @@ class Controller:
         self._lock = asyncio.Lock()
         self._applied = image  # what listeners have reconciled to, at _applied_version
         self._applied_version = 0
+        self._changes = MetadataDelta()  # published since _applied, merged
         self._reconciler: asyncio.Task | None = None
         self._writes: set[asyncio.Task] = set()
         # Leaders' ISR changes waiting for the next batch: (topic, index) -> (state, waiter).
@@ -195,6 +199,7 @@ class Controller:
 
     def _publish(self, delta: MetadataDelta) -> int:
         self._image = self._image.apply(delta)
+        self._changes = self._changes.merged(delta)
         self._version += 1
         for name in delta.deleted:
             self._apply_failures.pop(name, None)
@@ -215,9 +220,10 @@ class Controller:
         in steps, until no newer image is waiting."""
         while self._applied_version < self._version:
             old, new, version = self._applied, self._image, self._version
+            delta, self._changes = self._changes, MetadataDelta()
             failures = {}
             for listener in self._listeners:
-                failures.update(await _drive(listener, old, new))
+                failures.update(await _drive(listener, old, new, delta))
             self._apply_failures.update(failures)
             self._applied, self._applied_version = new, version
 
@@ -532,10 +538,11 @@ def _refused_acls(commit: Commit | None) -> dict:
             for acl, exc in commit.refused.items()}
 
 
-async def _drive(listener: ImageListener, old: MetadataImage, new: MetadataImage) -> dict:
-    """Run ``listener.apply(old, new)`` to the end, giving the event loop a turn whenever a step
-    ran past STEP_BUDGET; its failures ({topic: OSError})."""
-    steps = listener.apply(old, new)
+async def _drive(listener: ImageListener, old: MetadataImage, new: MetadataImage,
+                 delta: MetadataDelta) -> dict:
+    """Run ``listener.apply(old, new, delta)`` to the end, giving the event loop a turn whenever
+    a step ran past STEP_BUDGET; its failures ({topic: OSError})."""
+    steps = listener.apply(old, new, delta)
     started = time.monotonic()
     try:
         while True:

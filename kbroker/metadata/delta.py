@@ -63,6 +63,14 @@ class Assignment:
         default_factory=lambda: _EMPTY)
 
 
+def deleted_topic_ids(old, new, delta: "MetadataDelta"):
+    """The ids of the topics ``delta`` deleted, or replaced by a topic of the same name."""
+    for name in delta.deleted | frozenset(delta.created):
+        before, after = old.topic(name), new.topic(name)
+        if before is not None and (after is None or after.topic_id != before.topic_id):
+            yield before.topic_id
+
+
 @dataclass(frozen=True)
 class MetadataDelta:
     created: Mapping[str, TopicMetadata] = field(default_factory=lambda: _EMPTY)
@@ -86,6 +94,12 @@ class MetadataDelta:
     @property
     def controller_changed(self) -> bool:
         return self.controller_id is not _UNCHANGED
+
+    def topic_names(self) -> frozenset[str]:
+        """Every topic this delta touches: created, deleted, reassigned, reconfigured, or with a
+        partition state changed (what an image listener has to look at, and nothing else)."""
+        return (frozenset(self.created) | self.deleted | frozenset(self.assignments)
+                | frozenset(self.topic_configs) | frozenset(t for t, _ in self.states))
 
     @property
     def touches_topics(self) -> bool:

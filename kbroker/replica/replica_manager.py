@@ -26,6 +26,7 @@ import uuid
 from typing import Callable, Iterator
 
 from kbroker.metadata import state_change
+from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage, TopicMetadata
 from kbroker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from kbroker.replica.partition import (CONSUMER_REPLICA_ID, FOLLOWER, LEADER, Partition,
@@ -252,7 +253,10 @@ class ReplicaManager:
                 log.warning("deleting the %d partition dir(s) of topic %s (id %s): the metadata "
                             "does not have it (an interrupted deletion or refused creation)",
                             topic.num_partitions, name, topic.topic_id)
-        steps = self.apply(on_disk, image)
+        # Every topic on either side: the one time the whole image is looked at.
+        steps = self.apply(on_disk, image, MetadataDelta(
+            created=dict(image.topics()),
+            deleted=frozenset(on_disk.topics()) - frozenset(image.topics())))
         try:
             while True:
                 next(steps)
@@ -272,20 +276,20 @@ class ReplicaManager:
         return MetadataImage.build(cluster_id, [
             TopicMetadata(name, ids[name], ((),) * (top + 1)) for name, top in highest.items()])
 
-    def apply(self, old: MetadataImage, new: MetadataImage):
+    def apply(self, old: MetadataImage, new: MetadataImage, delta):
         """Bring this broker's partitions from ``old`` to ``new``: delete the partitions of
         removed topics (or of a topic re-created under a new id), create missing ones, set new
         LogConfigs. Yields after each partition created or deleted, so the caller decides when
-        the event loop gets a turn. Topics are compared by identity (an image shares every
-        topic a change did not touch), and so, within a topic, are replica lists and states:
-        a leader change in a topic of 20,000 partitions touches one partition. In a cluster,
+        the event loop gets a turn. Only the topics ``delta`` names are looked at, and within
+        one, replica lists and states are compared by identity (an image shares what a change
+        did not touch): a leader change in a topic of 20,000 partitions touches one partition. In a cluster,
         only partitions assigned to this broker are hosted, each as its state says (see the
         module docstring). Returns ``{topic: OSError}`` for the topics whose partitions could
         not be made (what was made of them is removed again); the other topics are applied."""
         self.image = new
         cluster = self.cluster or bool(new.brokers)
         failures = {}
-        for name in _changed_topics(old, new):
+        for name in sorted(delta.topic_names()):
             before, after = old.topic(name), new.topic(name)
             try:
                 yield from self._apply_topic(name, before, after, cluster)
@@ -293,7 +297,7 @@ class ReplicaManager:
                 failures[name] = exc
                 if after is not None:
                     yield from self._remove_partitions(name, range(after.num_partitions))
-        if old.dynamic_broker_configs != new.dynamic_broker_configs:
+        if old.dynamic_broker_configs != new.dynamic_broker_configs:  # a small dict each
             # Topic settings default to broker configs: re-derive every topic's.
             for topic in new.topics().values():
                 config = self.log_config_for(topic)
@@ -396,13 +400,6 @@ def _role(partition: Partition) -> str:
     if partition.role == FOLLOWER:
         return f"follower of {partition.leader_id} at epoch {partition.leader_epoch}"
     return "new"
-
-
-def _changed_topics(old: MetadataImage, new: MetadataImage) -> list[str]:
-    old_topics, new_topics = old.topics(), new.topics()
-    changed = [name for name, topic in new_topics.items() if old_topics.get(name) is not topic]
-    changed += [name for name in old_topics if name not in new_topics]
-    return sorted(changed)
 
 
 def _replaced(before: TopicMetadata, after: TopicMetadata) -> bool:

@@ -86,13 +86,13 @@ class SharePartitionManager:
             partition = self._partitions[key] = SharePartition(key, replica, self.persister)
         return partition
 
-    def apply(self, old, new):
+    def apply(self, old, new, delta):
         """Image listener: drop the share partitions of deleted topics and of partitions this
         broker no longer leads, with their lock timers, as Kafka's SharePartitionManager does on
         a leadership change (the new leader loads the persisted state; a stale copy here would
         keep firing lock expiries against a fenced epoch, and deleted topics' copies would stay
         in memory for good)."""
-        if self.node_id is not None and (old is None or old.topics_by_id is not new.topics_by_id):
+        if self.node_id is not None and self._partitions and delta.touches_topics:
             for key, partition in list(self._partitions.items()):
                 topic = new.topic_by_id(key.topic_id)
                 if topic is not None and key.partition < topic.num_partitions and \

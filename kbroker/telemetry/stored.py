@@ -49,9 +49,10 @@ class ClientMetricsFollower:
     def __init__(self, manager):
         self.manager = manager
 
-    def apply(self, old, new):
-        if old is None or old.broker_configs(cluster_default=True) != \
-                new.broker_configs(cluster_default=True):
+    def apply(self, old, new, delta=None):
+        """``old`` None: the subscriptions stored so far (at start-up)."""
+        if old is None or (delta.broker_configs and old.broker_configs(cluster_default=True)
+                           != new.broker_configs(cluster_default=True)):
             parsed = {}
             for name, configs in stored_subscriptions(new).items():
                 try:

@@ -188,11 +188,11 @@ class Recorder:
         self.applied = []
         self.hold = False
 
-    def apply(self, old, new):
+    def apply(self, old, new, delta):
         while self.hold:
             time.sleep(0.011)
             yield
-        self.applied.append((old, new))
+        self.applied.append((old, new, delta))
         return {}
 
 
@@ -215,11 +215,15 @@ def test_listeners_reconcile_in_order_and_a_burst_in_one_go(tmp_path):
         await asyncio.gather(first, *rest)
 
     run(burst())
-    assert [set(new.topics()) for _, new in recorder.applied] == [
+    assert [set(new.topics()) for _, new, _ in recorder.applied] == [
         {"t0"}, {f"t{i}" for i in range(5)}]
     assert recorder.applied[0][0] is start
     assert recorder.applied[1][0] is recorder.applied[0][1]
     assert recorder.applied[1][1] is controller.image
+    # Each listener call carries the changes between its two images, merged (issue 34): the
+    # second one the four creations published while the first was held.
+    assert [set(delta.topic_names()) for _, _, delta in recorder.applied] == [
+        {"t0"}, {f"t{i}" for i in range(1, 5)}]
 
 
 def test_a_cancelled_request_does_not_stop_its_change(tmp_path):

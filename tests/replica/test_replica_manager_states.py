@@ -7,12 +7,18 @@ import uuid
 
 from kbroker.log import LogConfig
 from kbroker.log.log_manager import LogManager
+from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage, PartitionState, TopicMetadata
 from kbroker.replica.replica_manager import ReplicaManager
 
 
 def apply(replicas, old, new):
-    for _ in replicas.apply(old, new):
+    """What the controller hands its listeners: the two images and the delta between them
+    (here every topic whose object differs)."""
+    delta = MetadataDelta(
+        created={n: t for n, t in new.topics().items() if old.topic(n) is not t},
+        deleted=frozenset(n for n in old.topics() if new.topic(n) is None))
+    for _ in replicas.apply(old, new, delta):
         pass
 
 

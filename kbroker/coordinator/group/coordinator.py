@@ -8,6 +8,7 @@ import logging
 
 from kbroker.coordinator.group import offsets
 from kbroker.coordinator.partitioning import partition_for
+from kbroker.metadata.delta import deleted_topic_ids
 from kbroker.coordinator.group.shard import GroupShard, TopicChanges
 from kbroker.coordinator.runtime import CoordinatorRuntime
 from kbroker.protocol.errors import KafkaError
@@ -121,21 +122,18 @@ class _TopicListener:
     def __init__(self, coordinator: GroupCoordinator):
         self.coordinator = coordinator
 
-    def apply(self, old, new):
+    def apply(self, old, new, delta):
         changes = self.coordinator.topic_changes
         changes.version += 1
-        before, after = old.topics(), new.topics()
-        created = [n for n in after if n not in before]
+        created = [n for n in delta.created if old.topic(n) is None]
         if created:
             changes.created_version = changes.version
-        changed = {n for n, t in after.items() if before.get(n) is not t}
-        changed |= {n for n in before if n not in after}
+        changed = delta.topic_names()
         if changed:
             for shard in list(self.coordinator.runtime.shards.values()):
                 if not shard.loading:
                     consumer_topics_changed(shard, changed, bool(created))
-        deleted = {t.topic_id for n, t in before.items()
-                   if n not in after or after[n].topic_id != t.topic_id}
+        deleted = set(deleted_topic_ids(old, new, delta))
         if deleted:
             for shard in list(self.coordinator.runtime.shards.values()):
                 if not shard.loading and shard.share_groups:

@@ -35,6 +35,7 @@ from kbroker.coordinator.share.persister import (ReadResult, SharePartitionKey, 
 from kbroker.coordinator.share.records import partition_for
 from kbroker.coordinator.share.shard import ShareShard
 from kbroker.coordinator.interbroker import InterBrokerChannel
+from kbroker.metadata.delta import deleted_topic_ids
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.replica.broker_client import BrokerClientError
 
@@ -154,11 +155,11 @@ class ShareCoordinator:
         except KafkaError as exc:
             return result_cls(exc.error, exc.message)
 
-    def apply(self, old, new):
+    def apply(self, old, new, delta):
         """Image listener: when topics are deleted, every loaded shard writes tombstones for the
         share partition states of those topics, as Kafka's share coordinator does."""
-        if old.topics_by_id is not new.topics_by_id:
-            deleted = frozenset(tid for tid in old.topics_by_id if new.topic_by_id(tid) is None)
+        if delta.deleted or delta.created:
+            deleted = frozenset(deleted_topic_ids(old, new, delta))
             if deleted:
                 for index, shard in list(self.runtime.shards.items()):
                     if shard.loading or shard.load_error is not None:

@@ -77,7 +77,7 @@ class ControllerDuties:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def apply(self, old: MetadataImage, new: MetadataImage):
+    def apply(self, old: MetadataImage, new: MetadataImage, delta=None):
         """Image listener: a new image may call for a round."""
         if self._wake is not None:
             self._wake.set()
