@@ -184,8 +184,8 @@ class SharePartitionManager:
         limits = limits_of(settings)
         now = _now_ms()
         acquired_any = False
-        able = [p for p in partitions if p.state.has_available()
-                or p.state.in_flight_count() < limits.max_record_locks]
+        able = [p for p in partitions if p.state.in_flight_count() < limits.max_record_locks
+                or p.state.has_available()]  # the cheap test first
         share, extra = divmod(params.max_bytes, max(len(able), 1))
         lucky = random.choice(able) if able and extra else None
         able = set(map(id, able))
