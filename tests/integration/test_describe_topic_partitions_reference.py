@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import subprocess
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from kbroker.protocol import messages
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import Wire, ensure_topic
+from tests.integration.test_kafka_reference import side_by_side
 from tests.shared_kafka import run_kafka_tool
 
 DESCRIBE_TOPIC_PARTITIONS = 75
@@ -45,16 +45,6 @@ def topics(brokers):
         for key, name in names.items():
             ensure_topic(bootstrap, name, SIZES[key])
     return names
-
-
-def side_by_side(brokers, scenario, *args):
-    with ThreadPoolExecutor(2) as pool:
-        futures = {name: pool.submit(scenario, bootstrap, *args)
-                   for name, bootstrap in brokers.items()}
-        traces = {name: future.result() for name, future in futures.items()}
-    assert traces["kbroker"] == traces["kafka"], \
-        "\n".join(f"{name:8} {trace}" for name, trace in traces.items())
-    return traces["kafka"]
 
 
 def describe(bootstrap, names, limit=2000, cursor=None):
