@@ -22,6 +22,8 @@ import logging
 import logging.handlers
 import os
 
+from kbroker.startup import EXIT_CONFIG, StartupError
+
 LOGGER = "kbroker.state_change"
 log = logging.getLogger(LOGGER)
 _FORMAT = "[%(asctime)s] %(levelname)s %(message)s"
@@ -118,10 +120,17 @@ def open_file(config) -> logging.Handler | None:
     if not path:
         return None
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handler = logging.handlers.RotatingFileHandler(
-        path, maxBytes=config.get("kbroker.state.change.log.max.bytes"),
-        backupCount=config.get("kbroker.state.change.log.backups"), encoding="utf-8")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        handler = logging.handlers.RotatingFileHandler(
+            path, maxBytes=config.get("kbroker.state.change.log.max.bytes"),
+            backupCount=config.get("kbroker.state.change.log.backups"), encoding="utf-8")
+    except OSError as e:
+        raise StartupError(
+            f"kbroker.state.change.log.file={path} cannot be opened: "
+            f"{e.strerror or e.__class__.__name__}",
+            "give it a path in a writable directory, or unset it to keep these lines in the "
+            "broker's log", EXIT_CONFIG) from e
     handler.setFormatter(logging.Formatter(_FORMAT))
     log.addHandler(handler)
     log.propagate = False

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import pytest
+
 from kbroker.cli.log_limits import RepeatFilter
 from kbroker.config import BrokerConfig
 from kbroker.metadata import state_change
@@ -16,6 +18,7 @@ from kbroker.metadata.controller import Controller, NewTopic
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import PartitionState
 from kbroker.metadata.local_store import LocalMetadataStore
+from kbroker.startup import EXIT_CONFIG, StartupError
 
 NODE = 1
 
@@ -95,3 +98,14 @@ def test_its_own_file_is_rotated_by_size(tmp_path, caplog):
 def test_without_a_file_nothing_changes(tmp_path):
     assert state_change.open_file(BrokerConfig({})) is None
     assert logging.getLogger(state_change.LOGGER).propagate
+
+
+def test_a_file_that_cannot_be_opened_is_a_config_error_naming_the_key(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the log's directory would be")
+    config = BrokerConfig({"kbroker.state.change.log.file": str(blocker / "state-change.log")})
+    with pytest.raises(StartupError) as raised:
+        state_change.open_file(config)
+    assert raised.value.exit_code == EXIT_CONFIG
+    assert "kbroker.state.change.log.file=" in raised.value.problem
+    assert logging.getLogger(state_change.LOGGER).propagate  # nothing half-installed
