@@ -121,7 +121,10 @@ class LogDirMover:
                     continue
                 future.append_as_follower(data)
                 future.high_watermark = min(current.high_watermark, future.log_end_offset)
-                await self._pace(len(data), rate)
+                delay = self._charge(len(data), rate)
+                # Caught up: swap at once; the bytes still count against the next copy.
+                await asyncio.sleep(delay if future.log_end_offset < current.log_end_offset
+                                    else 0)
         except asyncio.CancelledError:
             raise
         except (KafkaError, OSError) as exc:
@@ -133,14 +136,13 @@ class LogDirMover:
             if self._tasks.get(key) is asyncio.current_task():
                 del self._tasks[key]
 
-    async def _pace(self, copied: int, rate: int) -> None:
-        """Give the loop a turn; past the byte rate, sleep until the rate allows more."""
-        if rate >= UNLIMITED or copied == 0:
-            await asyncio.sleep(0)
-            return
+    def _charge(self, copied: int, rate: int) -> float:
+        """Seconds to wait before copying more: the byte rate is shared by every move."""
+        if rate >= UNLIMITED:
+            return 0.0
         now = time.monotonic()
         self._next_free = max(self._next_free, now) + copied / rate
-        await asyncio.sleep(max(0.0, self._next_free - now))
+        return max(0.0, self._next_free - now)
 
     def _swap(self, partition, started: float) -> None:
         topic, index = partition.topic, partition.index
