@@ -454,7 +454,11 @@ class LogManager:
         log_dir = self._future_dir_of.pop(key)
         current = self._logs[key]
         future.high_watermark = min(current.high_watermark, future.log_end_offset)
-        future.close()  # flushes: segments, epochs, producer snapshot at the log end
+        # What the batches alone cannot rebuild comes from the current log, exact at the same
+        # end offset: an epoch begun at the log end (a leader with no append yet), and producers
+        # whose batches retention removed (kept until they expire, as on the current log).
+        future.close()  # flushes: segments, epochs, a producer snapshot at the log end
+        current.producer_state.take_snapshot(future.log_end_offset, into_dir=future.dir_path)
         current.delete()
         self._count_of[self._dir_of[key]] -= 1
         target = os.path.join(log_dir, f"{topic}-{partition}")
@@ -464,6 +468,10 @@ class LogManager:
                                   recovery_point=future.log_end_offset,
                                   log_start_offset=future.log_start_offset, clean_shutdown=True)
         moved.high_watermark = min(current.high_watermark, moved.log_end_offset)
+        latest = moved.leader_epoch_cache.latest_epoch  # (opening drops one at the log end)
+        for epoch, start in current.leader_epoch_cache.entries():
+            if latest is None or epoch > latest:
+                moved.leader_epoch_cache.assign(epoch, start)
         self._logs[key] = moved
         self._dir_of[key] = log_dir
         self._count_of[log_dir] += 1

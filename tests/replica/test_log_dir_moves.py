@@ -173,6 +173,24 @@ def test_a_move_under_writes_keeps_every_batch_and_the_producer_state(tmp_path):
     asyncio.run(run())
 
 
+def test_what_batches_cannot_carry_comes_from_the_current_log(tmp_path):
+    """A leader's epoch begun at the log end (no append yet) and a producer whose batches
+    DeleteRecords removed are on the moved log as they were on the current one."""
+    async def run():
+        replicas, partition, source, destination = hosted(tmp_path)
+        write(partition, 4, producer_id=9)
+        write(partition, 4)
+        partition.log.delete_records_before(20)  # producer 9's batches are gone
+        partition.log.leader_epoch_cache.assign(3, partition.log_end_offset)
+        epochs = partition.log.leader_epoch_cache.entries()
+        assert replicas.alter_log_dir("t", 0, destination) == Errors.NONE
+        await until_moved(replicas)
+        assert partition.log.leader_epoch_cache.entries() == epochs
+        assert partition.log.producer_state.producers[9].last_seq == 19
+        replicas.close()
+    asyncio.run(run())
+
+
 def test_pointing_back_at_the_current_dir_cancels_a_move(tmp_path):
     async def run():
         replicas, partition, source, destination = hosted(
