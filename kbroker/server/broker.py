@@ -59,7 +59,8 @@ class Broker:
     # --- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        from kbroker.handlers.configs import DynamicConfigFollower, restore_dynamic_configs
+        from kbroker.metadata.dynamic_configs import (DynamicConfigFollower,
+                                                      restore_dynamic_configs)
         from kbroker.metadata.local_store import LocalMetadataStore
         from kbroker.replica.replica_manager import ReplicaManager
         from kbroker.metadata.controller import Controller
