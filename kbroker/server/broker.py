@@ -88,28 +88,30 @@ class Broker:
         self.controller.subscribe(DynamicConfigFollower(self.config))
         self.controller.subscribe(self.replicas)
         self.producer_ids = ProducerIdManager(self.controller)
+        from kbroker.coordinator.share.coordinator import BrokerPersister, ShareCoordinator
+        # Loads the shards of __share_group_state (when it exists) by replaying them, once
+        # started; share partitions and share groups keep their state through its persister.
+        self.share_coordinator = ShareCoordinator(self.config, self.controller, self.replicas)
+        self.share_persister = BrokerPersister(self.share_coordinator, self.config)
         from kbroker.coordinator.group.coordinator import GroupCoordinator
-        # Loads the shards of __consumer_offsets (when it exists) by replaying them.
-        self.group_coordinator = GroupCoordinator(self.config, self.controller, self.replicas)
+        from kbroker.coordinator.group.share.end_offsets import PartitionEndOffsets
+        # Loads the shards of __consumer_offsets (when it exists) by replaying them. Share groups
+        # initialize and delete share-partition state through the persister, and read each
+        # partition's latest offset from its leader for DescribeShareGroupOffsets' lag.
+        self.group_coordinator = GroupCoordinator(
+            self.config, self.controller, self.replicas, share_persister=self.share_persister,
+            share_end_offsets=PartitionEndOffsets(
+                self.node_id, self.replicas, lambda: self.controller.image,
+                self.config.inter_broker_listener_name,
+                self.config.get("request.timeout.ms") / 1000,
+                lambda: getattr(self.replicas, "inter_broker_security", None)))
         self.group_coordinator.start()
         from kbroker.coordinator.txn.coordinator import TransactionCoordinator
         # Loads the shards of __transaction_state (when it exists); resumes markers, timeouts.
         self.txn_coordinator = TransactionCoordinator(self.config, self.controller, self.replicas,
                                                       self.producer_ids, self.group_coordinator)
         self.txn_coordinator.start()
-        from kbroker.coordinator.share.coordinator import BrokerPersister, ShareCoordinator
-        # Loads the shards of __share_group_state (when it exists) by replaying them.
-        self.share_coordinator = ShareCoordinator(self.config, self.controller, self.replicas)
         self.share_coordinator.start()
-        self.share_persister = BrokerPersister(self.share_coordinator, self.config)
-        # Share groups initialize and delete their share partitions' state through it.
-        self.group_coordinator.share_persister = self.share_persister
-        from kbroker.coordinator.group.share.end_offsets import PartitionEndOffsets
-        # DescribeShareGroupOffsets' lag: each partition's latest offset, from its leader.
-        self.group_coordinator.share_end_offsets = PartitionEndOffsets(
-            self.node_id, self.replicas, lambda: self.controller.image,
-            self.config.inter_broker_listener_name, self.config.get("request.timeout.ms") / 1000,
-            lambda: getattr(self.replicas, "inter_broker_security", None))
         # Coordinator shards follow leadership of their internal-topic partition (on a single
         # node: the topic's creation); listeners run in order, so the partition has its new
         # role before its shard loads.

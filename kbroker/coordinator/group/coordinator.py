@@ -20,7 +20,8 @@ TOPIC = "__consumer_offsets"
 
 
 class GroupCoordinator:
-    def __init__(self, config, controller, partitions):
+    def __init__(self, config, controller, partitions, share_persister=None,
+                 share_end_offsets=None):
         self.config = config
         self.controller = controller
         self.topic_changes = TopicChanges()
@@ -35,13 +36,13 @@ class GroupCoordinator:
         self._background: set[asyncio.Task] = set()  # initializations, topic creations
         self._creating: set[str] = set()  # streams internal topics being created here
         # The share coordinator's persister (kbroker.coordinator.share.persister.Persister):
-        # share groups initialize, read and delete share-partition state through it. The broker
-        # sets it once its share coordinator exists; until then no partition is initialized, so
-        # share groups get no assignment.
-        self.share_persister = None
+        # share groups initialize, read and delete share-partition state through it. Without one
+        # (tests of other group types) no partition is initialized, so share groups get no
+        # assignment.
+        self.share_persister = share_persister
         # Each partition's latest offset, from its leader, for DescribeShareGroupOffsets' lag
-        # (kbroker.coordinator.group.share.end_offsets.PartitionEndOffsets); the broker sets it.
-        self.share_end_offsets = None
+        # (kbroker.coordinator.group.share.end_offsets.PartitionEndOffsets).
+        self.share_end_offsets = share_end_offsets
 
     def group_configs(self, group_id: str):
         """A group's configs (the GROUP resource) as the current metadata image holds them:
