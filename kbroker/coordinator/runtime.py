@@ -116,6 +116,9 @@ class Shard:
         self.loading = True
         self.load_error: str | None = None  # why the last load attempt failed
         self.timeline = SnapshotRegistry()
+        # The time of the records being replayed, set by the runtime (replay itself reads no
+        # clock, and loading reads none at all): a write's time, or a loaded batch's timestamp.
+        self.replay_time_ms = 0
 
     def timeline_dict(self) -> TimelineDict:
         """A new map of this shard's durable state."""
@@ -384,6 +387,7 @@ class CoordinatorRuntime:
             for region in result.regions:
                 for header in iter_batches(memoryview(region.read())):
                     offset = header.next_offset
+                    shard.replay_time_ms = header.max_timestamp  # when it was written
                     if header.is_control:
                         _replay_marker(shard, header)
                         continue
@@ -478,6 +482,7 @@ class CoordinatorRuntime:
         # Nothing to revert for a write committed already (a single node: every write).
         if not at_once:
             shard.timeline.mark(appended.first_offset)
+        shard.replay_time_ms = now_ms()
         for delta, (key, value) in enumerate(result.records):
             if transactional:
                 shard.replay_transactional(appended.first_offset + delta, result.producer_id,

@@ -116,9 +116,12 @@ class GroupShard(Shard):
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         record_type, k = rec.decode_key(key)
         if k is None:
+            # Each group type's replay gets the replay time (share groups stamp their pending
+            # initializations with it); none reads a clock.
             for replay, groups in _modern_replays():
                 if record_type in replay.TYPES:
-                    replay.replay(getattr(self, groups), record_type, memoryview(key)[2:], value)
+                    replay.replay(getattr(self, groups), record_type, memoryview(key)[2:], value,
+                                  self.replay_time_ms)
                     break
             return
         if record_type == rec.OFFSET_COMMIT_TYPE:

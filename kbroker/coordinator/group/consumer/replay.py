@@ -21,7 +21,7 @@ TYPES = frozenset(rec.KEYS)
 
 
 def replay(groups: TimelineDict, record_type: int, key_view: memoryview,
-           value: bytes | None) -> str:
+           value: bytes | None, replay_time_ms: int = 0) -> str:
     """Apply one record to ``groups`` (group id -> ConsumerGroup); returns the group id."""
     key = rec.decode_key(record_type, key_view)
     group_id = key.group_id

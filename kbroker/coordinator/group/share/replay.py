@@ -1,5 +1,8 @@
-"""Replay of the share-group records into a shard's share groups (pure: no timers or futures;
-the initialization timestamps are the replay time, as Kafka's are).
+"""Replay of the share-group records into a shard's share groups (pure: no timers, futures or
+clock). A pending initialization is stamped with the time of its record, which the runtime passes:
+the write's time, or the batch's timestamp when a shard loads (Kafka stamps it with the time of
+replay, so a load restarts every pending initialization's retry interval; here it runs on from
+when the initialization began).
 
 A record for a group not known yet creates it (tombstones for unknown groups are ignored); the
 tombstone of its ShareGroupMetadata record removes it.
@@ -12,14 +15,13 @@ from dataclasses import replace
 from kbroker.coordinator.group.share import records as rec
 from kbroker.coordinator.group.share.group import INITIAL_EPOCH, ShareGroup, TopicInit
 from kbroker.coordinator.group.share.member import ShareGroupMember, partitions
-from kbroker.coordinator.runtime import now_ms
 from kbroker.coordinator.timeline import TimelineDict
 
 TYPES = frozenset(rec.KEYS)
 
 
 def replay(groups: TimelineDict, record_type: int, key_view: memoryview,
-           value: bytes | None) -> str:
+           value: bytes | None, replay_time_ms: int = 0) -> str:
     key = rec.decode_key(record_type, key_view)
     group_id = key.group_id
     groups.touch(group_id)  # changed in place below: journaled first (a timeline map)
@@ -67,7 +69,7 @@ def replay(groups: TimelineDict, record_type: int, key_view: memoryview,
                 old, member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
                 state=v.state, assigned=partitions(rec.partitions_of(v.assigned_partitions)))
     elif record_type == rec.STATE_PARTITION_METADATA:
-        now = now_ms()
+        now = replay_time_ms
         if v is None:
             group.initializing, group.initialized, group.deleting = {}, {}, {}
             group.has_state_metadata = False
