@@ -268,3 +268,29 @@ def test_records_loaded_in_archiving_are_resent_once(kafka, setups):
                                          headers(setup, 1, LIMIT, EXCEEDED)]
     wait_archived(setup, 2)
     assert len(dlq_records(kafka, setup.dlq, 0)) == 2  # offset 0 not written twice
+
+
+def test_share_version_1_archives_without_the_dlq(kafka, setups):
+    """Kafka's gate: below share.version 2 a REJECT archives as before, whatever the group's
+    configs (checked at each transition)."""
+    from tests.integration.test_features import update
+    assert update(kafka.bootstrap, 1, "share.version", 1, upgrade_type=2).error_code == 0
+    try:
+        setup = setups()
+        assert acquired(setup.fetch()) == [(0, 2, 1)]
+        setup.member.acknowledge(setup.topic_id, [(0, 2, [REJECT])], partition=2)
+        wait_archived(setup, 3)
+        assert ARCHIVING not in [s for _, s in setup.written_states()]
+    finally:
+        assert update(kafka.bootstrap, 1, "share.version", 2).error_code == 0
+    assert dlq_records(kafka, setup.dlq, 0) == []
+
+
+def test_dlq_meters_count_records_and_produce_requests(kafka, setups):
+    setup = setups()
+    meters = kafka.share_partitions.dead_letters.meters
+    assert acquired(setup.fetch()) == [(0, 2, 1)]
+    setup.member.acknowledge(setup.topic_id, [(0, 2, [REJECT])], partition=2)
+    dlq_records(kafka, setup.dlq, 0, 3)
+    wait_until(lambda: meters[setup.group].records == 3, 10, 0.05, "3 records counted")
+    assert (meters[setup.group].produces, meters[setup.group].failed_produces) == (1, 0)
