@@ -352,7 +352,8 @@ class DeadLetterWriter:
                 if progressed <= offset:
                     break
                 offset = progressed
-        except KafkaError as exc:  # not the leader any more, say: resend, as Kafka would
+        except Exception as exc:  # noqa: BLE001 - not the leader any more, a bad batch...:
+            # resend them all, as Kafka would (a duplicate rather than a loss)
             log.info("could not read DLQ partition %s-%d for records already written: %s",
                      name, index, exc)
             return letters

@@ -18,7 +18,8 @@ header), each group writing its own DLQ topic (two partitions, created with
 Compared: each DLQ record's partition, key, value and headers (in order), sorted by source
 partition and offset (records of different source partitions interleave by timing); the
 timestamp type (CreateTime) and that the timestamp is the write's, not the source record's;
-and the answer to a DLQ name starting with ``__`` (error code and message).
+DescribeConfigs of the groups' two DLQ configs (set, and left at their defaults); and the answer
+to a DLQ name starting with ``__`` (error code and message).
 """
 
 from __future__ import annotations
@@ -146,6 +147,16 @@ def console_member(bootstrap, group, topic):
     assert sorted(done.stdout.split()) == [f"x{i}" for i in range(6)], done.stdout
 
 
+def describe_dlq_configs(bootstrap: str, group: str) -> list[tuple]:
+    """The group's two DLQ configs as DescribeConfigs shows them (value, source, default)."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+    resource = ConfigResource(ResourceType.GROUP, group)
+    entries = admin_call(bootstrap, lambda a: a.describe_configs([resource])[resource].result(30))
+    return [(name, entries[name].value, str(entries[name].source), entries[name].is_default)
+            for name in ("errors.deadletterqueue.topic.name",
+                         "errors.deadletterqueue.copy.record.enable")]
+
+
 def scenario(bootstrap: str, names: dict) -> dict:
     source = names["source"]
     ensure_topic(bootstrap, source, 3)
@@ -187,6 +198,10 @@ def scenario(bootstrap: str, names: dict) -> dict:
                                             int(dict(r[3])["__dlq.errors.offset"])))
     for role in ("no-flag", "no-prefix"):
         trace[role] = dlq_records(bootstrap, names[f"dlq-{role}"])
+    group_configs(bootstrap, names["group-plain"], {"share.auto.offset.reset": "earliest"})
+    trace["describe"] = describe_dlq_configs(bootstrap, names["group-reject-copy"]) + \
+        describe_dlq_configs(bootstrap, names["group-limit"]) + \
+        describe_dlq_configs(bootstrap, names["group-plain"])
     try:
         group_configs(bootstrap, names["group-refused"], {
             "errors.deadletterqueue.topic.name": "__dlq"})
@@ -199,7 +214,8 @@ def scenario(bootstrap: str, names: dict) -> dict:
 
 def test_dead_letter_queues_side_by_side(brokers):
     tag = uuid.uuid4().hex[:6]
-    names = {"source": f"dlq-src-{tag}", "group-refused": f"dlq-refused-{tag}"}
+    names = {"source": f"dlq-src-{tag}", "group-refused": f"dlq-refused-{tag}",
+             "group-plain": f"dlq-plain-{tag}"}
     for role in ("reject-copy", "limit", "java", "console", "no-flag", "no-prefix"):
         names[f"group-{role}"] = f"dlq-{role}-{tag}"
         names[f"dlq-{role}"] = f"dlq.{role}-{tag}" if role != "no-prefix" \
@@ -213,6 +229,9 @@ def test_dead_letter_queues_side_by_side(brokers):
         assert ours[role] == theirs[role], f"{role}: kbroker {ours[role]} != kafka {theirs[role]}"
     # what the scenario shows, beyond equality
     assert theirs["no-flag"] == [] and theirs["no-prefix"] == []
+    assert theirs["describe"][-2:] == [
+        ("errors.deadletterqueue.topic.name", "", theirs["describe"][-2][2], True),
+        ("errors.deadletterqueue.copy.record.enable", "false", theirs["describe"][-1][2], True)]
     assert theirs["refused"] == (40, "errors.deadletterqueue.topic.name: DLQ topic name must "
                                      "not start with '__'")
     copied = theirs["reject-copy"]
