@@ -450,6 +450,8 @@ class SharePartitionState:
                 record = self.records[offset] = InFlight(AVAILABLE)
                 reinserted.append(offset)
             record.state, record.delivery_count, record.member, record.deadline_ms = old
+            if record.state != ARCHIVING:
+                self.archiving_cause.pop(offset, None)
         if reinserted:
             self.start_offset = min(self.start_offset, min(reinserted))
             self.records = dict(sorted(self.records.items()))  # keep offset order
@@ -478,6 +480,7 @@ class SharePartitionState:
             return False
         for offset in [o for o in self.records if o < log_start_offset]:
             del self.records[offset]
+            self.archiving_cause.pop(offset, None)
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self.advance_start()

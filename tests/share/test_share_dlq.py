@@ -294,3 +294,26 @@ def test_dlq_meters_count_records_and_produce_requests(kafka, setups):
     dlq_records(kafka, setup.dlq, 0, 3)
     wait_until(lambda: meters[setup.group].records == 3, 10, 0.05, "3 records counted")
     assert (meters[setup.group].produces, meters[setup.group].failed_produces) == (1, 0)
+
+
+def test_a_refused_archiving_write_undoes_the_reject_and_writes_nothing(kafka, setups):
+    """As Kafka: ARCHIVING is persisted before the answer; a write the share coordinator
+    refuses rolls the REJECT back (the member may acknowledge again) and nothing goes to the
+    DLQ."""
+    from kbroker.protocol.errors import Errors
+    setup = setups()
+    assert acquired(setup.fetch()) == [(0, 2, 1)]
+    kafka.persister.fail_writes = Errors.COORDINATOR_NOT_AVAILABLE
+    try:
+        response = setup.member.acknowledge(setup.topic_id, [(0, 0, [REJECT])], partition=2)
+    finally:
+        kafka.persister.fail_writes = None
+    assert response.responses[0].partitions[0].error_code == \
+        Errors.COORDINATOR_NOT_AVAILABLE.code
+    # still acquired by the member: it rejects again, and only that one is written
+    response = setup.member.acknowledge(setup.topic_id, [(0, 0, [REJECT])], partition=2)
+    assert response.responses[0].partitions[0].error_code == 0
+    got = dlq_records(kafka, setup.dlq, 0, 1)
+    wait_archived(setup, 1)
+    assert [h for _, _, h, _ in dlq_records(kafka, setup.dlq, 0)] == \
+        [headers(setup, 0, 1, REJECTED)] == [h for _, _, h, _ in got]
