@@ -178,7 +178,6 @@ def test_killed_consumer_locks_expire(share_broker, driver, cell):
 def dead_letters(bootstrap: str, topic: str) -> list[tuple]:
     """(key, value, headers) of the records of ``topic`` partition 0, read over the wire."""
     from tests.integration.clients import Wire
-    from tests.recordbatch import parse_batches  # noqa: F401 - Wire.fetch decodes with it
 
     with Wire(bootstrap) as wire:
         wire.api_versions()

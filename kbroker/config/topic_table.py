@@ -2,9 +2,9 @@
 its broker synonyms in Kafka's order (``ServerTopicConfigSynonyms``) and what it does here.
 
 Each key does exactly one of: feed a :class:`~kbroker.log.partition_log.LogConfig` field
-(``log_field``), be read by another part of the broker (``read_by``), refuse the values kbroker cannot honour (``unsupported``), or have no effect for
-a reason Kafka shares on a single node without tiered storage (``no_effect``, shown in
-DescribeConfigs' documentation). ``tests/test_config.py`` checks that nothing falls outside.
+(``log_field``), be read by another part of the broker (``read_by``), refuse the values kbroker
+cannot honour (``unsupported``), or have no effect for a reason Kafka shares on a single node
+without tiered storage (``no_effect``, shown in DescribeConfigs' documentation). ``tests/test_config.py`` checks that nothing falls outside.
 """
 
 from __future__ import annotations
