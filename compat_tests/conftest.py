@@ -147,9 +147,13 @@ def pytest_collection_finish(session):
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
-    """The shared broker: Kafka's defaults (auto-create on, message.max.bytes 1 MiB)."""
-    process = BrokerProcess(tmp_path_factory.mktemp("compat") / "data",
-                            {"group.initial.rebalance.delay.ms": 0}).start()
+    """The shared broker: Kafka's defaults (auto-create on, message.max.bytes 1 MiB), with two
+    log dirs (``log_dirs``) for moves between them."""
+    base = tmp_path_factory.mktemp("compat")
+    log_dirs = [str(base / "data"), str(base / "data2")]
+    process = BrokerProcess(base / "data", {"group.initial.rebalance.delay.ms": 0,
+                                            "log.dirs": ",".join(log_dirs)}).start()
+    process.log_dirs = log_dirs
     yield process
     reference.forget(process.bootstrap)
     process.stop(timeout=10)

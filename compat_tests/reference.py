@@ -14,7 +14,7 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 TIMEOUT = 20
 
 __all__ = ["EARLIEST", "LATEST", "ensure_topic", "wait_until", "partition_count", "config_value",
-           "alter_group_configs", "produce", "delete_records", "offset"]
+           "alter_group_configs", "produce", "delete_records", "offset", "log_dirs_of"]
 
 
 def partition_count(bootstrap: str, topic: str) -> int | None:
@@ -95,6 +95,19 @@ def offset(bootstrap: str, topic: str, partition: int, timestamp: int) -> int:
         r = wire.list_offset(topic, partition, timestamp)
         assert r.error_code == 0, f"ListOffsets {topic}/{partition}: error {r.error_code}"
         return r.offset
+
+
+def log_dirs_of(bootstrap: str, topic: str, partition: int) -> list[tuple[str, bool]]:
+    """DescribeLogDirs: the (log dir, is future) entries that hold the partition."""
+    from kbroker.protocol import messages
+
+    cls = messages.request_class(35)
+    with Wire(bootstrap) as wire:
+        answer = wire.call(35, 4, cls(topics=[cls.DescribableLogDirTopic(
+            topic=topic, partitions=[partition])]))
+    return sorted((result.log_dir, p.is_future_key) for result in answer.results
+                  for t in result.topics if t.name == topic
+                  for p in t.partitions if p.partition_index == partition)
 
 
 def eventually(check, what: str, timeout: float = 10.0):

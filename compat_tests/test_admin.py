@@ -95,3 +95,22 @@ def test_delete_records(broker, driver, cell):
     assert event(run, "records-deleted")["lowWatermark"] == 3
     assert reference.offset(broker.bootstrap, topic, 0, EARLIEST) == 3
     assert reference.offset(broker.bootstrap, topic, 0, LATEST) == 5
+
+
+@pytest.mark.compat("admin.move-log-dir")
+def test_move_log_dir(broker, driver, cell):
+    """AlterReplicaLogDirs: the replica moves to the broker's other log dir and keeps its data."""
+    cell.need(driver, "admin.move-log-dir")
+    topic = harness.unique("adm-logdir", driver.name)
+    ensure_topic(broker.bootstrap, topic)
+    reference.produce(broker.bootstrap, topic, [(0, f"v{i}", None) for i in range(5)])
+    [(source, future)] = reference.log_dirs_of(broker.bootstrap, topic, 0)
+    assert not future
+    (destination,) = set(broker.log_dirs) - {source}
+    run = harness.run(driver, "admin", broker.bootstrap, "move-log-dir", timeout=30,
+                      timeout_ms=20000, topic=topic, partition=0, log_dir=destination,
+                      broker=1).ok()
+    assert event(run, "log-dir-moved")["logDir"] == destination
+    reference.eventually(lambda: reference.log_dirs_of(broker.bootstrap, topic, 0) ==
+                         [(destination, False)], f"{topic}-0 in {destination} alone")
+    assert reference.offset(broker.bootstrap, topic, 0, LATEST) == 5

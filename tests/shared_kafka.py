@@ -44,6 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #   are answered at once, as kbroker's with the same setting);
 # - Kafka's default 50 partitions of __share_group_state, written out so that a module can ask
 #   for them (test_share_state_reference.py computes the partition of its records).
+# Two log dirs (data, data2), so that moving a replica between them
+# (test_log_dir_moves_reference.py) can be compared; partitions are spread over both.
+LOG_DIR_COUNT = 2
 SHARED_SETTINGS = {
     "group.min.session.timeout.ms": "1000",
     "log.retention.check.interval.ms": "500",
@@ -85,7 +88,8 @@ class SharedKafka:
             data_dir = self._dir / f"kafka{started}"  # a dead one's stays to be read
             handle = run_kafka.start_kafka(port=run_kafka.free_port(), heap="512M",
                                            data_dir=str(data_dir), temp=True,
-                                           extra_props=dict(SHARED_SETTINGS))
+                                           extra_props=dict(SHARED_SETTINGS),
+                                           log_dir_count=LOG_DIR_COUNT)
             state.write_text(json.dumps(dataclasses.asdict(handle)))
             return handle
 
@@ -104,6 +108,11 @@ class SharedKafka:
                         "SHARED_SETTINGS if no other module's answers change, else start a "
                         "broker of the module's own", pytrace=False)
         return self._handle
+
+    def log_dirs(self) -> list[str]:
+        """The running broker's ``log.dirs``, in order."""
+        self.get()
+        return self._properties["log.dirs"].split(",")
 
 
 @pytest.hookimpl(tryfirst=True)  # before tests/parallel.py removes the run's directory

@@ -332,6 +332,15 @@ class KafkaPython:
                 for value in (got or {}).values():
                     low = value.get("low_watermark", low) if isinstance(value, dict) else low
                 emit("records-deleted", topic=a.topic, partition=a.partition, lowWatermark=low)
+            elif action == "move-log-dir":
+                from kafka import TopicPartitionReplica
+                replica = TopicPartitionReplica(a.topic, a.partition, a.broker)
+                got = admin.alter_replica_log_dirs({replica: a.log_dir})
+                error = got.get(replica)
+                if error is None or error.errno != 0:
+                    raise RuntimeError(f"alter_replica_log_dirs: {error}")
+                emit("log-dir-moved", topic=a.topic, partition=a.partition, broker=a.broker,
+                     logDir=a.log_dir)
             else:
                 raise Usage(f"unknown admin action {action}")
         finally:
@@ -562,6 +571,8 @@ def parser() -> argparse.ArgumentParser:
     adm.add_argument("--partition", type=int, default=0)
     adm.add_argument("--offset", type=int)
     adm.add_argument("--timestamp", type=int)
+    adm.add_argument("--broker", type=int)
+    adm.add_argument("--log-dir")
     return p
 
 

@@ -46,6 +46,8 @@ FEATURES = {
     "admin.alter-configs": "admin alter-configs --topic T --config k=v",
     "admin.list-offsets": "admin list-offsets --topic T [--timestamp MS]",
     "admin.delete-records": "admin delete-records --topic T --partition P --offset O",
+    "admin.move-log-dir": "admin move-log-dir --topic T --partition P --broker B --log-dir D "
+                          "(AlterReplicaLogDirs)",
     "security.ssl": "produce/consume over SSL (the broker's CA trusted)",
     "security.sasl-plain": "produce/consume over SASL_SSL with PLAIN",
     "security.sasl-scram-sha-512": "produce/consume over SASL_SSL with SCRAM-SHA-512",
@@ -58,6 +60,7 @@ FEATURES = {
                     "(a share group member, KIP-932)",
     "telemetry": "the client pushes its own metrics to the broker (KIP-714)",
 }
+NO_LOG_DIR_MOVES = "{client}'s admin client has no AlterReplicaLogDirs (alterReplicaLogDirs)"
 NO_KIP_714 = "the client does not implement KIP-714 (GetTelemetrySubscriptions/PushTelemetry)"
 NO_TOKENAUTH = ("{client}'s SCRAM client sends no extensions: it cannot send tokenauth=true, so it "
                 "cannot authenticate with a delegation token (KIP-48)")
@@ -171,13 +174,15 @@ INSTALL = "run scripts/install-test-deps.sh"
 DRIVERS: list[Driver] = [
     Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent"),
            lacks={"security.gssapi": NO_CYRUS,
-                  "security.delegation-token": NO_TOKENAUTH.format(client="librdkafka")},
+                  "security.delegation-token": NO_TOKENAUTH.format(client="librdkafka"),
+                  "admin.move-log-dir": NO_LOG_DIR_MOVES.format(client="confluent-kafka 2.16")},
            config_style="librdkafka"),
     Driver("aiokafka", "aiokafka", (*PYTHON, "aiokafka"), config_style="python",
            lacks={"groups.consumer-protocol": NO_KIP848.format(client="aiokafka 0.14.0") +
                   ": its consumer speaks the classic JoinGroup/SyncGroup protocol only",
                   "telemetry": NO_KIP_714,
                   "groups.share": NO_SHARE.format(client="aiokafka 0.14.0"),
+                  "admin.move-log-dir": NO_LOG_DIR_MOVES.format(client="aiokafka 0.14.0"),
                   "security.delegation-token": NO_TOKENAUTH.format(client="aiokafka 0.14.0")}),
     Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python",
            lacks={"groups.consumer-protocol": NO_KIP848.format(client="kafka-python 3.0.12") +
@@ -191,7 +196,7 @@ DRIVERS: list[Driver] = [
                   "transactions": "kcat has no transactional producer",
                   **{f"admin.{op}": KCAT_NO_ADMIN for op in (
                       "create-topic", "delete-topic", "create-partitions", "describe-configs",
-                      "alter-configs", "delete-records")},
+                      "alter-configs", "delete-records", "move-log-dir")},
                   "security.oauthbearer-jwks": "Debian's librdkafka (which kcat links) is "
                                                "built without libcurl: no "
                                                "sasl.oauthbearer.method=oidc",
@@ -219,6 +224,7 @@ DRIVERS: list[Driver] = [
                   " (classic JoinGroup/SyncGroup only)",
                   "telemetry": NO_KIP_714,
                   "groups.share": NO_SHARE.format(client="KafkaJS 2.2.4"),
+                  "admin.move-log-dir": NO_LOG_DIR_MOVES.format(client="KafkaJS 2.2.4"),
                   "security.delegation-token": NO_TOKENAUTH.format(client="KafkaJS 2.2.4")},
            unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
     # Spark registers here the same way.

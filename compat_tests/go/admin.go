@@ -65,6 +65,7 @@ var adminActions = map[string]func(context.Context, *kadm.Client, *args) error{
 	"alter-configs":     alterConfigs,
 	"list-offsets":      listOffsets,
 	"delete-records":    deleteRecords,
+	"move-log-dir":      moveLogDir,
 	"describe-cluster":  describeCluster,
 	"api-versions":      apiVersions,
 }
@@ -420,6 +421,53 @@ func deleteRecords(ctx context.Context, adm *kadm.Client, a *args) error {
 		return r.Err
 	}
 	emit(obj{"event", "records-deleted", "topic", topic, "partition", partition, "lowWatermark", r.LowWatermark})
+	return nil
+}
+
+// move-log-dir --topic T [--partition P (default 0)] --broker B --log-dir D: AlterReplicaLogDirs
+// on broker B; "log-dir-moved" once the broker accepted the move (the copy goes on after it).
+func moveLogDir(ctx context.Context, adm *kadm.Client, a *args) error {
+	topic, err := a.require("topic")
+	if err != nil {
+		return err
+	}
+	dir, err := a.require("log-dir")
+	if err != nil {
+		return err
+	}
+	partition, err := a.getInt("partition", 0)
+	if err != nil {
+		return err
+	}
+	broker, err := a.getInt("broker", -1)
+	if err != nil {
+		return err
+	}
+	var set kadm.TopicsSet
+	set.Add(topic, int32(partition))
+	var req kadm.AlterReplicaLogDirsReq
+	req.Add(dir, set)
+	resps, err := adm.AlterBrokerReplicaLogDirs(ctx, int32(broker), req)
+	if err != nil {
+		return err
+	}
+	moved := false
+	var failed error
+	resps.Each(func(r kadm.AlterReplicaLogDirsResponse) {
+		if r.Err != nil {
+			failed = r.Err
+		} else if r.Topic == topic && r.Partition == int32(partition) {
+			moved = true
+		}
+	})
+	if failed != nil {
+		return failed
+	}
+	if !moved {
+		return kerr.UnknownTopicOrPartition
+	}
+	emit(obj{"event", "log-dir-moved", "topic", topic, "partition", partition, "broker", broker,
+		"logDir", dir})
 	return nil
 }
 

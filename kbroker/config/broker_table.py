@@ -355,6 +355,12 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
     # replication
     _d("replica.lag.time.max.ms", L, 30000, "A follower this far behind drops out of the ISR.", HIGH),
     _d("replica.fetch.max.bytes", I, 1048576, "Bytes per partition a follower fetches.", MEDIUM, _AT0),
+    _d("replica.alter.log.dirs.io.max.bytes.per.second", L, LONG_MAX,
+       "Bytes per second that moves between log dirs (AlterReplicaLogDirs) may copy, all moves "
+       "of the broker together (kafka-reassign-partitions.sh --replica-alter-log-dirs-throttle "
+       "sets it; 0 pauses them).", MEDIUM, _AT0, update_mode=CW),
+    _ignored("num.replica.alter.log.dirs.threads", I, None,
+             "Threads copying replicas between log dirs (default: one per log dir).", _AT1),
     _d("replica.fetch.response.max.bytes", I, 10485760, "Bytes per follower fetch response.", MEDIUM,
        _AT0),
     _d("replica.fetch.wait.max.ms", I, 500, "Follower fetch max wait.", HIGH),

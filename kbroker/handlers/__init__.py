@@ -37,7 +37,7 @@ MODULES = {
     "describe_topic_partitions": ("DescribeTopicPartitions",),
     "elect_leaders": ("ElectLeaders",),
     "reassignments": ("AlterPartitionReassignments", "ListPartitionReassignments"),
-    "log_dirs": ("DescribeLogDirs",),
+    "log_dirs": ("DescribeLogDirs", "AlterReplicaLogDirs"),
     "find_coordinator": ("FindCoordinator",),
     "groups": (
         "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DescribeGroups", "ListGroups",

@@ -1,14 +1,21 @@
-"""DescribeLogDirs (key 35), v1-5.
+"""DescribeLogDirs (key 35), v1-5, and AlterReplicaLogDirs (key 34), v1-2.
 
-One result per configured log dir (absolute path, as Kafka's ReplicaManager.describeLogDirs), with
-the partitions whose logs live there: ``partition_size`` is the log's size in bytes (all segment
-files), ``offset_lag`` is 0 (this broker leads every partition, so no log is behind) and
-``is_future_key`` is false (no AlterReplicaLogDirs moves). ``topics`` null means every partition;
-a requested partition this broker does not host is simply absent, as in Kafka.
+DescribeLogDirs: one result per configured log dir (absolute path, as Kafka's
+ReplicaManager.describeLogDirs), with the partitions whose logs live there: ``partition_size`` is
+the log's size in bytes (all segment files), ``offset_lag`` is ``max(HW - LEO, 0)`` for a current
+log (0: a log is never behind its own high watermark here) and, for the future log of a move in
+progress (``is_future_key`` true, listed under its destination dir), how far it is behind the
+current log's end. ``topics`` null means every partition; a requested partition this broker does
+not host is simply absent, as in Kafka.
 - v3+ top-level ``error_code`` (KIP-784): NONE.
 - v4+ ``total_bytes`` / ``usable_bytes`` of the log dir's file system (KIP-827), from statvfs.
 - v5 ``is_cordoned`` (KIP-1066): false; log dirs cannot be cordoned here.
 A log dir that cannot be read (statvfs fails) is reported with KAFKA_STORAGE_ERROR and no topics.
+
+AlterReplicaLogDirs: ALTER on CLUSTER (else CLUSTER_AUTHORIZATION_FAILED for every partition);
+each partition's answer is :meth:`ReplicaManager.alter_log_dir`'s, given at once while the copy
+runs in the background (:mod:`kbroker.replica.log_dir_mover`). A partition named under two dirs
+gets one answer, for the last.
 """
 
 from __future__ import annotations
@@ -45,7 +52,17 @@ def handle_describe_log_dirs(ctx, request):
         topics = by_dir.setdefault(log_dir, {})
         topics.setdefault(partition.topic, []).append(R.DescribeLogDirsPartition(
             partition_index=partition.index, partition_size=partition.size_in_bytes,
-            offset_lag=0, is_future_key=False))
+            offset_lag=max(partition.high_watermark - partition.log_end_offset, 0),
+            is_future_key=False))
+    for (topic, index), future in sorted(replicas.future_logs().items()):
+        partition = replicas.get(topic, index)
+        if partition is None or wanted is not None and (topic, index) not in wanted:
+            continue
+        log_dir = os.path.abspath(replicas.log_manager.future_dir_of(topic, index))
+        by_dir.setdefault(log_dir, {}).setdefault(topic, []).append(R.DescribeLogDirsPartition(
+            partition_index=index, partition_size=future.size_in_bytes,
+            offset_lag=max(partition.log_end_offset - future.log_end_offset, 0),
+            is_future_key=True))
     results = []
     for log_dir, topics in by_dir.items():
         try:
@@ -65,3 +82,27 @@ def handle_describe_log_dirs(ctx, request):
             is_cordoned=False))
     return R(throttle_time_ms=0, error_code=Errors.NONE.code, results=results)
 
+
+
+@handles("AlterReplicaLogDirs")
+def handle_alter_replica_log_dirs(ctx, request):
+    from kbroker.protocol.messages.alter_replica_log_dirs import AlterReplicaLogDirsResponse as R
+
+    wanted: dict[tuple[str, int], str] = {}
+    for log_dir in request.dirs:
+        for topic in log_dir.topics:
+            for index in topic.partitions:
+                wanted.pop((topic.name, index), None)  # the last dir named wins, in its place
+                wanted[(topic.name, index)] = log_dir.path
+    if not allowed(ctx, Op.ALTER, ResourceType.CLUSTER):
+        errors = {key: Errors.CLUSTER_AUTHORIZATION_FAILED for key in wanted}
+    else:
+        errors = {(topic, index): ctx.partitions.alter_log_dir(topic, index, path)
+                  for (topic, index), path in wanted.items()}
+    by_topic: dict[str, list] = {}
+    for (topic, index), error in errors.items():
+        by_topic.setdefault(topic, []).append(R.AlterReplicaLogDirPartitionResult(
+            partition_index=index, error_code=error.code))
+    return R(throttle_time_ms=0, results=[
+        R.AlterReplicaLogDirTopicResult(topic_name=topic, partitions=partitions)
+        for topic, partitions in by_topic.items()])

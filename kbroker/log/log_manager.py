@@ -12,7 +12,22 @@ Each log dir holds, next to the ``<topic>-<partition>/`` partition dirs (files i
 * ``.lock`` - an exclusive ``flock`` while the broker runs, so two brokers cannot share a dir.
 
 Dirs named ``<topic>-<partition>.<id>-delete`` are leftovers of an interrupted topic deletion
-and are removed at start; ``-future`` and ``-stray`` dirs are ignored.
+and are removed at start; ``-stray`` dirs are ignored.
+
+A ``<topic>-<partition>.<id>-future`` dir is a *future log*: the copy of a partition being moved
+to this log dir (AlterReplicaLogDirs; the copying is :mod:`kbroker.replica.log_dir_mover`). It
+sits beside the partition's current log in another dir until it has caught up, then
+:meth:`LogManager.replace_current_with_future` swaps it in, crash-safely:
+
+1. the future log is flushed (segments, leader epochs, a producer state snapshot);
+2. the current log's dir is renamed to ``-delete`` (and removed);
+3. the future dir is renamed to ``<topic>-<partition>``.
+
+Kafka renames the future first, and a crash between its two renames leaves two copies of the
+partition that it refuses to start with. Here a crash after step 2 leaves a future log and no
+current one, and only a completed, flushed copy can be in that state (a deletion removes the
+future before the current log), so :meth:`open` promotes it. A future log beside its current log
+is loaded and the copy resumes where it stopped.
 
 Creating a partition costs no fsync (100,000 partitions must be cheap to create): the partition
 dir and its ``partition.metadata`` go to the page cache, which survives a kill -9, and
@@ -44,7 +59,8 @@ from kbroker.log.checkpoint import (CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKP
                                     uuid_to_base64,
                                     write_atomic, write_offset_checkpoint, write_properties)
 from kbroker.log.offline import OfflineLog
-from kbroker.log.partition_log import DELETE_DIR_SUFFIX, LogConfig, PartitionLog, write_topic_id
+from kbroker.log.partition_log import (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LogConfig,
+                                       PartitionLog, write_topic_id)
 from kbroker.startup import EXIT_LOG_DIR, StartupError
 
 log = logging.getLogger("kbroker.log")
@@ -58,6 +74,20 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     if not sep or not topic or not partition.isdigit():
         return None
     return topic, int(partition)
+
+
+def parse_future_dir(name: str) -> tuple[str, int] | None:
+    """``<topic>-<partition>.<32 hex>-future`` -> (topic, partition); None for anything else."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        return None
+    base, dot, unique = name[:-len(FUTURE_DIR_SUFFIX)].rpartition(".")
+    if not dot or len(unique) != 32:
+        return None
+    return parse_partition_dir(base)
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
 
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -100,6 +130,13 @@ class LogManager:
         self._unsynced: dict[str, list[str]] = {}  # log dir -> partition dirs created since sync
         self._lock_fds: dict[str, int] = {}
         self.offline: dict[tuple[str, int], str] = {}  # partitions that could not be opened
+        # Future logs (a move to another log dir in progress) and the dir each is in.
+        self._futures: dict[tuple[str, int], PartitionLog] = {}
+        self._future_dir_of: dict[tuple[str, int], str] = {}
+        # AlterReplicaLogDirs for a partition not hosted yet: where to create it (in memory, as
+        # Kafka's preferred log dirs).
+        self.preferred_dirs: dict[tuple[str, int], str] = {}
+        self._dir_checkpoints: dict[str, tuple[dict, dict]] = {}  # at open: recovery, log start
 
     # --- start-up ----------------------------------------------------------------------------
 
@@ -108,13 +145,14 @@ class LogManager:
         """Validate each log dir's meta.properties and load every partition dir in it."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         started = time.monotonic()
+        futures: dict[tuple[str, int], list[str]] = {}
         try:
             for log_dir in self.log_dirs:
                 try:
                     os.makedirs(log_dir, exist_ok=True)
                     self._lock(log_dir)
                     self._check_meta_properties(log_dir)
-                    self._load_dir(log_dir, config_for, now_ms)
+                    self._load_dir(log_dir, config_for, now_ms, futures)
                 except PermissionError as exc:
                     raise StartupError(
                         f"log dir {log_dir} is not accessible: {exc.strerror} "
@@ -126,6 +164,7 @@ class LogManager:
                         f"log dir {log_dir} cannot be used: {exc.strerror} "
                         f"({exc.filename or log_dir})",
                         "check the disk and the path, or change log.dirs", EXIT_LOG_DIR) from None
+            self._load_futures(futures, config_for, now_ms)
         except BaseException:
             self._unlock()
             raise
@@ -197,7 +236,8 @@ class LogManager:
             log.warning("ignoring unreadable checkpoint %s; %s", e, consequence)
             return {}
 
-    def _load_dir(self, log_dir: str, config_for, now_ms: int) -> None:
+    def _load_dir(self, log_dir: str, config_for, now_ms: int,
+                  futures: dict[tuple[str, int], list[str]]) -> None:
         marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         self.had_clean_shutdown[log_dir] = clean
@@ -207,6 +247,7 @@ class LogManager:
         log_starts = self._read_checkpoint(
             log_dir, LOG_START_OFFSET_CHECKPOINT,
             "each log starts at its first segment's base offset")
+        self._dir_checkpoints[log_dir] = (recovery_points, log_starts)  # for future logs
         self.checkpointed_high_watermarks.update(self._read_checkpoint(
             log_dir, REPLICATION_OFFSET_CHECKPOINT, "high watermarks restart at the log ends"))
         for name in sorted(os.listdir(log_dir)):
@@ -216,7 +257,12 @@ class LogManager:
             if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)
                 continue
-            if name.endswith(("-future", "-stray")):
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                future = parse_future_dir(name)
+                if future is not None:
+                    futures.setdefault(future, []).append(path)
+                continue
+            if name.endswith("-stray"):
                 continue
             key = parse_partition_dir(name)
             if key is None:
@@ -251,6 +297,50 @@ class LogManager:
             # A crash from here on must be detected at the next start.
             os.unlink(marker)
 
+    def _load_futures(self, futures: dict[tuple[str, int], list[str]], config_for,
+                      now_ms: int) -> None:
+        """Future logs found at start: beside their current log, loaded for the copy to resume;
+        without one, a swap was interrupted after the current log went, and the future (complete
+        and flushed before that) becomes the partition's log."""
+        for key, paths in sorted(futures.items()):
+            name = f"{key[0]}-{key[1]}"
+            if len(paths) > 1:
+                raise StartupError(f"partition {name} has {len(paths)} future logs: "
+                                   f"{', '.join(sorted(paths))}",
+                                   "remove all but one (or all: the current log is kept)",
+                                   EXIT_LOG_DIR)
+            path = paths[0]
+            log_dir = os.path.dirname(path)
+            if self._dir_of.get(key) == log_dir:  # cannot be: a move is always to another dir
+                log.warning("removing %s: a future log in the current log's own dir", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            config = config_for(key[0]) if config_for else self.default_config
+            checkpointed = self._dir_checkpoints.get(log_dir, ({}, {}))
+            promote = key not in self._logs
+            if promote:
+                target = os.path.join(log_dir, name)
+                log.info("%s: the move to %s was interrupted after the old copy was removed; "
+                         "its completed copy becomes the partition's log", name, log_dir)
+                os.replace(path, target)
+                fsync_dir(log_dir)
+                path = target
+            partition_log = PartitionLog.open(
+                path, key[0], key[1], config,
+                recovery_point=checkpointed[0].get(key, 0),
+                log_start_offset=checkpointed[1].get(key, 0), now_ms=now_ms,
+                clean_shutdown=self.had_clean_shutdown.get(log_dir, False))
+            if promote:
+                self._logs[key] = partition_log
+                self._dir_of[key] = log_dir
+                self._count_of[log_dir] += 1
+            else:
+                log.info("%s: resuming its move from %s to %s at offset %d of %d", name,
+                         self._dir_of[key], log_dir, partition_log.log_end_offset,
+                         self._logs[key].log_end_offset)
+                self._futures[key] = partition_log
+                self._future_dir_of[key] = log_dir
+
     # --- partitions --------------------------------------------------------------------------
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
@@ -270,7 +360,9 @@ class LogManager:
         existing = self._logs.get(key)
         if existing is not None:
             return existing
-        log_dir = min(self.log_dirs, key=self._count_of.__getitem__)
+        log_dir = self.preferred_dirs.pop(key, None)
+        if log_dir not in self._count_of:
+            log_dir = min(self.log_dirs, key=self._count_of.__getitem__)
         path = os.path.join(log_dir, f"{topic}-{partition}")
         os.makedirs(path, exist_ok=True)
         self._unsynced.setdefault(log_dir, []).append(path)
@@ -297,6 +389,9 @@ class LogManager:
 
     def delete(self, topic: str, partition: int) -> bool:
         key = (topic, partition)
+        self.preferred_dirs.pop(key, None)
+        # The future first: a future log without a current one is taken for a finished move.
+        self.abort_future(topic, partition)
         partition_log = self._logs.pop(key, None)
         log_dir = self._dir_of.pop(key, None)
         if partition_log is None:
@@ -304,6 +399,83 @@ class LogManager:
         self._count_of[log_dir] -= 1
         partition_log.delete()
         return True
+
+    # --- moves between log dirs (future logs) ------------------------------------------------
+
+    def future_of(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._futures.get((topic, partition))
+
+    def future_dir_of(self, topic: str, partition: int) -> str | None:
+        return self._future_dir_of.get((topic, partition))
+
+    def futures(self) -> dict[tuple[str, int], PartitionLog]:
+        return dict(self._futures)
+
+    def create_future(self, topic: str, partition: int, log_dir: str) -> PartitionLog:
+        """An empty future log of the partition in ``log_dir`` (another dir than its current
+        log's), starting at the current log's start offset. A future log in another dir is
+        removed first (the move changed its destination)."""
+        key = (topic, partition)
+        current = self._logs[key]
+        existing = self._futures.get(key)
+        if existing is not None:
+            if self._future_dir_of[key] == log_dir:
+                return existing
+            self.abort_future(topic, partition)
+        path = os.path.join(log_dir, future_dir_name(topic, partition))
+        os.makedirs(path)
+        if current.topic_id is not None:
+            write_topic_id(path, current.topic_id)
+        future = PartitionLog.open(path, topic, partition, current.config, clean_shutdown=True)
+        if current.log_start_offset:
+            future.truncate_fully_and_start_at(current.log_start_offset)
+        fsync_dir(log_dir)
+        self._futures[key] = future
+        self._future_dir_of[key] = log_dir
+        return future
+
+    def abort_future(self, topic: str, partition: int) -> bool:
+        """Drop the partition's future log, if any (a cancelled move, or a deletion)."""
+        key = (topic, partition)
+        future = self._futures.pop(key, None)
+        self._future_dir_of.pop(key, None)
+        if future is None:
+            return False
+        future.delete()
+        return True
+
+    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
+        """Swap the caught-up future log in as the partition's log (the module docstring gives
+        the order and why it is crash-safe); returns the log now at the partition's usual dir
+        name. The caller checked that both logs end at the same offset, synchronously with this
+        call. The old log's segment files stay readable for reads in flight."""
+        key = (topic, partition)
+        future = self._futures.pop(key)
+        log_dir = self._future_dir_of.pop(key)
+        current = self._logs[key]
+        future.high_watermark = min(current.high_watermark, future.log_end_offset)
+        # What the batches alone cannot rebuild comes from the current log, exact at the same
+        # end offset: an epoch begun at the log end (a leader with no append yet), and producers
+        # whose batches retention removed (kept until they expire, as on the current log).
+        future.close()  # flushes: segments, epochs, a producer snapshot at the log end
+        current.producer_state.take_snapshot(future.log_end_offset, into_dir=future.dir_path)
+        current.delete()
+        self._count_of[self._dir_of[key]] -= 1
+        target = os.path.join(log_dir, f"{topic}-{partition}")
+        os.replace(future.dir_path, target)
+        fsync_dir(log_dir)
+        moved = PartitionLog.open(target, topic, partition, current.config,
+                                  recovery_point=future.log_end_offset,
+                                  log_start_offset=future.log_start_offset, clean_shutdown=True)
+        moved.high_watermark = min(current.high_watermark, moved.log_end_offset)
+        latest = moved.leader_epoch_cache.latest_epoch  # (opening drops one at the log end)
+        for epoch, start in current.leader_epoch_cache.entries():
+            if latest is None or epoch > latest:
+                moved.leader_epoch_cache.assign(epoch, start)
+        self._logs[key] = moved
+        self._dir_of[key] = log_dir
+        self._count_of[log_dir] += 1
+        return moved
 
     # --- periodic work -----------------------------------------------------------------------
 
@@ -332,17 +504,23 @@ class LogManager:
 
     def _checkpoint_dir(self, log_dir: str) -> None:
         logs = {key: self._logs[key] for key, d in self._dir_of.items() if d == log_dir}
+        # A future log is checkpointed in its own dir under the partition's name, as Kafka's;
+        # high watermarks are the current log's alone.
+        copies = {key: self._futures[key] for key, d in self._future_dir_of.items()
+                  if d == log_dir}
         write_offset_checkpoint(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT),
-                                {key: l.recovery_point for key, l in logs.items()})
+                                {key: l.recovery_point
+                                 for key, l in (logs | copies).items()})
         write_offset_checkpoint(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT),
-                                {key: l.log_start_offset for key, l in logs.items()})
+                                {key: l.log_start_offset
+                                 for key, l in (logs | copies).items()})
         write_offset_checkpoint(os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT),
                                 {key: l.high_watermark for key, l in logs.items()})
 
     def close(self) -> None:
         """Clean shutdown: close (flush + snapshot) every log, checkpoint, then mark each dir
         cleanly shut down and release its lock."""
-        for partition_log in self.all_logs():
+        for partition_log in self.all_logs() + list(self._futures.values()):
             partition_log.close()
         self.checkpoint()  # also syncs the partitions created since the last one
         for log_dir in self.log_dirs:

@@ -67,6 +67,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"  # a copy being moved to another log dir (LogManager)
 
 log = logging.getLogger("kbroker.log")
 

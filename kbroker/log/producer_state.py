@@ -449,8 +449,13 @@ class ProducerStateManager:
                     offsets.append(int(stem))
         return sorted(offsets)
 
-    def take_snapshot(self, offset: int) -> None:
-        write_atomic(self.snapshot_path(offset), encode_snapshot(self.producers.values()))
+    def take_snapshot(self, offset: int, into_dir: str | None = None) -> None:
+        """Write the producers' state at ``offset``; ``into_dir``: into another log's dir (a
+        log moved to another log dir takes its current log's state)."""
+        path = self.snapshot_path(offset)
+        if into_dir is not None:
+            path = os.path.join(into_dir, os.path.basename(path))
+        write_atomic(path, encode_snapshot(self.producers.values()))
 
     def delete_snapshot(self, offset: int) -> None:
         try:

@@ -109,6 +109,11 @@ def replica_added(node_id: int, topic: str, index: int, log_dir: str | None) -> 
     log.info("broker %d: hosts a replica of %s-%d in %s", node_id, topic, index, log_dir)
 
 
+def replica_moved(node_id: int, topic: str, index: int, source: str, destination: str) -> None:
+    log.info("broker %d: moved its replica of %s-%d from log dir %s to %s", node_id, topic,
+             index, source, destination)
+
+
 def replica_removed(node_id: int, topic: str, index: int, was: str) -> None:
     log.info("broker %d: dropped its replica of %s-%d (was %s)", node_id, topic, index, was)
 

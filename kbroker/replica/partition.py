@@ -432,6 +432,19 @@ class Partition(LeaderFollowers):
         """A topic config change the controller published (retention, segment size, ...)."""
         self._log.config = config
 
+    @property
+    def log(self) -> PartitionLog:
+        """The partition's current log (the log-dir mover copies from it)."""
+        return self._log
+
+    def replace_log(self, moved: PartitionLog) -> None:
+        """The log moved to another log dir (:mod:`kbroker.replica.log_dir_mover`): the copy,
+        holding the same batches up to the same log end offset, serves from now on."""
+        moved.config = self._log.config
+        moved.high_watermark = self.high_watermark
+        self._log = moved
+        self._update_last_stable_offset()
+
     # --- reads ---------------------------------------------------------------------------------
 
     def fetch_bound(self, replica_id: int = CONSUMER_REPLICA_ID,

@@ -28,7 +28,9 @@ from typing import Callable, Iterator
 from kbroker.metadata import state_change
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage, TopicMetadata
+from kbroker.protocol.errors import Errors
 from kbroker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
+from kbroker.replica.log_dir_mover import LogDirMover
 from kbroker.replica.partition import (CONSUMER_REPLICA_ID, FOLLOWER, LEADER, Partition,
                                        wait_for_news)
 
@@ -59,6 +61,7 @@ class ReplicaManager:
         self.inter_broker_security = None
         self._isr_job: asyncio.Task | None = None
         self._leadership_listeners: list[Callable] = []
+        self.log_dir_mover = LogDirMover(self)
 
     @classmethod
     def open(cls, broker_config, image: "MetadataImage", node_id: int) -> "ReplicaManager":
@@ -98,6 +101,7 @@ class ReplicaManager:
         if self._fetchers is not None:
             self._fetchers.cancel_all()
             self._fetchers = None
+        self.log_dir_mover.stop_all()  # a future log left here resumes at the next start
         self.log_manager.close()
 
     def get(self, topic: str, index: int) -> Partition | None:
@@ -112,6 +116,57 @@ class ReplicaManager:
 
     def log_dir_of(self, topic: str, index: int) -> str | None:
         return self.log_manager.log_dir_of(topic, index)
+
+    # --- moves between log dirs (AlterReplicaLogDirs) -------------------------------------------
+
+    def alter_log_dir(self, topic: str, index: int, log_dir: str) -> Errors:
+        """Move the replica to ``log_dir`` (one of ``log.dirs``, as an absolute path), in the
+        checks' order of Kafka's ReplicaManager.alterReplicaLogDirs. The answer comes at once;
+        :mod:`kbroker.replica.log_dir_mover` copies in the background. Naming the dir the replica
+        is in cancels a move in progress. For a replica not hosted yet the dir is remembered and
+        used when it is created (REPLICA_NOT_AVAILABLE, which kafka-reassign-partitions.sh
+        retries until the reassignment has made the replica)."""
+        log_manager = self.log_manager
+        if len(f"{topic}-{index}.{uuid.uuid4().hex}-future") > 255:
+            return Errors.INVALID_TOPIC_EXCEPTION
+        if log_dir not in log_manager.log_dirs:
+            return Errors.LOG_DIR_NOT_FOUND
+        key = (topic, index)
+        current = log_manager.get(topic, index)
+        if current is not None and getattr(current, "offline", False):
+            return Errors.KAFKA_STORAGE_ERROR
+        future_dir = log_manager.future_dir_of(topic, index)
+        if future_dir is not None and future_dir != log_dir:
+            self.log_dir_mover.stop(topic, index)
+            log_manager.abort_future(topic, index)
+            log.info("cancelled the move of %s-%d to %s", topic, index, future_dir)
+            future_dir = None
+        current_dir = log_manager.log_dir_of(topic, index)
+        if log_dir not in (current_dir, future_dir):
+            log_manager.preferred_dirs[key] = log_dir
+        partition = self._partitions.get(key)
+        if partition is None or current is None:
+            known = self.image is not None and self.image.topic(topic) is not None
+            return Errors.REPLICA_NOT_AVAILABLE if known else Errors.UNKNOWN_TOPIC_OR_PARTITION
+        log_manager.preferred_dirs.pop(key, None)
+        if log_dir == current_dir or log_dir == future_dir:
+            return Errors.NONE
+        try:
+            log_manager.create_future(topic, index, log_dir)
+        except OSError as exc:
+            log.error("cannot move %s-%d to %s: %s", topic, index, log_dir, exc.strerror)
+            return Errors.KAFKA_STORAGE_ERROR
+        log.info("moving %s-%d from %s to %s", topic, index, current_dir, log_dir)
+        self.log_dir_mover.start(topic, index)
+        return Errors.NONE
+
+    def future_logs(self) -> dict:
+        """``{(topic, index): future log}`` of the moves in progress (DescribeLogDirs)."""
+        return self.log_manager.futures()
+
+    def resume_log_dir_moves(self) -> None:
+        """Once serving: resume the moves whose future logs the last run left."""
+        self.log_dir_mover.resume()
 
     async def wait_for_news(self, partitions, timeout_s: float,
                             replica_id: int = CONSUMER_REPLICA_ID) -> bool:
@@ -367,10 +422,13 @@ class ReplicaManager:
             partition.make_unattached()  # the state in the image decides what it is
             partition.isr_writer = self._isr_writer
         self._partitions[(name, index)] = partition
+        if self.log_manager.future_of(name, index) is not None:
+            self.log_dir_mover.start(name, index)  # a move the last run did not finish
         return partition
 
     def _remove_partitions(self, name: str, indexes) -> Iterator[None]:
         for index in indexes:
+            self.log_dir_mover.stop(name, index)
             partition = self._partitions.pop((name, index), None)
             if partition is not None:
                 if self.cluster:

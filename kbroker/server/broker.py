@@ -174,6 +174,7 @@ class Broker:
             # (conditional on the state znode's version).
             self.replicas.start_replication(self.cluster.isr_writer(self.controller),
                                             security=inter_broker)
+        self.replicas.resume_log_dir_moves()
         from kbroker.server.http import start_http_server
         self.http = await start_http_server(self)  # None unless http.port is set or in dev mode
         self._tasks = self._jwks_tasks + [

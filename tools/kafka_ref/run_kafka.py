@@ -376,7 +376,9 @@ COMPARABLE_SETTINGS = {
 
 
 def server_properties(port: int, controller_port: int, log_dir: Path, advertised: str,
-                      extra: dict[str, str]) -> str:
+                      extra: dict[str, str], log_dir_count: int = 1) -> str:
+    """``log_dir_count`` > 1: ``log.dirs`` lists ``log_dir`` and ``log_dir`` + "2", "3"..."""
+    log_dirs = [str(log_dir)] + [f"{log_dir}{i}" for i in range(2, log_dir_count + 1)]
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -386,7 +388,7 @@ def server_properties(port: int, controller_port: int, log_dir: Path, advertised
         "inter.broker.listener.name": "PLAINTEXT",
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "log.dirs": str(log_dir),
+        "log.dirs": ",".join(log_dirs),
         "num.partitions": "1",
         "default.replication.factor": "1",
         "min.insync.replicas": "1",
@@ -407,8 +409,10 @@ def start_kafka(port: int = 19092, controller_port: int | None = None, data_dir:
                 version: str = DEFAULT_VERSION, cache: str | None = None,
                 advertised: str | None = None, heap: str = "1G",
                 extra_props: dict[str, str] | None = None, timeout: float = 90.0,
-                console_level: str = "WARN", temp: bool | None = None) -> KafkaHandle:
-    """Format a fresh KRaft storage dir and start kafka.Kafka in the background."""
+                console_level: str = "WARN", temp: bool | None = None,
+                log_dir_count: int = 1) -> KafkaHandle:
+    """Format a fresh KRaft storage dir and start kafka.Kafka in the background (with
+    ``log_dir_count`` log dirs: ``data``, ``data2``, ...)."""
     controller_port = controller_port or free_port()
     for p in (port, controller_port):
         if not port_free(p):
@@ -426,7 +430,8 @@ def start_kafka(port: int = 19092, controller_port: int | None = None, data_dir:
     log_dir = ddir / "data"
     advertised = advertised or f"127.0.0.1:{port}"
     props_file = ddir / "server.properties"
-    props_file.write_text(server_properties(port, controller_port, log_dir, advertised, extra_props or {}))
+    props_file.write_text(server_properties(port, controller_port, log_dir, advertised,
+                                            extra_props or {}, log_dir_count))
     log4j = ddir / "log4j2.properties"
     log4j.write_text(LOG4J2.format(console_level=console_level, log_file=ddir / "server.log"))
     jvm_extra = [f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={ddir}"]

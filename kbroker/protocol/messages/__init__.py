@@ -141,6 +141,7 @@ ADVERTISED = {
     21: (0, 2),  # DeleteRecords
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    34: (1, 2),  # AlterReplicaLogDirs
     35: (1, 5),  # DescribeLogDirs
     37: (0, 3),  # CreatePartitions
     44: (0, 1),  # IncrementalAlterConfigs

@@ -38,6 +38,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionReplica;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.header.Header;
@@ -69,6 +70,7 @@ import org.apache.kafka.common.utils.internals.AppInfoParser;
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P alter-configs --topic T --config k=v ...
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P list-offsets --topic T [--timestamp MS]
  * java -jar kbroker-java-driver.jar admin --bootstrap H:P delete-records --topic T --partition P --offset O
+ * java -jar kbroker-java-driver.jar admin --bootstrap H:P move-log-dir --topic T --partition P --broker B --log-dir D
  * java -jar kbroker-java-driver.jar share-consume --bootstrap H:P --topic T --group G --count N
  *      [--ack implicit|accept|release|reject|hold] [--timeout-ms MS]  (a share group member, see ShareConsume.java)
  * java -jar kbroker-java-driver.jar eos --bootstrap H:P --input IN --output OUT --group G
@@ -419,6 +421,16 @@ public final class Driver {
                             .lowWatermarks().get(tp).get().lowWatermark();
                     emit(Json.obj("event", "records-deleted", "topic", topic, "partition", partition,
                             "lowWatermark", low));
+                }
+                case "move-log-dir" -> {
+                    String topic = a.require("topic");
+                    int partition = a.getInt("partition", 0);
+                    int broker = Integer.parseInt(a.require("broker"));
+                    String dir = a.require("log-dir");
+                    TopicPartitionReplica replica = new TopicPartitionReplica(topic, partition, broker);
+                    admin.alterReplicaLogDirs(Map.of(replica, dir)).all().get();
+                    emit(Json.obj("event", "log-dir-moved", "topic", topic, "partition", partition,
+                            "broker", broker, "logDir", dir));
                 }
                 default -> throw new IllegalArgumentException("unknown admin action " + action);
             }
