@@ -121,7 +121,7 @@ class DeadLetterWriter:
     def enabled(self) -> bool:
         """Kafka's gate: the finalized ``share.version`` supports DLQs (level 2 and up; a
         cluster without a finalized level has Kafka 4.4's default, 2)."""
-        return dict(self.image().finalized_features).get("share.version", 2) >= 2
+        return self.image().finalized_features.get("share.version", 2) >= 2
 
     # --- the topic -------------------------------------------------------------------------------
 
