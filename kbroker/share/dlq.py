@@ -25,17 +25,14 @@ and ``errors.deadletterqueue.group.enable=true``, ``message.timestamp.type=Creat
 Where the DLQ partition is led: on this broker the batch is appended to the local replica; on
 another, it goes there as a Produce request over the inter-broker listener (``channel``).
 NOT_LEADER_OR_FOLLOWER, an unreachable leader and a timeout are retried (5 attempts, back-off
-from 1 s doubling up to 30 s, 20% jitter, as Kafka); any other error ends the write.
+from 1 s doubling up to 30 s, 20% jitter, as Kafka), and so are an unknown topic (the leader's
+metadata lagging) and too few in-sync replicas; any other error ends the write.
 
 Duplicates after a fault (kbroker's addition; Kafka's design is at-least-once): a share
 partition that loads records persisted in ARCHIVING resends them, because the broker that
 wrote them may have stopped between the DLQ write and the ARCHIVED write. Before resending,
-:meth:`DeadLetterWriter.write` with ``resumed=True`` reads the DLQ partition when this broker
-leads it, from the first record of the last :data:`DEDUP_WINDOW_MS` (at most
-:data:`DEDUP_SCAN_BYTES`), and leaves out every offset whose record is there already (the six
-headers name the group, topic, partition, offset and delivery count exactly). A DLQ partition
-led by another broker, a crash older than the window, or a scan cut at the byte bound keeps
-Kafka's at-least-once.
+:meth:`DeadLetterWriter.write` with ``resumed=True`` reads the DLQ partition (here or at its
+leader) for records it has already and leaves those out (:mod:`kbroker.share.dlq_scan`).
 
 Imports protocol, metadata types and the replica layer's client; the server hands in the image,
 the replica manager, the controller and the channel.
@@ -74,10 +71,12 @@ PRODUCE_TIMEOUT_MS = 30000
 BATCH_OVERHEAD = 61  # a v2 batch's header
 RECORD_OVERHEAD = 21  # a record's attributes, deltas and length varints, at most
 READ_BYTES = 1 << 20
-DEDUP_WINDOW_MS = 24 * 3600 * 1000
-DEDUP_SCAN_BYTES = 64 << 20
+# Kafka retries NOT_LEADER_OR_FOLLOWER, disconnects and timeouts; kbroker also waits out a
+# leader whose metadata lags (a topic just auto-created is unknown there for a moment) and too
+# few in-sync replicas, rather than lose the record.
 _RETRIABLE = (Errors.NOT_LEADER_OR_FOLLOWER, Errors.LEADER_NOT_AVAILABLE,
               Errors.REQUEST_TIMED_OUT, Errors.NETWORK_EXCEPTION,
+              Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.UNKNOWN_TOPIC_ID,
               Errors.NOT_ENOUGH_REPLICAS, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
@@ -186,7 +185,7 @@ class DeadLetterWriter:
         topic = await self._topic(group_id, name)
         index = source.index % topic.num_partitions
         if resumed:
-            letters = self._not_yet_written(group_id, source, name, index, letters)
+            letters = await self._not_yet_written(group_id, source, topic, index, letters)
             if not letters:
                 return 0
         max_bytes = self._max_message_bytes(topic)
@@ -293,10 +292,9 @@ class DeadLetterWriter:
         from kbroker.protocol.messages.produce import ProduceRequest as P
         from kbroker.replica.broker_client import BrokerClientError
 
-        broker = self.image().brokers.get(leader) if leader is not None and leader >= 0 else None
-        if broker is None or not broker.endpoints or self.channel is None:
+        endpoint = self._endpoint(leader)
+        if endpoint is None:
             return Errors.LEADER_NOT_AVAILABLE, None
-        endpoint = broker.endpoints.get(self.listener) or next(iter(broker.endpoints.values()))
         request = P(transactional_id=None, acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS, topic_data=[
             P.TopicProduceData(name=topic.name, topic_id=topic.topic_id, partition_data=[
                 P.PartitionProduceData(index=index, records=bytes(batch))])])
@@ -317,53 +315,45 @@ class DeadLetterWriter:
 
     # --- duplicates after a fault ----------------------------------------------------------------
 
-    def _not_yet_written(self, group_id, source, name, index, letters):
-        """``letters`` less those whose record the DLQ partition has already (read when this
-        broker leads it; see the module docstring)."""
+    async def _not_yet_written(self, group_id, source, topic, index, letters):
+        """``letters`` less those whose record the DLQ partition has already
+        (:mod:`kbroker.share.dlq_scan`); all of them when it cannot be read."""
+        from kbroker.share import dlq_scan
+
+        name = topic.name
         partition = self.replicas.get(name, index)
-        if partition is None:
-            return letters
-        wanted = {(str(letter.offset), str(letter.delivery_count)): letter for letter in letters}
-        identity = (group_id, source.topic, str(source.index))
+        leader = topic.state(index).leader
+        if leader == self.node_id and partition is not None:
+            chunks = dlq_scan.local_chunks(partition)
+        else:
+            endpoint = self._endpoint(leader)
+            if endpoint is None:
+                return letters
+            chunks = dlq_scan.remote_chunks(self.channel, leader, endpoint, topic, index)
+        wanted = {(letter.offset, letter.delivery_count) for letter in letters}
         try:
-            found = partition.offset_for_timestamp(int(time.time() * 1000) - DEDUP_WINDOW_MS)
-            offset = found[0] if found is not None else partition.high_watermark
-            offset = max(offset, partition.log_start_offset)
-            scanned = 0
-            while offset < partition.high_watermark and scanned < DEDUP_SCAN_BYTES:
-                result = partition.read(offset, READ_BYTES)
-                if not result.regions:
-                    break
-                progressed = offset
-                for region in result.regions:
-                    data = region.read()
-                    scanned += len(data)
-                    for header in iter_batches(memoryview(data)):
-                        progressed = max(progressed, header.next_offset)
-                        if header.is_control:
-                            continue
-                        for record in decode_records(header, DEDUP_SCAN_BYTES):
-                            named = dict(record.headers)
-                            if tuple(_text(named.get(h)) for h in (
-                                    HEADER_GROUP, HEADER_TOPIC, HEADER_PARTITION)) != identity:
-                                continue
-                            wanted.pop((_text(named.get(HEADER_OFFSET)),
-                                        _text(named.get(HEADER_DELIVERY_COUNT))), None)
-                if progressed <= offset:
-                    break
-                offset = progressed
+            found = await dlq_scan.already_written((group_id, source.topic, source.index),
+                                                   wanted, chunks)
         except Exception as exc:  # noqa: BLE001 - not the leader any more, a bad batch...:
             # resend them all, as Kafka would (a duplicate rather than a loss)
             log.info("could not read DLQ partition %s-%d for records already written: %s",
                      name, index, exc)
             return letters
         kept = [letter for letter in letters
-                if (str(letter.offset), str(letter.delivery_count)) in wanted]
+                if (letter.offset, letter.delivery_count) not in found]
         if len(kept) < len(letters):
             log.info("share group %s: %d record(s) of %s-%d were in DLQ %s-%d already; not "
                      "written again", group_id, len(letters) - len(kept), source.topic,
                      source.index, name, index)
         return kept
+
+    def _endpoint(self, broker_id):
+        """(host, port) of a live broker on the inter-broker listener; None when unknown or
+        without a channel (a single node)."""
+        broker = self.image().brokers.get(broker_id) if broker_id is not None else None
+        if broker is None or not broker.endpoints or self.channel is None:
+            return None
+        return broker.endpoints.get(self.listener) or next(iter(broker.endpoints.values()))
 
 
 def dead_letter_headers(group_id: str, topic: str, partition: int, letter: DeadLetter):
@@ -394,7 +384,3 @@ async def _append_locally(partition, batch: bytearray):
 def _size(key, value, headers) -> int:
     return (RECORD_OVERHEAD + len(key or b"") + len(value or b"")
             + sum(len(k) + len(v or b"") + 10 for k, v in headers))
-
-
-def _text(value) -> str | None:
-    return value.decode("utf-8", "replace") if value is not None else None

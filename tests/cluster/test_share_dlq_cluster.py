@@ -1,7 +1,9 @@
 """Share-group dead-letter queues (KIP-1191) across two brokers over a real ZooKeeper: a share
 partition's leader writes its DLQ records to the DLQ partition wherever it is led, its own log or
 the other broker's (a Produce over the inter-broker listener), and a missing DLQ topic is created
-through the controller when ``errors.deadletterqueue.auto.create.topics.enable`` is on."""
+through the controller when ``errors.deadletterqueue.auto.create.topics.enable`` is on. A resumed
+write (records loaded in ARCHIVING) reads the other broker's DLQ partition first (ListOffsets and
+Fetch) and writes only what is not there yet."""
 
 from __future__ import annotations
 
@@ -82,6 +84,19 @@ def test_dlq_records_reach_a_partition_led_by_the_other_broker(connect_string):
         # partition 0's leader (broker 1) reached broker 2's DLQ partition over the network
         assert brokers[1]._inner.broker.share_partitions.dead_letters.meters[f"sg-{tag}"] \
             .records == 2
+        # As after a crash between the DLQ write and the ARCHIVED write: broker 1 resends
+        # partition 0's records; those in broker 2's DLQ partition already are left out.
+        from kbroker.share.dlq import DeadLetter
+        first = brokers[1]._inner.broker
+        group = f"sg-{tag}"
+        letters = [DeadLetter(0, 1, "Offset rejected by client."),
+                   DeadLetter(1, 1, "Offset rejected by client."),
+                   DeadLetter(1, 2, "Offset delivery count exceeded the threshold.")]
+        written = brokers[1].call(first.share_partitions.dead_letters.write(
+            group, first.group_coordinator.share_group_settings(group),
+            first.replicas.get(topic, 0), letters, resumed=True), 60)
+        assert written == 1  # only (offset 1, delivery 2) was not there
+        assert len(dlq_records(bootstrap, dlq)) == 5
         topic_created = brokers[1]._inner.broker.controller.image.topic(created)
         assert dict(topic_created.configs) == {"errors.deadletterqueue.group.enable": "true",
                                                "message.timestamp.type": "CreateTime"}
