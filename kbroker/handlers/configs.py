@@ -47,6 +47,7 @@ from kbroker.config import (BROKER_CONFIGS, TOPIC_CONFIGS, ConfigEntry, ConfigEr
                             validate_topic_configs)
 from kbroker.config.dynamic import DynamicUpdateError, check_update
 from kbroker.handlers import client_metrics, handles
+from kbroker.metadata.dynamic_configs import apply_dynamic
 from kbroker.metadata.image import topic_name_problem
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, check_configs
@@ -387,9 +388,9 @@ async def _alter_broker(broker, cluster_default: bool, changes: dict, replace_al
     if validate_only:
         return
     try:
-        _apply_dynamic(config, current, new, cluster_default)
+        apply_dynamic(config, current, new, cluster_default)
     except ConfigError as exc:  # a cross-key check failed: put the layer back as it was
-        _apply_dynamic(config, config.dynamic_configs(cluster_default=cluster_default), current,
+        apply_dynamic(config, config.dynamic_configs(cluster_default=cluster_default), current,
                        cluster_default)
         raise KafkaError(Errors.INVALID_CONFIG, str(exc)) from None
     # Kept in the metadata store, like Kafka's dynamic configs, so a restart keeps them (with the
@@ -400,58 +401,11 @@ async def _alter_broker(broker, cluster_default: bool, changes: dict, replace_al
     try:
         await broker.controller.alter_broker_configs(stored, cluster_default=cluster_default)
     except KafkaError:  # not stored: the change is refused, so this broker does not keep it
-        _apply_dynamic(config, config.dynamic_configs(cluster_default=cluster_default), current,
+        apply_dynamic(config, config.dynamic_configs(cluster_default=cluster_default), current,
                        cluster_default)
         raise
     log.info("dynamic %s broker configs are now %s",
              "cluster-default" if cluster_default else "per-broker", new)
-
-
-def _apply_dynamic(config, current: dict, new: dict, cluster_default: bool) -> None:
-    for key in current.keys() - new.keys():
-        config.set_dynamic(key, None, cluster_default=cluster_default)
-    for key, value in new.items():
-        config.set_dynamic(key, value, cluster_default=cluster_default)
-
-
-def restore_dynamic_configs(config, store) -> None:
-    """At start-up: re-apply the dynamic broker configs the metadata store kept."""
-    for cluster_default in (True, False):
-        stored = client_metrics.broker_configs_only(
-            store.broker_configs(cluster_default=cluster_default))
-        _apply_dynamic(config, {}, stored, cluster_default)
-
-
-class DynamicConfigFollower:
-    """Dynamic broker configs that reach the image from elsewhere (in cluster mode, another
-    broker's AlterConfigs of the cluster default, or of this broker's own /config/brokers/N)
-    become this broker's settings, as Kafka's brokers follow /config/changes. Subscribed before
-    the replica manager, which re-derives topic settings from them. A change made here was
-    applied before it was stored, so its own image is no change at all."""
-
-    def __init__(self, config):
-        self.config = config
-
-    def apply(self, old, new, delta):
-        if delta.broker_configs and old.dynamic_broker_configs != new.dynamic_broker_configs:
-            for cluster_default in (True, False):
-                current = self.config.dynamic_configs(cluster_default=cluster_default)
-                wanted = client_metrics.broker_configs_only(
-                    new.broker_configs(cluster_default=cluster_default))
-                if current == wanted:
-                    continue
-                try:
-                    _apply_dynamic(self.config, current, wanted, cluster_default)
-                except ConfigError as exc:
-                    _apply_dynamic(self.config,
-                                   self.config.dynamic_configs(cluster_default=cluster_default),
-                                   current, cluster_default)
-                    log.warning("dynamic %s broker configs from the metadata not applied: %s",
-                                "cluster-default" if cluster_default else "per-broker", exc)
-                    continue
-                log.info("dynamic %s broker configs are now %s (from the metadata)",
-                         "cluster-default" if cluster_default else "per-broker", wanted)
-        return iter(())
 
 
 # --- loggers (BROKER_LOGGER) -------------------------------------------------------------------

@@ -14,21 +14,15 @@ write records them initialized, and the members get them at their next heartbeat
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from kbroker.coordinator.group.share.heartbeat import HeartbeatRequest, heartbeat
-from kbroker.coordinator.group.share.initialize import InitializeRequest, initialized
-from kbroker.coordinator.share.persister import NO_OFFSET, SharePartitionKey
 from kbroker.handlers import handles
 from kbroker.handlers.features import share_groups_enabled
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, ResourceType, allowed
 
 log = logging.getLogger("kbroker.share_group_heartbeat")
-
-_tasks: set = set()  # initializations under way (kept referenced until done)
-
 
 def _invalid(request) -> KafkaError | None:
     def bad(message):
@@ -84,7 +78,7 @@ async def handle_share_group_heartbeat(ctx, request):
     except KafkaError as exc:
         return failed(exc)
     if result.initialize is not None:
-        start_initialization(ctx.groups, result.initialize)
+        ctx.groups.initialize_share_partitions(result.initialize)
     response = R(throttle_time_ms=0, error_code=0, member_id=result.member_id,
                  member_epoch=result.member_epoch,
                  heartbeat_interval_ms=result.heartbeat_interval_ms)
@@ -93,40 +87,3 @@ async def handle_share_group_heartbeat(ctx, request):
             R.TopicPartitions(topic_id=t, partitions=p)
             for t, p in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))])
     return response
-
-
-def start_initialization(groups, request: InitializeRequest) -> None:
-    persister = groups.share_persister
-    if persister is None:
-        log.warning("group %s: no share persister yet: %d topic(s) of share partitions stay "
-                    "uninitialized and unassigned", request.group_id, len(request.topics))
-        return
-    task = asyncio.ensure_future(_initialize(groups, persister, request))
-    _tasks.add(task)
-    task.add_done_callback(_tasks.discard)
-
-
-async def _initialize(groups, persister, request: InitializeRequest) -> None:
-    gid = request.group_id
-    done: dict = {}
-    for topic_id, partitions in request.topics.items():
-        for p in sorted(partitions):
-            try:
-                result = await persister.initialize(SharePartitionKey(gid, topic_id, p),
-                                                    request.state_epoch, NO_OFFSET)
-            except Exception:  # noqa: BLE001 - retried after the initialize retry interval
-                log.exception("group %s: initializing share partition %s-%d failed", gid,
-                              topic_id, p)
-                continue
-            if result.error is Errors.NONE:
-                done.setdefault(topic_id, set()).add(p)
-            else:
-                log.warning("group %s: initializing share partition %s-%d: %s %s", gid, topic_id,
-                            p, result.error.name, result.error_message or "")
-    if not done:
-        return
-    try:
-        await groups.write(gid, lambda shard: initialized(shard, gid, done))
-    except KafkaError as exc:
-        log.warning("group %s: recording initialized share partitions failed: %s", gid,
-                    exc.error.name)

@@ -21,7 +21,6 @@ configured topology decided; a principal without CREATE on them gets the status 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from kbroker.coordinator.group.streams.heartbeat import HeartbeatRequest, heartbeat
@@ -29,13 +28,10 @@ from kbroker.coordinator.group.streams.member import Endpoint, TaskTuple
 from kbroker.handlers import handles
 from kbroker.handlers.features import streams_groups_enabled
 from kbroker.metadata.image import INTERNAL_TOPICS, topic_name_problem
-from kbroker.metadata.topic_policy import NewTopic
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.security.authorizer import Op, ResourceType, allowed
 
 log = logging.getLogger("kbroker.streams_group_heartbeat")
-
-_creating: set = set()   # internal topics being created by this broker
 
 
 def _invalid(request) -> KafkaError | None:
@@ -198,32 +194,15 @@ async def handle_streams_group_heartbeat(ctx, request):
 
 
 def _create_internal_topics(ctx, group_id: str, topics: dict) -> None:
-    """Kafka's AutoTopicCreationManager for streams groups: create what is missing, in the
-    background; the members see MISSING_INTERNAL_TOPICS until the topics exist."""
+    """Kafka's AutoTopicCreationManager for streams groups: the group coordinator creates what
+    is missing in the background, of what the principal may create; the members see
+    MISSING_INTERNAL_TOPICS until the topics exist."""
     for name, topic in topics.items():
-        if name in _creating or ctx.metadata.topic(name) is not None:
+        if ctx.metadata.topic(name) is not None:
             continue
         if not (allowed(ctx, Op.CREATE, ResourceType.CLUSTER)
                 or allowed(ctx, Op.CREATE, ResourceType.TOPIC, name)):
             log.info("group %s: not creating internal topic %s: the principal may not create "
                      "it", group_id, name)
             continue
-        _creating.add(name)
-        asyncio.ensure_future(_create(ctx.controller, group_id, topic))
-
-
-async def _create(controller, group_id: str, topic) -> None:
-    try:
-        await controller.create_topic(NewTopic(
-            topic.name, topic.partitions, topic.replication_factor or -1,
-            configs=dict(topic.configs) or None))
-        log.info("group %s: created internal topic %s with %d partition(s)", group_id,
-                 topic.name, topic.partitions)
-    except KafkaError as exc:
-        if exc.error is not Errors.TOPIC_ALREADY_EXISTS:
-            log.warning("group %s: creating internal topic %s failed: %s %s", group_id,
-                        topic.name, exc.error.name, exc.message or "")
-    except Exception:  # noqa: BLE001 - logged, the next heartbeat retries
-        log.exception("group %s: creating internal topic %s failed", group_id, topic.name)
-    finally:
-        _creating.discard(topic.name)
+        ctx.groups.create_internal_topic(group_id, topic)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
+from kbroker.protocol.crc import crc32c
 
 from kbroker.log.cleaner_swap import CLEANED_SUFFIX
 from kbroker.log.cleaner_txn import TransactionTracker

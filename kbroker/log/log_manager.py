@@ -19,14 +19,16 @@ to this log dir (AlterReplicaLogDirs; the copying is :mod:`kbroker.replica.log_d
 sits beside the partition's current log in another dir until it has caught up, then
 :meth:`LogManager.replace_current_with_future` swaps it in, crash-safely:
 
-1. the future log is flushed (segments, leader epochs, a producer state snapshot);
+1. the future log is closed, with the current log's producer state written beside it;
 2. the current log's dir is renamed to ``-delete`` (and removed);
 3. the future dir is renamed to ``<topic>-<partition>``.
 
 Kafka renames the future first, and a crash between its two renames leaves two copies of the
 partition that it refuses to start with. Here a crash after step 2 leaves a future log and no
-current one, and only a completed, flushed copy can be in that state (a deletion removes the
-future before the current log), so :meth:`open` promotes it. A future log beside its current log
+current one, and only a completed copy can be in that state (a deletion removes the future
+before the current log), so :meth:`open` promotes it. As in Kafka nothing is fsynced for the
+swap: the copy keeps the recovery point it was last synced at, so a restart after a crash
+validates it from there. A future log beside its current log
 is loaded and the copy resumes where it stopped.
 
 Creating a partition costs no fsync (100,000 partitions must be cheap to create): the partition
@@ -457,7 +459,11 @@ class LogManager:
         # What the batches alone cannot rebuild comes from the current log, exact at the same
         # end offset: an epoch begun at the log end (a leader with no append yet), and producers
         # whose batches retention removed (kept until they expire, as on the current log).
-        future.close()  # flushes: segments, epochs, a producer snapshot at the log end
+        # No fsync, as in Kafka: the moved log keeps the recovery point its data was last
+        # synced at, so a crash before the next flush validates it from there (kill -9 loses
+        # nothing: the page cache holds it); a power loss can take the unsynced tail, as it can
+        # of any append under the default flush policy.
+        future.close(flush=False)
         current.producer_state.take_snapshot(future.log_end_offset, into_dir=future.dir_path)
         current.delete()
         self._count_of[self._dir_of[key]] -= 1
@@ -465,7 +471,7 @@ class LogManager:
         os.replace(future.dir_path, target)
         fsync_dir(log_dir)
         moved = PartitionLog.open(target, topic, partition, current.config,
-                                  recovery_point=future.log_end_offset,
+                                  recovery_point=future.recovery_point,
                                   log_start_offset=future.log_start_offset, clean_shutdown=True)
         moved.high_watermark = min(current.high_watermark, moved.log_end_offset)
         latest = moved.leader_epoch_cache.latest_epoch  # (opening drops one at the log end)

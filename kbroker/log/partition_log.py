@@ -815,11 +815,18 @@ class PartitionLog:
 
     # --- shutdown and deletion ---------------------------------------------------------------
 
-    def close(self) -> None:
-        """Clean shutdown: final time index entry, fsync, producer snapshot, close files."""
+    def close(self, flush: bool = True) -> None:
+        """Clean shutdown: final time index entry, fsync, producer snapshot, close files.
+        ``flush=False`` (a future log about to be renamed and opened again) skips the fsync and
+        the snapshot: the recovery point stays where the data was last synced."""
         if self._closed:
             return
         self.active_segment.on_become_inactive()
+        if not flush:
+            for segment in self.segments:
+                segment.close()
+            self._closed = True
+            return
         # An empty or already flushed log has nothing to sync and no producer state to snapshot
         # (Kafka skips a snapshot at an offset it already has); with 100,000 partitions the
         # five fsyncs each made a clean stop take minutes.

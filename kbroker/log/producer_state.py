@@ -87,7 +87,7 @@ import os
 import struct
 from collections import deque
 
-from crc32c import crc32c
+from kbroker.protocol.crc import crc32c
 
 from kbroker.log.checkpoint import write_atomic
 from kbroker.protocol.errors import Errors, KafkaError

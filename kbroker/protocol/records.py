@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from crc32c import crc32c
+from kbroker.protocol.crc import crc32c
 
 from kbroker.protocol import compression as _codecs
 from kbroker.protocol.compression import NONE

@@ -52,7 +52,7 @@ class Broker:
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
         self.cluster = None  # kbroker.metadata.zk.cluster.ZkCluster with zookeeper.connect
         self._tasks: list[asyncio.Task] = []
-        self._token_credentials: dict = {}  # (token id, mechanism, issued) -> ScramCredential
+        self.token_credentials = None  # kbroker.security.token_credentials.TokenCredentials
         self._jwks_tasks: list[asyncio.Task] = []  # JWKS refreshers (OAUTHBEARER, KIP-768)
         self._stopped = asyncio.Event()
         self._state_change_file = None  # the state-change log's own file, when configured
@@ -60,7 +60,8 @@ class Broker:
     # --- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        from kbroker.handlers.configs import DynamicConfigFollower, restore_dynamic_configs
+        from kbroker.metadata.dynamic_configs import (DynamicConfigFollower,
+                                                      restore_dynamic_configs)
         from kbroker.metadata.local_store import LocalMetadataStore
         from kbroker.replica.replica_manager import ReplicaManager
         from kbroker.metadata.controller import Controller
@@ -79,6 +80,8 @@ class Broker:
                                    self.config.get("cluster.id"), self.node_id)
             image = await store.load()
         self.controller = Controller(store, self.node_id, image, self.config)
+        from kbroker.security.token_credentials import TokenCredentials
+        self.token_credentials = TokenCredentials(self.config, self.controller)
         restore_dynamic_configs(self.config, image)
         # Recovers the logs and repairs a crash at any step of a metadata change (the stored
         # image is the truth; the log dirs are brought to it); then follows the controller.
@@ -149,7 +152,7 @@ class Broker:
         for endpoint in self.config.listeners:
             name = endpoint.name
             security = listener_security.build(self.config, name, self._scram_credential,
-                                               failures, self._token_credential)
+                                               failures, self.token_credentials.credential)
             if security.jwks_refresher is not None:  # OAUTHBEARER with signed tokens
                 await self._start_jwks(security.jwks_refresher, name)
             try:
@@ -186,8 +189,8 @@ class Broker:
                 "log.flush.offset.checkpoint.interval.ms"), self.replicas.checkpoint),
                 name="checkpoint"),
             asyncio.create_task(self._every(self.config.get(
-                "delegation.token.expiry.check.interval.ms"), self._remove_expired_tokens),
-                name="expired-tokens"),
+                "delegation.token.expiry.check.interval.ms"),
+                self.token_credentials.remove_expired), name="expired-tokens"),
         ]
         if self.config.get("log.cleaner.enable"):
             self.log_cleaner = self.replicas.log_cleaner(self.config.get("log.cleaner.backoff.ms"))
@@ -318,48 +321,6 @@ class Broker:
 
         text = self.controller.image.scram_credential(user, mechanism)
         return ScramCredential.from_string(text) if text else None
-
-    def _token_credential(self, token_id: str, mechanism: str):
-        """A live delegation token's (SCRAM credential, owner name, expiry ms), or None (unknown,
-        expired, or the feature off). Kafka keeps a credential per token and mechanism, made
-        from the token's HMAC with a random salt; so does this broker, made on first use."""
-        import base64
-
-        from kbroker.metadata.delegation_tokens import hmac_of
-        from kbroker.security.sasl.scram import token_credential
-
-        secret = self.config.get("delegation.token.secret.key")
-        info = self.controller.image.delegation_tokens.get(token_id)
-        if not secret or info is None or info.expired(int(time.time() * 1000)):
-            return None
-        key = (token_id, mechanism, info.issue_ms)
-        credential = self._token_credentials.get(key)
-        if credential is None:
-            if len(self._token_credentials) > 10_000:
-                self._token_credentials.clear()
-            password = base64.b64encode(hmac_of(token_id, str.__str__(secret))).decode()
-            credential = self._token_credentials[key] = token_credential(mechanism, password)
-        return credential, info.owner.partition(":")[2], info.expiry_ms
-
-    async def _remove_expired_tokens(self) -> None:
-        """Kafka's expireTokens: every delegation.token.expiry.check.interval.ms, tokens past
-        their expiry or end are removed (by the controller: one writer in a cluster)."""
-        from kbroker.metadata import delegation_tokens
-        from kbroker.protocol.errors import KafkaError
-
-        if not self.controller.is_active():
-            return
-        now = int(time.time() * 1000)
-        gone = delegation_tokens.expired(self.controller.image, now)
-        if gone:
-            try:
-                await self.controller.change_delegation_tokens(
-                    lambda image: (delegation_tokens.expired(image, now), None),
-                    "removing expired delegation tokens")
-            except KafkaError as exc:  # the store refused (ZooKeeper away): the next round
-                log.warning("removing expired delegation tokens failed: %s", exc.message)
-                return
-            log.info("removed expired delegation tokens %s", ", ".join(sorted(gone)))
 
     def handle_frame(self, frame, connection):
         return self.dispatcher.handle(frame, connection)

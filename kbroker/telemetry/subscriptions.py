@@ -126,7 +126,7 @@ def resolve(subscriptions, attributes: dict) -> tuple[list[str], int]:
 def subscription_id(metrics: list[str], interval_ms: int, instance: uuid.UUID) -> int:
     """A CRC32C of the metrics and interval XORed with the instance id's hash, as Kafka computes
     it (so two clients with the same subscription get different ids); a signed int32."""
-    from crc32c import crc32c
+    from kbroker.protocol.crc import crc32c
 
     crc = crc32c(f"[{', '.join(metrics)}]{interval_ms}".encode())
     bits = instance.int

@@ -1,5 +1,6 @@
 """GroupCoordinator: routes a group to its shard, runs operations there through the runtime, and
-runs the periodic offset expiry."""
+owns the groups' background work: the periodic offset expiry, share-partition initialization
+and streams groups' internal topics (each a task it keeps and cancels at stop)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from kbroker.coordinator.partitioning import partition_for
 from kbroker.metadata.delta import deleted_topic_ids
 from kbroker.coordinator.group.shard import GroupShard, TopicChanges
 from kbroker.coordinator.runtime import CoordinatorRuntime
-from kbroker.protocol.errors import KafkaError
+from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.coordinator.group")
 
@@ -31,6 +32,8 @@ class GroupCoordinator:
                                               self.group_configs),
             config.get("offsets.topic.replication.factor"))
         self._expiry: asyncio.Task | None = None
+        self._background: set[asyncio.Task] = set()  # initializations, topic creations
+        self._creating: set[str] = set()  # streams internal topics being created here
         # The share coordinator's persister (kbroker.coordinator.share.persister.Persister):
         # share groups initialize, read and delete share-partition state through it. The broker
         # sets it once its share coordinator exists; until then no partition is initialized, so
@@ -60,6 +63,10 @@ class GroupCoordinator:
                                                               name="offset expiry")
 
     async def stop(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         if self._expiry is not None:
             self._expiry.cancel()
             try:
@@ -67,6 +74,47 @@ class GroupCoordinator:
             except asyncio.CancelledError:
                 pass
         await self.runtime.stop()
+
+    def _spawn(self, job, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(job, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def initialize_share_partitions(self, request) -> None:
+        """Initialize the share partitions a heartbeat found (an InitializeRequest) in the
+        background (:func:`kbroker.coordinator.group.share.initialize.initialize_partitions`)."""
+        from kbroker.coordinator.group.share.initialize import initialize_partitions
+        if self.share_persister is None:
+            log.warning("group %s: no share persister yet: %d topic(s) of share partitions stay "
+                        "uninitialized and unassigned", request.group_id, len(request.topics))
+            return
+        self._spawn(initialize_partitions(self, self.share_persister, request),
+                    f"share-init-{request.group_id}")
+
+    def create_internal_topic(self, group_id: str, topic) -> None:
+        """Create a streams group's missing internal topic (a streams ``TopicConfig``) in the
+        background, once at a time per name (Kafka's AutoTopicCreationManager)."""
+        if topic.name in self._creating:
+            return
+        self._creating.add(topic.name)
+        self._spawn(self._create_internal_topic(group_id, topic), f"create-{topic.name}")
+
+    async def _create_internal_topic(self, group_id: str, topic) -> None:
+        from kbroker.metadata.topic_policy import NewTopic
+        try:
+            await self.controller.create_topic(NewTopic(
+                topic.name, topic.partitions, topic.replication_factor or -1,
+                configs=dict(topic.configs) or None))
+            log.info("group %s: created internal topic %s with %d partition(s)", group_id,
+                     topic.name, topic.partitions)
+        except KafkaError as exc:
+            if exc.error is not Errors.TOPIC_ALREADY_EXISTS:
+                log.warning("group %s: creating internal topic %s failed: %s %s", group_id,
+                            topic.name, exc.error.name, exc.message or "")
+        except Exception:  # noqa: BLE001 - logged, the next heartbeat retries
+            log.exception("group %s: creating internal topic %s failed", group_id, topic.name)
+        finally:
+            self._creating.discard(topic.name)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.runtime.num_partitions)

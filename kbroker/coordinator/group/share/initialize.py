@@ -3,8 +3,8 @@
 A share partition is assigned only once its state exists in the share coordinator. When a
 heartbeat finds subscribed partitions that are neither initialized nor being initialized (or
 whose initialization has been pending longer than ``group.share.initialize.retry.interval.ms``),
-it records them as *initializing* and hands them back; the broker then calls
-``persister.initialize`` for them (start offset -1: the share partition resolves
+it records them as *initializing* and hands them back; the group coordinator then calls
+``persister.initialize`` for them in the background (:func:`initialize_partitions`) (start offset -1: the share partition resolves
 ``share.auto.offset.reset`` when it first loads, as Kafka's does) and, on success, the
 :func:`initialized` operation moves them to *initialized*. The next heartbeat sees initialized
 partitions that the target assignment does not cover and starts a new assignment.
@@ -19,6 +19,8 @@ from kbroker.coordinator.group.share import records as rec
 from kbroker.coordinator.group.share import settings
 from kbroker.coordinator.group.share.group import ShareGroup, TopicInit
 from kbroker.coordinator.runtime import CoordinatorResult
+from kbroker.coordinator.share.persister import NO_OFFSET, SharePartitionKey
+from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.coordinator.group")
 
@@ -114,3 +116,32 @@ def forget_deleted_topics(shard, topic_ids: set) -> list:
             {t: e for t, e in group.initialized.items() if t not in hit},
             {t: n for t, n in group.deleting.items() if t not in hit}))
     return records
+
+
+async def initialize_partitions(groups, persister, request: InitializeRequest) -> None:
+    """Initialize the share partitions ``request`` names through the persister, then record
+    those that succeeded (:func:`initialized`); a failure is retried by a later heartbeat after
+    ``group.share.initialize.retry.interval.ms``."""
+    gid = request.group_id
+    done: dict = {}
+    for topic_id, partitions in request.topics.items():
+        for p in sorted(partitions):
+            try:
+                result = await persister.initialize(SharePartitionKey(gid, topic_id, p),
+                                                    request.state_epoch, NO_OFFSET)
+            except Exception:  # noqa: BLE001 - retried after the initialize retry interval
+                log.exception("group %s: initializing share partition %s-%d failed", gid,
+                              topic_id, p)
+                continue
+            if result.error is Errors.NONE:
+                done.setdefault(topic_id, set()).add(p)
+            else:
+                log.warning("group %s: initializing share partition %s-%d: %s %s", gid, topic_id,
+                            p, result.error.name, result.error_message or "")
+    if not done:
+        return
+    try:
+        await groups.write(gid, lambda shard: initialized(shard, gid, done))
+    except KafkaError as exc:
+        log.warning("group %s: recording initialized share partitions failed: %s", gid,
+                    exc.error.name)
