@@ -173,3 +173,47 @@ def test_killed_consumer_locks_expire(share_broker, driver, cell):
     assert min(counts) >= 2, f"delivery counts of the redelivered records: {counts}"
     cell.note(f"{len(taken)} records held by a frozen member came back "
               f"{freed_after:.1f} s after it started (lock {LOCK_MS} ms)")
+
+
+def dead_letters(bootstrap: str, topic: str) -> list[tuple]:
+    """(key, value, headers) of the records of ``topic`` partition 0, read over the wire."""
+    from tests.integration.clients import Wire
+
+    with Wire(bootstrap) as wire:
+        wire.api_versions()
+        data, batches = wire.fetch(topic, 0, 0)
+        assert data.error_code == 0, f"fetch {topic}: error {data.error_code}"
+    return [(r.key, r.value, tuple(r.headers)) for b in batches for r in b.raw_records()]
+
+
+@pytest.mark.compat("share groups: REJECT writes the group's dead-letter queue (KIP-1191)")
+def test_reject_writes_the_dead_letter_queue(share_broker, driver, cell):
+    """The group's errors.deadletterqueue.topic.name names a topic created with
+    errors.deadletterqueue.group.enable=true; the client rejects every record: each one is
+    archived and copied (copy.record.enable) to the DLQ with Kafka 4.4's context headers."""
+    cell.need(driver, "groups.share")
+    bootstrap = share_broker.bootstrap
+    topic, group = share_topic(bootstrap, driver, "share-dlq")
+    dlq = "dlq." + harness.unique("share-dlq", driver.name)
+    ensure_topic(bootstrap, dlq, partitions=1,
+                 config={"errors.deadletterqueue.group.enable": "true"})
+    reference.alter_group_configs(bootstrap, group, {
+        "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.copy.record.enable": "true"})
+    sent = [f"q{i}" for i in range(3)]
+    produce(bootstrap, topic, sent)
+    rejected = harness.run(driver, "share-consume", bootstrap, timeout=30, topic=topic,
+                           group=group, count=len(sent), ack="reject", timeout_ms=30_000).ok()
+    assert sorted(values(rejected.records)) == sent
+    got = reference.eventually(lambda: (lambda r: r if len(r) >= len(sent) else None)(
+        dead_letters(bootstrap, dlq)), f"{len(sent)} records in the DLQ {dlq}")
+    expected = [(None, v.encode(), (
+        ("__dlq.errors.topic", topic.encode()), ("__dlq.errors.partition", b"0"),
+        ("__dlq.errors.offset", str(i).encode()), ("__dlq.errors.group", group.encode()),
+        ("__dlq.errors.delivery.count", b"1"),
+        ("__dlq.errors.message", b"Offset rejected by client."))) for i, v in enumerate(sent)]
+    assert got == expected
+    after = harness.run(driver, "share-consume", bootstrap, timeout=10, topic=topic,
+                        group=group, count=1, ack="accept", timeout_ms=4_000)
+    assert after.rc == 2 and not after.records, "rejected records came back"
+    cell.note(f"{len(got)} rejected records in the DLQ with their values and six headers")

@@ -436,7 +436,7 @@ def test_every_log_config_field_comes_from_one_table_entry():
 def test_every_topic_key_reaches_the_log_or_is_refused_or_explained():
     for definition in TOPIC_CONFIGS.values():
         roles = [definition.log_field is not None, definition.unsupported is not None,
-                 definition.no_effect is not None]
+                 definition.no_effect is not None, definition.read_by is not None]
         assert roles.count(True) == 1, definition.name
 
 

@@ -56,6 +56,11 @@ SCENARIOS = {
         "a member holding acquired records unacknowledged is frozen (SIGSTOP, its connection "
         "open); another member gets every one of them once the lock (2 s) expires, with a "
         "higher delivery count; then the holder is killed (SIGKILL)",
+    "share groups: REJECT writes the group's dead-letter queue (KIP-1191)":
+        "the group's errors.deadletterqueue.topic.name names a topic created with "
+        "errors.deadletterqueue.group.enable=true, copy.record.enable on; a member rejects every "
+        "record: each is in the DLQ once, with its value and Kafka 4.4's six __dlq.errors.* "
+        "headers, and none comes back",
     "consumer protocol: join and consume": "a member with group.protocol=consumer (KIP-848: "
                                            "ConsumerGroupHeartbeat, the broker assigns) joins "
                                            "and reads every record",

@@ -439,6 +439,15 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "Most records of one share partition in flight at once.", MEDIUM, Range(100, 10000)),
     _d("group.share.max.share.sessions", I, 2000, "Most share sessions a broker keeps.", MEDIUM,
        _AT1),
+    # share-group dead-letter queues (KIP-1191), read at each DLQ write
+    _d("errors.deadletterqueue.auto.create.topics.enable", B, False,
+       "Whether automatic creation of DLQ topics is enabled (KIP-1191). When a share group has a "
+       "DLQ topic configured, this setting controls whether the broker will automatically create "
+       "the topic if it does not exist.", MEDIUM, update_mode=CW),
+    _d("errors.deadletterqueue.topic.name.prefix", S, "dlq.",
+       "The required prefix of topic names used by dead-letter queue topics for share groups. "
+       "When set to \"\", there is no restriction on the names used for dead-letter queue "
+       "topics.", MEDIUM, update_mode=CW),
     # streams groups (KIP-1071)
     _d("group.streams.session.timeout.ms", I, 45000, "Session timeout of streams-protocol members.",
        MEDIUM, _AT1),

@@ -2,9 +2,9 @@
 its broker synonyms in Kafka's order (``ServerTopicConfigSynonyms``) and what it does here.
 
 Each key does exactly one of: feed a :class:`~kbroker.log.partition_log.LogConfig` field
-(``log_field``), refuse the values kbroker cannot honour (``unsupported``), or have no effect for
-a reason Kafka shares on a single node without tiered storage (``no_effect``, shown in
-DescribeConfigs' documentation). ``tests/test_config.py`` checks that nothing falls outside.
+(``log_field``), be read by another part of the broker (``read_by``), refuse the values kbroker
+cannot honour (``unsupported``), or have no effect for a reason Kafka shares on a single node
+without tiered storage (``no_effect``, shown in DescribeConfigs' documentation). ``tests/test_config.py`` checks that nothing falls outside.
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ _TOPIC_TABLE: tuple[ConfigDef, ...] = (
        "compression.zstd.level", validator=Range(-131072, 22), log_field="compression_zstd_level"),
     _t("delete.retention.ms", L, 86400000, "How long tombstones are kept on compacted topics.",
        "log.cleaner.delete.retention.ms", validator=_AT0, log_field="delete_retention_ms"),
+    _t("errors.deadletterqueue.group.enable", B, False,
+       "Enable this topic to be used as a dead-letter queue for share groups. When set to true, "
+       "share groups can write undeliverable records to this topic. When set to false (the "
+       "default), attempts to use this topic as a DLQ will be rejected.",
+       read_by="the share groups' dead-letter-queue writer (kbroker.share.dlq)"),
     _t("file.delete.delay.ms", L, 60000, "Delay before a deleted segment's files are removed.",
        "log.segment.delete.delay.ms", validator=_AT0,
        no_effect="segment files are unlinked at once; a reader already holding them keeps reading "

@@ -162,6 +162,9 @@ class ConfigDef:
     * ``synonyms`` (topic keys): the broker keys that supply the default, in Kafka's order, each
       with the factor converting its unit to the topic's (``ServerTopicConfigSynonyms``).
     * ``log_field``: the :class:`~kbroker.log.partition_log.LogConfig` field the value feeds.
+    * ``read_by``: for a topic key that feeds no LogConfig field, the part of the broker that
+      reads it (e.g. ``errors.deadletterqueue.group.enable``, read by the share groups'
+      dead-letter-queue writer).
     * ``no_effect``: why kbroker accepts the key without acting on it -- only where Kafka itself
       shows no effect we could emulate (thread counts, replication on a single node, ...). It is
       appended to the DescribeConfigs documentation.
@@ -181,6 +184,7 @@ class ConfigDef:
     update_mode: str = READ_ONLY
     synonyms: tuple[tuple[str, int], ...] = ()
     log_field: str | None = None
+    read_by: str | None = None
     no_effect: str | None = None
     unsupported: Callable[[Any], str | None] | None = None
     update_refused: str | None = None

@@ -47,6 +47,7 @@ class Broker:
         self.share_persister = None  # what share partitions and share groups persist through
         self.client_metrics = None  # kbroker.telemetry.manager.ClientMetricsManager (KIP-714)
         self.share_partitions = None  # kbroker.share.manager.SharePartitionManager
+        self.dlq_channel = None  # share-group DLQ produces to other brokers (kbroker.share.dlq)
         self.log_cleaner = None
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
         self.cluster = None  # kbroker.metadata.zk.cluster.ZkCluster with zookeeper.connect
@@ -128,12 +129,22 @@ class Broker:
         follower.apply(None, self.controller.image)  # the subscriptions stored so far
         self.controller.subscribe(follower)
         from kbroker.share.manager import SharePartitionManager
+        from kbroker.share.dlq import DeadLetterWriter
+        from kbroker.coordinator.interbroker import InterBrokerChannel
+        # Share groups' dead-letter queues (KIP-1191): the DLQ partition may be led by another
+        # broker, reached over the inter-broker listener on a channel of its own.
+        self.dlq_channel = InterBrokerChannel(
+            self.node_id, self.config.get("request.timeout.ms") / 1000, "share-dlq",
+            lambda: getattr(self.replicas, "inter_broker_security", None))
+        dead_letters = DeadLetterWriter(self.node_id, self.config, lambda: self.controller.image,
+                                        self.replicas, self.controller, self.dlq_channel,
+                                        self.config.inter_broker_listener_name)
         # Share partitions (ShareFetch/ShareAcknowledge) keep their state through the persister
         # and read their group's share.* configs from the group coordinator.
         self.share_partitions = SharePartitionManager(
             self.share_persister, self.group_coordinator.share_group_settings,
             self.config.get("group.share.max.share.sessions"), self.replicas.wait_for_news,
-            self.node_id)
+            self.node_id, dead_letters)
         self.controller.subscribe(self.share_partitions)
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         self.connection_limits.image = lambda: self.controller.image  # ip quotas (KIP-612)
@@ -225,6 +236,8 @@ class Broker:
             await server.wait_closed()
         if self.share_partitions is not None:
             self.share_partitions.close()
+        if self.dlq_channel is not None:
+            self.dlq_channel.close()
         if self.share_persister is not None:
             self.share_persister.close()  # cancels calls waiting on other brokers
         if self.group_coordinator is not None and self.group_coordinator.share_end_offsets:

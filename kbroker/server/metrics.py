@@ -34,6 +34,12 @@ Names (Kafka's MBean -> Prometheus, lower-cased):
   DescribeShareGroupOffsets lag), ``kafka_sharegroup_start_offset``, ``kafka_sharegroup_in_flight_records`` (available or
   acquired, between the start and end offsets) and ``kafka_sharegroup_acquired_records``
   (locked by a member now);
+- share-group dead-letter queues (KIP-1191; Kafka's ShareGroupMetrics meters, as counters),
+  per group of the share partitions this broker leads:
+  ``kafka_server_sharegroupmetrics_deadletterqueuerecordcount_total{group}`` (records written
+  to the DLQ), ``..._deadletterqueuetotalproducerequests_total{group}`` (produce requests
+  sent) and ``..._deadletterqueuefailedproducerequests_total{group}`` (those that failed for
+  good);
 - cluster mode only, kbroker's own: ``kbroker_zookeeper_sync_events_total``,
   ``kbroker_zookeeper_znode_reads_total``, ``kbroker_zookeeper_sync_differences_total``.
 - client telemetry (KIP-714): every metric a connected client pushed, named as OpenTelemetry's
@@ -144,6 +150,7 @@ class BrokerCollector:
         yield from self._partitions()
         yield from self._groups()
         yield from self._share_groups()
+        yield from self._dead_letter_queues()
         yield from self._quotas()
         yield from self._cluster_sync()
         yield from client_metric_families(getattr(self.broker, "client_metrics", None))
@@ -293,6 +300,30 @@ class BrokerCollector:
             values = [row["group_id"], row["topic"], str(row["partition"])]
             for name, family in families.items():
                 family.add_metric(values, row[name])
+        yield from families.values()
+
+
+    def _dead_letter_queues(self):
+        manager = getattr(self.broker, "share_partitions", None)
+        writer = getattr(manager, "dead_letters", None)
+        if writer is None:
+            return
+        prefix = "kafka_server_sharegroupmetrics_deadletterqueue"
+        families = {
+            "records": CounterMetricFamily(f"{prefix}recordcount",
+                                           "Records written to the share group's dead-letter "
+                                           "queue.", labels=["group"]),
+            "produces": CounterMetricFamily(f"{prefix}totalproducerequests",
+                                            "Produce requests to the share group's dead-letter "
+                                            "queue.", labels=["group"]),
+            "failed_produces": CounterMetricFamily(f"{prefix}failedproducerequests",
+                                                   "Produce requests to the share group's "
+                                                   "dead-letter queue that failed for good.",
+                                                   labels=["group"]),
+        }
+        for group_id, meters in sorted(writer.meters.items()):
+            for name, family in families.items():
+                family.add_metric([group_id], getattr(meters, name))
         yield from families.values()
 
 

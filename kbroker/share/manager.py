@@ -15,6 +15,12 @@ by the first ShareFetch that names it), the share sessions, and the acquisition-
 - :meth:`release_session` / :meth:`connection_closed` give a member's locked records back.
 - Lock timers: one asyncio timer per share partition, set to its earliest lock deadline; when it
   fires, expired records are released, the change persisted and waiting fetches woken.
+- Dead-letter queues (KIP-1191, as Kafka 4.4): records a change left in ARCHIVING (a REJECT, or
+  the delivery limit reached, in a group with a DLQ) are written to the group's DLQ topic by
+  :class:`kbroker.share.dlq.DeadLetterWriter` once ARCHIVING is persisted (for an
+  acknowledgement: once it is persisted and answered), then archived and persisted again,
+  whether the DLQ write succeeded or not. A partition that loads records in ARCHIVING resends
+  them (see the writer for how duplicates are avoided).
 
 Everything runs on the event loop; state changes happen synchronously between awaits.
 """
@@ -32,7 +38,7 @@ from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.share.partition import SharePartition
 from kbroker.share.sessions import ShareSessionCache
 from kbroker.share.settings import SettingsProvider, limits_of
-from kbroker.share.state import Acquired
+from kbroker.share.state import DELIVERY_COUNT_EXCEEDED, CLIENT_REJECT, Acquired
 
 log = logging.getLogger("kbroker.share")
 RECORD_LIMIT_MODE = 1  # ShareAcquireMode (KIP-1206): 0 batch_optimized, 1 record_limit
@@ -63,8 +69,11 @@ class FetchParams:
 
 class SharePartitionManager:
     def __init__(self, persister: Persister, settings: SettingsProvider, max_sessions: int,
-                 wait_for_news=None, node_id: int | None = None):
+                 wait_for_news=None, node_id: int | None = None, dead_letters=None):
+        """``dead_letters``: a :class:`kbroker.share.dlq.DeadLetterWriter`; None (tools and
+        tests without one) means no group has a dead-letter queue."""
         self.persister = persister
+        self.dead_letters = dead_letters
         self.node_id = node_id  # this broker: share partitions it no longer leads are dropped
         self.settings = settings
         self.sessions = ShareSessionCache(max_sessions)
@@ -83,7 +92,8 @@ class SharePartitionManager:
                 or partition.leader_epoch != replica.leader_epoch:
             if partition is not None and partition.timer is not None:
                 partition.timer.cancel()
-            partition = self._partitions[key] = SharePartition(key, replica, self.persister)
+            partition = self._partitions[key] = SharePartition(key, replica, self.persister,
+                                                               self._resume_dead_letters)
         return partition
 
     def apply(self, old, new, delta):
@@ -161,7 +171,7 @@ class SharePartitionManager:
         only for partitions that may acquire (released records in the window, or room under
         the record-lock cap), as if all of it were acquirable. A read error counts as enough:
         the fetch answers it at once."""
-        limits = limits_of(settings)
+        limits = self._limits(settings)
         total = 0
         for partition in partitions:
             state = partition.state
@@ -181,7 +191,7 @@ class SharePartitionManager:
         split evenly among those that may acquire (Kafka's UNIFORM PartitionMaxBytesStrategy,
         the remainder to a random one)."""
         records_left = params.max_records
-        limits = limits_of(settings)
+        limits = self._limits(settings)
         now = _now_ms()
         acquired_any = False
         able = [p for p in partitions if p.state.in_flight_count() < limits.max_record_locks
@@ -247,7 +257,7 @@ class SharePartitionManager:
                           ) -> dict[SharePartitionKey, tuple[Errors, str | None]]:
         """``acks``: [(SharePartitionKey, [(first, last, types)])]. UNKNOWN_TOPIC_OR_PARTITION for
         a partition this broker has no share partition for (never fetched), as Kafka."""
-        limits = limits_of(self.settings(group_id))
+        limits = self._limits(self.settings(group_id))
         results = {}
         writes = []
         for key, batches in acks:
@@ -279,6 +289,8 @@ class SharePartitionManager:
                 partition.state.undo(remembered, changed, after)
                 self._schedule_expiry(partition, self.settings(group_id))
                 results[key] = (error, None)
+            else:
+                self._dead_letter(partition, changed)
         return results
 
     # --- releasing -----------------------------------------------------------------------------
@@ -293,14 +305,14 @@ class SharePartitionManager:
             self._spawn(self._release_member(session.group_id, session.member_id))
 
     async def _release_member(self, group_id: str, member_id: str) -> None:
-        limits = limits_of(self.settings(group_id))
+        limits = self._limits(self.settings(group_id))
         writes = []
         for key, partition in list(self._partitions.items()):
             if key.group_id != group_id or partition.state is None:
                 continue
             changed = partition.state.release_member(member_id, limits)
             if changed:
-                writes.append(partition.persist(changed))
+                writes.append(self._persist_then_dead_letter(partition, changed))
         if writes:
             self._wake()
             await asyncio.gather(*writes)
@@ -332,7 +344,7 @@ class SharePartitionManager:
         if partition.state is None:
             return
         settings = self.settings(group_id)
-        changed = partition.state.expire_locks(_now_ms(), limits_of(settings))
+        changed = partition.state.expire_locks(_now_ms(), self._limits(settings))
         if changed:
             log.debug("acquisition locks of %d records of %s expired", len(changed),
                       partition.key)
@@ -341,7 +353,66 @@ class SharePartitionManager:
         self._schedule_expiry(partition, settings)
 
     def _persist_later(self, partition: SharePartition, changed: set[int]) -> None:
-        self._spawn(partition.persist(changed))
+        self._spawn(self._persist_then_dead_letter(partition, changed))
+
+    async def _persist_then_dead_letter(self, partition: SharePartition, changed: set[int]
+                                        ) -> None:
+        """Persist a release or a lock expiry; records it left in ARCHIVING then go to the DLQ
+        even when that write failed (as Kafka: they were released, so nothing undoes them)."""
+        await partition.persist(changed)
+        self._dead_letter(partition, changed)
+
+    # --- dead-letter queues (KIP-1191) -----------------------------------------------------------
+
+    def _limits(self, settings):
+        writer = self.dead_letters
+        return limits_of(settings, writer is not None and writer.enabled())
+
+    def _dead_letter(self, partition: SharePartition, changed, resumed: bool = False) -> None:
+        """Send the ARCHIVING records among ``changed`` (all of them when None) to the DLQ, in
+        the background."""
+        state = partition.state
+        if state is None:
+            return
+        found = state.archiving(changed)
+        if not found:
+            return
+        from kbroker.share.dlq import DeadLetter
+
+        limit = self.settings(partition.key.group_id).delivery_count_limit
+        letters = [DeadLetter(offset, count, cause or (
+            DELIVERY_COUNT_EXCEEDED if count >= limit else CLIENT_REJECT))
+            for offset, count, cause in found]
+        self._spawn(self._write_dead_letters(partition, letters, resumed))
+
+    def _resume_dead_letters(self, partition: SharePartition) -> None:
+        """A loaded state with records in ARCHIVING: their DLQ write may not have happened (or
+        its ARCHIVED write did not), so it is done again, whatever the group's configs are now
+        (as Kafka; a DLQ name removed since fails the write and they are archived)."""
+        self._dead_letter(partition, None, resumed=True)
+
+    async def _write_dead_letters(self, partition: SharePartition, letters, resumed: bool
+                                  ) -> None:
+        group_id = partition.key.group_id
+        if self.dead_letters is not None:
+            try:
+                await self.dead_letters.write(group_id, self.settings(group_id),
+                                              partition.replica, letters, resumed)
+            except asyncio.CancelledError:
+                raise  # the broker is stopping: the records stay ARCHIVING, resent on load
+            except Exception as exc:  # noqa: BLE001 - whatever failed, the records are archived
+                log.error("Failed to write to DLQ, proceeding to ARCHIVED regardless. "
+                          "(share group %s, %s-%d offsets %d-%d: %s)", group_id,
+                          partition.replica.topic, partition.replica.index, letters[0].offset,
+                          letters[-1].offset, exc)
+        state = partition.state
+        changed = state.finish_archiving([letter.offset for letter in letters])
+        if not changed:
+            return
+        error = await partition.persist(changed)
+        if error != Errors.NONE:
+            log.error("Could not persist ARCHIVED state for %s (%s)", partition.key, error.name)
+        self._wake()
 
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)

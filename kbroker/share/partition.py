@@ -50,8 +50,11 @@ def persister_error(error: Errors) -> Errors:
 
 
 class SharePartition:
-    def __init__(self, key: SharePartitionKey, replica, persister: Persister):
+    def __init__(self, key: SharePartitionKey, replica, persister: Persister, on_load=None):
+        """``on_load(partition)``: called once its state is loaded (the manager resumes the
+        dead-letter writes of records loaded in ARCHIVING)."""
         self.key = key
+        self.on_load = on_load
         self.replica = replica  # kbroker.replica.partition.Partition (this broker leads it)
         self.leader_epoch = replica.leader_epoch  # the epoch this state belongs to
         self.persister = persister
@@ -94,6 +97,8 @@ class SharePartition:
         except ValueError as exc:
             log.error("share partition %s has an invalid persisted state: %s", self._name(), exc)
             raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, str(exc)) from None
+        if self.on_load is not None:
+            self.on_load(self)
 
     def _reset_offset(self, settings) -> int:
         """Where a group that never read this partition starts (share.auto.offset.reset)."""

@@ -26,16 +26,22 @@ class ShareGroupSettings:
     isolation_level: int = READ_UNCOMMITTED  # share.isolation.level
     renew_acknowledge_enable: bool = True  # share.renew.acknowledge.enable (KIP-1222)
     auto_offset_reset_duration_ms: int | None = None  # by_duration's duration
+    dlq_topic_name: str = ""  # errors.deadletterqueue.topic.name (KIP-1191); "": no DLQ
+    dlq_copy_record: bool = False  # errors.deadletterqueue.copy.record.enable
 
 
 SettingsProvider = Callable[[str], ShareGroupSettings]
 
 
-def limits_of(settings) -> Limits:
+def limits_of(settings, dlq_supported: bool = False) -> Limits:
+    """``dlq_supported``: the cluster's share.version allows dead-letter queues; the group has
+    one when its ``errors.deadletterqueue.topic.name`` is set too (Kafka's
+    isDLQEnabledForGroup, checked at every transition)."""
     return Limits(delivery_count_limit=settings.delivery_count_limit,
                   max_record_locks=settings.partition_max_record_locks,
                   lock_duration_ms=settings.record_lock_duration_ms,
-                  renew_enabled=settings.renew_acknowledge_enable)
+                  renew_enabled=settings.renew_acknowledge_enable,
+                  dead_letter=dlq_supported and bool(getattr(settings, "dlq_topic_name", "")))
 
 
 def broker_defaults(config) -> SettingsProvider:

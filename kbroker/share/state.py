@@ -1,11 +1,14 @@
 """One share partition's in-flight records (KIP-932): Kafka's ``SharePartition`` state, pure.
 
 A share group reads a partition from its *start offset*. Every offset from there up to the
-*end offset* (the next one never fetched) is in flight, in one of four states:
+*end offset* (the next one never fetched) is in flight, in one of five states:
 
 - AVAILABLE: may be acquired by the next fetch (never delivered, or released);
 - ACQUIRED: locked by one member until it acknowledges it or its lock expires;
 - ACKNOWLEDGED: accepted, done;
+- ARCHIVING (KIP-1191): rejected or out of delivery attempts in a group with a dead-letter
+  queue; persisted so, then written to the queue, then ARCHIVED (:mod:`kbroker.share.dlq`);
+  neither acquirable nor acknowledgeable, and the start offset waits for it;
 - ARCHIVED: rejected, a gap, a control or aborted record, or out of delivery attempts; done.
 
 Transitions (one table, :data:`ACK_TO_STATE`, plus :meth:`_release`):
@@ -14,6 +17,9 @@ Transitions (one table, :data:`ACK_TO_STATE`, plus :meth:`_release`):
   ACQUIRED --ACCEPT--> ACKNOWLEDGED;  --REJECT / GAP--> ARCHIVED;  --RENEW--> ACQUIRED (new lock)
   ACQUIRED --RELEASE, lock timeout, session close--> AVAILABLE, or ARCHIVED once the delivery
           count reached ``group.share.delivery.count.limit``
+  With a dead-letter queue (``Limits.dead_letter``), REJECT and the delivery limit lead to
+  ARCHIVING instead; ARCHIVING --:meth:`finish_archiving`--> ARCHIVED. GAP, ACCEPT, control and
+  aborted records, and records below the log start offset never go to the queue (as Kafka).
 
 The start offset moves past every leading ACKNOWLEDGED/ARCHIVED offset (and past the log start
 offset when retention deletes records). Offsets below it are finished: an acknowledgement
@@ -30,8 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbroker.coordinator.share.persister import (ACKNOWLEDGED, ARCHIVED, AVAILABLE, ReadResult,
-                                                 StateBatch)
+from kbroker.coordinator.share.persister import (ACKNOWLEDGED, ARCHIVED, ARCHIVING, AVAILABLE,
+                                                 ReadResult, StateBatch)
 from kbroker.protocol.errors import Errors, KafkaError
 
 ACQUIRED = 1  # never persisted: a restart makes acquired records available again
@@ -40,6 +46,9 @@ ACQUIRED = 1  # never persisted: a restart makes acquired records available agai
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 ACK_TO_STATE = {ACCEPT: ACKNOWLEDGED, REJECT: ARCHIVED, GAP: ARCHIVED}
 TERMINAL = (ACKNOWLEDGED, ARCHIVED)
+# Why a record went to ARCHIVING: the __dlq.errors.message header Kafka 4.4 writes.
+CLIENT_REJECT = "Offset rejected by client."
+DELIVERY_COUNT_EXCEEDED = "Offset delivery count exceeded the threshold."
 # The in-flight window is bounded by group.share.partition.max.record.locks (at most 10000), so
 # a persisted state spanning far more offsets is damaged: loading it fails rather than filling
 # memory offset by offset.
@@ -82,6 +91,7 @@ class Limits:
     max_record_locks: int = 2000
     lock_duration_ms: int = 30000
     renew_enabled: bool = True
+    dead_letter: bool = False  # the group has a dead-letter queue (and share.version >= 2)
 
 
 class SharePartitionState:
@@ -90,6 +100,9 @@ class SharePartitionState:
         self.end_offset = start_offset
         self.state_epoch = state_epoch
         self.records: dict[int, InFlight] = {}
+        # offset -> why it is ARCHIVING (CLIENT_REJECT or DELIVERY_COUNT_EXCEEDED), for its
+        # dead-letter record; an offset loaded in ARCHIVING gets it from its delivery count.
+        self.archiving_cause: dict[int, str] = {}
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -349,7 +362,11 @@ class SharePartitionState:
                 record.deadline_ms = now_ms + limits.lock_duration_ms
                 continue
             if ack == RELEASE:
-                self._release(record, limits)
+                self._release(record, limits, offset)
+            elif ack == REJECT and limits.dead_letter:
+                record.state = ARCHIVING
+                record.member = None
+                self.archiving_cause[offset] = CLIENT_REJECT
             else:
                 record.state = ACK_TO_STATE[ack]
                 record.member = None
@@ -357,16 +374,21 @@ class SharePartitionState:
         self.advance_start()
         return changed
 
-    def _release(self, record: InFlight, limits: Limits) -> None:
+    def _release(self, record: InFlight, limits: Limits, offset: int) -> None:
         record.member = None
-        record.state = ARCHIVED if record.delivery_count >= limits.delivery_count_limit \
-            else AVAILABLE
+        if record.delivery_count < limits.delivery_count_limit:
+            record.state = AVAILABLE
+        elif limits.dead_letter:
+            record.state = ARCHIVING
+            self.archiving_cause[offset] = DELIVERY_COUNT_EXCEEDED
+        else:
+            record.state = ARCHIVED
 
     def release_member(self, member: str, limits: Limits) -> set[int]:
         """A member's share session closed: its acquired records go back (or are archived)."""
         changed = set()
         for offset in self.acquired_by(member):
-            self._release(self.records[offset], limits)
+            self._release(self.records[offset], limits, offset)
             changed.add(offset)
         self.advance_start()
         return changed
@@ -376,9 +398,35 @@ class SharePartitionState:
         changed = set()
         for offset, record in self.records.items():
             if record.state == ACQUIRED and record.deadline_ms <= now_ms:
-                self._release(record, limits)
+                self._release(record, limits, offset)
                 changed.add(offset)
         self.advance_start()
+        return changed
+
+    # --- dead-letter queue (KIP-1191) ------------------------------------------------------------
+
+    def archiving(self, offsets=None) -> list[tuple[int, int, str]]:
+        """(offset, delivery count, cause) of the ARCHIVING records among ``offsets`` (all of
+        them when None), in offset order. A record loaded in ARCHIVING has no cause remembered:
+        as Kafka, the delivery limit when its count reached ``limit``, else a client reject
+        (the caller passes the limit through :meth:`cause_of`)."""
+        records = self.records
+        wanted = records if offsets is None else sorted(o for o in offsets if o in records)
+        return [(o, records[o].delivery_count, self.archiving_cause.get(o, ""))
+                for o in wanted if records[o].state == ARCHIVING]
+
+    def finish_archiving(self, offsets) -> set[int]:
+        """The dead-letter write of ``offsets`` is over (written or given up): those still
+        ARCHIVING become ARCHIVED; returns them (to persist)."""
+        changed = set()
+        for offset in offsets:
+            record = self.records.get(offset)
+            self.archiving_cause.pop(offset, None)
+            if record is not None and record.state == ARCHIVING:
+                record.state = ARCHIVED
+                changed.add(offset)
+        if changed:
+            self.advance_start()
         return changed
 
     # --- undo (a write the persister refused) ----------------------------------------------
@@ -402,6 +450,8 @@ class SharePartitionState:
                 record = self.records[offset] = InFlight(AVAILABLE)
                 reinserted.append(offset)
             record.state, record.delivery_count, record.member, record.deadline_ms = old
+            if record.state != ARCHIVING:
+                self.archiving_cause.pop(offset, None)
         if reinserted:
             self.start_offset = min(self.start_offset, min(reinserted))
             self.records = dict(sorted(self.records.items()))  # keep offset order
@@ -430,6 +480,7 @@ class SharePartitionState:
             return False
         for offset in [o for o in self.records if o < log_start_offset]:
             del self.records[offset]
+            self.archiving_cause.pop(offset, None)
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self.advance_start()

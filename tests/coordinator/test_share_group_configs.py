@@ -41,7 +41,15 @@ def test_validation():
     assert refused(config, {"share.session.timeout.ms": "45000",
                             "share.heartbeat.interval.ms": "45000"}).startswith(
         "share.heartbeat.interval.ms must be in the range")
-    assert "no dead-letter queue" in refused(config, {"errors.deadletterqueue.topic.name": "d"})
+    # KIP-1191: only a name starting with "__" is refused when it is set (Kafka 4.4's message).
+    assert refused(config, {"errors.deadletterqueue.topic.name": "__d"}) == (
+        "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'")
+    assert "Expected value to be either true or false" in refused(
+        config, {"errors.deadletterqueue.copy.record.enable": "yes"})
+    assert check(config, {"errors.deadletterqueue.topic.name": "no-prefix-is-fine-here",
+                          "errors.deadletterqueue.copy.record.enable": "TRUE"}) == {
+        "errors.deadletterqueue.topic.name": "no-prefix-is-fine-here",
+        "errors.deadletterqueue.copy.record.enable": True}
 
 
 def test_settings_override_then_broker_default():
@@ -55,6 +63,10 @@ def test_settings_override_then_broker_default():
                                          "share.record.lock.duration.ms": "20000"})
     assert s.auto_offset_reset == "by_duration:PT2M" and s.auto_offset_reset_duration_ms == 120000
     assert s.isolation_level == 1 and s.record_lock_duration_ms == 20000
+    assert (s.dlq_topic_name, s.dlq_copy_record) == ("", False)
+    s = share_group_settings_of(config, {"errors.deadletterqueue.topic.name": "dlq.x",
+                                         "errors.deadletterqueue.copy.record.enable": "true"})
+    assert (s.dlq_topic_name, s.dlq_copy_record) == ("dlq.x", True)
     assert parse_duration_ms("P1DT1H1M1.25S") == ((24 + 1) * 60 + 1) * 60000 + 1250
 
 

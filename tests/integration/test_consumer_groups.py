@@ -395,7 +395,8 @@ def test_group_configs(cg_broker):
     assert described()["consumer.session.timeout.ms"].value == "6000"  # the broker's
     for name, value, text in (("consumer.heartbeat.interval.ms", "50", "must be in the range 100 to 15000"),
                               ("consumer.nope", "1", "Unknown group config name"),
-                              ("errors.deadletterqueue.topic.name", "dlq", "no dead-letter queue")):
+                              ("errors.deadletterqueue.topic.name", "__dlq",
+                               "DLQ topic name must not start with '__'")):
         with pytest.raises(Exception) as err:
             alter(name, value).result(20)
         assert text in str(err.value)

@@ -107,3 +107,43 @@ def test_share_group_members_in_flight_and_lag(broker_factory, browser):  # noqa
     assert value(samples, "kafka_sharegroup_in_flight_records", **labels) == 6
     assert http_json(broker, f"/api/share-groups/{group}")["state"] == "EMPTY"
     assert http_get(broker, "/api/share-groups/nobody")[0] == 404
+
+
+def test_dead_letter_queue_meters(broker_factory):
+    """KIP-1191's ShareGroupMetrics DLQ meters, per group: records written to the group's
+    dead-letter queue and the produce requests that wrote them."""
+    broker = with_http(broker_factory(SHARE_BROKER))
+    topic, group, dlq = "orders", "order-workers", "dlq.orders"
+    ensure_topic(broker.bootstrap, topic)
+    ensure_topic(broker.bootstrap, dlq, 1, {"errors.deadletterqueue.group.enable": "true"})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in (
+            ("share.auto.offset.reset", "earliest"),
+            ("errors.deadletterqueue.topic.name", dlq))])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept until its future ends
+    admin.incremental_alter_configs([resource])[resource].result(TIMEOUT)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(4):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+    assert producer.flush(TIMEOUT) == 0
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([topic])
+    try:
+        rejected = 0
+        deadline = time.monotonic() + TIMEOUT
+        while rejected < 4 and time.monotonic() < deadline:
+            for message in consumer.poll(0.5):
+                if message.error() is None:
+                    consumer.acknowledge(message, AcknowledgeType.REJECT)
+                    rejected += 1
+            consumer.commit_sync(TIMEOUT)
+        assert rejected == 4
+    finally:
+        consumer.close()
+    prefix = "kafka_server_sharegroupmetrics_deadletterqueue"
+    samples = eventually(lambda: (s := scrape(broker)) and value(
+        s, f"{prefix}recordcount_total", group=group) == 4 and s, "4 DLQ records counted")
+    produces = value(samples, f"{prefix}totalproducerequests_total", group=group)
+    assert 1 <= produces <= 4  # one per acknowledgement that rejected (batched per ack)
+    assert value(samples, f"{prefix}failedproducerequests_total", group=group) == 0

@@ -37,6 +37,7 @@ def share_broker(settings: dict | None = None):
     host, port = broker.advertised_endpoint(next(iter(broker.bound)))
     broker.bootstrap = f"{host}:{port}"
     broker.persister = persister
+    broker.loop = loop  # to run a coroutine on the broker's loop
     try:
         yield broker
     finally:

@@ -275,3 +275,73 @@ def test_an_acknowledgement_remembers_only_the_records_it_changes():
     assert refused == {} and state.records[0].state == ACQUIRED  # all or nothing
     state.acknowledge("a", [(0, 1, [ACCEPT])], LIMITS, 0)
     assert state.fields([0, 4]) == {0: None, 4: (ACQUIRED, 1, "a", LIMITS.lock_duration_ms)}
+
+
+# --- dead-letter queues (KIP-1191): ARCHIVING ------------------------------------------------------
+
+DLQ = Limits(delivery_count_limit=3, max_record_locks=100, lock_duration_ms=1000, dead_letter=True)
+
+
+def test_reject_goes_to_archiving_then_archived_with_a_dead_letter_queue():
+    from kbroker.coordinator.share.persister import ARCHIVING
+    from kbroker.share.state import CLIENT_REJECT
+
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 2)], limits=DLQ)
+    changed = state.acknowledge("a", [(0, 2, [ACCEPT, REJECT, GAP])], DLQ, 0)
+    assert changed == {0, 1, 2}
+    # GAP is archived at once, REJECT waits in ARCHIVING: the start offset stops there
+    assert state.records[1].state == ARCHIVING and state.records[2].state == ARCHIVED
+    assert state.start_offset == 1
+    assert state.persisted_batches(changed) == [StateBatch(1, 1, ARCHIVING, 1),
+                                                StateBatch(2, 2, ARCHIVED, 1)]
+    assert state.archiving(changed) == [(1, 1, CLIENT_REJECT)]
+    assert state.unfinished_count() == 1 and state.delivery_complete_count() == 1
+    # neither acquirable nor acknowledgeable meanwhile
+    assert acquire(state, "b", [FetchedBatch(0, 2)], limits=DLQ) == []
+    with pytest.raises(KafkaError) as err:
+        state.acknowledge("a", [(1, 1, [ACCEPT])], DLQ, 0)
+    assert err.value.error == Errors.INVALID_RECORD_STATE
+    assert state.finish_archiving([1]) == {1}
+    assert state.records == {} and state.start_offset == 3
+    assert state.finish_archiving([1]) == set()  # twice is nothing
+
+
+def test_without_a_dead_letter_queue_reject_archives_as_before():
+    state = SharePartitionState(0)
+    acquire(state, "a", [FetchedBatch(0, 0)])
+    state.acknowledge("a", [(0, 0, [REJECT])], LIMITS, 0)
+    assert state.start_offset == 1 and state.archiving() == []
+
+
+@pytest.mark.parametrize("how", ["release", "expiry", "member leaves"])
+def test_delivery_limit_goes_to_archiving_with_its_cause(how):
+    from kbroker.coordinator.share.persister import ARCHIVING
+    from kbroker.share.state import DELIVERY_COUNT_EXCEEDED
+
+    state = SharePartitionState(0)
+    for delivery in range(1, 4):
+        assert acquire(state, "a", [FetchedBatch(0, 0)], now=0, limits=DLQ) == \
+            [Acquired(0, 0, delivery)]
+        if how == "release":
+            state.acknowledge("a", [(0, 0, [RELEASE])], DLQ, 0)
+        elif how == "expiry":
+            state.expire_locks(10_000, DLQ)
+        else:
+            state.release_member("a", DLQ)
+    assert state.records[0].state == ARCHIVING
+    assert state.archiving() == [(0, 3, DELIVERY_COUNT_EXCEEDED)]
+
+
+def test_loaded_archiving_records_wait_for_their_dead_letter_write():
+    from kbroker.coordinator.share.persister import ARCHIVING
+
+    read = ReadResult(start_offset=5, batches=[StateBatch(5, 6, ARCHIVING, 2),
+                                               StateBatch(7, 7, ACKNOWLEDGED, 1)])
+    state = SharePartitionState.from_persisted(read, 5)
+    assert state.start_offset == 5 and state.end_offset == 8
+    # no cause remembered: the manager derives it from the delivery count, as Kafka
+    assert state.archiving() == [(5, 2, ""), (6, 2, "")]
+    assert acquire(state, "a", [FetchedBatch(5, 9)]) == [Acquired(8, 9, 1)]
+    state.finish_archiving([5, 6])
+    assert state.start_offset == 8

@@ -12,8 +12,11 @@ check ("Value must be at least L"); then the broker's bounds ("N must be in the 
 inclusive.", "N must be less than or equal to B", "N must be greater than or equal to A"), the
 streams assignor must be registered in ``group.streams.assignors``, rack-aware tags must not
 repeat, and a session timeout must exceed its heartbeat interval ("S must be greater than H").
-The share groups' dead-letter-queue configs are refused with INVALID_CONFIG: kbroker has no
-dead-letter queue, and a setting is never accepted to be ignored. ``share.auto.offset.reset``,
+The share groups' dead-letter-queue configs (KIP-1191) are checked as Kafka 4.4 checks them
+when they are set: only a topic name starting with ``__`` is refused ("errors.deadletterqueue.
+topic.name: DLQ topic name must not start with '__'"); the prefix, the topic's existence and its
+``errors.deadletterqueue.group.enable`` are checked when a record is written to the queue
+(:mod:`kbroker.share.dlq`). ``share.auto.offset.reset``,
 ``share.isolation.level`` and ``share.renew.acknowledge.enable`` have no broker synonym (Kafka's
 fixed defaults apply). :func:`share_group_settings` is what the share partitions read.
 
@@ -95,6 +98,14 @@ _TABLE = (
        check=lambda name, value: _one_of(name, value, ("read_committed", "read_uncommitted"))),
     _D("share.renew.acknowledge.enable", BOOLEAN, None,
        "Whether the renew acknowledge type is enabled for the share group.", default=True),
+    _D("errors.deadletterqueue.topic.name", STRING, None,
+       "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share "
+       "group. If blank (the default), the group does not have a DLQ topic.", default="",
+       check=lambda name, value: check_dlq_topic_name(name, value)),
+    _D("errors.deadletterqueue.copy.record.enable", BOOLEAN, None,
+       "When writing onto the dead-letter queue topic, whether to copy the original record onto "
+       "the DLQ topic, or just write a record containing the context information headers.",
+       default=False),
     _D("share.assignment.interval.ms", INT, "group.share.assignment.interval.ms",
        "The interval between assignment updates for a share group.", 0,
        "group.share.min.assignment.interval.ms", "group.share.max.assignment.interval.ms"),
@@ -144,9 +155,6 @@ GROUP_CONFIGS = {d.name: d for d in _TABLE}
 SESSION_HEARTBEAT = (("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
                      ("share.session.timeout.ms", "share.heartbeat.interval.ms"),
                      ("streams.session.timeout.ms", "streams.heartbeat.interval.ms"))
-# Kafka's share-group dead-letter-queue configs: known names, refused here.
-UNSUPPORTED_CONFIGS = {"errors.deadletterqueue.topic.name",
-                       "errors.deadletterqueue.copy.record.enable"}
 
 
 def default_value(config, definition: GroupConfigDef):
@@ -203,10 +211,6 @@ def _parse(definition: GroupConfigDef, raw):
 def check(config, overrides: dict) -> dict:
     """The overrides parsed to their types, or KafkaError INVALID_CONFIG (Kafka's messages)."""
     for name in overrides:
-        if name in UNSUPPORTED_CONFIGS:
-            raise KafkaError(Errors.INVALID_CONFIG,
-                             f"{name} is not supported by kbroker: it has no dead-letter queue "
-                             f"for share groups")
         if name not in GROUP_CONFIGS:
             raise KafkaError(Errors.INVALID_CONFIG, f"Unknown group config name: {name}")
     tags = overrides.get("streams.rack.aware.assignment.tags")
@@ -306,6 +310,14 @@ def check_auto_offset_reset(name: str, value: str) -> None:
                      f"or of the format 'by_duration:<PnDTnHnMn.nS>'.")
 
 
+def check_dlq_topic_name(name: str, value: str) -> None:
+    """The one check Kafka 4.4's GroupConfig makes of a DLQ topic name when it is set; the
+    others wait for the first record written to the queue."""
+    if value.startswith("__"):
+        raise KafkaError(Errors.INVALID_CONFIG,
+                         f"{name}: DLQ topic name must not start with '__'")
+
+
 def _one_of(name: str, value: str, allowed: tuple) -> None:
     if value not in allowed:
         raise KafkaError(Errors.INVALID_CONFIG,
@@ -323,6 +335,8 @@ class ShareGroupSettings:
     auto_offset_reset: str          # "earliest", "latest" or "by_duration:<ISO-8601>"
     isolation_level: int            # Kafka's IsolationLevel ids: 0 read_uncommitted, 1 committed
     renew_acknowledge_enable: bool
+    dlq_topic_name: str = ""        # errors.deadletterqueue.topic.name ("" : no DLQ)
+    dlq_copy_record: bool = False   # errors.deadletterqueue.copy.record.enable
 
     @property
     def auto_offset_reset_duration_ms(self) -> int | None:
@@ -352,4 +366,6 @@ def share_group_settings_of(config, overrides: dict) -> ShareGroupSettings:
         partition_max_record_locks=int(get("share.partition.max.record.locks")),
         auto_offset_reset=head.lower() + colon + duration,
         isolation_level=1 if get("share.isolation.level") == "read_committed" else 0,
-        renew_acknowledge_enable=bool(get("share.renew.acknowledge.enable")))
+        renew_acknowledge_enable=bool(get("share.renew.acknowledge.enable")),
+        dlq_topic_name=str(get("errors.deadletterqueue.topic.name")),
+        dlq_copy_record=bool(get("errors.deadletterqueue.copy.record.enable")))

@@ -26,6 +26,7 @@ from kbroker.protocol.errors import Errors
 # A record's delivery state as persisted (ShareSnapshot/ShareUpdate, WriteShareGroupState).
 AVAILABLE = 0
 ACKNOWLEDGED = 2
+ARCHIVING = 3  # KIP-1191: on its way to the group's dead-letter queue (Kafka 4.4)
 ARCHIVED = 4
 
 NO_OFFSET = -1  # start_offset when the partition is not initialized yet

@@ -71,3 +71,12 @@ def test_result_never_overlaps():
             got = [(b.delivery_count, b.delivery_state) for b in out
                    if b.first_offset <= off <= b.last_offset]
             assert got == [best]
+
+
+def test_archived_after_archiving_wins_and_a_later_delivery_beats_both():
+    """KIP-1191: ARCHIVING (3) then ARCHIVED (4) at the same delivery count: the higher state
+    wins, as Kafka's PersisterStateBatchCombiner; a higher count wins whatever the state."""
+    assert combine([B(0, 9, 0, 1), B(3, 5, 3, 2)], [B(4, 4, 4, 2)], 0) == [
+        B(0, 2, 0, 1), B(3, 3, 3, 2), B(4, 4, 4, 2), B(5, 5, 3, 2), B(6, 9, 0, 1)]
+    assert combine([B(0, 0, 4, 2)], [B(0, 0, 3, 2)], 0) == [B(0, 0, 4, 2)]
+    assert combine([B(0, 0, 4, 2)], [B(0, 0, 3, 3)], 0) == [B(0, 0, 3, 3)]
