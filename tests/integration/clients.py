@@ -80,6 +80,12 @@ def broker_tracebacks(broker: BrokerProcess) -> list[str]:
 
 
 def partition_dir(broker: BrokerProcess, topic: str, partition: int) -> Path:
+    """The partition's dir in whichever of the broker's log dirs holds it."""
+    log_dirs = broker.overrides.get("log.dirs")
+    for log_dir in str(log_dirs).split(",") if log_dirs else ():
+        candidate = Path(log_dir) / f"{topic}-{partition}"
+        if candidate.is_dir():
+            return candidate
     return broker.data_dir / f"{topic}-{partition}"
 
 
