@@ -34,7 +34,7 @@ import logging
 import time
 
 from kbroker.metadata import state_change
-from kbroker.protocol.errors import KafkaError
+from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.replicas")
 
@@ -106,6 +106,9 @@ class LogDirMover:
                 if partition is None or future is None:
                     return  # removed or cancelled meanwhile
                 current = partition.log
+                if getattr(current, "offline", False):  # could not be opened at start
+                    raise KafkaError(Errors.KAFKA_STORAGE_ERROR,
+                                     f"the current log is offline: {current.reason}")
                 reconcile(current, future)
                 if future.log_end_offset == current.log_end_offset:
                     self._swap(partition, started)

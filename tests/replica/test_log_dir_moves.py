@@ -351,3 +351,27 @@ def test_two_future_logs_of_one_partition_refuse_to_start(tmp_path):
     os.makedirs(os.path.join(destination, f"t-0.{uuid.uuid4().hex}-future"))
     with pytest.raises(StartupError, match="2 future logs"):
         open_replicas(tmp_path)
+
+
+def test_a_move_whose_current_log_is_offline_at_start_is_dropped(tmp_path):
+    async def first_run():
+        replicas, partition, source, destination = hosted(tmp_path)
+        write(partition, 10)
+        replicas.log_manager.create_future("t", 0, destination)
+        crash(replicas)
+        return source, destination
+
+    source, destination = asyncio.run(first_run())
+    with open(os.path.join(source, "t-0", "partition.metadata"), "wb") as damaged:
+        damaged.write(b"\x00garbage\xff")
+
+    async def second_run():
+        replicas, _ = open_replicas(tmp_path)
+        assert replicas.log_manager.future_of("t", 0) is not None
+        apply(replicas, EMPTY, IMAGE)
+        replicas.resume_log_dir_moves()
+        await until_moved(replicas)  # here: until the future log is gone
+        assert replicas.log_dir_of("t", 0) == source  # left where it was, offline
+        assert not [n for n in os.listdir(destination) if n.startswith("t-0")]
+        replicas.close()
+    asyncio.run(second_run())
