@@ -36,6 +36,8 @@ SCENARIOS = {
     "admin.list-offsets": "earliest, latest and by-timestamp offsets of 2 partitions, one with "
                           "records deleted",
     "admin.delete-records": "delete records below an offset (checked through ListOffsets)",
+    "admin.move-log-dir": "move a replica to the broker's other log dir (AlterReplicaLogDirs; "
+                          "checked through DescribeLogDirs)",
     "idempotent producer": "20 records with enable.idempotence: on disk, one producer id and "
                            "gap-free sequences; exactly 20 records",
     "large message": "two 900 KiB records (default message.max.bytes, 1 MiB) produced and "
