@@ -123,7 +123,9 @@ def test_a_throttled_move_shows_its_future_replica_and_survives_a_kill(brokers, 
     topic = f"slow-{uuid.uuid4().hex[:8]}"
     ensure_topic(bootstrap, topic, 1)
     # ~1.5 MB in many batches: a first round copies 1 MB (replica.fetch.max.bytes), then the
-    # throttle of 100 KB/s holds the next one back for 10 s, to look at and to kill in.
+    # throttle of 20 KB/s holds the next one back for 50 s, to look at and to kill in (a loaded
+    # CI machine took over 10 s for the tool runs and the produce below). After the restart the
+    # rest (~0.7 MB) fits in one round, which the throttle lets go at once.
     acked = produce_confluent(bootstrap, topic, [(str(i).encode(), VALUE)
                                                  for i in range(SLOW_RECORDS)],
                               batch_size=20000)
@@ -133,7 +135,7 @@ def test_a_throttled_move_shows_its_future_replica_and_survives_a_kill(brokers, 
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": topic, "partition": 0, "replicas": [1], "log_dirs": [dirs[destination]]}]}))
-    reassign(bootstrap, plan, "--execute", "--replica-alter-log-dirs-throttle", "100000")
+    reassign(bootstrap, plan, "--execute", "--replica-alter-log-dirs-throttle", "20000")
     described = where(bootstrap, dirs, topic)
     assert described[source] == [(f"{topic}-0", False, 0, True)]
     [(name, future, lag, _)] = described[destination]
