@@ -456,14 +456,14 @@ class LogManager:
         log_dir = self._future_dir_of.pop(key)
         current = self._logs[key]
         future.high_watermark = min(current.high_watermark, future.log_end_offset)
-        # What the batches alone cannot rebuild comes from the current log, exact at the same
-        # end offset: an epoch begun at the log end (a leader with no append yet), and producers
-        # whose batches retention removed (kept until they expire, as on the current log).
         # No fsync, as in Kafka: the moved log keeps the recovery point its data was last
         # synced at, so a crash before the next flush validates it from there (kill -9 loses
         # nothing: the page cache holds it); a power loss can take the unsynced tail, as it can
         # of any append under the default flush policy.
         future.close(flush=False)
+        # What the batches alone cannot rebuild comes from the current log, exact at the same
+        # end offset: producers whose batches retention removed (kept until they expire, as on
+        # the current log), and below, an epoch begun at the log end (a leader with no append).
         current.producer_state.take_snapshot(future.log_end_offset, into_dir=future.dir_path)
         current.delete()
         self._count_of[self._dir_of[key]] -= 1

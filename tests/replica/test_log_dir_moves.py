@@ -17,7 +17,6 @@ import pytest
 from kbroker.config import BrokerConfig
 from kbroker.log import LogConfig, PartitionLog
 from kbroker.log.log_manager import LogManager
-from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage, PartitionState, TopicMetadata
 from kbroker.protocol.errors import Errors
 from kbroker.protocol.records import iter_batches
@@ -25,16 +24,9 @@ from kbroker.replica.log_dir_mover import reconcile
 from kbroker.replica.replica_manager import ReplicaManager
 from kbroker.startup import StartupError
 from tests.log.conftest import NOW, make_batch
+from tests.replica.test_replica_manager_states import apply
 
 CONFIG = LogConfig(segment_bytes=4096)
-
-
-def apply(replicas, old, new):
-    delta = MetadataDelta(
-        created={n: t for n, t in new.topics().items() if old.topic(n) is not t},
-        deleted=frozenset(n for n in old.topics() if new.topic(n) is None))
-    for _ in replicas.apply(old, new, delta):
-        pass
 
 
 def open_replicas(tmp_path, cluster=False, **settings):
