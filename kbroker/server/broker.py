@@ -50,6 +50,7 @@ class Broker:
         self.dlq_channel = None  # share-group DLQ produces to other brokers (kbroker.share.dlq)
         self.log_cleaner = None
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
+        self.schema_registry = None  # kbroker.schema_registry.service.SchemaRegistry when on
         self.cluster = None  # kbroker.metadata.zk.cluster.ZkCluster with zookeeper.connect
         self._tasks: list[asyncio.Task] = []
         self.token_credentials = None  # kbroker.security.token_credentials.TokenCredentials
@@ -182,6 +183,12 @@ class Broker:
         self.replicas.resume_log_dir_moves()
         from kbroker.server.http import start_http_server
         self.http = await start_http_server(self)  # None unless http.port is set or in dev mode
+        from kbroker.schema_registry.service import start_schema_registry
+        try:  # None unless schema.registry.listeners is set or in dev mode
+            self.schema_registry = await start_schema_registry(self)
+        except OSError as exc:
+            raise StartupError(str(exc), "stop the process using that port or change "
+                               "schema.registry.listeners", EXIT_LISTENER) from None
         self._tasks = self._jwks_tasks + [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self.replicas.enforce_retention), name="retention"),
@@ -220,6 +227,8 @@ class Broker:
             await self.replicas.stop_replication()
         if self.http is not None:
             await self.http.stop()
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         for _, server in self.servers:
             server.close()
         for connection in list(self.connections):
