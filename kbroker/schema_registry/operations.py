@@ -258,10 +258,10 @@ def check_compatibility(shard: RegistryShard, subject: str, version_text: str | 
 def delete_version(subject: str, version_text: str, permanent: bool):
     def op(shard: RegistryShard) -> CoordinatorResult:
         _check_writable(subject, shard.mode(subject))
-        entry = find_version(shard, subject, version_text, deleted=permanent)
-        if version_text in ("latest", "-1") and permanent:
-            entry = find_version(shard, subject, version_text, deleted=False) \
-                if shard.subject_entries(subject) else entry
+        # Confluent: "latest" is the latest version not soft-deleted; a number may name a
+        # soft-deleted version (40406 for a second soft delete, the permanent delete's target).
+        latest = parse_version(version_text) == -1
+        entry = find_version(shard, subject, version_text, deleted=not latest)
         key = Key(records.SCHEMA, subject, entry.version)
         if shard.referenced_by(subject, entry.version, deleted=permanent):
             raise errors.reference_exists(_key_text(key))

@@ -87,7 +87,7 @@ class RegistryShard(Shard):
         at = (entry.subject, entry.version)
         previous = self.versions.get(at)
         if previous is not None and previous.id != entry.id:
-            self._drop_user(previous.id, at)
+            self._drop_user(previous, at)
         self.versions[at] = entry
         known = self.subject_versions.get(entry.subject, ())
         if entry.version not in known:
@@ -106,16 +106,16 @@ class RegistryShard(Shard):
             self.subject_versions[subject] = left
         else:
             self.subject_versions.pop(subject, None)
-        self._drop_user(entry.id, (subject, version))
+        self._drop_user(entry, (subject, version))
 
-    def _drop_user(self, schema_id: int, at: tuple) -> None:
-        users = self.id_users.get(schema_id, frozenset()) - {at}
+    def _drop_user(self, entry: SchemaValue, at: tuple) -> None:
+        """``at`` no longer uses ``entry``'s id; the id is unknown once nothing uses it."""
+        users = self.id_users.get(entry.id, frozenset()) - {at}
         if users:
-            self.id_users[schema_id] = users
+            self.id_users[entry.id] = users
             return
-        entry = self.schema_by_id(schema_id)
-        self.id_users.pop(schema_id, None)
-        if entry is not None and self.id_of.get(identity(entry)) == schema_id:
+        self.id_users.pop(entry.id, None)
+        if self.id_of.get(identity(entry)) == entry.id:
             self.id_of.pop(identity(entry))
 
     def durable_state(self):
