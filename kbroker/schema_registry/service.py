@@ -72,6 +72,7 @@ class SchemaRegistry:
         self._empty.loading = False
         self.security = security  # kbroker.schema_registry.security.RegistrySecurity or None
         self.servers: list[tuple[str, HttpServer]] = []  # (url, server)
+        self.bound: tuple[str, str, int] | None = None  # the first listener's (scheme, host, port)
         self.metrics: dict[tuple[str, int], int] = {}  # (endpoint, status) -> requests
         self.forward_timeout_s = config.get("schema.registry.forward.timeout.ms") / 1000
 
@@ -99,6 +100,8 @@ class SchemaRegistry:
                                              f"({exc.strerror})") from None
             bound = f"{parts.scheme}://{_display_host(host)}:{server.port}"
             self.servers.append((bound, server))
+            if self.bound is None:
+                self.bound = (parts.scheme, host, server.port)
             log.info("kbroker schema registry on %s (Confluent's REST API; topic %s)", bound,
                      self.topic)
 
@@ -238,7 +241,7 @@ class SchemaRegistry:
         if info is None:
             return None
         from kbroker.schema_registry.cluster import registry_url
-        return registry_url(info)
+        return registry_url(info, urlsplit(self.url).scheme if self.url else "http")
 
 
 async def forward(url: str, request: Request, security) -> Response:

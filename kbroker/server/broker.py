@@ -174,6 +174,13 @@ class Broker:
             sock_port = server.sockets[0].getsockname()[1]
             self.bound[name] = (endpoint.bind_host or "0.0.0.0", sock_port)
             self.servers.append((name, server))
+        from kbroker.schema_registry.service import start_schema_registry
+        try:  # None unless schema.registry.listeners is set or in dev mode; before joining the
+            # cluster, whose registration carries the registry's URL
+            self.schema_registry = await start_schema_registry(self)
+        except OSError as exc:
+            raise StartupError(str(exc), "stop the process using that port or change "
+                               "schema.registry.listeners", EXIT_LISTENER) from None
         if self.cluster is not None:
             await self._join_cluster()
             # Followers fetch from their leaders; leaders change ISRs through the controller
@@ -183,12 +190,6 @@ class Broker:
         self.replicas.resume_log_dir_moves()
         from kbroker.server.http import start_http_server
         self.http = await start_http_server(self)  # None unless http.port is set or in dev mode
-        from kbroker.schema_registry.service import start_schema_registry
-        try:  # None unless schema.registry.listeners is set or in dev mode
-            self.schema_registry = await start_schema_registry(self)
-        except OSError as exc:
-            raise StartupError(str(exc), "stop the process using that port or change "
-                               "schema.registry.listeners", EXIT_LISTENER) from None
         self._tasks = self._jwks_tasks + [
             asyncio.create_task(self._every(self.config.get("log.retention.check.interval.ms"),
                                             self.replicas.enforce_retention), name="retention"),
@@ -280,6 +281,10 @@ class Broker:
         for name, _host, _port in self.config.advertised_listeners:
             host, port = self.advertised_endpoint(name)
             endpoints.append(Endpoint(name, host, port, protocols.get(name, "PLAINTEXT")))
+        if self.schema_registry is not None:  # where the others forward registry requests
+            from kbroker.schema_registry.cluster import registration_endpoint
+            endpoints.append(registration_endpoint(self.schema_registry.bound, endpoints[0].host,
+                                                   Endpoint))
         try:
             await self.cluster.start(self.controller, endpoints,
                                      self.config.get("broker.rack") or None)
