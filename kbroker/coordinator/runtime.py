@@ -381,27 +381,11 @@ class CoordinatorRuntime:
         count = 0
         offset = partition.log_start_offset
         while offset < partition.high_watermark:
-            result = partition.read(offset, _LOAD_READ_BYTES)  # below the high watermark
-            if not result.regions:
+            next_offset, replayed = replay_chunk(shard, partition, offset)
+            if next_offset is None:
                 break
-            for region in result.regions:
-                for header in iter_batches(memoryview(region.read())):
-                    offset = header.next_offset
-                    shard.replay_time_ms = header.max_timestamp  # when it was written
-                    if header.is_control:
-                        _replay_marker(shard, header)
-                        continue
-                    transactional = header.is_transactional and header.producer_id >= 0
-                    for record in decode_records(header, _MAX_UNCOMPRESSED):
-                        if record.key is None:
-                            continue
-                        if transactional:
-                            shard.replay_transactional(
-                                record.offset(header), header.producer_id,
-                                header.producer_epoch, record.key, record.value)
-                        else:
-                            shard.replay(record.offset(header), record.key, record.value)
-                        count += 1
+            offset = next_offset
+            count += replayed
             await asyncio.sleep(0)  # let other work run between chunks
         return count
 
@@ -604,6 +588,36 @@ class CoordinatorRuntime:
 
     def has_timer(self, index: int, key) -> bool:
         return key in self._timers.get(index, ())
+
+
+def replay_chunk(shard: Shard, partition, offset: int, **read_options) -> tuple[int | None, int]:
+    """Replay one read's worth of ``partition`` from ``offset`` (below its high watermark) into
+    ``shard``: (the next offset, or None when nothing was read; records replayed). Loading uses
+    it, and so does a reader that follows a replica it does not lead (``read_options`` then
+    allow a follower to serve: ``follower_may_serve=True``)."""
+    result = partition.read(offset, _LOAD_READ_BYTES, **read_options)
+    if not result.regions:
+        return None, 0
+    count = 0
+    for region in result.regions:
+        for header in iter_batches(memoryview(region.read())):
+            offset = header.next_offset
+            shard.replay_time_ms = header.max_timestamp  # when it was written
+            if header.is_control:
+                _replay_marker(shard, header)
+                continue
+            transactional = header.is_transactional and header.producer_id >= 0
+            for record in decode_records(header, _MAX_UNCOMPRESSED):
+                if record.key is None:
+                    continue
+                if transactional:
+                    shard.replay_transactional(
+                        record.offset(header), header.producer_id,
+                        header.producer_epoch, record.key, record.value)
+                else:
+                    shard.replay(record.offset(header), record.key, record.value)
+                count += 1
+    return offset, count
 
 
 def _replay_marker(shard: Shard, header) -> None:

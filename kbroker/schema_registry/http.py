@@ -3,8 +3,9 @@
 Requests with bodies (``Content-Length`` or chunked), keep-alive, pipelined requests answered in
 order, TLS when given an ``ssl.SSLContext``. The server knows nothing of the registry: it hands a
 :class:`Request` to an async handler and writes the :class:`Response` it returns. A body larger
-than ``max_body`` is answered 413 before it is read, and the connection closed (what follows it
-on the stream would be unreadable). kbroker.server.http (the broker's GET-only port) stays apart:
+than ``max_body`` is answered 413 without being kept: the rest the client sends is read and
+dropped (for up to ``_DISCARD_S``, so that the client reads the answer rather than a reset),
+then the connection is closed. kbroker.server.http (the broker's GET-only port) stays apart:
 it serves the console and probes, with no bodies or authentication.
 """
 
@@ -21,6 +22,8 @@ log = logging.getLogger("kbroker.schema_registry")
 
 _MAX_HEADER_BYTES = 16 * 1024
 _IDLE_S = 60  # a connection idle this long between requests is closed
+_DISCARD_S = 5.0  # how long the rest of a refused (too large) body is read and dropped
+_DISCARD_MAX_BYTES = 256 * 1024 * 1024
 _REASONS = {200: "OK", 204: "No Content", 400: "Bad Request", 401: "Unauthorized",
             403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
             413: "Payload Too Large", 415: "Unsupported Media Type",
@@ -122,6 +125,8 @@ class HttpServer:
                 body_error = await self._read_body(reader, request)
                 if body_error is not None:
                     await _send(writer, body_error, False)
+                    if body_error.status == 413:
+                        await _discard(reader)
                     return
                 try:
                     response = await self.handler(request)
@@ -168,6 +173,18 @@ class HttpServer:
             except (asyncio.IncompleteReadError, ConnectionError):
                 return Response.json({"error_code": 400, "message": "Truncated body"}, 400)
         return None
+
+
+async def _discard(reader) -> None:
+    """Read (and drop) what the client still sends of a refused body before closing: closing a
+    socket with unread data resets the connection, and the client would lose the 413."""
+    try:
+        async with asyncio.timeout(_DISCARD_S):
+            for _ in range(_DISCARD_MAX_BYTES // 65536):
+                if not await reader.read(65536):
+                    return
+    except (asyncio.TimeoutError, ConnectionError, OSError):
+        pass
 
 
 def _too_large(limit: int) -> Response:

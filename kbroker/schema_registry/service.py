@@ -4,11 +4,13 @@ where the request runs.
 Where a request runs: the state is the coordinator shard of ``_schemas`` partition 0, hosted by
 the broker that leads that partition (kbroker.coordinator.runtime loads it by replaying the
 partition up to the high watermark, so a new leader has every acknowledged write before it
-assigns an id). A broker that leads it serves every request itself; any other broker forwards
-the request, as it came, to the leader's registry listener (Confluent's followers forward writes
-to their leader alike) and answers 50003 when that fails. Until the topic exists (it is created
-by the first write, so a broker whose registry is never written has no ``_schemas`` topic) reads
-see an empty registry.
+assigns an id). The leader serves every request itself. A broker with a follower replica of the
+partition serves reads from it (kbroker.schema_registry.replica_view) and asks the leader for
+what its copy does not know yet (a 404 there is forwarded); a broker without a replica forwards
+reads too. Writes are always forwarded, as they came, to the leader's registry listener
+(Confluent's followers forward to their leader alike); a forwarding failure is 50003. Until the
+topic exists (the first write creates it, so a broker whose registry is never written has no
+``_schemas`` topic) reads see an empty registry.
 
 Dispatch: authenticate (kbroker.schema_registry.security), match the route
 (kbroker.schema_registry.api), authorize it, then run it here or forward it; count it in
@@ -30,6 +32,7 @@ from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.schema_registry import api, errors
 from kbroker.schema_registry.errors import RegistryError
 from kbroker.schema_registry.http import HttpServer, Request, Response
+from kbroker.schema_registry.replica_view import ReplicaView
 from kbroker.schema_registry.store import RegistryShard
 
 log = logging.getLogger("kbroker.schema_registry")
@@ -70,6 +73,7 @@ class SchemaRegistry:
             config.get("schema.registry.topic.replication.factor"))
         self._empty = RegistryShard(self.runtime, PARTITION, self.defaults)
         self._empty.loading = False
+        self.view = ReplicaView(self.runtime, PARTITION, self.defaults)  # on a follower
         self.security = security  # kbroker.schema_registry.security.RegistrySecurity or None
         self.servers: list[tuple[str, HttpServer]] = []  # (url, server)
         self.bound: tuple[str, str, int] | None = None  # the first listener's (scheme, host, port)
@@ -126,15 +130,38 @@ class SchemaRegistry:
         return topic.state(PARTITION).leader
 
     def local_shard(self) -> RegistryShard:
-        """The loaded shard, an empty one before the topic exists, or NotHere."""
+        """The state to read here: the loaded shard (this broker leads _schemas-0), the view of
+        a follower replica, an empty one before the topic exists; else NotHere (forward)."""
         if not self.runtime.exists:
             return self._empty
         shard = self.runtime.shards.get(PARTITION)
-        if shard is None:
+        if shard is not None:
+            if shard.loading or shard.load_error:
+                raise errors.timeout("The schema registry is loading _schemas; retry shortly")
+            return shard
+        partition = self.runtime.partitions.get(self.topic, PARTITION)
+        if partition is None or self.runtime.leads(PARTITION) or not self._replica_current(
+                partition):
             raise NotHere(self.leader())
-        if shard.loading or shard.load_error:
-            raise errors.timeout("The schema registry is loading _schemas; retry shortly")
-        return shard
+        try:
+            return self.view.current(partition)
+        except KafkaError:  # the replica cannot be read now (moving, out of range): forward
+            self.view.drop()
+            raise NotHere(self.leader()) from None
+
+    def _replica_current(self, partition) -> bool:
+        """Whether this follower's replica holds every acknowledged write: it is in the ISR (a
+        write is acknowledged once every ISR member has it in its log) and it knows all it holds
+        to be committed (log end = high watermark; right after a write the follower learns the
+        new high watermark on its next fetch, and reads go to the leader meanwhile). So a read
+        on any broker sees every write acknowledged before it."""
+        topic = self.controller.image.topic(self.topic)
+        if topic is None or self.node_id not in topic.state(PARTITION).isr:
+            return False
+        return partition.log_end_offset == partition.high_watermark
+
+    def from_replica(self, shard) -> bool:
+        return shard is not None and shard is self.view.shard
 
     def _settled(self) -> bool:
         """Nothing to wait for: no topic yet, or the shard here is loaded (the hot path)."""
@@ -153,9 +180,8 @@ class SchemaRegistry:
                 return
             shard = self.runtime.shards.get(PARTITION)
             if shard is None:
-                leader = self.leader()
-                if leader is not None and leader >= 0 and leader != self.node_id:
-                    return
+                if not self.runtime.leads(PARTITION):
+                    return  # a follower or no replica at all: read the view, or forward
             elif not shard.loading and shard.load_error is None:
                 return
             if time.monotonic() > deadline:
@@ -216,6 +242,12 @@ class SchemaRegistry:
             result = await route.run(call)
         except NotHere as here:
             return await self._forward(request, here.leader)
+        except RegistryError as exc:
+            # A follower's copy may trail the leader by a fetch: what it does not know yet is
+            # asked of the leader, so a schema registered a moment ago is always found.
+            if exc.status == 404 and self.from_replica(call._shard):
+                return await self._forward(request, self.leader())
+            raise
         if isinstance(result, Response):
             return result
         return Response.json(result)

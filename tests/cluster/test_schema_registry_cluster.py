@@ -1,7 +1,7 @@
 """The schema registry in a three-broker cluster (``kbroker cluster up``, real processes): every
-broker serves the API; the leader of ``_schemas-0`` writes and the others forward to it; after
-the leader is killed (-9) a new one takes over with every acknowledged schema, and ids never
-repeat."""
+broker serves the API; the leader of ``_schemas-0`` writes and the others forward to it, reads
+are served from the followers' replicas; after the leader is killed (-9) the survivors still
+read, a new leader takes over with every acknowledged schema, and ids never repeat."""
 
 from __future__ import annotations
 
@@ -63,8 +63,18 @@ def test_register_anywhere_read_everywhere_survive_leader_kill():
                     schema_id
 
         leader = _leader(cluster)
+        # A follower serves reads from its replica once it knows everything it holds to be
+        # committed: its next fetch brings the high watermark of the last write (the fetch
+        # waits up to replica.fetch.wait.max.ms, 500 ms, when there is nothing new).
+        time.sleep(1.5)
         cluster.kill(leader)  # kill -9
         survivors = {b: r for b, r in registries.items() if b != leader}
+        # Reads are served by the followers' replicas: they answer at once, while the dead
+        # leader's session has not expired and no write can be served yet.
+        for registry in survivors.values():
+            for subject, schema_id in ids.items():
+                status, body = registry.call("GET", f"/subjects/{subject}/versions/1")
+                assert (status, body.get("id")) == (200, schema_id), body
         for i, registry in enumerate(list(survivors.values()) * 2):
             subject = f"after{i}-value"
             status, body = _retry(lambda: registry.call("POST", f"/subjects/{subject}/versions",
