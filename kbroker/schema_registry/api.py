@@ -256,13 +256,12 @@ def _page(items: list, query: dict) -> list:
 @route("GET", "/subjects", access="list")
 async def list_subjects(call: Call):
     prefix = call.request.query.get("subjectPrefix", "")
-    deleted_only = call.flag("deletedOnly")
-    deleted = call.flag("deleted") or deleted_only
-    names = call.shard.subjects(deleted=deleted)
-    if deleted_only:
-        live = set(call.shard.subjects())
-        names = [s for s in names if s not in live or any(
-            e.deleted for e in call.shard.subject_entries(s, True))]
+    shard = call.shard
+    if call.flag("deletedOnly"):  # subjects with a soft-deleted version
+        names = [s for s in shard.subjects(deleted=True)
+                 if any(e.deleted for e in shard.subject_entries(s, deleted=True))]
+    else:
+        names = shard.subjects(deleted=call.flag("deleted"))
     names = [s for s in names if s.startswith(prefix) and call.registry.may_read(call, s)]
     return _page(names, call.request.query)
 
@@ -282,13 +281,14 @@ async def delete_subject(call: Call):
 @route("GET", "/subjects/{subject}/versions", access="subject:READ")
 async def list_versions(call: Call):
     subject = call.params["subject"]
-    deleted = call.flag("deleted") or call.flag("deletedOnly")
-    entries = call.shard.subject_entries(subject, deleted=deleted)
+    every = call.shard.subject_entries(subject, deleted=True)
     if call.flag("deletedOnly"):
-        entries = [e for e in entries if e.deleted]
-    if not entries and not call.shard.subject_entries(subject, deleted=True):
-        raise errors.subject_not_found(subject)
-    if not entries and not deleted:
+        entries = [e for e in every if e.deleted]
+    elif call.flag("deleted"):
+        entries = every
+    else:
+        entries = [e for e in every if not e.deleted]
+    if not every or (not entries and not call.flag("deletedOnly")):
         raise errors.subject_not_found(subject)
     return _page([e.version for e in entries], call.request.query)
 

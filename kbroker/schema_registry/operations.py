@@ -18,7 +18,7 @@ from kbroker.schema_registry.formats import InvalidSchema, parse
 from kbroker.schema_registry.records import Key, Reference, SchemaValue
 from kbroker.schema_registry.store import RegistryShard, identity
 
-MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+MODES = ("READWRITE", "READONLY", "IMPORT")
 CONTEXT = "."
 
 
@@ -129,8 +129,7 @@ def register(subject: str, body: dict, normalize: bool):
         importing = mode == "IMPORT"
         if wanted_id is not None and wanted_id >= 0 and not importing:
             raise errors.not_permitted(f"Subject {subject} is not in import mode")
-        normalize_now = normalize or shard.defaults.normalize
-        new = candidate(shard, schema_type, text, refs, normalize_now)
+        new = candidate(shard, schema_type, text, refs, normalize)
         live = shard.subject_entries(subject)
         every = shard.subject_entries(subject, deleted=True)
         existing_id = shard.id_of.get(new.identity())
@@ -176,7 +175,7 @@ def register(subject: str, body: dict, normalize: bool):
 
 
 def _check_writable(subject: str | None, mode: str) -> None:
-    if mode in ("READONLY", "READONLY_OVERRIDE"):
+    if mode == "READONLY":
         raise errors.not_permitted(f"Subject {subject} in context {CONTEXT} is in read-only mode")
 
 
@@ -196,7 +195,7 @@ def lookup(shard: RegistryShard, subject: str, body: dict, normalize: bool,
     entries = shard.subject_entries(subject, deleted=deleted)
     if not entries and not shard.subject_entries(subject, deleted=True):
         raise errors.subject_not_found(subject)
-    new = candidate(shard, schema_type, text, refs, normalize or shard.defaults.normalize)
+    new = candidate(shard, schema_type, text, refs, normalize)
     for entry in reversed(entries):
         if identity(entry) == new.identity():
             return entry
@@ -238,7 +237,7 @@ def parse_version(text: str) -> int:
 def check_compatibility(shard: RegistryShard, subject: str, version_text: str | None, body,
                         normalize: bool) -> list[str]:
     schema_type, text, refs = read_request(body)
-    new = candidate(shard, schema_type, text, refs, normalize or shard.defaults.normalize)
+    new = candidate(shard, schema_type, text, refs, normalize)
     level = shard.compatibility(subject)
     if version_text is None:
         previous = [(e.version, parsed_of(shard, e)) for e in shard.subject_entries(subject)]

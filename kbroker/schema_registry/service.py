@@ -20,7 +20,6 @@ Dispatch: authenticate (kbroker.schema_registry.security), match the route
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
 import time
@@ -45,9 +44,9 @@ _LOAD_WAIT_S = 10.0
 
 @dataclass(frozen=True)
 class Defaults:
+    """What a registry without a global config or mode answers."""
     compatibility: str
     mode: str = "READWRITE"
-    normalize: bool = False
 
 
 class NotHere(Exception):
@@ -359,6 +358,3 @@ async def start_schema_registry(broker) -> SchemaRegistry | None:
 def listener_urls_configured(config) -> bool:
     return bool(config.get("schema.registry.listeners")) or bool(_dev_default(config))
 
-
-def metrics_json(registry: SchemaRegistry) -> str:
-    return json.dumps({f"{e} {s}": n for (e, s), n in registry.metrics.items()})
