@@ -18,7 +18,7 @@ from typing import Awaitable, Callable
 from kbroker.schema_registry import errors, operations as ops
 from kbroker.schema_registry.formats import FORMATS
 from kbroker.schema_registry.http import Request, Response
-from kbroker.schema_registry.records import SchemaValue
+from kbroker.schema_registry.records import ConfigValue, SchemaValue
 
 ACCEPTED_BODY_TYPES = ("application/vnd.schemaregistry.v1+json",
                        "application/vnd.schemaregistry+json", "application/json",
@@ -349,7 +349,8 @@ async def compatibility_with_all(call: Call):
 
 @route("GET", "/config", access="global:READ")
 async def get_global_config(call: Call):
-    return {"compatibilityLevel": call.shard.compatibility(None)}
+    config = call.shard.configs.get(None) or ConfigValue()
+    return ops.config_json(config, call.shard.defaults.compatibility)
 
 
 @route("PUT", "/config", access="global:WRITE", writes=True)
@@ -365,12 +366,13 @@ async def delete_global_config(call: Call):
 @route("GET", "/config/{subject}", access="subject:READ")
 async def get_subject_config(call: Call):
     subject = call.params["subject"]
-    level = call.shard.configs.get(subject)
-    if level is None:
-        if not call.flag("defaultToGlobal"):
+    config = call.shard.configs.get(subject)
+    if not call.flag("defaultToGlobal"):
+        if config is None:
             raise errors.subject_compatibility_not_configured(subject)
-        level = call.shard.compatibility(None)
-    return {"compatibilityLevel": level}
+        return ops.config_json(config, call.shard.defaults.compatibility)
+    return ops.config_json(call.shard.config_in_scope(subject),
+                           call.shard.defaults.compatibility)
 
 
 @route("PUT", "/config/{subject}", access="subject:WRITE", writes=True)

@@ -129,7 +129,7 @@ def register(subject: str, body: dict, normalize: bool):
         importing = mode == "IMPORT"
         if wanted_id is not None and wanted_id >= 0 and not importing:
             raise errors.not_permitted(f"Subject {subject} is not in import mode")
-        new = candidate(shard, schema_type, text, refs, normalize)
+        new = candidate(shard, schema_type, text, refs, normalize or shard.normalize(subject))
         live = shard.subject_entries(subject)
         every = shard.subject_entries(subject, deleted=True)
         existing_id = shard.id_of.get(new.identity())
@@ -195,7 +195,7 @@ def lookup(shard: RegistryShard, subject: str, body: dict, normalize: bool,
     entries = shard.subject_entries(subject, deleted=deleted)
     if not entries and not shard.subject_entries(subject, deleted=True):
         raise errors.subject_not_found(subject)
-    new = candidate(shard, schema_type, text, refs, normalize)
+    new = candidate(shard, schema_type, text, refs, normalize or shard.normalize(subject))
     for entry in reversed(entries):
         if identity(entry) == new.identity():
             return entry
@@ -237,7 +237,7 @@ def parse_version(text: str) -> int:
 def check_compatibility(shard: RegistryShard, subject: str, version_text: str | None, body,
                         normalize: bool) -> list[str]:
     schema_type, text, refs = read_request(body)
-    new = candidate(shard, schema_type, text, refs, normalize)
+    new = candidate(shard, schema_type, text, refs, normalize or shard.normalize(subject))
     level = shard.compatibility(subject)
     if version_text is None:
         previous = [(e.version, parsed_of(shard, e)) for e in shard.subject_entries(subject)]
@@ -329,17 +329,48 @@ def _key_text(key: Key) -> str:
 
 # --- config and mode --------------------------------------------------------------------------
 
+def config_json(config: records.ConfigValue, default_level: str) -> dict:
+    """Confluent's ``Config`` entity."""
+    out: dict = {"compatibilityLevel": config.level or default_level}
+    if config.normalize is not None:
+        out["normalize"] = config.normalize
+    return out
+
+
+# Confluent config fields kbroker does not implement: refused rather than stored and ignored.
+_UNSERVED_CONFIG = ("alias", "aliasForDeks", "validateFields", "validateNewSchemas",
+                    "validateRules", "compatibilityPolicy", "compatibilityGroup",
+                    "defaultMetadata", "overrideMetadata", "defaultRuleSet", "overrideRuleSet")
+
+
 def set_config(subject: str | None, body):
     def op(shard: RegistryShard) -> CoordinatorResult:
         if not isinstance(body, dict):
             raise errors.bad_request("The request body must be a JSON object")
+        unserved = [k for k in _UNSERVED_CONFIG if body.get(k) is not None]
+        if unserved:
+            raise errors.not_permitted(f"kbroker's schema registry does not implement the "
+                                       f"config field(s) {', '.join(unserved)}")
         level = body.get("compatibility", body.get("compatibilityLevel"))
-        if not isinstance(level, str) or level.upper() not in compatibility.LEVELS:
+        normalize = body.get("normalize")
+        if level is None and normalize is None:
             raise errors.invalid_compatibility(level)
-        level = level.upper()
-        value = records.config_value(subject, level)
-        return CoordinatorResult([(Key(records.CONFIG, subject).encode(), value)],
-                                 {"compatibility": level})
+        if level is not None:
+            if not isinstance(level, str) or level.upper() not in compatibility.LEVELS:
+                raise errors.invalid_compatibility(level)
+            level = level.upper()
+        if normalize is not None and not isinstance(normalize, bool):
+            raise errors.bad_request("normalize must be true or false")
+        old = shard.configs.get(subject) or records.ConfigValue()
+        new = records.ConfigValue(level if level is not None else old.level,
+                                  normalize if normalize is not None else old.normalize)
+        answer: dict = {}
+        if new.level is not None:
+            answer["compatibility"] = new.level
+        if new.normalize is not None:
+            answer["normalize"] = new.normalize
+        return CoordinatorResult([(Key(records.CONFIG, subject).encode(), new.encode(subject))],
+                                 answer)
     return op
 
 
@@ -350,9 +381,9 @@ def delete_config(subject: str | None):
                 raise errors.subject_not_found(subject)
             if subject not in shard.configs:
                 raise errors.subject_compatibility_not_configured(subject)
-        old = shard.configs.get(subject) or shard.defaults.compatibility
+        old = shard.configs.get(subject) or records.ConfigValue()
         return CoordinatorResult([(Key(records.CONFIG, subject).encode(), None)],
-                                 {"compatibilityLevel": old})
+                                 config_json(old, shard.defaults.compatibility))
     return op
 
 

@@ -9,7 +9,8 @@ global CONFIG and MODE keys::
             "references":[{"name":..,"subject":..,"version":..}],   (only when there are some)
             "schema":"<canonical text>","deleted":false}
            ``deleted: true`` is a soft-deleted version; a tombstone (null) a hard-deleted one.
-    {"keytype":"CONFIG","subject":"orders-value","magic":0} -> {"subject":..,"compatibilityLevel":"FULL"}
+    {"keytype":"CONFIG","subject":"orders-value","magic":0}
+        -> {"subject":..,"normalize":true,"compatibilityLevel":"FULL"}   (each field optional)
     {"keytype":"MODE","magic":0}                             -> {"mode":"READONLY"}
            a tombstone removes a subject's config or mode.
     {"keytype":"DELETE_SUBJECT","subject":"s","magic":0} -> {"subject":"s","version":3}
@@ -97,10 +98,29 @@ class SchemaValue:
                    data.get("schemaType") or "AVRO", refs, bool(data.get("deleted", False)))
 
 
+@dataclass(frozen=True)
+class ConfigValue:
+    """A subject's (or the global) config: the fields kbroker serves of Confluent's."""
+    level: str | None = None  # compatibilityLevel
+    normalize: bool | None = None
+
+    def encode(self, subject: str | None) -> bytes:
+        out: dict = {"subject": subject} if subject is not None else {}
+        if self.normalize is not None:
+            out["normalize"] = self.normalize
+        if self.level is not None:
+            out["compatibilityLevel"] = self.level
+        return _dump(out)
+
+    @classmethod
+    def decode(cls, raw: bytes) -> "ConfigValue":
+        data = json.loads(raw)
+        normalize = data.get("normalize")
+        return cls(data.get("compatibilityLevel"), None if normalize is None else bool(normalize))
+
+
 def config_value(subject: str | None, level: str) -> bytes:
-    out = {"subject": subject} if subject is not None else {}
-    out["compatibilityLevel"] = level
-    return _dump(out)
+    return ConfigValue(level).encode(subject)
 
 
 def mode_value(subject: str | None, mode: str) -> bytes:

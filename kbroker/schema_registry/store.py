@@ -15,7 +15,8 @@ State (keys -> values):
   only grows;
 - ``id_of``: (schema type, canonical text, references) -> id: the same schema in any subject
   gets the same id;
-- ``configs`` / ``modes``: subject (None: global) -> compatibility level / mode.
+- ``configs``: subject (None: global) -> :class:`~kbroker.schema_registry.records.ConfigValue`
+  (compatibility level, normalize); ``modes``: subject (None: global) -> mode.
 
 Parsed schemas and the rendered answer of ``GET /schemas/ids/{id}`` are cached by id outside the
 durable state (an id's schema never changes).
@@ -71,7 +72,7 @@ class RegistryShard(Shard):
             if value is None:
                 self.configs.pop(key.subject, None)
             else:
-                self.configs[key.subject] = records.decode_json(value)["compatibilityLevel"]
+                self.configs[key.subject] = records.ConfigValue.decode(value)
         elif key.keytype == records.MODE:
             if value is None:
                 self.modes.pop(key.subject, None)
@@ -147,10 +148,27 @@ class RegistryShard(Shard):
         return sorted(s for s in self.subject_versions if self.subject_entries(s, deleted))
 
     def compatibility(self, subject: str | None) -> str:
-        level = self.configs.get(subject) if subject is not None else None
-        if level is None:
-            level = self.configs.get(None)
+        """The level that applies to ``subject``: its own, else the global one, else the
+        broker's default."""
+        level = self._config_field(subject, "level")
         return level or self.defaults.compatibility
+
+    def normalize(self, subject: str | None) -> bool:
+        """Whether registrations and lookups in ``subject`` are normalized (its config, else the
+        global one)."""
+        return bool(self._config_field(subject, "normalize"))
+
+    def config_in_scope(self, subject: str | None) -> records.ConfigValue:
+        """The subject's config fields, else the global ones (``?defaultToGlobal=true``)."""
+        return records.ConfigValue(self.compatibility(subject),
+                                   self._config_field(subject, "normalize"))
+
+    def _config_field(self, subject: str | None, name: str):
+        for scope in ((subject, None) if subject is not None else (None,)):
+            config = self.configs.get(scope)
+            if config is not None and getattr(config, name) is not None:
+                return getattr(config, name)
+        return None
 
     def mode(self, subject: str | None) -> str:
         mode = self.modes.get(subject) if subject is not None else None

@@ -276,3 +276,18 @@ def test_normalize(registry):
     assert stored == '{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}'
     # the canonical form makes key order and spacing irrelevant
     assert r.call("POST", "/subjects/n-value", {"schema": spaced})[1]["id"] == 1
+
+
+def test_config_normalize_and_unserved_fields(registry):
+    r = registry
+    assert r.call("PUT", "/config/cn-value", {"normalize": True}) == (200, {"normalize": True})
+    spaced = '{"fields": [{"type": "int", "name": "a"}], "name": "R", "type": "record"}'
+    assert r.call("POST", "/subjects/cn-value/versions", {"schema": spaced}) == (200, {"id": 1})
+    assert r.call("GET", "/subjects/cn-value/versions/1")[1]["schema"] == \
+        '{"type":"record","name":"R","fields":[{"name":"a","type":"int"}]}'
+    assert r.call("GET", "/config/cn-value?defaultToGlobal=true")[1] == {
+        "compatibilityLevel": "BACKWARD", "normalize": True}
+    # a config field kbroker does not implement is refused, not stored and ignored
+    status, body = r.call("PUT", "/config", {"compatibility": "FULL", "alias": "other"})
+    assert (status, body["error_code"]) == (422, 42205) and "alias" in body["message"]
+    assert r.call("GET", "/config")[1] == {"compatibilityLevel": "BACKWARD"}
