@@ -122,6 +122,13 @@ class AsyncKafkaBroker:
         self._require_started()
         return self.broker.port()
 
+    @property
+    def schema_registry_url(self) -> str | None:
+        """The schema registry's URL (on in the dev profile; ``schema.registry.listeners``)."""
+        self._require_started()
+        registry = self.broker.schema_registry
+        return registry.url if registry is not None else None
+
     def _require_started(self) -> None:
         if self.broker is None:
             raise RuntimeError("the broker is not running: use it inside `async with` or after start()")
@@ -226,6 +233,7 @@ class KafkaBroker:
     listeners = property(lambda self: self._inner.listeners)
     bootstrap_servers = property(lambda self: self._inner.bootstrap_servers)
     port = property(lambda self: self._inner.port)
+    schema_registry_url = property(lambda self: self._inner.schema_registry_url)
     security = property(lambda self: self._inner.security)
 
     @property

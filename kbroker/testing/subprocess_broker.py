@@ -118,3 +118,8 @@ class SubprocessKafkaBroker:
     @property
     def port(self) -> int:
         return next(iter(self.listeners.values()))[1]
+
+    @property
+    def schema_registry_url(self) -> str | None:
+        """The schema registry's URL from the ready file (on in the dev profile)."""
+        return self.info.get("schema_registry")
