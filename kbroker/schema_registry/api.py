@@ -327,8 +327,13 @@ async def delete_version(call: Call):
 # --- compatibility ----------------------------------------------------------------------------
 
 async def _compatibility(call: Call, version: str | None):
-    problems = ops.check_compatibility(call.shard, call.params["subject"], version, call.body(),
-                                       call.flag("normalize"))
+    try:
+        problems = ops.check_compatibility(call.shard, call.params["subject"], version,
+                                           call.body(), call.flag("normalize"))
+    except errors.RegistryError as exc:
+        if exc.code != 42201 or not call.flag("verbose"):
+            raise
+        problems = [exc.message]  # Confluent: a verbose check reports an invalid schema
     out: dict = {"is_compatible": not problems}
     if call.flag("verbose"):
         out["messages"] = problems

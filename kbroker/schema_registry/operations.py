@@ -242,12 +242,15 @@ def check_compatibility(shard: RegistryShard, subject: str, version_text: str | 
     if version_text is None:
         previous = [(e.version, parsed_of(shard, e)) for e in shard.subject_entries(subject)]
         return compatibility.check(level, new.parsed, previous)
+    version = parse_version(version_text)
     try:
         old = find_version(shard, subject, version_text)
     except errors.RegistryError as exc:
-        if exc.code == 40401 and version_text in ("latest", "-1"):
-            return []  # nothing registered yet: anything is compatible
-        raise
+        if exc.code not in (40401, 40402):
+            raise
+        if version == -1:
+            return []  # nothing registered yet: anything is compatible (Confluent's answer)
+        raise errors.version_not_found(version) from None
     pair = [(old.version, parsed_of(shard, old))]
     return compatibility.check(level.removesuffix("_TRANSITIVE"), new.parsed, pair)
 

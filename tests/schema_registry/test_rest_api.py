@@ -291,3 +291,17 @@ def test_config_normalize_and_unserved_fields(registry):
     status, body = r.call("PUT", "/config", {"compatibility": "FULL", "alias": "other"})
     assert (status, body["error_code"]) == (422, 42205) and "alias" in body["message"]
     assert r.call("GET", "/config")[1] == {"compatibilityLevel": "BACKWARD"}
+
+
+def test_compatibility_check_corners(registry):
+    r = registry
+    check = "/compatibility/subjects/cc-value/versions"
+    # nothing registered: "latest" is compatible, a numbered version is not found
+    assert r.call("POST", check + "/latest", schema(REC)) == (200, {"is_compatible": True})
+    assert r.call("POST", check + "/3", schema(REC))[1]["error_code"] == 40402
+    assert r.call("POST", check + "/zero", schema(REC))[1]["error_code"] == 42202
+    # an invalid schema: 42201, or a reported incompatibility with ?verbose=true
+    bad = {"schema": '{"type": "recrd"}'}
+    assert r.call("POST", check + "/latest", bad)[1]["error_code"] == 42201
+    status, body = r.call("POST", check + "/latest?verbose=true", bad)
+    assert status == 200 and body["is_compatible"] is False and body["messages"]
