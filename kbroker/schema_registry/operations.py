@@ -44,6 +44,10 @@ def read_request(body) -> tuple[str, str, tuple[Reference, ...]]:
     """(schema type, schema text, references) of a register/lookup/compatibility body."""
     if not isinstance(body, dict):
         raise errors.bad_request("The request body must be a JSON object")
+    unserved = [k for k in ("metadata", "ruleSet") if body.get(k)]
+    if unserved:  # data contracts: refused rather than stored without their meaning
+        raise errors.invalid_schema(f"kbroker's schema registry does not implement "
+                                    f"{' and '.join(unserved)} (Confluent's data contracts)")
     text = body.get("schema")
     if not isinstance(text, str) or not text:
         raise errors.invalid_schema("Empty schema")

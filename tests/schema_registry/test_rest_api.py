@@ -305,3 +305,11 @@ def test_compatibility_check_corners(registry):
     assert r.call("POST", check + "/latest", bad)[1]["error_code"] == 42201
     status, body = r.call("POST", check + "/latest?verbose=true", bad)
     assert status == 200 and body["is_compatible"] is False and body["messages"]
+
+
+def test_data_contract_fields_are_refused(registry):
+    body = {**schema(REC), "ruleSet": {"domainRules": [{"name": "r", "kind": "CONDITION",
+                                                        "mode": "WRITE", "type": "CEL"}]}}
+    status, answer = registry.call("POST", "/subjects/dc-value/versions", body)
+    assert (status, answer["error_code"]) == (422, 42201) and "ruleSet" in answer["message"]
+    assert registry.call("GET", "/subjects")[1] == []
