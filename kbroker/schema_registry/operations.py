@@ -131,8 +131,14 @@ def register(subject: str, body: dict, normalize: bool):
         mode = shard.mode(subject)
         _check_writable(subject, mode)
         importing = mode == "IMPORT"
-        if wanted_id is not None and wanted_id >= 0 and not importing:
-            raise errors.not_permitted(f"Subject {subject} is not in import mode")
+        # Confluent's checkRegisterMode: ids come from the importer in IMPORT mode, and only then
+        if wanted_id is not None and wanted_id >= 0:
+            if not importing:
+                raise errors.not_permitted(f"Subject {subject} in context {CONTEXT} is not in "
+                                           f"import mode")
+        elif importing:
+            raise errors.not_permitted(f"Subject {subject} in context {CONTEXT} is not in "
+                                       f"read-write mode")
         new = candidate(shard, schema_type, text, refs, normalize or shard.normalize(subject))
         live = shard.subject_entries(subject)
         every = shard.subject_entries(subject, deleted=True)
@@ -164,6 +170,12 @@ def register(subject: str, body: dict, normalize: bool):
             if wanted_version != next_version and not importing:
                 raise errors.invalid_schema("Version is not one more than previous version")
             version = wanted_version
+            taken = shard.versions.get((subject, version))
+            if taken is not None and not taken.deleted:
+                if identity(taken) == new.identity() and existing_id in (None, taken.id):
+                    return CoordinatorResult([], {"id": taken.id})  # imported already
+                raise errors.not_permitted(f"Overwrite new schema with id {taken.id} is not "
+                                           f"permitted.")
         schema_id = existing_id if existing_id is not None else shard.max_id.get() + 1
         out = []
         for entry in every:  # Confluent tombstones soft-deleted older versions of the same id

@@ -313,3 +313,20 @@ def test_data_contract_fields_are_refused(registry):
     status, answer = registry.call("POST", "/subjects/dc-value/versions", body)
     assert (status, answer["error_code"]) == (422, 42201) and "ruleSet" in answer["message"]
     assert registry.call("GET", "/subjects")[1] == []
+
+
+def test_import_never_overwrites_a_version(registry):
+    r = registry
+    assert r.call("PUT", "/mode", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+    first = {"schema": json.dumps(REC), "id": 10, "version": 1}
+    assert r.call("POST", "/subjects/imp-value/versions", first) == (200, {"id": 10})
+    assert r.call("POST", "/subjects/imp-value/versions", first) == (200, {"id": 10})
+    other = {"schema": json.dumps(REC_B), "id": 11, "version": 1}
+    status, body = r.call("POST", "/subjects/imp-value/versions", other)
+    assert (status, body["error_code"]) == (422, 42205)
+    assert r.call("GET", "/subjects/imp-value/versions/1")[1]["id"] == 10
+    # the importer assigns ids: a registration without one is refused in IMPORT mode, and one
+    # with an id outside it
+    assert r.call("POST", "/subjects/x-value/versions", schema(REC))[1]["error_code"] == 42205
+    r.call("PUT", "/mode", {"mode": "READWRITE"})
+    assert r.call("POST", "/subjects/x-value/versions", first)[1]["error_code"] == 42205
