@@ -86,15 +86,22 @@ class JsonSchema:
 
 def parse(text: str, references: Mapping[str, str]) -> JsonSchema:
     """Parse and check a JSON Schema; ``references``: $ref name -> the referenced schema's text."""
+    try:
+        return _parse(text, references)
+    except InvalidSchema as invalid:
+        raise InvalidSchema(f"Invalid schema {text}, details: {invalid}") from None
+
+
+def _parse(text: str, references: Mapping[str, str]) -> JsonSchema:
     document = _load_json(text, "schema")
     if not isinstance(document, (dict, bool)):
-        raise InvalidSchema(f"Invalid schema: a JSON Schema is an object or a boolean, not {type(document).__name__}")
+        raise InvalidSchema(f"a JSON Schema is an object or a boolean, not {type(document).__name__}")
     draft = _draft(document)
     try:
         _VALIDATORS[draft].check_schema(document)
     except jsonschema.SchemaError as error:
         where = "/".join(str(p) for p in error.absolute_path)
-        raise InvalidSchema(f"Invalid schema: {error.message}" + (f" at '#/{where}'" if where else "")) from None
+        raise InvalidSchema(error.message + (f" at '#/{where}'" if where else "")) from None
     parsed_references = {name: _load_json(text, f"reference {name!r}") for name, text in references.items()}
     schema = JsonSchema(document, draft, parsed_references)
     _check_references(schema)
@@ -123,7 +130,7 @@ def _load_json(text: str, what: str) -> Any:
     try:
         return json.loads(text, parse_float=Decimal, parse_constant=Decimal)
     except (ValueError, TypeError) as error:
-        raise InvalidSchema(f"Invalid schema: {what} is not JSON: {error}") from None
+        raise InvalidSchema(f"{what} is not JSON: {error}") from None
 
 
 def _draft(document: Any) -> str:
@@ -168,7 +175,7 @@ def _check_references(schema: JsonSchema) -> None:
             try:
                 pending.append(node.referred())
             except referencing.exceptions.Unresolvable as error:
-                raise InvalidSchema(f"Invalid schema: $ref {node.ref!r} cannot be resolved ({error})") from None
+                raise InvalidSchema(f"$ref {node.ref!r} cannot be resolved ({error})") from None
             continue
         pending.extend(_children(node))
 

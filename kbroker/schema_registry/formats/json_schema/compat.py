@@ -52,7 +52,10 @@ COMPATIBLE = frozenset({
     "NOT_TYPE_NARROWED",
 })
 
-# Confluent's descriptions, by family (Difference.error()); %s, %s = the reader's and the writer's schema
+# Confluent's descriptions, by family (Difference.error()); %s, %s = the reader's and the writer's
+# schema, which Confluent's SchemaValidatorBuilder fills with "new"/"old" ("old"/"new" for FORWARD);
+# the interface does not say which way a check runs, so they read as BACKWARD's, as Avro's do.
+READER_WRITER = ("new", "old")
 _KEYWORD_ADDED_OR_REMOVED = {
     "MAXIMUM_ADDED", "MINIMUM_ADDED", "EXCLUSIVE_MAXIMUM_ADDED", "EXCLUSIVE_MINIMUM_ADDED", "MULTIPLE_OF_ADDED",
     "MAX_LENGTH_ADDED", "MIN_LENGTH_ADDED", "PATTERN_ADDED", "REQUIRED_ATTRIBUTE_ADDED", "MAX_PROPERTIES_ADDED",
@@ -117,7 +120,10 @@ class Difference:
 
     def message(self) -> str:
         # Confluent's JSON Schema Difference.toString() closes with a stray "'" before the brace
-        return '{errorType:"' + self.type + '", description:"' + _description(self.type, self.path) + "'}"
+        reader, writer = READER_WRITER
+        template = _description(self.type, "\0")  # the path goes in last: it may hold a "%s"
+        description = template.replace("%s", reader, 1).replace("%s", writer, 1).replace("\0", self.path)
+        return '{errorType:"' + self.type + '", description:"' + description + "'}"
 
 
 class _Context:

@@ -82,10 +82,13 @@ class ProtobufSchema:
 
 def parse(text: str, references: Mapping[str, str]) -> ProtobufSchema:
     """Parse .proto text or a base64 FileDescriptorProto; ``references``: import path -> its text."""
-    texts: dict[str, str] = {}
-    for name, reference in references.items():
-        texts[name] = _as_proto_text(reference, texts)
-    return _compile(_as_proto_text(text, texts), texts)
+    try:
+        texts: dict[str, str] = {}
+        for name, reference in references.items():
+            texts[name] = _as_proto_text(reference, texts)
+        return _compile(_as_proto_text(text, texts), texts)
+    except InvalidSchema as invalid:
+        raise InvalidSchema(f"Invalid schema {text}, details: {invalid}") from None
 
 
 def _compile(text: str, imports: Mapping[str, str]) -> ProtobufSchema:
@@ -100,7 +103,7 @@ def _as_proto_text(text: str, imports: Mapping[str, str]) -> str:
     """A base64 FileDescriptorProto printed as .proto text; .proto text as it is."""
     stripped = text.strip()
     if not stripped:
-        raise InvalidSchema("Invalid schema: empty Protobuf schema")
+        raise InvalidSchema("empty Protobuf schema")
     if not _BASE64.fullmatch(stripped):
         return text
     try:

@@ -31,6 +31,9 @@ COMPATIBLE = frozenset({
 })
 
 # Confluent's descriptions (Difference.error()); %s, %s = the reader's and the writer's schema
+# Confluent's SchemaValidatorBuilder fills them with "new"/"old" (or "old"/"new" for FORWARD); the
+# interface does not say which way a check runs, so they read as BACKWARD's, as the Avro format's do.
+READER_WRITER = ("new", "old")
 _DESCRIPTIONS = {
     "PACKAGE_CHANGED": "The package at '{path}' in the %s schema does not match the package in the %s schema",
     "MESSAGE_REMOVED": "The %s schema is missing a MESSAGE type at path '{path}' in the %s schema",
@@ -76,7 +79,9 @@ class Difference:
     path: str
 
     def message(self) -> str:
-        description = _DESCRIPTIONS.get(self.type, "").format(path=self.path)
+        reader, writer = READER_WRITER
+        template = _DESCRIPTIONS.get(self.type, "")  # the path goes in last: it may hold a "%s"
+        description = template.replace("%s", reader, 1).replace("%s", writer, 1).format(path=self.path)
         return '{errorType:"' + self.type + '", description:"' + description + '"}'
 
 

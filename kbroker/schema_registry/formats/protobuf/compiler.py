@@ -8,8 +8,9 @@ serialized FileDescriptorProto as the one bytes literal passed to ``AddSerialize
 bytes confluent-kafka's ``ProtobufSerializer`` registers (``DESCRIPTOR.serialized_pb``).
 
 Imports resolve against the references, then the well-known types protoc ships
-(``google/protobuf/*.proto``), then the few Confluent and ``google/type`` files Confluent's registry
-resolves without a reference (kept beside this module in ``known/``).
+(``google/protobuf/*.proto``), then the files Confluent's registry resolves without a reference as
+well: Google's ``google/type/*.proto`` (from googleapis-common-protos) and Confluent's
+``confluent/meta.proto`` and ``confluent/type/*.proto`` (kept beside this module in ``known/``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def compile_files(main_name: str, texts: Mapping[str, str]) -> dict[str, descrip
             path = Path(root, name)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+        _add_google_types(Path(root), texts)
         include = [os.fsencode(root), os.fsencode(_WELL_KNOWN_DIR), os.fsencode(_KNOWN_DIR)]
         try:
             modules = _protoc_compiler.get_protos(main_name.encode(), include)
@@ -50,11 +52,41 @@ def compile_files(main_name: str, texts: Mapping[str, str]) -> dict[str, descrip
     return files
 
 
+_GOOGLE_TYPE_IMPORT = re.compile(r'import\s+(?:public\s+|weak\s+)?"(google/type/[A-Za-z0-9_]+\.proto)"')
+
+
+def _add_google_types(root: Path, texts: Mapping[str, str]) -> None:
+    """Copy the google/type files the texts import (and those import) into ``root``.
+
+    Only these: putting googleapis-common-protos' whole directory on the include path would let an
+    import resolve to any file that happens to sit in site-packages.
+    """
+    pending = [match for text in texts.values() for match in _GOOGLE_TYPE_IMPORT.findall(text)]
+    while pending:
+        name = pending.pop()
+        target = root / name
+        if name in texts or target.exists():
+            continue
+        source = _google_types_dir() / Path(name).name
+        if not source.is_file():
+            continue  # protoc reports the import it cannot find
+        text = source.read_text(encoding="utf-8")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        pending += _GOOGLE_TYPE_IMPORT.findall(text)
+
+
+def _google_types_dir() -> Path:
+    import google.type
+
+    return Path(google.type.__path__[0])
+
+
 def _check_relative(name: str) -> None:
     # A reference name becomes a path under the temporary directory: keep it there.
     parts = Path(name).parts
     if not name or Path(name).is_absolute() or ".." in parts:
-        raise InvalidSchema(f"Invalid schema reference name {name!r}")
+        raise InvalidSchema(f"invalid reference name {name!r}")
 
 
 def _describe(errors: _protoc_compiler.ProtocErrors, root: str) -> str:
@@ -62,7 +94,8 @@ def _describe(errors: _protoc_compiler.ProtocErrors, root: str) -> str:
     for error in errors.errors():
         filename = error.filename.decode(errors="replace").removeprefix(root + os.sep)
         message = error.message.decode(errors="replace")
-        lines.append(f"{filename}:{error.line}:{error.column}: {message}")
+        # get_protos counts lines and columns from 0; protoc's command line (and editors) from 1
+        lines.append(f"{filename}:{error.line + 1}:{error.column + 1}: {message}")
     return "; ".join(lines) or str(errors)
 
 
