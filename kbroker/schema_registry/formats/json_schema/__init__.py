@@ -158,7 +158,10 @@ def _load_tree(document: Any, draft: str, references: Mapping[str, Any]):
     registry, specification = _registry(schema)
     root = specification.create_resource(document)
     resolver = registry.resolver_with_root(root)
-    return Loader(draft, specification).load(document, resolver)
+    loader = Loader(draft, specification)
+    tree = loader.load(document, resolver)
+    loader.remember(document, tree)  # a "$ref": "#" is this very tree: recursion meets itself at once
+    return tree
 
 
 def _check_references(schema: JsonSchema) -> None:

@@ -193,6 +193,9 @@ class Loader:
             schema.connect_type = node["connect.type"]
         return schema
 
+    def remember(self, node, schema: Schema) -> None:
+        self._resolved[id(node)] = schema
+
     def _reference(self, ref: str, resolver) -> ReferenceSchema:
         def resolve() -> Schema:
             resolved = resolver.lookup(ref)
