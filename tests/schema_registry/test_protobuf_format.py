@@ -153,6 +153,20 @@ def test_spelling_does_not_change_the_canonical_text():
     assert proto(tight).canonical() == proto(loose).canonical()
 
 
+@pytest.mark.parametrize("text, spelled", [
+    ('syntax = "proto3"; package p; message M { message N { message M {} .p.M up = 1; M down = 2; } }',
+     ["p.M up = 1;", "M down = 2;"]),
+    ('syntax = "proto3"; package x; import "google/protobuf/timestamp.proto"; message google {} '
+     'message M { .google.protobuf.Timestamp t = 1; google g = 2; }',
+     [".google.protobuf.Timestamp t = 1;", "google g = 2;"]),
+    ('syntax = "proto3"; package a.b; message X { message Y {} } message Z { a.b.X.Y y = 1; }', ["X.Y y = 1;"]),
+])
+def test_type_names_are_the_shortest_that_resolve_to_the_same_type(text, spelled):
+    canonical = round_trips(text)
+    for line in spelled:
+        assert f"  {line}" in canonical
+
+
 def test_custom_options_survive_the_round_trip():
     text = """
         syntax = "proto3";

@@ -7,8 +7,9 @@ format count messages only, so their order is kept), extensions, services; insid
 reserved, options, fields, oneofs, nested messages then nested enums. Map fields print as
 ``map<K, V>`` and their synthetic entry messages are not printed, as Wire's model has them.
 
-Type names are printed relative to the file's package where that cannot be shadowed, fully
-qualified with a leading dot otherwise, so the text always compiles back to the same descriptor.
+A type name is printed as the shortest dotted suffix of its full name that protoc's scoped lookup
+resolves back to the same type (with a leading dot when none does), so the text always compiles
+back to the same descriptor.
 
 ``normalize=True`` is Confluent's ``?normalize=true`` form: imports sorted, fields, oneofs, enum
 constants and reserved ranges by number, option map keys sorted and every type name fully qualified.
@@ -48,6 +49,8 @@ class OptionDecoder:
     def __init__(self, files: Iterable[descriptor_pb2.FileDescriptorProto]):
         from google.protobuf import descriptor_pool, message_factory
 
+        files = list(files)
+
         self._pool = descriptor_pool.DescriptorPool()
         self._pool.AddSerializedFile(descriptor_pb2.DESCRIPTOR.serialized_pb)
         for file in files:
@@ -55,6 +58,7 @@ class OptionDecoder:
                 self._pool.AddSerializedFile(file.SerializeToString())
         self._classes = {}
         self._factory = message_factory
+        self.files = list(files)
 
     def options(self, message) -> list[tuple[FieldDescriptor, object]]:
         if not message.ByteSize():
@@ -73,6 +77,7 @@ class Printer:
         self.decoder = decoder
         self.normalize = normalize
         self.package = file.package
+        self._symbol_set: set[str] | None = None
 
     # -- the file ---------------------------------------------------------------------------------
 
@@ -245,35 +250,40 @@ class Printer:
         return self.type_name(field.type_name, scope)
 
     def type_name(self, full_name: str, scope: list[str]) -> str:
-        """How a fully qualified ``.pkg.Type`` is written inside ``scope`` (package + messages)."""
-        if self.normalize:
-            return full_name if full_name.startswith(".") else "." + full_name
+        """How a fully qualified ``.pkg.Type`` is written inside ``scope`` (package + messages): its
+        shortest dotted suffix that protoc resolves back to the same type (protoc's lookup stops at
+        the innermost scope declaring the first part), else the full name with a leading dot."""
         full = full_name.lstrip(".")
-        if self.package and full.startswith(self.package + "."):
-            relative = full[len(self.package) + 1:]
-            # Shadowed when a message scope between the package and here declares the first part.
-            first = relative.split(".")[0]
-            inner = scope[1:] if self.package else scope
-            if not self._scope_declares(inner, first):
-                return relative
+        if self.normalize:
             return "." + full
-        first = full.split(".")[0]
-        inner = scope[1:] if self.package else scope
-        if first not in self.package.split(".") and not self._scope_declares(inner, first):
-            return full
+        parts = full.split(".")
+        for start in range(len(parts) - 1, -1, -1):
+            candidate = ".".join(parts[start:])
+            if self._resolves(candidate, scope) == full:
+                return candidate
         return "." + full
 
-    def _scope_declares(self, scope: list[str], name: str) -> bool:
-        messages = list(self.file.message_type)
-        declared = False
-        for part in scope:
-            current = next((m for m in messages if m.name == part), None)
-            if current is None:
-                break
-            if any(n.name == name for n in current.nested_type) or any(e.name == name for e in current.enum_type):
-                declared = True
-            messages = list(current.nested_type)
-        return declared
+    def _resolves(self, name: str, scope: list[str]) -> str | None:
+        first, _, rest = name.partition(".")
+        parts = ".".join(scope).split(".") if scope else []  # scope's first entry is the dotted package
+        for depth in range(len(parts), -1, -1):
+            prefix = ".".join(parts[:depth] + [first])
+            if prefix in self._symbols():
+                return prefix + ("." + rest if rest else "")
+        return None
+
+    def _symbols(self) -> set[str]:
+        """Every name protoc's lookup can stop at: packages and their parents, types, enum values,
+        extensions and services of this file and everything the decoder's pool holds."""
+        if self._symbol_set is None:
+            symbols: set[str] = set()
+            for file in [*self.decoder.files, self.file]:
+                parts = file.package.split(".") if file.package else []
+                symbols.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+                _collect_symbols(symbols, file.package, file.message_type, file.enum_type, file.extension)
+                symbols.update(_join(file.package, s.name) for s in file.service)
+            self._symbol_set = symbols
+        return self._symbol_set
 
     # -- enums, extensions, services --------------------------------------------------------------
 
@@ -355,6 +365,23 @@ class Printer:
 
 def print_file(file, decoder: OptionDecoder, normalize: bool = False) -> str:
     return Printer(file, decoder, normalize).print_file()
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _collect_symbols(symbols: set[str], prefix: str, messages, enums, extensions) -> None:
+    for message in messages:
+        name = _join(prefix, message.name)
+        symbols.add(name)
+        _collect_symbols(symbols, name, message.nested_type, message.enum_type, message.extension)
+        symbols.update(_join(name, f.name) for f in message.field)
+        symbols.update(_join(name, o.name) for o in message.oneof_decl)
+    for enum in enums:
+        symbols.add(_join(prefix, enum.name))
+        symbols.update(_join(prefix, v.name) for v in enum.value)  # enum values live beside their enum
+    symbols.update(_join(prefix, f.name) for f in extensions)
 
 
 def _is_repeated(field: FieldDescriptor) -> bool:
