@@ -502,33 +502,45 @@ names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
 
 @st.composite
 def proto3_files(draw):
-    message_count = draw(st.integers(1, 3))
-    messages = [f"M{i}" for i in range(message_count)]
+    """A proto3 file: top-level and nested messages and enums, fields of every kind whose types are
+    spelled short, package-qualified or fully qualified."""
+    package = draw(st.sampled_from(["Shop.V1", "Acme"]))  # capitalized: no field name shadows it
+    messages = [f"M{i}" for i in range(draw(st.integers(1, 3)))]
+    nested = {m: draw(st.booleans()) for m in messages}  # each may hold a message Inner and enum Kind
     enum_names = draw(st.lists(st.sampled_from(["Color", "Size"]), unique=True, max_size=2))
-    types = SCALARS + messages + enum_names
-    lines = ['syntax = "proto3";', f"package {draw(names)}.{draw(names)};"]
+    spelled = []
     for message in messages:
-        field_names = draw(st.lists(names, unique=True, min_size=0, max_size=6))
-        fields = []
-        for number, name in enumerate(field_names, start=1):
+        spelled += [message, f"{package}.{message}", f".{package}.{message}"]
+        if nested[message]:
+            spelled += [f"{message}.Inner", f"{message}.Kind", f".{package}.{message}.Inner"]
+    spelled += enum_names + SCALARS
+
+    def fields(prefix: str) -> str:
+        out = []
+        for number, name in enumerate(draw(st.lists(names, unique=True, max_size=5)), start=1):
             kind = draw(st.sampled_from(["plain", "repeated", "optional", "map", "oneof"]))
-            type_ = draw(st.sampled_from(types))
+            type_ = draw(st.sampled_from(spelled))
             if kind == "map":
-                fields.append(f"map<{draw(st.sampled_from(['string', 'int32', 'bool']))}, {type_}> {name} = {number};")
+                out.append(f"map<{draw(st.sampled_from(['string', 'int32', 'bool']))}, {type_}> {name} = {number};")
             elif kind == "oneof":
-                fields.append(f"oneof {name}_choice {{ {type_} {name} = {number}; }}")
+                out.append(f"oneof {prefix}{name}_choice {{ {type_} {name} = {number}; }}")
             elif kind == "plain":
-                fields.append(f"{type_} {name} = {number};")
+                out.append(f"{type_} {name} = {number};")
             else:
-                fields.append(f"{kind} {type_} {name} = {number};")
-        lines.append(f"message {message} {{ {' '.join(fields)} }}")
+                out.append(f"{kind} {type_} {name} = {number};")
+        return " ".join(out)
+
+    lines = ['syntax = "proto3";', f"package {package};"]
+    for message in messages:
+        inner = f"message Inner {{ {fields('i')} }} enum Kind {{ KIND_{message}_ZERO = 0; }}" if nested[message] else ""
+        lines.append(f"message {message} {{ {fields('')} {inner} }}")
     for enum in enum_names:
         values = draw(st.lists(names.map(str.upper), unique=True, min_size=1, max_size=4))
         lines.append(f"enum {enum} {{ " + " ".join(f"{enum.upper()}_{v} = {i};" for i, v in enumerate(values)) + " }")
     return "\n".join(lines)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(proto3_files())
 def test_canonical_is_a_fixed_point(text):
     canonical = round_trips(text)
