@@ -256,6 +256,25 @@ def test_formatted_forms():
     assert [m.name for m in file.message_type] == ["Order"]
 
 
+def test_ignore_extensions_drops_extensions_and_custom_options_but_confluents():
+    text = """
+        syntax = "proto2";
+        package x;
+        import "google/protobuf/descriptor.proto";
+        import "confluent/meta.proto";
+        extend google.protobuf.FieldOptions { optional string doc = 50001; }
+        message M {
+          optional int32 a = 1 [(doc) = "mine", (confluent.field_meta).doc = "theirs", deprecated = true];
+          extensions 100 to 200;
+        }
+    """
+    schema = proto(text)
+    assert "extend " in schema.canonical() and "extensions 100 to 200;" in schema.canonical()
+    ignoring = schema.formatted("ignore_extensions")
+    assert "extend " not in ignoring and "extensions " not in ignoring and "(x.doc)" not in ignoring
+    assert '(confluent.field_meta) = { doc: "theirs" }' in ignoring and "deprecated = true" in ignoring
+
+
 # -- what confluent-kafka sends and asks for --------------------------------------------------------
 
 

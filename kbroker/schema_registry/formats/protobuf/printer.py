@@ -11,6 +11,9 @@ A type name is printed as the shortest dotted suffix of its full name that proto
 resolves back to the same type (with a leading dot when none does), so the text always compiles
 back to the same descriptor.
 
+``ignore_extensions=True`` is Confluent's ``?format=ignore_extensions``: no ``extend`` blocks, no
+extension ranges, no custom options but Confluent's own (``confluent.*``).
+
 ``normalize=True`` is Confluent's ``?normalize=true`` form: imports sorted, fields, oneofs, enum
 constants and reserved ranges by number, option map keys sorted and every type name fully qualified.
 """
@@ -72,10 +75,12 @@ class OptionDecoder:
 
 
 class Printer:
-    def __init__(self, file: descriptor_pb2.FileDescriptorProto, decoder: OptionDecoder, normalize: bool = False):
+    def __init__(self, file: descriptor_pb2.FileDescriptorProto, decoder: OptionDecoder, normalize: bool = False,
+                 ignore_extensions: bool = False):
         self.file = file
         self.decoder = decoder
         self.normalize = normalize
+        self.ignore_extensions = ignore_extensions
         self.package = file.package
         self._symbol_set: set[str] | None = None
 
@@ -112,7 +117,7 @@ class Printer:
         if types:
             out.append("\n")
             out += types
-        if file.extension:
+        if file.extension and not self.ignore_extensions:
             out.append("\n")
             out += self._extends(file.extension, scope)
         if file.service:
@@ -159,7 +164,7 @@ class Printer:
         if lines:
             body.append("\n")
             body += lines
-        if message.extension_range:
+        if message.extension_range and not self.ignore_extensions:
             body.append("\n")
             for r in message.extension_range:
                 end = "max" if r.end - 1 >= _MAX_FIELD_NUMBER else str(r.end - 1)
@@ -167,7 +172,7 @@ class Printer:
                 options = self._options(r.options)
                 suffix = f" {_option_list(options)}" if options else ""
                 body.append(_indent(f"extensions {text}{suffix};\n"))
-        if message.extension:
+        if message.extension and not self.ignore_extensions:
             body.append("\n")
             body += [_indent(e) for e in self._extends(message.extension, inner_scope)]
         nested = [
@@ -337,6 +342,8 @@ class Printer:
         for field, value in self.decoder.options(message):
             if field.name in skip and not field.is_extension:
                 continue
+            if self.ignore_extensions and field.is_extension and not field.full_name.startswith("confluent."):
+                continue  # Confluent's ignore_extensions keeps only its own custom options
             name = f"({field.full_name})" if field.is_extension else field.name
             values = value if _is_repeated(field) else [value]
             for item in values:
@@ -363,8 +370,8 @@ class Printer:
         return str(value)
 
 
-def print_file(file, decoder: OptionDecoder, normalize: bool = False) -> str:
-    return Printer(file, decoder, normalize).print_file()
+def print_file(file, decoder: OptionDecoder, normalize: bool = False, ignore_extensions: bool = False) -> str:
+    return Printer(file, decoder, normalize, ignore_extensions).print_file()
 
 
 def _join(prefix: str, name: str) -> str:
