@@ -73,7 +73,7 @@ def compare(ctx: _Context, original: m.Schema | None, update: m.Schema | None) -
     if update is None:
         ctx.add("SCHEMA_REMOVED")
         return
-    original, update = _dereference(original), _dereference(update)
+    original, update = dereference(original), dereference(update)
     key = (id(original), id(update))
     memo, in_progress = ctx.shared["memo"], ctx.shared["in_progress"]
     if key in memo:
@@ -94,13 +94,17 @@ def compare(ctx: _Context, original: m.Schema | None, update: m.Schema | None) -
         ctx.differences.append(Difference(difference.type, path))
 
 
-def _dereference(schema: m.Schema) -> m.Schema:
-    seen = 0
+class EndlessReference(ValueError):
+    """A $ref whose chain of references never reaches a schema ({"$ref": "#"} at the root)."""
+
+
+def dereference(schema: m.Schema) -> m.Schema:
+    seen: set[int] = set()
     while isinstance(schema, m.ReferenceSchema):
+        if id(schema) in seen:
+            raise EndlessReference(schema.ref)
+        seen.add(id(schema))
         schema = schema.referred()
-        seen += 1
-        if seen > 100:
-            raise ValueError("a $ref that refers only to itself")
     return schema
 
 
