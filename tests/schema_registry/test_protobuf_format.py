@@ -566,3 +566,11 @@ def test_canonical_is_a_fixed_point(text):
     assert proto(canonical).is_backward_compatible(proto(text)) == []
     assert proto(proto(canonical).normalized().canonical()).normalized().canonical() == proto(
         text).normalized().canonical()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(proto3_files(), proto3_files())
+def test_any_two_schemas_compare(first, second):
+    a, b = proto(first), proto(second)
+    for message in b.is_backward_compatible(a) + a.is_backward_compatible(b):
+        assert message.startswith('{errorType:"') and "%s" not in message
