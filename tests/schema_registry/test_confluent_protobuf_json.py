@@ -180,3 +180,19 @@ def test_protobuf_serializer_with_normalized_schemas(registry, tmp_path):
     deserializer = ProtobufDeserializer(module.Order, {"use.deprecated.format": False},
                                         SchemaRegistryClient({"url": registry.url}))
     assert deserializer(message.value(), context) == order
+
+
+def test_json_serializer_registers_a_2020_12_schema_itself(registry):
+    event = json.dumps({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+                        "properties": {"kind": {"enum": ["click", "view"]}, "at": {"type": "integer"}},
+                        "required": ["kind"]})
+    client = SchemaRegistryClient({"url": registry.url})
+    serializer = JSONSerializer(event, client)  # auto-registers events-value on first use
+    topic = "events"
+    context = SerializationContext(topic, MessageField.VALUE)
+    values = [{"kind": "click", "at": 1}, {"kind": "view", "at": 2}]
+    _produce(registry.broker.bootstrap, topic, [serializer(v, context) for v in values])
+    messages = _consume(registry.broker.bootstrap, topic, len(values))
+    deserializer = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": registry.url}))
+    assert [deserializer(m.value(), context) for m in messages] == values
+    assert client.get_latest_version("events-value").schema.schema_type == "JSON"
