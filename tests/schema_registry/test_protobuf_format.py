@@ -125,6 +125,12 @@ def test_canonical_text_round_trips(text):
     canonical = round_trips(text)
     assert canonical.startswith('syntax = "proto')
     assert "//" not in canonical  # comments are not part of the schema
+    # every line inside a block is indented by two spaces per level
+    depth = 0
+    for line in canonical.splitlines():
+        depth -= line.strip().startswith(("}", "]"))
+        assert not line or line.startswith("  " * depth) and not line.startswith("  " * depth + " "), line
+        depth += line.endswith(("{", "["))
 
 
 def test_canonical_layout_is_confluents():
