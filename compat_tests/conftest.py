@@ -28,6 +28,7 @@ import pytest
 
 from compat_tests import harness, reference, security
 from compat_tests.drivers.registry import DRIVERS, FEATURES, ROOT, Driver
+from kbroker.cluster.processes import free_port
 from tests.broker_process import BrokerProcess
 from tests.parallel import is_worker
 from tests.integration.clients import Wire
@@ -148,12 +149,16 @@ def pytest_collection_finish(session):
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
     """The shared broker: Kafka's defaults (auto-create on, message.max.bytes 1 MiB), with two
-    log dirs (``log_dirs``) for moves between them."""
+    log dirs (``log_dirs``) for moves between them, and its schema registry on
+    (``registry``, the URL the drivers' ``--registry`` option takes)."""
     base = tmp_path_factory.mktemp("compat")
     log_dirs = [str(base / "data"), str(base / "data2")]
+    registry = f"http://127.0.0.1:{free_port()}"
     process = BrokerProcess(base / "data", {"group.initial.rebalance.delay.ms": 0,
-                                            "log.dirs": ",".join(log_dirs)}).start()
+                                            "log.dirs": ",".join(log_dirs),
+                                            "schema.registry.listeners": registry}).start()
     process.log_dirs = log_dirs
+    process.registry = registry
     yield process
     reference.forget(process.bootstrap)
     process.stop(timeout=10)

@@ -63,6 +63,14 @@ SCENARIOS = {
         "errors.deadletterqueue.group.enable=true, copy.record.enable on; a member rejects every "
         "record: each is in the DLQ once, with its value and Kafka 4.4's six __dlq.errors.* "
         "headers, and none comes back",
+    "schema-registry: avro": "the client's schema-registry serializers against kbroker's own "
+                             "registry: Avro values (a long past 32 bits, non-ASCII text, an "
+                             "array, a nullable union) registered under <topic>-value as v1, "
+                             "then a compatible v2 (a field added with a default), produced in "
+                             "Confluent's wire format to 2 partitions; read back and decoded "
+                             "with the schema fetched by id: keys, values and ids exact; a "
+                             "schema changing a field's type is refused with 409 and the "
+                             "subject keeps versions [1, 2]",
     "consumer protocol: join and consume": "a member with group.protocol=consumer (KIP-848: "
                                            "ConsumerGroupHeartbeat, the broker assigns) joins "
                                            "and reads every record",

@@ -27,6 +27,7 @@ from contract import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, Usage, contract_records, 
                       done_consuming, emit, error_fields, rebalance_event, record_event,
                       report_produced, text)
 
+import python_schema_registry  # noqa: E402
 from compat_tests.clients import adapter  # noqa: E402
 from compat_tests.clients.aio import refresh_metadata  # noqa: E402
 
@@ -511,7 +512,7 @@ ACK_TYPES = {"accept": "ACCEPT", "release": "RELEASE", "reject": "REJECT"}
 ADMIN = {"confluent": Confluent.admin, "kafka-python": KafkaPython.admin,
          "aiokafka": AioKafka.admin}
 COMMANDS = {"produce": produce, "consume": consume, "share-consume": share_consume,
-            "admin": lambda a: ADMIN[a.client](a)}
+            "admin": lambda a: ADMIN[a.client](a), **python_schema_registry.COMMANDS}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -573,6 +574,8 @@ def parser() -> argparse.ArgumentParser:
     adm.add_argument("--timestamp", type=int)
     adm.add_argument("--broker", type=int)
     adm.add_argument("--log-dir")
+
+    python_schema_registry.add_parsers(sub, common)
     return p
 
 

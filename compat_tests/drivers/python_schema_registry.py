@@ -1,0 +1,135 @@
+"""The schema-registry commands of the Python driver: confluent-kafka's ``SchemaRegistryClient``
+with its Avro serializer and deserializer (the contract's ``sr-produce``, ``sr-consume`` and
+``sr-register``, ``compat_tests/README.md``).
+
+The serializer registers the schema itself (``auto.register.schemas``, its default), as an
+application using it does; the records travel through the confluent adapter of
+``compat_tests/clients`` like every other produce and consume of this driver. Only confluent-kafka
+has a registry client: the other Python clients answer ``unsupported`` (exit 64).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+from contract import EXIT_ERROR, EXIT_OK, EXIT_USAGE, done_consuming, emit, error_fields, text
+
+from compat_tests.clients import adapter
+from compat_tests.clients.records import Ack, Rec
+
+FORMATS = {"avro": "AVRO"}
+
+
+def add_parsers(sub, common) -> None:
+    registry = type(common)(add_help=False)
+    registry.add_argument("--registry", required=True, help="the registry's URL")
+    registry.add_argument("--format", default="avro", choices=sorted(FORMATS))
+    registry.add_argument("--timeout-ms", type=int, default=30000)
+
+    prod = sub.add_parser("sr-produce", parents=[common, registry], conflict_handler="resolve")
+    prod.add_argument("--topic", required=True)
+    prod.add_argument("--schema-file", required=True)
+    prod.add_argument("--values-file", required=True, help="one JSON object per line")
+    prod.add_argument("--key-prefix", default="key-")
+
+    cons = sub.add_parser("sr-consume", parents=[common, registry], conflict_handler="resolve")
+    cons.add_argument("--topic", required=True)
+    cons.add_argument("--count", type=int, default=10)
+
+    reg = sub.add_parser("sr-register", parents=[registry])
+    reg.add_argument("--bootstrap")  # the contract passes it; a registration needs none
+    reg.add_argument("--subject", required=True)
+    reg.add_argument("--schema-file", required=True)
+
+
+def unsupported(a) -> int:
+    emit("error", error="unsupported",
+         message=f"{a.client} has no schema registry client or serializers")
+    return EXIT_USAGE
+
+
+def registry_client(a):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    return SchemaRegistryClient({"url": a.registry, "timeout": max(1, a.timeout_ms // 1000)})
+
+
+def schema_id(wire: bytes) -> int:
+    """The id in Confluent's wire format: magic byte 0, then the id as a big-endian int32."""
+    magic, ident = struct.unpack(">bI", wire[:5])
+    assert magic == 0, f"magic byte {magic}"
+    return ident
+
+
+def sr_produce(a) -> int:
+    """Serialize each value of --values-file with the schema (registered on the first
+    serialization under <topic>-value), key record i <key-prefix>i, produce them in order."""
+    if a.client != "confluent":
+        return unsupported(a)
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    schema = open(a.schema_file).read()
+    values = [json.loads(line) for line in open(a.values_file) if line.strip()]
+    serializer = AvroSerializer(registry_client(a), schema)
+    context = SerializationContext(a.topic, MessageField.VALUE)
+    wires = [serializer(value, context) for value in values]
+    emit("registered", subject=f"{a.topic}-value", id=schema_id(wires[0]))
+    records = [Rec(value=wire, key=f"{a.key_prefix}{i}".encode())
+               for i, wire in enumerate(wires)]
+    results = adapter("confluent").produce(a.bootstrap, a.topic, records,
+                                           timeout=a.timeout_ms / 1000)
+    acked = 0
+    for i, result in enumerate(results):
+        if isinstance(result, Ack):
+            acked += 1
+            emit("produced", index=i, topic=a.topic, partition=result.partition,
+                 offset=result.offset)
+        else:
+            emit("error", index=i, **error_fields(result.error))
+    emit("done", produced=acked, requested=len(records))
+    return EXIT_OK if acked == len(records) else EXIT_ERROR
+
+
+def sr_consume(a) -> int:
+    """Every partition from the beginning; each value decoded with its writer's schema, which
+    the deserializer fetches from the registry by the id in the value's header."""
+    if a.client != "confluent":
+        return unsupported(a)
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    deserializer = AvroDeserializer(registry_client(a))
+    context = SerializationContext(a.topic, MessageField.VALUE)
+
+    def on_record(got) -> None:
+        emit("record", topic=got.topic, partition=got.partition, offset=got.offset,
+             key=text(got.key), schemaId=schema_id(got.value),
+             value=deserializer(got.value, context))
+
+    got = adapter("confluent").consume(a.bootstrap, a.topic, a.count, start="beginning",
+                                       timeout=a.timeout_ms / 1000, on_record=on_record)
+    return done_consuming(len(got), a.count)
+
+
+def sr_register(a) -> int:
+    """Register --schema-file under --subject: `registered` {subject, id}, or the registry's
+    refusal as an `error` with its HTTP status and Confluent error code."""
+    if a.client != "confluent":
+        return unsupported(a)
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    schema = Schema(open(a.schema_file).read(), FORMATS[a.format])
+    try:
+        ident = registry_client(a).register_schema(a.subject, schema)
+    except SchemaRegistryError as exc:
+        emit("error", error="refused", status=exc.http_status_code, code=exc.error_code,
+             message=exc.error_message)
+        return EXIT_ERROR
+    emit("registered", subject=a.subject, id=ident)
+    return EXIT_OK
+
+
+COMMANDS = {"sr-produce": sr_produce, "sr-consume": sr_consume, "sr-register": sr_register}

@@ -1,0 +1,133 @@
+"""Each client's schema-registry serializers against kbroker's own registry (issue 37).
+
+Per driver, on the shared broker's registry (``broker.registry``):
+
+1. ``sr-produce`` with schema v1: the client registers it under ``<topic>-value`` (its
+   serializer's auto-registration or its register call) and produces records in Confluent's wire
+   format (magic byte 0, the 4-byte schema id, the Avro binary);
+2. ``sr-produce`` again with v2, compatible under the default BACKWARD rule (a field added with
+   a default): a new id and version 2 of the subject;
+3. ``sr-consume`` reads every record back and decodes each with the schema fetched by the id in
+   its header: keys, decoded values and ids must be exactly what was written, each record once,
+   at the offset its producer was told;
+4. ``sr-register`` of a schema that changes a field's type is refused with HTTP 409, and the
+   subject still has versions [1, 2].
+
+The registry is checked over HTTP after each step, so a client that only thinks it registered
+fails. The values use the Avro types whose encodings differ most between libraries: a long past
+32 bits, a non-ASCII string, an array, a nullable union (null and set).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from compat_tests import harness
+from tests.integration.clients import ensure_topic
+
+NAMESPACE = "dev.kbroker.compat"
+FIELDS_V1 = [{"name": "index", "type": "long"},
+             {"name": "name", "type": "string"},
+             {"name": "tags", "type": {"type": "array", "items": "string"}},
+             {"name": "note", "type": ["null", "string"], "default": None}]
+V1 = {"type": "record", "name": "Reading", "namespace": NAMESPACE, "fields": FIELDS_V1}
+# BACKWARD compatible: a reader with v2 fills unit from its default in v1 records.
+V2 = {**V1, "fields": [*FIELDS_V1, {"name": "unit", "type": "string", "default": "none"}]}
+# Not BACKWARD compatible: a v1 long cannot be read as a string.
+INCOMPATIBLE = {**V1, "fields": [{"name": "index", "type": "string"}, *FIELDS_V1[1:]]}
+
+PER_VERSION = 6
+BASE = 1_700_000_000_000  # longs past 2**32, inside JavaScript's exact integers
+
+
+def values(version: int) -> list[dict]:
+    out = []
+    for i in range(PER_VERSION):
+        value = {"index": BASE + 1000 * version + i, "name": f"reading-{version}-{i}-é",
+                 "tags": [f"t{j}" for j in range(i % 3)],
+                 "note": None if i % 2 else f"note {i}"}
+        if version == 2:
+            value["unit"] = f"unit-{i}"
+        out.append(value)
+    return out
+
+
+def registry_get(url: str, path: str):
+    with urllib.request.urlopen(url + path, timeout=10) as response:
+        return json.load(response)
+
+
+def write(tmp_path, name: str, content) -> str:
+    path = tmp_path / name
+    if isinstance(content, list):
+        path.write_text("".join(json.dumps(v) + "\n" for v in content))
+    else:
+        path.write_text(json.dumps(content))
+    return str(path)
+
+
+def sr_produce(driver, broker, topic: str, schema_file: str, values_file: str,
+               key_prefix: str) -> harness.Run:
+    return harness.run(driver, "sr-produce", broker.bootstrap, registry=broker.registry,
+                       topic=topic, schema_file=schema_file, values_file=values_file,
+                       key_prefix=key_prefix, timeout_ms=30000).ok()
+
+
+def registered_id(run: harness.Run, subject: str) -> int:
+    events = run.of("registered")
+    assert events and events[0]["subject"] == subject, f"no registration of {subject}: {events}"
+    return events[0]["id"]
+
+
+@pytest.mark.compat("schema-registry: avro")
+def test_avro_serializers(broker, driver, cell, tmp_path):
+    cell.need(driver, "schema-registry.avro")
+    topic = harness.unique("sr-avro", driver.name)
+    subject = f"{topic}-value"
+    ensure_topic(broker.bootstrap, topic, partitions=2)
+    expected = {}   # key -> (value, schema id)
+    acks = {}       # key -> (partition, offset) as the producer was told
+    ids = []
+    for version, schema in ((1, V1), (2, V2)):
+        run = sr_produce(driver, broker, topic, write(tmp_path, f"v{version}.avsc", schema),
+                         write(tmp_path, f"v{version}.jsonl", values(version)), f"v{version}-")
+        ident = registered_id(run, subject)
+        stored = registry_get(broker.registry, f"/subjects/{subject}/versions/{version}")
+        assert stored["id"] == ident, f"v{version} registered as {ident}, stored as {stored}"
+        assert json.loads(stored["schema"]) == schema
+        ids.append(ident)
+        for i, value in enumerate(values(version)):
+            expected[f"v{version}-{i}"] = (value, ident)
+        for ack in run.of("produced"):
+            acks[f"v{version}-{ack['index']}"] = (ack["partition"], ack["offset"])
+    assert ids[0] != ids[1], f"v1 and v2 share id {ids[0]}"
+
+    consumed = harness.run(driver, "sr-consume", broker.bootstrap, registry=broker.registry,
+                           topic=topic, count=len(expected), timeout_ms=20000).ok()
+    problems = []
+    seen = set()
+    for record in consumed.records:
+        key = record["key"]
+        if key not in expected or key in seen:
+            problems.append(f"unexpected or repeated record {harness.short(record)}")
+            continue
+        seen.add(key)
+        if (record["value"], record["schemaId"]) != expected[key]:
+            problems.append(f"{key}: {record['value']} (id {record['schemaId']}) != "
+                            f"{expected[key][0]} (id {expected[key][1]})")
+        if acks.get(key) not in (None, (record["partition"], record["offset"])):
+            problems.append(f"{key} at {record['partition']}/{record['offset']}, acknowledged "
+                            f"at {acks[key]}")
+    missing = sorted(set(expected) - seen)
+    assert not missing and not problems, "; ".join([f"missing {missing}"] * bool(missing) +
+                                                   problems[:5])
+
+    refused = harness.run(driver, "sr-register", None, registry=broker.registry,
+                          subject=subject,
+                          schema_file=write(tmp_path, "incompatible.avsc", INCOMPATIBLE))
+    assert refused.rc == 1 and refused.errors, f"not refused: {refused.describe()}"
+    assert refused.errors[0].get("status") == 409, refused.describe()
+    assert registry_get(broker.registry, f"/subjects/{subject}/versions") == [1, 2]
