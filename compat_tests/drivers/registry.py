@@ -237,7 +237,6 @@ DRIVERS: list[Driver] = [
                   "groups.share": NO_SHARE.format(client="KafkaJS 2.2.4"),
                   "admin.move-log-dir": NO_LOG_DIR_MOVES.format(client="KafkaJS 2.2.4"),
                   "security.delegation-token": NO_TOKENAUTH.format(client="KafkaJS 2.2.4")},
-           todo={"schema-registry.avro": "the driver's sr-* commands are not written yet"},
            unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
     # Spark registers here the same way.
 ]
