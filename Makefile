@@ -18,7 +18,7 @@ FAST_PARALLEL ?= -n auto --dist load
 
 # The whole product: the extras that need no system library (client telemetry's decoder, signed
 # OAuth tokens, PKCS12 stores). Kerberos (kbroker[kerberos]) needs libkrb5-dev: see the README.
-RUN_EXTRAS ?= telemetry,oauth,tls
+RUN_EXTRAS ?= telemetry,oauth,tls,registry
 # The checkout on sys.path through a plain .pth line: setuptools' default editable finder costs
 # every Python process ~30 ms of imports at start, before kbroker's own.
 EDITABLE ?= --config-settings editable_mode=compat

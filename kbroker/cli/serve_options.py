@@ -68,6 +68,8 @@ def ready_info(broker, config) -> dict:
         "cluster_id": broker.controller.image.cluster_id,
         "node_id": broker.node_id,
         "http": broker.http.url if broker.http is not None else None,  # console and /metrics
+        "schema_registry": (broker.schema_registry.url if broker.schema_registry is not None
+                            else None),  # Confluent's REST API (kbroker.schema_registry)
         "version": VERSION,
     }
 
@@ -94,6 +96,8 @@ def banner(info: dict, *, dev: bool, seconds: float) -> str:
         f"  bootstrap servers  {info['bootstrap_servers']}",
         f"  listeners          {listeners}",
         f"  data dir           {', '.join(info['data_dirs'])}",
+        *([f"  schema registry    {info['schema_registry']}"] if info.get("schema_registry")
+          else []),
         f"  stop               Ctrl-C, or kill {info['pid']} (SIGTERM: clean shutdown)",
         f"  try                kbroker topic create demo -p 3 --brokers {info['bootstrap_servers']}",
         "                     kbroker --help",

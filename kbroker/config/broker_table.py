@@ -77,6 +77,20 @@ def _replica_selector(value: Any) -> str | None:
         return None
     return f"only {RACK_AWARE_SELECTOR} is supported; loading Java plugin classes is not " \
            f"implemented by kbroker yet"
+class _RegistryListeners:
+    """Each schema registry listener is http:// or https:// with host:port."""
+
+    def __call__(self, value: list[str]) -> None:
+        from urllib.parse import urlsplit
+        for url in value:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or parts.port is None:
+                raise ValueError(f"{url}: expected http://host:port or https://host:port")
+
+    def __str__(self) -> str:
+        return "[http://host:port, https://host:port, ...]"
+
+
 def _sasl_mechanisms(value: Any) -> str | None:
     served = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
     missing = [m for m in value if m.upper() not in served]
@@ -624,6 +638,30 @@ _BROKER_TABLE: tuple[ConfigDef, ...] = (
        "mode.", LOW, Range(0, 65535)),
     _d("http.host", S, None, "kbroker extension: address the HTTP server binds; defaults to the "
        "first listener's host.", LOW),
+    # the schema registry (kbroker.schema_registry, docs/schema-registry.md)
+    _d("schema.registry.listeners", LS, [], "kbroker extension: http:// or https:// URLs "
+       "(host:port) the schema registry's REST API (Confluent's) listens on; port 0 picks a free "
+       "one. Empty means off, except in dev mode, which serves it on http://<http host>:8081, or "
+       "a free port when 8081 is taken.", LOW, _RegistryListeners()),
+    _d("schema.registry.topic", S, "_schemas", "kbroker extension: the compacted topic the "
+       "schema registry stores schemas, configs and modes in (Confluent's kafkastore.topic and "
+       "record format).", LOW),
+    _d("schema.registry.topic.replication.factor", SH, 1, "kbroker extension: replication "
+       "factor of the schema registry's topic when it is created (Confluent's "
+       "kafkastore.topic.replication.factor; 3 in a cluster).", LOW, _AT1),
+    _d("schema.registry.compatibility.level", S, "BACKWARD", "kbroker extension: the "
+       "compatibility level of subjects without one, until PUT /config sets a global one "
+       "(Confluent's schema.compatibility.level).", LOW,
+       OneOf("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
+             "FULL_TRANSITIVE")),
+    _d("schema.registry.max.request.bytes", I, 8388608, "kbroker extension: largest request body "
+       "the schema registry reads; a larger one is answered 413.", LOW, _AT1),
+    _d("schema.registry.forward.timeout.ms", I, 30000, "kbroker extension: how long a broker "
+       "that does not lead the schema registry's topic waits for the leader to answer a request "
+       "it forwards (50003 after that).", LOW, _AT1),
+    _d("schema.registry.authentication", S, "none", "kbroker extension: none, or basic (HTTP basic "
+       "authentication against kbroker's SCRAM credentials and PLAIN users; 40101 without "
+       "valid credentials).", LOW, OneOf("none", "basic")),
     _d("kbroker.trace", S, "off", "kbroker extension: log every request and response decoded "
        "(logger kbroker.trace) as text or json; off costs nothing.", LOW,
        OneOf("off", "text", "json"), update_mode=CW),

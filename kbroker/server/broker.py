@@ -50,6 +50,7 @@ class Broker:
         self.dlq_channel = None  # share-group DLQ produces to other brokers (kbroker.share.dlq)
         self.log_cleaner = None
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
+        self.schema_registry = None  # kbroker.schema_registry.service.SchemaRegistry when on
         self.cluster = None  # kbroker.metadata.zk.cluster.ZkCluster with zookeeper.connect
         self._tasks: list[asyncio.Task] = []
         self.token_credentials = None  # kbroker.security.token_credentials.TokenCredentials
@@ -173,6 +174,13 @@ class Broker:
             sock_port = server.sockets[0].getsockname()[1]
             self.bound[name] = (endpoint.bind_host or "0.0.0.0", sock_port)
             self.servers.append((name, server))
+        from kbroker.schema_registry.service import start_schema_registry
+        try:  # None unless schema.registry.listeners is set or in dev mode; before joining the
+            # cluster, whose registration carries the registry's URL
+            self.schema_registry = await start_schema_registry(self)
+        except OSError as exc:
+            raise StartupError(str(exc), "stop the process using that port or change "
+                               "schema.registry.listeners", EXIT_LISTENER) from None
         if self.cluster is not None:
             await self._join_cluster()
             # Followers fetch from their leaders; leaders change ISRs through the controller
@@ -220,6 +228,8 @@ class Broker:
             await self.replicas.stop_replication()
         if self.http is not None:
             await self.http.stop()
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         for _, server in self.servers:
             server.close()
         for connection in list(self.connections):
@@ -271,6 +281,10 @@ class Broker:
         for name, _host, _port in self.config.advertised_listeners:
             host, port = self.advertised_endpoint(name)
             endpoints.append(Endpoint(name, host, port, protocols.get(name, "PLAINTEXT")))
+        if self.schema_registry is not None:  # where the others forward registry requests
+            from kbroker.schema_registry.cluster import registration_endpoint
+            endpoints.append(registration_endpoint(self.schema_registry.bound, endpoints[0].host,
+                                                   Endpoint))
         try:
             await self.cluster.start(self.controller, endpoints,
                                      self.config.get("broker.rack") or None)

@@ -14,6 +14,8 @@ and import each other in neither direction. The rules:
   ``replica/log_settings.py``);
 - ``testing`` imports nothing from ``cli`` and ``cli`` nothing from ``testing``;
 - ``admin_client`` imports no other kbroker module;
+- ``schema_registry`` imports neither ``handlers/``, ``server/``, ``log/``, ``replica/`` nor the
+  front ends (it runs on the coordinator runtime);
 - ``telemetry`` imports only ``protocol`` (the handlers and the server use it, not the reverse);
 - the three coordinators share ``coordinator/runtime.py``, ``timeline.py``, ``partitioning.py``
   and ``interbroker.py``; the transaction and share coordinators import nothing of the group
@@ -78,6 +80,9 @@ RULES = {
     "config": ["handlers", "server", "coordinator", "replica", "metadata", "log", "security",
                "cli", "testing"],
     "testing": ["cli"],
+    # the schema registry sits beside server/: the coordinator runtime, protocol, security and
+    # metadata below it; the server starts it, never the reverse
+    "schema_registry": ["handlers", "server", "log", "replica", "cli", "testing"],
     "cli": ["testing"],
     "admin_client": ["protocol", "server", "handlers", "log", "replica", "metadata",
                      "coordinator", "security", "config", "cli", "testing", "cluster"],
