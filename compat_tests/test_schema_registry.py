@@ -39,6 +39,16 @@ V2 = {**V1, "fields": [*FIELDS_V1, {"name": "unit", "type": "string", "default":
 # Not BACKWARD compatible: a v1 long cannot be read as a string.
 INCOMPATIBLE = {**V1, "fields": [{"name": "index", "type": "string"}, *FIELDS_V1[1:]]}
 
+# What each driver's sr-* commands use (the report's notes).
+SERDES = {
+    "confluent": "confluent-kafka's SchemaRegistryClient, AvroSerializer (auto-registers) and "
+                 "AvroDeserializer",
+    "go": "franz-go's sr.Client and sr.Serde, Avro by hamba/avro",
+    "kafkajs": "@kafkajs/confluent-schema-registry (register, encode, decode; avsc)",
+    "java": "Spring Cloud Stream's ConfluentSchemaRegistryClient 4.2.0 (register, fetch by id) "
+            "with Apache Avro's generic datum writer and reader; Confluent's own Java serializers "
+            "are not on Maven Central",
+}
 PER_VERSION = 6
 BASE = 1_700_000_000_000  # longs past 2**32, inside JavaScript's exact integers
 
@@ -85,6 +95,8 @@ def registered_id(run: harness.Run, subject: str) -> int:
 @pytest.mark.compat("schema-registry: avro")
 def test_avro_serializers(broker, driver, cell, tmp_path):
     cell.need(driver, "schema-registry.avro")
+    if driver.name in SERDES:
+        cell.note(SERDES[driver.name])
     topic = harness.unique("sr-avro", driver.name)
     subject = f"{topic}-value"
     ensure_topic(broker.bootstrap, topic, partitions=2)

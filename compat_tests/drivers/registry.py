@@ -219,7 +219,6 @@ DRIVERS: list[Driver] = [
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
            unavailable=_needs_file(JAVA_JAR, INSTALL), launch_options=_java_archive,
-           todo={"schema-registry.avro": "the driver's sr-* commands are not written yet"},
            timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",
                                     "--property", f"request.timeout.ms={ms // 2}",
                                     "--property", f"delivery.timeout.ms={ms}"]),
