@@ -363,6 +363,14 @@ class BrokerConfig:
                                   "in 'listener.security.protocol.map'", "listeners")
             self._check_listener_security(endpoint, protocols[endpoint.name])
         for listener in self._per_listener:
+            if listener == "SCHEMA_REGISTRY":  # the registry's https listener (its ssl.* keys)
+                if not any(url.startswith("https://")
+                           for url in self.get("schema.registry.listeners")):
+                    raise ConfigError("invalid per-listener config: listener.name."
+                                      "schema_registry.* keys need an https:// URL in "
+                                      "'schema.registry.listeners'",
+                                      "schema.registry.listeners")
+                continue
             if listener not in names:
                 raise ConfigError(f"invalid per-listener config: listener {listener} (from a "
                                   f"'listener.name.{listener.lower()}.' key) is not in 'listeners'",

@@ -182,6 +182,8 @@ class SchemaRegistry:
             response = await self._dispatch(request, route, params, known)
         except RegistryError as exc:
             response = Response.json(exc.body(), exc.status)
+            if exc.status == 401:
+                response.headers["WWW-Authenticate"] = 'Basic realm="SchemaRegistry"'
         except NotHere:
             response = Response.json(errors.unknown_leader().body(), 500)
         key = (endpoint, response.status)

@@ -181,6 +181,9 @@ class Broker:
         except OSError as exc:
             raise StartupError(str(exc), "stop the process using that port or change "
                                "schema.registry.listeners", EXIT_LISTENER) from None
+        except ValueError as exc:  # its TLS keys
+            raise StartupError(str(exc), "fix the schema registry's ssl keys",
+                               EXIT_LISTENER) from None
         if self.cluster is not None:
             await self._join_cluster()
             # Followers fetch from their leaders; leaders change ISRs through the controller

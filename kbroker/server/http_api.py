@@ -15,7 +15,10 @@
 - ``clients``: every open client connection (peer, listener, principal, client id and software
   from its ApiVersions) with the telemetry client instance it pushes metrics as (KIP-714);
   ``clients/<instance id>``: that instance's subscription and every metric series it pushed with
-  its latest value; ``?series=<key>`` adds one series' recent samples for the plot.
+  its latest value; ``?series=<key>`` adds one series' recent samples for the plot;
+- ``subjects``: the schema registry's subjects (kbroker.schema_registry) with their versions
+  and latest id, and its URL; ``subjects/<subject>``: every version with its id, type,
+  references and schema. A broker that does not lead ``_schemas`` says which one does.
 """
 
 from __future__ import annotations
@@ -67,11 +70,61 @@ class ConsoleApi:
                 return self.share_groups()
             case ["share-groups", group_id]:
                 return self.share_group(group_id)
+            case ["subjects"]:
+                return self.subjects()
+            case ["subjects", subject]:
+                return self.subject(subject)
             case ["clients"]:
                 return self.clients()
             case ["clients", instance_id]:
                 return self.client(instance_id, query.get("series"))
         return None
+
+    # --- schema registry ------------------------------------------------------------------------
+
+    def _registry_shard(self):
+        """(registry info, its shard or None): None when this broker does not host the state."""
+        from kbroker.schema_registry.service import NotHere
+
+        registry = getattr(self.broker, "schema_registry", None)
+        if registry is None:
+            return {"enabled": False}, None
+        info = {"enabled": True, "url": registry.url, "leader": registry.leader()}
+        try:
+            return info, registry.local_shard()
+        except NotHere:
+            return {**info, "served_by": registry.registry_url_of(registry.leader())}, None
+        except Exception as exc:  # loading
+            return {**info, "error": str(exc)}, None
+
+    def subjects(self) -> dict:
+        info, shard = self._registry_shard()
+        subjects = []
+        if shard is not None:
+            for subject in shard.subjects(deleted=True):
+                entries = shard.subject_entries(subject, deleted=True)
+                live = [e for e in entries if not e.deleted]
+                latest = (live or entries)[-1]
+                subjects.append({"subject": subject, "versions": [e.version for e in live],
+                                 "deleted_versions": [e.version for e in entries if e.deleted],
+                                 "latest_id": latest.id, "schema_type": latest.schema_type,
+                                 "compatibility": shard.compatibility(subject),
+                                 "mode": shard.mode(subject)})
+        return {**info, "subjects": subjects}
+
+    def subject(self, subject: str) -> dict | None:
+        info, shard = self._registry_shard()
+        if shard is None:
+            return {**info, "subject": subject, "versions": []}
+        entries = shard.subject_entries(subject, deleted=True)
+        if not entries:
+            return None
+        return {**info, "subject": subject, "compatibility": shard.compatibility(subject),
+                "mode": shard.mode(subject),
+                "versions": [{"version": e.version, "id": e.id, "schema_type": e.schema_type,
+                              "deleted": e.deleted, "schema": e.schema,
+                              "references": [r.as_json() for r in e.references]}
+                             for e in entries]}
 
     # --- cluster and topics ----------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ lag over time drawn as an SVG line, refreshed every two seconds), ``#/share-grou
 in-flight and acquired records and lag, refreshed every two seconds), ``#/clients`` (every client
 connection with its client id, software and the telemetry instance it pushes metrics as,
 KIP-714), ``#/client/<instance id>`` (that client's pushed metrics, one plotted over time,
-refreshed every two seconds).
+refreshed every two seconds), ``#/subjects`` (the schema registry's subjects with their versions
+and latest id), ``#/subject/<name>`` (every version's id, type, references and schema).
 """
 
 PAGE = r"""<!doctype html>
@@ -23,7 +24,7 @@ th{background:#f3f4f6}code,.mono{font-family:ui-monospace,monospace}
 .muted{color:#6b7280}svg{border:1px solid #ddd;background:#fafafa}
 </style></head><body>
 <header><strong>kbroker</strong><a href="#/">Cluster</a><a href="#/topics">Topics</a>
-<a href="#/groups">Consumer groups</a><a href="#/share-groups">Share groups</a><a href="#/clients">Clients</a><a href="/metrics">Metrics</a></header>
+<a href="#/groups">Consumer groups</a><a href="#/share-groups">Share groups</a><a href="#/clients">Clients</a><a href="#/subjects">Schemas</a><a href="/metrics">Metrics</a></header>
 <main id="view">Loading…</main>
 <script>
 "use strict";
@@ -141,6 +142,27 @@ async function client(id, chosen) {
   if (select) select.onchange = e => { location.hash = `#/client/${enc(id)}?series=${enc(e.target.value)}`; };
   timer = setTimeout(() => route(), 2000);
 }
+function registryNote(r) {
+  if (!r.enabled) return '<p class="muted">The schema registry is off (set schema.registry.listeners).</p>';
+  return `<p>Schema registry at <span class="mono" id="registry-url">${esc(r.url)}</span>` +
+    (r.served_by ? ` · its state is on broker ${r.leader}: <a href="${esc(r.served_by)}/subjects">${esc(r.served_by)}</a>` : "") +
+    (r.error ? ` · ${esc(r.error)}` : "") + "</p>";
+}
+async function subjects() {
+  const r = await api("subjects");
+  view.innerHTML = "<h2>Schemas</h2>" + registryNote(r) + table("subjects", ["Subject", "Versions", "Soft-deleted", "Latest id", "Type", "Compatibility", "Mode"],
+    r.subjects.map(s => [`<a href="#/subject/${enc(s.subject)}">${esc(s.subject)}</a>`, s.versions.join(", "),
+      s.deleted_versions.join(", "), s.latest_id, esc(s.schema_type), esc(s.compatibility), esc(s.mode)]));
+}
+async function subject(name) {
+  const s = await api("subjects/" + enc(name));
+  view.innerHTML = `<h2>Subject <span class="mono">${esc(s.subject)}</span></h2>` + registryNote(s) +
+    `<p>Compatibility ${esc(s.compatibility ?? "-")} · mode ${esc(s.mode ?? "-")}</p>` +
+    table("versions", ["Version", "Id", "Type", "References", "Schema"],
+      s.versions.map(v => [v.version + (v.deleted ? ' <span class="muted">deleted</span>' : ""), v.id, esc(v.schema_type),
+        esc(v.references.map(x => `${x.name} → ${x.subject} v${x.version}`).join("; ")),
+        `<pre class="mono">${esc(v.schema)}</pre>`]));
+}
 async function route() {
   clearTimeout(timer);
   const [path, query] = location.hash.slice(1).split("?");
@@ -154,6 +176,8 @@ async function route() {
     else if (parts[0] === "share-groups") await shareGroups();
     else if (parts[0] === "share-group") await shareGroup(parts[1]);
     else if (parts[0] === "clients") await clients();
+    else if (parts[0] === "subjects") await subjects();
+    else if (parts[0] === "subject") await subject(parts[1]);
     else if (parts[0] === "client") await client(parts[1], params.get("series"));
     else await cluster();
   } catch (e) {

@@ -42,6 +42,8 @@ Names (Kafka's MBean -> Prometheus, lower-cased):
   good);
 - cluster mode only, kbroker's own: ``kbroker_zookeeper_sync_events_total``,
   ``kbroker_zookeeper_znode_reads_total``, ``kbroker_zookeeper_sync_differences_total``.
+- the schema registry, when on: ``kbroker_schema_registry_requests_total{endpoint,status}``
+  (kbroker's own; endpoints named by their route, e.g. ``GET /schemas/ids/{id}``);
 - client telemetry (KIP-714): every metric a connected client pushed, named as OpenTelemetry's
   Prometheus exporter names it (dots to underscores: ``org_apache_kafka_producer_...``), with
   ``client_id`` and ``client_instance_id`` labels and the metric's own attributes; monotonic
@@ -153,6 +155,7 @@ class BrokerCollector:
         yield from self._dead_letter_queues()
         yield from self._quotas()
         yield from self._cluster_sync()
+        yield from self._schema_registry()
         yield from client_metric_families(getattr(self.broker, "client_metrics", None))
 
     def _cluster_sync(self):
@@ -172,6 +175,19 @@ class BrokerCollector:
             counter = CounterMetricFamily(name, text)
             counter.add_metric([], value)
             yield counter
+
+    def _schema_registry(self):
+        """Requests the schema registry answered (kbroker.schema_registry), per endpoint (its
+        route, e.g. ``POST /subjects/{subject}/versions``) and HTTP status; kbroker's own."""
+        registry = getattr(self.broker, "schema_registry", None)
+        if registry is None:
+            return
+        counter = CounterMetricFamily("kbroker_schema_registry_requests",
+                                      "Schema registry requests answered, per endpoint and "
+                                      "HTTP status.", labels=["endpoint", "status"])
+        for (endpoint, status), count in sorted(registry.metrics.items()):
+            counter.add_metric([endpoint, str(status)], count)
+        yield counter
 
     def _quotas(self):
         dispatcher = getattr(self.broker, "dispatcher", None)
