@@ -1,12 +1,13 @@
 """Each client's schema-registry serializers against kbroker's own registry (issue 37).
 
-Per driver, on the shared broker's registry (``broker.registry``):
+Per driver and format (Avro; JSON Schema), on the shared broker's registry (``broker.registry``):
 
 1. ``sr-produce`` with schema v1: the client registers it under ``<topic>-value`` (its
    serializer's auto-registration or its register call) and produces records in Confluent's wire
-   format (magic byte 0, the 4-byte schema id, the Avro binary);
+   format (magic byte 0, the 4-byte schema id, the Avro binary or the JSON text);
 2. ``sr-produce`` again with v2, compatible under the default BACKWARD rule (a field added with
-   a default): a new id and version 2 of the subject;
+   a default; in JSON Schema an optional property added to a closed content model): a new id
+   and version 2 of the subject;
 3. ``sr-consume`` reads every record back and decodes each with the schema fetched by the id in
    its header: keys, decoded values and ids must be exactly what was written, each record once,
    at the offset its producer was told;
@@ -14,8 +15,8 @@ Per driver, on the shared broker's registry (``broker.registry``):
    subject still has versions [1, 2].
 
 The registry is checked over HTTP after each step, so a client that only thinks it registered
-fails. The values use the Avro types whose encodings differ most between libraries: a long past
-32 bits, a non-ASCII string, an array, a nullable union (null and set).
+fails. The values use the types whose encodings differ most between libraries: a long past 32
+bits, a non-ASCII string, an array, a nullable union (null and set).
 """
 
 from __future__ import annotations
@@ -33,11 +34,27 @@ FIELDS_V1 = [{"name": "index", "type": "long"},
              {"name": "name", "type": "string"},
              {"name": "tags", "type": {"type": "array", "items": "string"}},
              {"name": "note", "type": ["null", "string"], "default": None}]
-V1 = {"type": "record", "name": "Reading", "namespace": NAMESPACE, "fields": FIELDS_V1}
+AVRO_V1 = {"type": "record", "name": "Reading", "namespace": NAMESPACE, "fields": FIELDS_V1}
 # BACKWARD compatible: a reader with v2 fills unit from its default in v1 records.
-V2 = {**V1, "fields": [*FIELDS_V1, {"name": "unit", "type": "string", "default": "none"}]}
+AVRO_V2 = {**AVRO_V1, "fields": [*FIELDS_V1, {"name": "unit", "type": "string",
+                                              "default": "none"}]}
 # Not BACKWARD compatible: a v1 long cannot be read as a string.
-INCOMPATIBLE = {**V1, "fields": [{"name": "index", "type": "string"}, *FIELDS_V1[1:]]}
+AVRO_INCOMPATIBLE = {**AVRO_V1, "fields": [{"name": "index", "type": "string"}, *FIELDS_V1[1:]]}
+
+PROPERTIES_V1 = {"index": {"type": "integer"}, "name": {"type": "string"},
+                 "tags": {"type": "array", "items": {"type": "string"}},
+                 "note": {"type": ["null", "string"]}}
+JSON_V1 = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Reading",
+           "type": "object", "properties": PROPERTIES_V1, "required": ["index", "name", "tags"],
+           "additionalProperties": False}
+# BACKWARD compatible in Confluent's rules: an optional property added to a closed content model.
+JSON_V2 = {**JSON_V1, "properties": {**PROPERTIES_V1, "unit": {"type": "string",
+                                                               "default": "none"}}}
+JSON_INCOMPATIBLE = {**JSON_V1, "properties": {**PROPERTIES_V1, "index": {"type": "string"}}}
+
+# --format: (feature, schema v1, compatible v2, incompatible)
+FORMATS = {"avro": ("schema-registry.avro", AVRO_V1, AVRO_V2, AVRO_INCOMPATIBLE),
+           "json": ("schema-registry.json", JSON_V1, JSON_V2, JSON_INCOMPATIBLE)}
 
 # What each driver's sr-* commands use (the report's notes).
 SERDES = {
@@ -79,10 +96,10 @@ def write(tmp_path, name: str, content) -> str:
     return str(path)
 
 
-def sr_produce(driver, broker, topic: str, schema_file: str, values_file: str,
+def sr_produce(driver, broker, topic: str, fmt: str, schema_file: str, values_file: str,
                key_prefix: str) -> harness.Run:
     return harness.run(driver, "sr-produce", broker.bootstrap, registry=broker.registry,
-                       topic=topic, schema_file=schema_file, values_file=values_file,
+                       topic=topic, format=fmt, schema_file=schema_file, values_file=values_file,
                        key_prefix=key_prefix, timeout_ms=30000).ok()
 
 
@@ -94,17 +111,27 @@ def registered_id(run: harness.Run, subject: str) -> int:
 
 @pytest.mark.compat("schema-registry: avro")
 def test_avro_serializers(broker, driver, cell, tmp_path):
-    cell.need(driver, "schema-registry.avro")
+    round_trip(broker, driver, cell, tmp_path, "avro")
+
+
+@pytest.mark.compat("schema-registry: json schema")
+def test_json_schema_serializers(broker, driver, cell, tmp_path):
+    round_trip(broker, driver, cell, tmp_path, "json")
+
+
+def round_trip(broker, driver, cell, tmp_path, fmt: str) -> None:
+    feature, v1, v2, incompatible = FORMATS[fmt]
+    cell.need(driver, feature)
     if driver.name in SERDES:
         cell.note(SERDES[driver.name])
-    topic = harness.unique("sr-avro", driver.name)
+    topic = harness.unique(f"sr-{fmt}", driver.name)
     subject = f"{topic}-value"
     ensure_topic(broker.bootstrap, topic, partitions=2)
     expected = {}   # key -> (value, schema id)
     acks = {}       # key -> (partition, offset) as the producer was told
     ids = []
-    for version, schema in ((1, V1), (2, V2)):
-        run = sr_produce(driver, broker, topic, write(tmp_path, f"v{version}.avsc", schema),
+    for version, schema in ((1, v1), (2, v2)):
+        run = sr_produce(driver, broker, topic, fmt, write(tmp_path, f"v{version}.schema", schema),
                          write(tmp_path, f"v{version}.jsonl", values(version)), f"v{version}-")
         ident = registered_id(run, subject)
         stored = registry_get(broker.registry, f"/subjects/{subject}/versions/{version}")
@@ -118,7 +145,7 @@ def test_avro_serializers(broker, driver, cell, tmp_path):
     assert ids[0] != ids[1], f"v1 and v2 share id {ids[0]}"
 
     consumed = harness.run(driver, "sr-consume", broker.bootstrap, registry=broker.registry,
-                           topic=topic, count=len(expected), timeout_ms=20000).ok()
+                           topic=topic, count=len(expected), format=fmt, timeout_ms=20000).ok()
     problems = []
     seen = set()
     for record in consumed.records:
@@ -138,8 +165,8 @@ def test_avro_serializers(broker, driver, cell, tmp_path):
                                                    problems[:5])
 
     refused = harness.run(driver, "sr-register", None, registry=broker.registry,
-                          subject=subject,
-                          schema_file=write(tmp_path, "incompatible.avsc", INCOMPATIBLE))
+                          subject=subject, format=fmt,
+                          schema_file=write(tmp_path, "incompatible.schema", incompatible))
     assert refused.rc == 1 and refused.errors, f"not refused: {refused.describe()}"
     assert refused.errors[0].get("status") == 409, refused.describe()
     assert registry_get(broker.registry, f"/subjects/{subject}/versions") == [1, 2]

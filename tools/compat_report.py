@@ -71,6 +71,10 @@ SCENARIOS = {
                              "with the schema fetched by id: keys, values and ids exact; a "
                              "schema changing a field's type is refused with 409 and the "
                              "subject keeps versions [1, 2]",
+    "schema-registry: json schema": "the same with JSON Schema (draft-07, a closed content "
+                                    "model; v2 adds an optional property with a default, the "
+                                    "refused one changes a property's type): the values travel "
+                                    "as JSON text after the 5-byte header",
     "consumer protocol: join and consume": "a member with group.protocol=consumer (KIP-848: "
                                            "ConsumerGroupHeartbeat, the broker assigns) joins "
                                            "and reads every record",

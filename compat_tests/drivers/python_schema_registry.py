@@ -1,6 +1,6 @@
 """The schema-registry commands of the Python driver: confluent-kafka's ``SchemaRegistryClient``
-with its Avro serializer and deserializer (the contract's ``sr-produce``, ``sr-consume`` and
-``sr-register``, ``compat_tests/README.md``).
+with its Avro and JSON Schema serializers and deserializers (the contract's ``sr-produce``,
+``sr-consume`` and ``sr-register``, ``compat_tests/README.md``).
 
 The serializer registers the schema itself (``auto.register.schemas``, its default), as an
 application using it does; the records travel through the confluent adapter of
@@ -18,7 +18,24 @@ from contract import EXIT_ERROR, EXIT_OK, EXIT_USAGE, done_consuming, emit, erro
 from compat_tests.clients import adapter
 from compat_tests.clients.records import Ack, Rec
 
-FORMATS = {"avro": "AVRO"}
+FORMATS = {"avro": "AVRO", "json": "JSON"}
+
+
+def serializer(a, client, schema: str):
+    if a.format == "json":
+        from confluent_kafka.schema_registry.json_schema import JSONSerializer
+        return JSONSerializer(schema, client)
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    return AvroSerializer(client, schema)
+
+
+def deserializer(a, client):
+    """Decodes with the writer's schema, which it fetches by the id in the value."""
+    if a.format == "json":
+        from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+        return JSONDeserializer(None, schema_registry_client=client)
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    return AvroDeserializer(client)
 
 
 def add_parsers(sub, common) -> None:
@@ -67,14 +84,13 @@ def sr_produce(a) -> int:
     serialization under <topic>-value), key record i <key-prefix>i, produce them in order."""
     if a.client != "confluent":
         return unsupported(a)
-    from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     schema = open(a.schema_file).read()
     values = [json.loads(line) for line in open(a.values_file) if line.strip()]
-    serializer = AvroSerializer(registry_client(a), schema)
+    serialize = serializer(a, registry_client(a), schema)
     context = SerializationContext(a.topic, MessageField.VALUE)
-    wires = [serializer(value, context) for value in values]
+    wires = [serialize(value, context) for value in values]
     emit("registered", subject=f"{a.topic}-value", id=schema_id(wires[0]))
     records = [Rec(value=wire, key=f"{a.key_prefix}{i}".encode())
                for i, wire in enumerate(wires)]
@@ -97,16 +113,15 @@ def sr_consume(a) -> int:
     the deserializer fetches from the registry by the id in the value's header."""
     if a.client != "confluent":
         return unsupported(a)
-    from confluent_kafka.schema_registry.avro import AvroDeserializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    deserializer = AvroDeserializer(registry_client(a))
+    deserialize = deserializer(a, registry_client(a))
     context = SerializationContext(a.topic, MessageField.VALUE)
 
     def on_record(got) -> None:
         emit("record", topic=got.topic, partition=got.partition, offset=got.offset,
              key=text(got.key), schemaId=schema_id(got.value),
-             value=deserializer(got.value, context))
+             value=deserialize(got.value, context))
 
     got = adapter("confluent").consume(a.bootstrap, a.topic, a.count, start="beginning",
                                        timeout=a.timeout_ms / 1000, on_record=on_record)

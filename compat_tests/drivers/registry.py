@@ -62,13 +62,21 @@ FEATURES = {
     "schema-registry.avro": "sr-produce/sr-consume/sr-register --registry URL: Avro values in "
                             "Confluent's wire format through the client's schema-registry "
                             "serializers (compat_tests/test_schema_registry.py)",
+    "schema-registry.json": "the same with --format json: JSON Schema, values as JSON text",
 }
 NO_LOG_DIR_MOVES = "{client}'s admin client has no AlterReplicaLogDirs (alterReplicaLogDirs)"
 NO_KIP_714 = "the client does not implement KIP-714 (GetTelemetrySubscriptions/PushTelemetry)"
 NO_TOKENAUTH = ("{client}'s SCRAM client sends no extensions: it cannot send tokenauth=true, so it "
                 "cannot authenticate with a delegation token (KIP-48)")
-NO_REGISTRY = ("{client} has no schema-registry client or serializers; applications pair it "
-               "with another library's")
+REGISTRY_FEATURES = ("schema-registry.avro", "schema-registry.json")
+
+
+def no_registry(client: str) -> dict[str, str]:
+    why = (f"{client} has no schema-registry client or serializers; applications pair it with "
+           "another library's")
+    return dict.fromkeys(REGISTRY_FEATURES, why)
+
+
 NO_CYRUS = ("confluent-kafka's wheels bundle a librdkafka built without Cyrus SASL (\"No provider "
             "for SASL mechanism GSSAPI\"); librdkafka's GSSAPI is the kcat column")
 
@@ -187,7 +195,7 @@ DRIVERS: list[Driver] = [
                   ": its consumer speaks the classic JoinGroup/SyncGroup protocol only",
                   "telemetry": NO_KIP_714,
                   "groups.share": NO_SHARE.format(client="aiokafka 0.14.0"),
-                  "schema-registry.avro": NO_REGISTRY.format(client="aiokafka"),
+                  **no_registry("aiokafka"),
                   "admin.move-log-dir": NO_LOG_DIR_MOVES.format(client="aiokafka 0.14.0"),
                   "security.delegation-token": NO_TOKENAUTH.format(client="aiokafka 0.14.0")}),
     Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python",
@@ -195,7 +203,7 @@ DRIVERS: list[Driver] = [
                   ": its KafkaConsumer has no group.protocol setting",
                   "telemetry": NO_KIP_714,
                   "groups.share": NO_SHARE.format(client="kafka-python 3.0.12"),
-                  "schema-registry.avro": NO_REGISTRY.format(client="kafka-python"),
+                  **no_registry("kafka-python"),
                   "security.delegation-token": NO_TOKENAUTH.format(
                       client="kafka-python 3.0.12")}),
     Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
@@ -212,13 +220,18 @@ DRIVERS: list[Driver] = [
                   "security.delegation-token": NO_TOKENAUTH.format(client="librdkafka"),
                   "groups.share": "kcat has no share consumer mode, and the system librdkafka "
                   "it links (2.0.2 on Debian) predates librdkafka's ShareConsumer",
-                  "schema-registry.avro": "kcat only deserializes Avro (-s value=avro, through "
-                  "libserdes), never serializes or registers, and Debian's kcat is built "
-                  "without libserdes (no Avro in kcat -V)",
+                  **dict.fromkeys(REGISTRY_FEATURES, "kcat only deserializes Avro (-s "
+                                  "value=avro, through libserdes), never serializes or "
+                                  "registers, and Debian's kcat is built without libserdes (no "
+                                  "Avro in kcat -V)"),
                   **_kcat_scram_lack(), **_kcat_telemetry_lack()},
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
            unavailable=_needs_file(JAVA_JAR, INSTALL), launch_options=_java_archive,
+           lacks={"schema-registry.json": "the Java driver's registry client (Spring Cloud "
+                  "Stream's ConfluentSchemaRegistryClient, the one on Maven Central) registers "
+                  "Avro only (\"Only Avro is supported\"); Confluent's JSON Schema serializer "
+                  "is not on Maven Central"},
            timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",
                                     "--property", f"request.timeout.ms={ms // 2}",
                                     "--property", f"delivery.timeout.ms={ms}"]),

@@ -17,21 +17,49 @@ import (
 
 // The schema-registry commands (compat_tests/README.md): franz-go's sr client registers the
 // schema and fetches writers' schemas by id, sr.Serde frames values in Confluent's wire format
-// (magic byte 0, the 4-byte id), and hamba/avro does the Avro binary encoding.
+// (magic byte 0, the 4-byte id), and hamba/avro does the Avro binary encoding (--format json:
+// JSON Schema, the values as JSON).
 //
-//	sr-produce --bootstrap H:P --registry URL --topic T --schema-file F --values-file V [--key-prefix k]
+//	sr-produce --bootstrap H:P --registry URL --topic T --schema-file F --values-file V [--key-prefix k] [--format avro|json]
 //	sr-consume --bootstrap H:P --registry URL --topic T --count N [--timeout-ms MS]
-//	sr-register --registry URL --subject S --schema-file F
+//	sr-register --registry URL --subject S --schema-file F [--format avro|json]
 
 func registryClient(a *args) (*sr.Client, error) {
 	url, err := a.require("registry")
 	if err != nil {
 		return nil, err
 	}
-	if format := a.get("format", "avro"); format != "avro" {
-		return nil, usagef("unsupported --format %s (avro only)", format)
-	}
 	return sr.NewClient(sr.URLs(url))
+}
+
+// valueFormat is how one --format encodes and decodes values with a schema's text: Avro through
+// hamba/avro, JSON Schema as plain encoding/json (franz-go validates nothing; neither does this).
+type valueFormat struct {
+	schemaType sr.SchemaType
+	codec      func(schema string) (encode func(any) ([]byte, error), decode func([]byte, any) error, err error)
+}
+
+var valueFormats = map[string]valueFormat{
+	"avro": {sr.TypeAvro, func(text string) (func(any) ([]byte, error), func([]byte, any) error, error) {
+		schema, err := avro.Parse(text)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(v any) ([]byte, error) { return avro.Marshal(schema, v) },
+			func(b []byte, v any) error { return avro.Unmarshal(schema, b, v) }, nil
+	}},
+	"json": {sr.TypeJSON, func(string) (func(any) ([]byte, error), func([]byte, any) error, error) {
+		return json.Marshal, json.Unmarshal, nil
+	}},
+}
+
+func formatOf(a *args) (valueFormat, error) {
+	name := a.get("format", "avro")
+	f, ok := valueFormats[name]
+	if !ok {
+		return f, usagef("unsupported --format %s (avro or json)", name)
+	}
+	return f, nil
 }
 
 // srProduce registers --schema-file under <topic>-value, encodes each JSON object of
@@ -57,24 +85,26 @@ func srProduce(ctx context.Context, a *args) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	format, err := formatOf(a)
+	if err != nil {
+		return 64, err
+	}
 	rcl, err := registryClient(a)
 	if err != nil {
 		return 64, err
 	}
 	subject := topic + "-value"
-	id, err := rcl.RegisterSchema(ctx, subject, sr.Schema{Schema: string(text), Type: sr.TypeAvro}, -1, -1)
+	id, err := rcl.RegisterSchema(ctx, subject, sr.Schema{Schema: string(text), Type: format.schemaType}, -1, -1)
 	if err != nil {
 		return 1, err
 	}
 	emit(obj{"event", "registered", "subject", subject, "id", id})
-	schema, err := avro.Parse(string(text))
+	encode, _, err := format.codec(string(text))
 	if err != nil {
 		return 1, err
 	}
 	var serde sr.Serde
-	serde.Register(id, map[string]any{}, sr.EncodeFn(func(v any) ([]byte, error) {
-		return avro.Marshal(schema, v)
-	}))
+	serde.Register(id, map[string]any{}, sr.EncodeFn(encode))
 
 	opts, err := baseOpts(a)
 	if err != nil {
@@ -176,6 +206,9 @@ func srConsume(ctx context.Context, a *args) (int, error) {
 	if err != nil {
 		return 64, err
 	}
+	if _, err := formatOf(a); err != nil {
+		return 64, err
+	}
 	rcl, err := registryClient(a)
 	if err != nil {
 		return 64, err
@@ -241,20 +274,26 @@ func srConsume(ctx context.Context, a *args) (int, error) {
 	return 0, nil
 }
 
-// registerDecoder fetches schema id from the registry and teaches the serde to decode it.
+// registerDecoder fetches schema id from the registry and teaches the serde to decode it in the
+// format the registry says the schema is in.
 func registerDecoder(ctx context.Context, rcl *sr.Client, serde *sr.Serde, id int) error {
 	fetched, err := rcl.SchemaByID(ctx, id)
 	if err != nil {
 		return fmt.Errorf("schema %d: %w", id, err)
 	}
-	schema, err := avro.Parse(fetched.Schema)
-	if err != nil {
-		return fmt.Errorf("schema %d: %w", id, err)
+	for _, format := range valueFormats {
+		if format.schemaType != fetched.Type {
+			continue
+		}
+		_, decode, err := format.codec(fetched.Schema)
+		if err != nil {
+			return fmt.Errorf("schema %d: %w", id, err)
+		}
+		serde.Register(id, map[string]any{},
+			sr.GenerateFn(func() any { return &map[string]any{} }), sr.DecodeFn(decode))
+		return nil
 	}
-	serde.Register(id, map[string]any{},
-		sr.GenerateFn(func() any { return &map[string]any{} }),
-		sr.DecodeFn(func(b []byte, v any) error { return avro.Unmarshal(schema, b, v) }))
-	return nil
+	return fmt.Errorf("schema %d is %s, which this driver does not decode", id, fetched.Type)
 }
 
 // srRegister registers --schema-file under --subject: "registered" {subject, id}, or the
@@ -272,11 +311,15 @@ func srRegister(ctx context.Context, a *args) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	format, err := formatOf(a)
+	if err != nil {
+		return 64, err
+	}
 	rcl, err := registryClient(a)
 	if err != nil {
 		return 64, err
 	}
-	id, err := rcl.RegisterSchema(ctx, subject, sr.Schema{Schema: string(text), Type: sr.TypeAvro}, -1, -1)
+	id, err := rcl.RegisterSchema(ctx, subject, sr.Schema{Schema: string(text), Type: format.schemaType}, -1, -1)
 	var refused *sr.ResponseError
 	if errors.As(err, &refused) {
 		emit(obj{"event", "error", "error", "refused", "status", refused.StatusCode,

@@ -3,12 +3,14 @@
  * The schema-registry commands of the KafkaJS driver (compat_tests/README.md), through
  * @kafkajs/confluent-schema-registry: its register() (which also reads and, on a subject's first
  * registration, sets the subject's compatibility level), encode() in Confluent's wire format
- * (magic byte 0, the 4-byte id, avsc's Avro binary) and decode() with the writer's schema
- * fetched by id.
+ * (magic byte 0, the 4-byte id, avsc's Avro binary; --format json: ajv-validated JSON;
+ * --format protobuf: protobufjs with the message indexes) and decode() with the writer's schema
+ * fetched by id (its type as the registry says).
  *
- *   node driver.js sr-produce --bootstrap H:P --registry URL --topic T --schema-file F --values-file V [--key-prefix k]
+ *   node driver.js sr-produce --bootstrap H:P --registry URL --topic T --schema-file F --values-file V
+ *        [--key-prefix k] [--format avro|json|protobuf]
  *   node driver.js sr-consume --bootstrap H:P --registry URL --topic T --count N [--timeout-ms MS]
- *   node driver.js sr-register --registry URL --subject S --schema-file F
+ *   node driver.js sr-register --registry URL --subject S --schema-file F [--format avro|json|protobuf]
  */
 
 const crypto = require('crypto')
@@ -20,14 +22,17 @@ module.exports = function registryCommands ({ emit, client, properties, errorEve
   const EXIT_ERROR = 1
   const EXIT_TIMEOUT = 2
 
+  const FORMATS = { avro: SchemaType.AVRO, json: SchemaType.JSON, protobuf: SchemaType.PROTOBUF }
+
   function registry (a) {
-    const format = a.get('format', 'avro')
-    if (format !== 'avro') throw new Usage(`unsupported --format ${format} (avro only)`)
     return new SchemaRegistry({ host: a.require('registry'), clientId: 'kbroker-js-driver' })
   }
 
-  function avroSchema (a) {
-    return { type: SchemaType.AVRO, schema: fs.readFileSync(a.require('schema-file'), 'utf8') }
+  /** --schema-file as the library's ConfluentSchema of --format's type. */
+  function confluentSchema (a) {
+    const format = a.get('format', 'avro')
+    if (!(format in FORMATS)) throw new Usage(`unsupported --format ${format} (avro, json or protobuf)`)
+    return { type: FORMATS[format], schema: fs.readFileSync(a.require('schema-file'), 'utf8') }
   }
 
   async function srProduce (a) {
@@ -38,7 +43,7 @@ module.exports = function registryCommands ({ emit, client, properties, errorEve
       .filter(line => line.trim()).map(line => JSON.parse(line))
     const sr = registry(a)
     const subject = `${topic}-value`
-    const { id } = await sr.register(avroSchema(a), { subject })
+    const { id } = await sr.register(confluentSchema(a), { subject })
     emit({ event: 'registered', subject, id })
 
     // The default partitioner, remembering where each record went: its offset is the
@@ -137,7 +142,7 @@ module.exports = function registryCommands ({ emit, client, properties, errorEve
   async function srRegister (a) {
     const subject = a.require('subject')
     try {
-      const { id } = await registry(a).register(avroSchema(a), { subject })
+      const { id } = await registry(a).register(confluentSchema(a), { subject })
       emit({ event: 'registered', subject, id })
       return EXIT_OK
     } catch (e) {
