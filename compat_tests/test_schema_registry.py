@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from dataclasses import dataclass
 
 import pytest
 
@@ -120,15 +121,54 @@ def test_json_schema_serializers(broker, driver, cell, tmp_path):
 
 
 def round_trip(broker, driver, cell, tmp_path, fmt: str) -> None:
-    feature, v1, v2, incompatible = FORMATS[fmt]
+    feature, _, _, incompatible = FORMATS[fmt]
     cell.need(driver, feature)
     if driver.name in SERDES:
         cell.note(SERDES[driver.name])
+    production = produce_two_versions(broker, driver, tmp_path, fmt)
+    problems = consume_and_check(broker, driver, production, fmt)
+    assert not problems, "; ".join(problems[:5])
+
+    subject = f"{production.topic}-value"
+    refused = harness.run(driver, "sr-register", None, registry=broker.registry,
+                          subject=subject, format=fmt,
+                          schema_file=write(tmp_path, "incompatible.schema", incompatible))
+    assert refused.rc == 1 and refused.errors, f"not refused: {refused.describe()}"
+    assert refused.errors[0].get("status") == 409, refused.describe()
+    assert registry_get(broker.registry, f"/subjects/{subject}/versions") == [1, 2]
+
+
+_productions: dict[str, "Production"] = {}
+
+
+@pytest.mark.compat("schema-registry: avro, cross-client")
+def test_avro_cross_client(broker, producer, consumer, cell, tmp_path_factory):
+    """Each client reads what every other one wrote: the wire format and the ids are the
+    registry's, not a library's. One production per producer, shared by its row."""
+    cell.need(producer, "schema-registry.avro")
+    cell.need(consumer, "schema-registry.avro")
+    if producer.name not in _productions:
+        _productions[producer.name] = produce_two_versions(
+            broker, producer, tmp_path_factory.mktemp(f"sr-{producer.name}"), "avro")
+    problems = consume_and_check(broker, consumer, _productions[producer.name], "avro")
+    assert not problems, "; ".join(problems[:5])
+
+
+@dataclass
+class Production:
+    topic: str
+    expected: dict  # key -> (value, schema id)
+    acks: dict      # key -> (partition, offset) as the producer was told
+
+
+def produce_two_versions(broker, driver, tmp_path, fmt: str) -> Production:
+    """v1 then v2 records (keys v1-i, v2-i) to a new 2-partition topic; the registry must hold
+    each schema under <topic>-value with the id the client reported."""
+    _, v1, v2, _ = FORMATS[fmt]
     topic = harness.unique(f"sr-{fmt}", driver.name)
     subject = f"{topic}-value"
     ensure_topic(broker.bootstrap, topic, partitions=2)
-    expected = {}   # key -> (value, schema id)
-    acks = {}       # key -> (partition, offset) as the producer was told
+    production = Production(topic, {}, {})
     ids = []
     for version, schema in ((1, v1), (2, v2)):
         run = sr_produce(driver, broker, topic, fmt, write(tmp_path, f"v{version}.schema", schema),
@@ -139,13 +179,20 @@ def round_trip(broker, driver, cell, tmp_path, fmt: str) -> None:
         assert json.loads(stored["schema"]) == schema
         ids.append(ident)
         for i, value in enumerate(values(version)):
-            expected[f"v{version}-{i}"] = (value, ident)
+            production.expected[f"v{version}-{i}"] = (value, ident)
         for ack in run.of("produced"):
-            acks[f"v{version}-{ack['index']}"] = (ack["partition"], ack["offset"])
+            production.acks[f"v{version}-{ack['index']}"] = (ack["partition"], ack["offset"])
     assert ids[0] != ids[1], f"v1 and v2 share id {ids[0]}"
+    return production
 
+
+def consume_and_check(broker, driver, production: Production, fmt: str) -> list[str]:
+    """Problems with what ``driver`` decodes from the production's topic: every record once,
+    value and schema id exact, at the offset its producer was told."""
+    expected, acks = production.expected, production.acks
     consumed = harness.run(driver, "sr-consume", broker.bootstrap, registry=broker.registry,
-                           topic=topic, count=len(expected), format=fmt, timeout_ms=20000).ok()
+                           topic=production.topic, count=len(expected), format=fmt,
+                           timeout_ms=20000).ok()
     problems = []
     seen = set()
     for record in consumed.records:
@@ -161,12 +208,4 @@ def round_trip(broker, driver, cell, tmp_path, fmt: str) -> None:
             problems.append(f"{key} at {record['partition']}/{record['offset']}, acknowledged "
                             f"at {acks[key]}")
     missing = sorted(set(expected) - seen)
-    assert not missing and not problems, "; ".join([f"missing {missing}"] * bool(missing) +
-                                                   problems[:5])
-
-    refused = harness.run(driver, "sr-register", None, registry=broker.registry,
-                          subject=subject, format=fmt,
-                          schema_file=write(tmp_path, "incompatible.schema", incompatible))
-    assert refused.rc == 1 and refused.errors, f"not refused: {refused.describe()}"
-    assert refused.errors[0].get("status") == 409, refused.describe()
-    assert registry_get(broker.registry, f"/subjects/{subject}/versions") == [1, 2]
+    return [f"missing {missing}"] * bool(missing) + problems

@@ -71,6 +71,11 @@ SCENARIOS = {
                              "with the schema fetched by id: keys, values and ids exact; a "
                              "schema changing a field's type is refused with 409 and the "
                              "subject keeps versions [1, 2]",
+    "schema-registry: avro, cross-client": "every producer x every consumer of the "
+                                           "schema-registry cells: one client writes v1 and v2 "
+                                           "Avro records as in schema-registry: avro, another "
+                                           "decodes them with the schemas it fetches by id; "
+                                           "values and ids exact",
     "schema-registry: json schema": "the same with JSON Schema (draft-07, a closed content "
                                     "model; v2 adds an optional property with a default, the "
                                     "refused one changes a property's type): the values travel "
