@@ -1,12 +1,14 @@
 """Each client's schema-registry serializers against kbroker's own registry (issue 37).
 
-Per driver and format (Avro; JSON Schema), on the shared broker's registry (``broker.registry``):
+Per driver and format (Avro, JSON Schema, Protobuf), on the shared broker's registry (``broker.registry``):
 
 1. ``sr-produce`` with schema v1: the client registers it under ``<topic>-value`` (its
    serializer's auto-registration or its register call) and produces records in Confluent's wire
-   format (magic byte 0, the 4-byte schema id, the Avro binary or the JSON text);
+   format (magic byte 0, the 4-byte schema id, then the Avro binary, the JSON text, or the
+   Protobuf message indexes and the message);
 2. ``sr-produce`` again with v2, compatible under the default BACKWARD rule (a field added with
-   a default; in JSON Schema an optional property added to a closed content model): a new id
+   a default; in JSON Schema an optional property added to a closed content model; in Protobuf
+   a new field): a new id
    and version 2 of the subject;
 3. ``sr-consume`` reads every record back and decodes each with the schema fetched by the id in
    its header: keys, decoded values and ids must be exactly what was written, each record once,
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 import pytest
 
 from compat_tests import harness
-from tests.integration.clients import ensure_topic
+from tests.integration.clients import consume_confluent, ensure_topic
 
 NAMESPACE = "dev.kbroker.compat"
 FIELDS_V1 = [{"name": "index", "type": "long"},
@@ -53,9 +55,26 @@ JSON_V2 = {**JSON_V1, "properties": {**PROPERTIES_V1, "unit": {"type": "string",
                                                                "default": "none"}}}
 JSON_INCOMPATIBLE = {**JSON_V1, "properties": {**PROPERTIES_V1, "index": {"type": "string"}}}
 
+PROTO_V1 = """syntax = "proto3";
+package dev.kbroker.compat;
+
+message Reading {
+  int64 index = 1;
+  string name = 2;
+  repeated string tags = 3;
+  optional string note = 4;
+}
+"""
+# BACKWARD compatible: a new field (proto3 fields all have defaults).
+PROTO_V2 = PROTO_V1.replace("  optional string note = 4;\n",
+                            "  optional string note = 4;\n  string unit = 5;\n")
+# Confluent's FIELD_SCALAR_KIND_CHANGED.
+PROTO_INCOMPATIBLE = PROTO_V1.replace("int64 index", "string index")
+
 # --format: (feature, schema v1, compatible v2, incompatible)
 FORMATS = {"avro": ("schema-registry.avro", AVRO_V1, AVRO_V2, AVRO_INCOMPATIBLE),
-           "json": ("schema-registry.json", JSON_V1, JSON_V2, JSON_INCOMPATIBLE)}
+           "json": ("schema-registry.json", JSON_V1, JSON_V2, JSON_INCOMPATIBLE),
+           "protobuf": ("schema-registry.protobuf", PROTO_V1, PROTO_V2, PROTO_INCOMPATIBLE)}
 
 # What each driver's sr-* commands use (the report's notes).
 SERDES = {
@@ -71,7 +90,17 @@ PER_VERSION = 6
 BASE = 1_700_000_000_000  # longs past 2**32, inside JavaScript's exact integers
 
 
-def values(version: int) -> list[dict]:
+def values(version: int, fmt: str) -> list[dict]:
+    """What record i of ``version`` holds; for Protobuf in its canonical JSON mapping (what the
+    drivers read and print): int64 as a string, unset and empty fields left out."""
+    if fmt != "protobuf":
+        return plain_values(version)
+    return [{"index": str(v["index"]), **{k: x for k, x in v.items()
+                                           if k != "index" and x not in (None, [])}}
+            for v in plain_values(version)]
+
+
+def plain_values(version: int) -> list[dict]:
     out = []
     for i in range(PER_VERSION):
         value = {"index": BASE + 1000 * version + i, "name": f"reading-{version}-{i}-é",
@@ -90,7 +119,9 @@ def registry_get(url: str, path: str):
 
 def write(tmp_path, name: str, content) -> str:
     path = tmp_path / name
-    if isinstance(content, list):
+    if isinstance(content, str):
+        path.write_text(content)
+    elif isinstance(content, list):
         path.write_text("".join(json.dumps(v) + "\n" for v in content))
     else:
         path.write_text(json.dumps(content))
@@ -118,6 +149,11 @@ def test_avro_serializers(broker, driver, cell, tmp_path):
 @pytest.mark.compat("schema-registry: json schema")
 def test_json_schema_serializers(broker, driver, cell, tmp_path):
     round_trip(broker, driver, cell, tmp_path, "json")
+
+
+@pytest.mark.compat("schema-registry: protobuf")
+def test_protobuf_serializers(broker, driver, cell, tmp_path):
+    round_trip(broker, driver, cell, tmp_path, "protobuf")
 
 
 def round_trip(broker, driver, cell, tmp_path, fmt: str) -> None:
@@ -172,18 +208,41 @@ def produce_two_versions(broker, driver, tmp_path, fmt: str) -> Production:
     ids = []
     for version, schema in ((1, v1), (2, v2)):
         run = sr_produce(driver, broker, topic, fmt, write(tmp_path, f"v{version}.schema", schema),
-                         write(tmp_path, f"v{version}.jsonl", values(version)), f"v{version}-")
+                         write(tmp_path, f"v{version}.jsonl", values(version, fmt)),
+                         f"v{version}-")
         ident = registered_id(run, subject)
         stored = registry_get(broker.registry, f"/subjects/{subject}/versions/{version}")
         assert stored["id"] == ident, f"v{version} registered as {ident}, stored as {stored}"
-        assert json.loads(stored["schema"]) == schema
+        if fmt == "protobuf":
+            # Serializers register the .proto their message classes print, not this text.
+            assert stored.get("schemaType") == "PROTOBUF" and "message Reading" in \
+                stored["schema"], stored
+        else:
+            assert json.loads(stored["schema"]) == schema
         ids.append(ident)
-        for i, value in enumerate(values(version)):
+        for i, value in enumerate(values(version, fmt)):
             production.expected[f"v{version}-{i}"] = (value, ident)
         for ack in run.of("produced"):
             production.acks[f"v{version}-{ack['index']}"] = (ack["partition"], ack["offset"])
     assert ids[0] != ids[1], f"v1 and v2 share id {ids[0]}"
+    problems = wire_format_problems(broker, production, fmt)
+    assert not problems, f"{driver.name} did not write Confluent's wire format: {problems[:3]}"
     return production
+
+
+def wire_format_problems(broker, production: Production, fmt: str) -> list[str]:
+    """The raw values: magic byte 0, the id as a big-endian int32, and for Protobuf the message
+    indexes ([0], the first message, is the single byte 0) before the message."""
+    problems = []
+    for got in consume_confluent(broker.bootstrap, production.topic, len(production.expected)):
+        key, wire = got.key.decode(), got.value
+        ident = production.expected[key][1]
+        if wire[:5] != b"\0" + ident.to_bytes(4, "big"):
+            problems.append(f"{key} starts {wire[:5].hex()}, not 00 and id {ident}")
+        elif fmt == "protobuf" and wire[5:6] != b"\0":
+            problems.append(f"{key}: message indexes {wire[5:6].hex()}, not 00 (the first "
+                            "message)")
+    return problems
 
 
 def consume_and_check(broker, driver, production: Production, fmt: str) -> list[str]:

@@ -80,6 +80,11 @@ SCENARIOS = {
                                     "model; v2 adds an optional property with a default, the "
                                     "refused one changes a property's type): the values travel "
                                     "as JSON text after the 5-byte header",
+    "schema-registry: protobuf": "the same with a .proto schema (v2 adds a field, the refused "
+                                 "one changes a field's scalar kind): each value is the "
+                                 "message indexes ([0]: one zero byte) and the message after "
+                                 "the 5-byte header, checked on the raw records; values "
+                                 "compared in Protobuf's JSON mapping",
     "consumer protocol: join and consume": "a member with group.protocol=consumer (KIP-848: "
                                            "ConsumerGroupHeartbeat, the broker assigns) joins "
                                            "and reads every record",

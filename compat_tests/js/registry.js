@@ -57,9 +57,13 @@ module.exports = function registryCommands ({ emit, client, properties, errorEve
         return p
       }
     }
+    // Protobuf values come in Protobuf's JSON mapping (int64 as strings): fromObject makes the
+    // message the library's encode() verifies.
+    const schema = await sr.getSchema(id)
+    const payload = schema.message ? v => schema.message.fromObject(v) : v => v
     const messages = []
     for (let i = 0; i < values.length; i++) {
-      messages.push({ key: Buffer.from(`${keyPrefix}${i}`), value: await sr.encode(id, values[i]) })
+      messages.push({ key: Buffer.from(`${keyPrefix}${i}`), value: await sr.encode(id, payload(values[i])) })
     }
     const producer = client(a, properties(a)).producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner })
     let acked = 0
@@ -107,7 +111,9 @@ module.exports = function registryCommands ({ emit, client, properties, errorEve
         eachMessage: async ({ partition, message }) => {
           if (seen >= count || failure) return
           try {
-            const value = await sr.decode(message.value)
+            let value = await sr.decode(message.value)
+            // a protobufjs message prints in Protobuf's JSON mapping
+            if (value && value.$type) value = value.toJSON()
             emit({
               event: 'record',
               topic,
