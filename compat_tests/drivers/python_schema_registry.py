@@ -1,5 +1,5 @@
 """The schema-registry commands of the Python driver: confluent-kafka's ``SchemaRegistryClient``
-with its Avro and JSON Schema serializers and deserializers (the contract's ``sr-produce``,
+with its Avro, JSON Schema and Protobuf serializers and deserializers (the contract's ``sr-produce``,
 ``sr-consume`` and ``sr-register``, ``compat_tests/README.md``).
 
 The serializer registers the schema itself (``auto.register.schemas``, its default), as an
@@ -18,24 +18,77 @@ from contract import EXIT_ERROR, EXIT_OK, EXIT_USAGE, done_consuming, emit, erro
 from compat_tests.clients import adapter
 from compat_tests.clients.records import Ack, Rec
 
-FORMATS = {"avro": "AVRO", "json": "JSON"}
+FORMATS = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
 
 
 def serializer(a, client, schema: str):
+    """A function of (value as JSON, context) -> the value in Confluent's wire format."""
     if a.format == "json":
         from confluent_kafka.schema_registry.json_schema import JSONSerializer
         return JSONSerializer(schema, client)
+    if a.format == "protobuf":
+        from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+        from google.protobuf.json_format import ParseDict
+
+        message = message_class(schema)
+        serialize = ProtobufSerializer(message, client)
+        return lambda value, context: serialize(ParseDict(value, message()), context)
     from confluent_kafka.schema_registry.avro import AvroSerializer
     return AvroSerializer(client, schema)
 
 
 def deserializer(a, client):
-    """Decodes with the writer's schema, which it fetches by the id in the value."""
+    """A function of (wire, context) -> the value as JSON, decoded with the writer's schema,
+    which it fetches by the id in the value."""
     if a.format == "json":
         from confluent_kafka.schema_registry.json_schema import JSONDeserializer
         return JSONDeserializer(None, schema_registry_client=client)
+    if a.format == "protobuf":
+        return protobuf_deserializer(client)
     from confluent_kafka.schema_registry.avro import AvroDeserializer
     return AvroDeserializer(client)
+
+
+def protobuf_deserializer(client):
+    """confluent-kafka's ProtobufDeserializer decodes into a message class the application
+    has; this driver makes one from the writer's schema, fetched by id (once per id)."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from google.protobuf.json_format import MessageToDict
+
+    by_id = {}
+
+    def deserialize(wire: bytes, context):
+        ident = schema_id(wire)
+        if ident not in by_id:
+            message = message_class(client.get_schema(ident).schema_str)
+            by_id[ident] = ProtobufDeserializer(message, {"use.deprecated.format": False})
+        return MessageToDict(by_id[ident](wire, context), preserving_proto_field_name=True)
+    return deserialize
+
+
+def message_class(proto: str):
+    """The first message of a .proto text as a Python class, compiled by the protoc that
+    grpcio-tools ships, in a descriptor pool of its own (v1 and v2 define the same names)."""
+    import tempfile
+    from pathlib import Path
+
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from grpc_tools import protoc
+
+    includes = Path(protoc.__file__).parent / "_proto"
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "schema.proto").write_text(proto)
+        out = Path(tmp) / "schema.pb"
+        if protoc.main(["protoc", f"-I{tmp}", f"-I{includes}", f"--descriptor_set_out={out}",
+                        "--include_imports", str(Path(tmp) / "schema.proto")]) != 0:
+            raise ValueError("protoc could not compile the schema")
+        files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file
+    pool = descriptor_pool.DescriptorPool()
+    for file in files:
+        pool.Add(file)
+    schema = files[-1]
+    name = ".".join(filter(None, [schema.package, schema.message_type[0].name]))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
 
 
 def add_parsers(sub, common) -> None:

@@ -188,7 +188,6 @@ INSTALL = "run scripts/install-test-deps.sh"
 
 DRIVERS: list[Driver] = [
     Driver("confluent", "confluent-kafka (librdkafka)", (*PYTHON, "confluent"),
-           todo={"schema-registry.protobuf": "the driver's sr-* commands do Avro and JSON only"},
            lacks={"security.gssapi": NO_CYRUS,
                   "security.delegation-token": NO_TOKENAUTH.format(client="librdkafka"),
                   "admin.move-log-dir": NO_LOG_DIR_MOVES.format(client="confluent-kafka 2.16")},
