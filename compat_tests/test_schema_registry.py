@@ -177,16 +177,24 @@ def round_trip(broker, driver, cell, tmp_path, fmt: str) -> None:
 _productions: dict[str, "Production"] = {}
 
 
-@pytest.mark.compat("schema-registry: avro, cross-client")
-def test_avro_cross_client(broker, producer, consumer, cell, tmp_path_factory):
+# The scenarios' names for the --format values.
+LABELS = {"avro": "avro", "json schema": "json", "protobuf": "protobuf"}
+
+
+@pytest.mark.parametrize("label", list(LABELS))
+@pytest.mark.compat("schema-registry: {label}, cross-client")
+def test_cross_client(broker, producer, consumer, label, cell, tmp_path_factory):
     """Each client reads what every other one wrote: the wire format and the ids are the
-    registry's, not a library's. One production per producer, shared by its row."""
-    cell.need(producer, "schema-registry.avro")
-    cell.need(consumer, "schema-registry.avro")
-    if producer.name not in _productions:
-        _productions[producer.name] = produce_two_versions(
-            broker, producer, tmp_path_factory.mktemp(f"sr-{producer.name}"), "avro")
-    problems = consume_and_check(broker, consumer, _productions[producer.name], "avro")
+    registry's, not a library's. One production per (producer, format), shared by its row."""
+    fmt = LABELS[label]
+    feature = FORMATS[fmt][0]
+    cell.need(producer, feature)
+    cell.need(consumer, feature)
+    key = f"{producer.name}-{fmt}"
+    if key not in _productions:
+        _productions[key] = produce_two_versions(broker, producer,
+                                                 tmp_path_factory.mktemp(f"sr-{key}"), fmt)
+    problems = consume_and_check(broker, consumer, _productions[key], fmt)
     assert not problems, "; ".join(problems[:5])
 
 

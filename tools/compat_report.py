@@ -71,11 +71,6 @@ SCENARIOS = {
                              "with the schema fetched by id: keys, values and ids exact; a "
                              "schema changing a field's type is refused with 409 and the "
                              "subject keeps versions [1, 2]",
-    "schema-registry: avro, cross-client": "every producer x every consumer of the "
-                                           "schema-registry cells: one client writes v1 and v2 "
-                                           "Avro records as in schema-registry: avro, another "
-                                           "decodes them with the schemas it fetches by id; "
-                                           "values and ids exact",
     "schema-registry: json schema": "the same with JSON Schema (draft-07, a closed content "
                                     "model; v2 adds an optional property with a default, the "
                                     "refused one changes a property's type): the values travel "
@@ -85,6 +80,11 @@ SCENARIOS = {
                                  "message indexes ([0]: one zero byte) and the message after "
                                  "the 5-byte header, checked on the raw records; values "
                                  "compared in Protobuf's JSON mapping",
+    **{f"schema-registry: {name}, cross-client":
+       f"every producer x every consumer of the schema-registry: {name} cells: one client "
+       f"writes v1 and v2 records as there (checked raw: Confluent's wire format), another "
+       f"decodes them with the schemas it fetches by id; values and ids exact"
+       for name in ("avro", "json schema", "protobuf")},
     "consumer protocol: join and consume": "a member with group.protocol=consumer (KIP-848: "
                                            "ConsumerGroupHeartbeat, the broker assigns) joins "
                                            "and reads every record",

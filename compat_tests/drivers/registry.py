@@ -242,8 +242,7 @@ DRIVERS: list[Driver] = [
            lacks={"groups.consumer-protocol-static": "franz-go 1.22.2 sends a static member's "
                   "leave (member epoch -2) without its instance id; Kafka 4.4.0 refuses it with "
                   "INVALID_REQUEST as kbroker does, so the restarted member gets "
-                  "UNRELEASED_INSTANCE_ID on both"},
-           todo={"schema-registry.protobuf": "the driver's sr-* commands do Avro and JSON only"}),
+                  "UNRELEASED_INSTANCE_ID on both"}),
     Driver("kafkajs", "KafkaJS", ("node", "compat_tests/js/driver.js"),
            lacks={"security.gssapi": "KafkaJS has no GSSAPI mechanism (plain, scram, aws, "
                                      "oauthbearer only)",

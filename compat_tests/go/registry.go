@@ -20,9 +20,9 @@ import (
 // (magic byte 0, the 4-byte id), and hamba/avro does the Avro binary encoding (--format json:
 // JSON Schema, the values as JSON).
 //
-//	sr-produce --bootstrap H:P --registry URL --topic T --schema-file F --values-file V [--key-prefix k] [--format avro|json]
+//	sr-produce --bootstrap H:P --registry URL --topic T --schema-file F --values-file V [--key-prefix k] [--format avro|json|protobuf]
 //	sr-consume --bootstrap H:P --registry URL --topic T --count N [--timeout-ms MS]
-//	sr-register --registry URL --subject S --schema-file F [--format avro|json]
+//	sr-register --registry URL --subject S --schema-file F [--format avro|json|protobuf]
 
 func registryClient(a *args) (*sr.Client, error) {
 	url, err := a.require("registry")
@@ -33,14 +33,25 @@ func registryClient(a *args) (*sr.Client, error) {
 }
 
 // valueFormat is how one --format encodes and decodes values with a schema's text: Avro through
-// hamba/avro, JSON Schema as plain encoding/json (franz-go validates nothing; neither does this).
+// hamba/avro, JSON Schema as plain encoding/json (franz-go validates nothing; neither does this),
+// Protobuf through dynamic messages (protobuf.go).
 type valueFormat struct {
 	schemaType sr.SchemaType
 	codec      func(schema string) (encode func(any) ([]byte, error), decode func([]byte, any) error, err error)
+	// Protobuf values carry the message indexes after the id: [0], the schema's first message.
+	indexes []int
+}
+
+// serdeOpts are the sr.Serde registration options of a format's codec.
+func (f valueFormat) serdeOpts(opts ...sr.EncodingOpt) []sr.EncodingOpt {
+	if f.indexes != nil {
+		opts = append(opts, sr.Index(f.indexes...))
+	}
+	return opts
 }
 
 var valueFormats = map[string]valueFormat{
-	"avro": {sr.TypeAvro, func(text string) (func(any) ([]byte, error), func([]byte, any) error, error) {
+	"avro": {schemaType: sr.TypeAvro, codec: func(text string) (func(any) ([]byte, error), func([]byte, any) error, error) {
 		schema, err := avro.Parse(text)
 		if err != nil {
 			return nil, nil, err
@@ -48,16 +59,17 @@ var valueFormats = map[string]valueFormat{
 		return func(v any) ([]byte, error) { return avro.Marshal(schema, v) },
 			func(b []byte, v any) error { return avro.Unmarshal(schema, b, v) }, nil
 	}},
-	"json": {sr.TypeJSON, func(string) (func(any) ([]byte, error), func([]byte, any) error, error) {
+	"json": {schemaType: sr.TypeJSON, codec: func(string) (func(any) ([]byte, error), func([]byte, any) error, error) {
 		return json.Marshal, json.Unmarshal, nil
 	}},
+	"protobuf": {schemaType: sr.TypeProtobuf, codec: protobufCodec, indexes: []int{0}},
 }
 
 func formatOf(a *args) (valueFormat, error) {
 	name := a.get("format", "avro")
 	f, ok := valueFormats[name]
 	if !ok {
-		return f, usagef("unsupported --format %s (avro or json)", name)
+		return f, usagef("unsupported --format %s (avro, json or protobuf)", name)
 	}
 	return f, nil
 }
@@ -104,7 +116,7 @@ func srProduce(ctx context.Context, a *args) (int, error) {
 		return 1, err
 	}
 	var serde sr.Serde
-	serde.Register(id, map[string]any{}, sr.EncodeFn(encode))
+	serde.Register(id, map[string]any{}, format.serdeOpts(sr.EncodeFn(encode))...)
 
 	opts, err := baseOpts(a)
 	if err != nil {
@@ -289,8 +301,8 @@ func registerDecoder(ctx context.Context, rcl *sr.Client, serde *sr.Serde, id in
 		if err != nil {
 			return fmt.Errorf("schema %d: %w", id, err)
 		}
-		serde.Register(id, map[string]any{},
-			sr.GenerateFn(func() any { return &map[string]any{} }), sr.DecodeFn(decode))
+		serde.Register(id, map[string]any{}, format.serdeOpts(
+			sr.GenerateFn(func() any { return &map[string]any{} }), sr.DecodeFn(decode))...)
 		return nil
 	}
 	return fmt.Errorf("schema %d is %s, which this driver does not decode", id, fetched.Type)
