@@ -32,9 +32,14 @@ class Call:
     registry: object  # kbroker.schema_registry.service.SchemaRegistry
     principal: object = None  # who authenticated (kbroker.schema_registry.security)
 
+    _shard: object = None
+
     @property
     def shard(self):
-        return self.registry.local_shard()
+        """The registry's state where this request runs (NotHere: forward it)."""
+        if self._shard is None:
+            self._shard = self.registry.local_shard()
+        return self._shard
 
     def flag(self, name: str) -> bool:
         return self.request.query.get(name, "false").lower() == "true"
@@ -66,13 +71,17 @@ class Route:
 
 
 ROUTES: list[Route] = []
+# (segment count, first segment) -> the routes that may match: a request tries a handful
+_BY_SHAPE: dict[tuple[int, str], list[Route]] = {}
 
 
 def route(method: str, path: str, access: str | None = None, writes: bool = False):
     pattern = tuple(s for s in path.strip("/").split("/") if s)
 
     def add(fn):
-        ROUTES.append(Route(method, pattern, fn, f"{method} {path}", access, writes))
+        added = Route(method, pattern, fn, f"{method} {path}", access, writes)
+        ROUTES.append(added)
+        _BY_SHAPE.setdefault((len(pattern), pattern[0] if pattern else ""), []).append(added)
         return fn
     return add
 
@@ -80,12 +89,11 @@ def route(method: str, path: str, access: str | None = None, writes: bool = Fals
 def match(method: str, segments: list[str]) -> tuple[Route | None, dict, bool]:
     """(route, params, path known): a path known for another method is 405, not 404."""
     known = False
-    for candidate in ROUTES:
-        if len(candidate.pattern) != len(segments):
-            continue
+    shape = (len(segments), segments[0] if segments else "")
+    for candidate in _BY_SHAPE.get(shape, ()):
         params = {}
         for part, seg in zip(candidate.pattern, segments):
-            if part.startswith("{"):
+            if part[0] == "{":
                 params[part[1:-1]] = seg
             elif part != seg:
                 break
@@ -166,6 +174,17 @@ def _by_id(call: Call) -> SchemaValue:
 @route("GET", "/schemas/ids/{id}", access="id:READ")
 async def schema_by_id(call: Call):
     entry = _by_id(call)
+    if not call.request.query:  # the serializers' cold-cache lookup: rendered once per id
+        cached = call.shard.rendered.get(entry.id)
+        if cached is None or cached[0] is not entry:
+            cached = (entry, Response.json(_schema_string(call, entry)).body)
+            call.shard.rendered[entry.id] = cached
+        return Response(200, cached[1])
+    return _schema_string(call, entry)
+
+
+def _schema_string(call: Call, entry: SchemaValue) -> dict:
+    """Confluent's ``SchemaString`` entity of an id."""
     out: dict = {}
     if entry.schema_type != "AVRO":
         out["schemaType"] = entry.schema_type

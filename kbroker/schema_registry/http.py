@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from dataclasses import dataclass, field
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote
 
 log = logging.getLogger("kbroker.schema_registry")
 
@@ -40,11 +41,12 @@ class Request:
     query: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
-        url = urlsplit(self.target)
-        self.path = url.path
+        path, _, query = self.target.partition("?")
+        self.path = path
         # Segments are unquoted one by one: a subject may hold an encoded "/".
-        self.segments = [unquote(s) for s in url.path.strip("/").split("/") if s]
-        self.query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        self.segments = [unquote(s) if "%" in s else s for s in path.split("/") if s]
+        if query:
+            self.query = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
 
 
 @dataclass
@@ -67,15 +69,31 @@ class HttpServer:
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
         self._clients: set[asyncio.StreamWriter] = set()
+        # connections waiting for a request -> since when (one sweeper closes idle ones: a
+        # timer per request would cost more than the lookup it guards)
+        self._idle_since: dict[asyncio.StreamWriter, float] = {}
+        self._sweeper: asyncio.Task | None = None
 
     async def start(self, host: str, port: int) -> None:
         self.server = await asyncio.start_server(self._serve, host, port, reuse_address=True,
                                                  ssl=self.ssl_context)
         self.port = self.server.sockets[0].getsockname()[1]
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep_idle(),
+                                                               name="registry idle sweeper")
+
+    async def _sweep_idle(self) -> None:
+        while True:
+            await asyncio.sleep(_IDLE_S / 4)
+            cutoff = time.monotonic() - _IDLE_S
+            for writer, since in list(self._idle_since.items()):
+                if since < cutoff:
+                    writer.close()
 
     async def stop(self) -> None:
         if self.server is None:
             return
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         self.server.close()
         for writer in list(self._clients):
             writer.close()
@@ -83,16 +101,18 @@ class HttpServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._clients.add(writer)
+        idle = self._idle_since
         peer = writer.get_extra_info("peername")
         peer_text = peer[0] if isinstance(peer, tuple) else str(peer)
         try:
             while True:
+                idle[writer] = time.monotonic()  # the sweeper closes it after _IDLE_S
                 try:
-                    async with asyncio.timeout(_IDLE_S):
-                        head = await reader.readuntil(b"\r\n\r\n")
+                    head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
-                        asyncio.TimeoutError, OSError):
+                        OSError):
                     return
+                idle.pop(writer, None)
                 request, error = _parse_head(head, peer_text)
                 if error is not None:
                     await _send(writer, error, False)
@@ -114,6 +134,7 @@ class HttpServer:
                     return
         finally:
             self._clients.discard(writer)
+            idle.pop(writer, None)
             writer.close()
 
     async def _read_body(self, reader, request: Request) -> Response | None:

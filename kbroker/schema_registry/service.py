@@ -136,8 +136,17 @@ class SchemaRegistry:
             raise errors.timeout("The schema registry is loading _schemas; retry shortly")
         return shard
 
+    def _settled(self) -> bool:
+        """Nothing to wait for: no topic yet, or the shard here is loaded (the hot path)."""
+        if not self.runtime.exists:
+            return True
+        shard = self.runtime.shards.get(PARTITION)
+        return shard is not None and not shard.loading and shard.load_error is None
+
     async def _wait_loaded(self) -> None:
         """Wait (a little) for the shard to load when this broker leads the partition."""
+        if self._settled():
+            return
         deadline = time.monotonic() + _LOAD_WAIT_S
         while True:
             if not self.runtime.exists:

@@ -17,7 +17,8 @@ State (keys -> values):
   gets the same id;
 - ``configs`` / ``modes``: subject (None: global) -> compatibility level / mode.
 
-Parsed schemas are cached by id outside the durable state (an id's schema never changes).
+Parsed schemas and the rendered answer of ``GET /schemas/ids/{id}`` are cached by id outside the
+durable state (an id's schema never changes).
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ class RegistryShard(Shard):
         self.modes = self.timeline_dict()
         self.max_id = TimelineValue(self.timeline, 0)
         self.parsed_cache: dict[int, object] = {}
+        # id -> (the entry it was rendered from, GET /schemas/ids/{id}'s body); an entry is
+        # immutable, so a stale rendering is recognized by identity
+        self.rendered: dict[int, tuple] = {}
 
     # --- replay --------------------------------------------------------------------------------
 
