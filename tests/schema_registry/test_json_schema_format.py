@@ -64,6 +64,9 @@ def test_every_draft_confluent_supports(draft):
     ('{"properties": {"a": 5}}', "properties/a"),
     ('{"$ref": "missing.json"}', "missing.json"),
     ('{"$ref": "#/definitions/absent"}', "absent"),
+    ('{"$ref": "#"}', "nothing but references"),
+    ('{"definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"$ref": "#/definitions/a"}}, "$ref": "#/definitions/a"}',
+     "nothing but references"),
     # draft 4 only knows the boolean exclusiveMaximum
     ('{"$schema": "http://json-schema.org/draft-04/schema#", "exclusiveMaximum": 5}', "exclusiveMaximum"),
 ])

@@ -153,6 +153,20 @@ def test_spelling_does_not_change_the_canonical_text():
     assert proto(tight).canonical() == proto(loose).canonical()
 
 
+@pytest.mark.parametrize("text, spelled", [
+    ('syntax = "proto3"; package p; message M { message N { message M {} .p.M up = 1; M down = 2; } }',
+     ["p.M up = 1;", "M down = 2;"]),
+    ('syntax = "proto3"; package x; import "google/protobuf/timestamp.proto"; message google {} '
+     'message M { .google.protobuf.Timestamp t = 1; google g = 2; }',
+     [".google.protobuf.Timestamp t = 1;", "google g = 2;"]),
+    ('syntax = "proto3"; package a.b; message X { message Y {} } message Z { a.b.X.Y y = 1; }', ["X.Y y = 1;"]),
+])
+def test_type_names_are_the_shortest_that_resolve_to_the_same_type(text, spelled):
+    canonical = round_trips(text)
+    for line in spelled:
+        assert f"  {line}" in canonical
+
+
 def test_custom_options_survive_the_round_trip():
     text = """
         syntax = "proto3";
@@ -240,6 +254,25 @@ def test_formatted_forms():
     assert schema.formatted("no-such-format") is None
     file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(schema.formatted("serialized")))
     assert [m.name for m in file.message_type] == ["Order"]
+
+
+def test_ignore_extensions_drops_extensions_and_custom_options_but_confluents():
+    text = """
+        syntax = "proto2";
+        package x;
+        import "google/protobuf/descriptor.proto";
+        import "confluent/meta.proto";
+        extend google.protobuf.FieldOptions { optional string doc = 50001; }
+        message M {
+          optional int32 a = 1 [(doc) = "mine", (confluent.field_meta).doc = "theirs", deprecated = true];
+          extensions 100 to 200;
+        }
+    """
+    schema = proto(text)
+    assert "extend " in schema.canonical() and "extensions 100 to 200;" in schema.canonical()
+    ignoring = schema.formatted("ignore_extensions")
+    assert "extend " not in ignoring and "extensions " not in ignoring and "(x.doc)" not in ignoring
+    assert '(confluent.field_meta) = { doc: "theirs" }' in ignoring and "deprecated = true" in ignoring
 
 
 # -- what confluent-kafka sends and asks for --------------------------------------------------------
@@ -488,33 +521,45 @@ names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
 
 @st.composite
 def proto3_files(draw):
-    message_count = draw(st.integers(1, 3))
-    messages = [f"M{i}" for i in range(message_count)]
+    """A proto3 file: top-level and nested messages and enums, fields of every kind whose types are
+    spelled short, package-qualified or fully qualified."""
+    package = draw(st.sampled_from(["Shop.V1", "Acme"]))  # capitalized: no field name shadows it
+    messages = [f"M{i}" for i in range(draw(st.integers(1, 3)))]
+    nested = {m: draw(st.booleans()) for m in messages}  # each may hold a message Inner and enum Kind
     enum_names = draw(st.lists(st.sampled_from(["Color", "Size"]), unique=True, max_size=2))
-    types = SCALARS + messages + enum_names
-    lines = ['syntax = "proto3";', f"package {draw(names)}.{draw(names)};"]
+    spelled = []
     for message in messages:
-        field_names = draw(st.lists(names, unique=True, min_size=0, max_size=6))
-        fields = []
-        for number, name in enumerate(field_names, start=1):
+        spelled += [message, f"{package}.{message}", f".{package}.{message}"]
+        if nested[message]:
+            spelled += [f"{message}.Inner", f"{message}.Kind", f".{package}.{message}.Inner"]
+    spelled += enum_names + SCALARS
+
+    def fields(prefix: str) -> str:
+        out = []
+        for number, name in enumerate(draw(st.lists(names, unique=True, max_size=5)), start=1):
             kind = draw(st.sampled_from(["plain", "repeated", "optional", "map", "oneof"]))
-            type_ = draw(st.sampled_from(types))
+            type_ = draw(st.sampled_from(spelled))
             if kind == "map":
-                fields.append(f"map<{draw(st.sampled_from(['string', 'int32', 'bool']))}, {type_}> {name} = {number};")
+                out.append(f"map<{draw(st.sampled_from(['string', 'int32', 'bool']))}, {type_}> {name} = {number};")
             elif kind == "oneof":
-                fields.append(f"oneof {name}_choice {{ {type_} {name} = {number}; }}")
+                out.append(f"oneof {prefix}{name}_choice {{ {type_} {name} = {number}; }}")
             elif kind == "plain":
-                fields.append(f"{type_} {name} = {number};")
+                out.append(f"{type_} {name} = {number};")
             else:
-                fields.append(f"{kind} {type_} {name} = {number};")
-        lines.append(f"message {message} {{ {' '.join(fields)} }}")
+                out.append(f"{kind} {type_} {name} = {number};")
+        return " ".join(out)
+
+    lines = ['syntax = "proto3";', f"package {package};"]
+    for message in messages:
+        inner = f"message Inner {{ {fields('i')} }} enum Kind {{ KIND_{message}_ZERO = 0; }}" if nested[message] else ""
+        lines.append(f"message {message} {{ {fields('')} {inner} }}")
     for enum in enum_names:
         values = draw(st.lists(names.map(str.upper), unique=True, min_size=1, max_size=4))
         lines.append(f"enum {enum} {{ " + " ".join(f"{enum.upper()}_{v} = {i};" for i, v in enumerate(values)) + " }")
     return "\n".join(lines)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(proto3_files())
 def test_canonical_is_a_fixed_point(text):
     canonical = round_trips(text)

@@ -176,9 +176,11 @@ def _check_references(schema: JsonSchema) -> None:
         seen.add(id(node))
         if node.kind == "reference":
             try:
-                pending.append(node.referred())
+                pending.append(compat.dereference(node))
             except referencing.exceptions.Unresolvable as error:
                 raise InvalidSchema(f"$ref {node.ref!r} cannot be resolved ({error})") from None
+            except compat.EndlessReference:
+                raise InvalidSchema(f"$ref {node.ref!r} refers to nothing but references") from None
             continue
         pending.extend(_children(node))
 

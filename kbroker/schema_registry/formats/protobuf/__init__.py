@@ -56,6 +56,8 @@ class ProtobufSchema:
     def formatted(self, name: str) -> str | None:
         if name in ("", "default"):
             return self._canonical
+        if name == "ignore_extensions":
+            return print_file(self.file, self._decoder, ignore_extensions=True)
         if name == "serialized":
             return base64.standard_b64encode(self.file.SerializeToString()).decode("ascii")
         return None

@@ -7,8 +7,12 @@ format count messages only, so their order is kept), extensions, services; insid
 reserved, options, fields, oneofs, nested messages then nested enums. Map fields print as
 ``map<K, V>`` and their synthetic entry messages are not printed, as Wire's model has them.
 
-Type names are printed relative to the file's package where that cannot be shadowed, fully
-qualified with a leading dot otherwise, so the text always compiles back to the same descriptor.
+A type name is printed as the shortest dotted suffix of its full name that protoc's scoped lookup
+resolves back to the same type (with a leading dot when none does), so the text always compiles
+back to the same descriptor.
+
+``ignore_extensions=True`` is Confluent's ``?format=ignore_extensions``: no ``extend`` blocks, no
+extension ranges, no custom options but Confluent's own (``confluent.*``).
 
 ``normalize=True`` is Confluent's ``?normalize=true`` form: imports sorted, fields, oneofs, enum
 constants and reserved ranges by number, option map keys sorted and every type name fully qualified.
@@ -48,6 +52,8 @@ class OptionDecoder:
     def __init__(self, files: Iterable[descriptor_pb2.FileDescriptorProto]):
         from google.protobuf import descriptor_pool, message_factory
 
+        files = list(files)
+
         self._pool = descriptor_pool.DescriptorPool()
         self._pool.AddSerializedFile(descriptor_pb2.DESCRIPTOR.serialized_pb)
         for file in files:
@@ -55,6 +61,7 @@ class OptionDecoder:
                 self._pool.AddSerializedFile(file.SerializeToString())
         self._classes = {}
         self._factory = message_factory
+        self.files = list(files)
 
     def options(self, message) -> list[tuple[FieldDescriptor, object]]:
         if not message.ByteSize():
@@ -68,11 +75,14 @@ class OptionDecoder:
 
 
 class Printer:
-    def __init__(self, file: descriptor_pb2.FileDescriptorProto, decoder: OptionDecoder, normalize: bool = False):
+    def __init__(self, file: descriptor_pb2.FileDescriptorProto, decoder: OptionDecoder, normalize: bool = False,
+                 ignore_extensions: bool = False):
         self.file = file
         self.decoder = decoder
         self.normalize = normalize
+        self.ignore_extensions = ignore_extensions
         self.package = file.package
+        self._symbol_set: set[str] | None = None
 
     # -- the file ---------------------------------------------------------------------------------
 
@@ -107,7 +117,7 @@ class Printer:
         if types:
             out.append("\n")
             out += types
-        if file.extension:
+        if file.extension and not self.ignore_extensions:
             out.append("\n")
             out += self._extends(file.extension, scope)
         if file.service:
@@ -154,7 +164,7 @@ class Printer:
         if lines:
             body.append("\n")
             body += lines
-        if message.extension_range:
+        if message.extension_range and not self.ignore_extensions:
             body.append("\n")
             for r in message.extension_range:
                 end = "max" if r.end - 1 >= _MAX_FIELD_NUMBER else str(r.end - 1)
@@ -162,7 +172,7 @@ class Printer:
                 options = self._options(r.options)
                 suffix = f" {_option_list(options)}" if options else ""
                 body.append(_indent(f"extensions {text}{suffix};\n"))
-        if message.extension:
+        if message.extension and not self.ignore_extensions:
             body.append("\n")
             body += [_indent(e) for e in self._extends(message.extension, inner_scope)]
         nested = [
@@ -245,35 +255,40 @@ class Printer:
         return self.type_name(field.type_name, scope)
 
     def type_name(self, full_name: str, scope: list[str]) -> str:
-        """How a fully qualified ``.pkg.Type`` is written inside ``scope`` (package + messages)."""
-        if self.normalize:
-            return full_name if full_name.startswith(".") else "." + full_name
+        """How a fully qualified ``.pkg.Type`` is written inside ``scope`` (package + messages): its
+        shortest dotted suffix that protoc resolves back to the same type (protoc's lookup stops at
+        the innermost scope declaring the first part), else the full name with a leading dot."""
         full = full_name.lstrip(".")
-        if self.package and full.startswith(self.package + "."):
-            relative = full[len(self.package) + 1:]
-            # Shadowed when a message scope between the package and here declares the first part.
-            first = relative.split(".")[0]
-            inner = scope[1:] if self.package else scope
-            if not self._scope_declares(inner, first):
-                return relative
+        if self.normalize:
             return "." + full
-        first = full.split(".")[0]
-        inner = scope[1:] if self.package else scope
-        if first not in self.package.split(".") and not self._scope_declares(inner, first):
-            return full
+        parts = full.split(".")
+        for start in range(len(parts) - 1, -1, -1):
+            candidate = ".".join(parts[start:])
+            if self._resolves(candidate, scope) == full:
+                return candidate
         return "." + full
 
-    def _scope_declares(self, scope: list[str], name: str) -> bool:
-        messages = list(self.file.message_type)
-        declared = False
-        for part in scope:
-            current = next((m for m in messages if m.name == part), None)
-            if current is None:
-                break
-            if any(n.name == name for n in current.nested_type) or any(e.name == name for e in current.enum_type):
-                declared = True
-            messages = list(current.nested_type)
-        return declared
+    def _resolves(self, name: str, scope: list[str]) -> str | None:
+        first, _, rest = name.partition(".")
+        parts = ".".join(scope).split(".") if scope else []  # scope's first entry is the dotted package
+        for depth in range(len(parts), -1, -1):
+            prefix = ".".join(parts[:depth] + [first])
+            if prefix in self._symbols():
+                return prefix + ("." + rest if rest else "")
+        return None
+
+    def _symbols(self) -> set[str]:
+        """Every name protoc's lookup can stop at: packages and their parents, types, enum values,
+        extensions and services of this file and everything the decoder's pool holds."""
+        if self._symbol_set is None:
+            symbols: set[str] = set()
+            for file in [*self.decoder.files, self.file]:
+                parts = file.package.split(".") if file.package else []
+                symbols.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+                _collect_symbols(symbols, file.package, file.message_type, file.enum_type, file.extension)
+                symbols.update(_join(file.package, s.name) for s in file.service)
+            self._symbol_set = symbols
+        return self._symbol_set
 
     # -- enums, extensions, services --------------------------------------------------------------
 
@@ -327,6 +342,8 @@ class Printer:
         for field, value in self.decoder.options(message):
             if field.name in skip and not field.is_extension:
                 continue
+            if self.ignore_extensions and field.is_extension and not field.full_name.startswith("confluent."):
+                continue  # Confluent's ignore_extensions keeps only its own custom options
             name = f"({field.full_name})" if field.is_extension else field.name
             values = value if _is_repeated(field) else [value]
             for item in values:
@@ -353,8 +370,25 @@ class Printer:
         return str(value)
 
 
-def print_file(file, decoder: OptionDecoder, normalize: bool = False) -> str:
-    return Printer(file, decoder, normalize).print_file()
+def print_file(file, decoder: OptionDecoder, normalize: bool = False, ignore_extensions: bool = False) -> str:
+    return Printer(file, decoder, normalize, ignore_extensions).print_file()
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _collect_symbols(symbols: set[str], prefix: str, messages, enums, extensions) -> None:
+    for message in messages:
+        name = _join(prefix, message.name)
+        symbols.add(name)
+        _collect_symbols(symbols, name, message.nested_type, message.enum_type, message.extension)
+        symbols.update(_join(name, f.name) for f in message.field)
+        symbols.update(_join(name, o.name) for o in message.oneof_decl)
+    for enum in enums:
+        symbols.add(_join(prefix, enum.name))
+        symbols.update(_join(prefix, v.name) for v in enum.value)  # enum values live beside their enum
+    symbols.update(_join(prefix, f.name) for f in extensions)
 
 
 def _is_repeated(field: FieldDescriptor) -> bool:
