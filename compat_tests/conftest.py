@@ -77,6 +77,8 @@ def selected_codecs() -> list[str]:
 def pytest_configure(config):
     config.addinivalue_line("markers", "compat(scenario): one cell of the compatibility matrix "
                                        "per parametrization; the scenario may name params")
+    config.addinivalue_line("markers", "pairs_of(*features): producer x consumer only over the "
+                                       "drivers whose clients have the features")
     # One session's results. Under pytest-xdist each worker fills its own and hands it to the
     # controller when it ends (``workeroutput``), which merges them and writes the report.
     # ``clients`` and ``scenarios`` are what a plugin of a client without a driver (Spark's)
@@ -92,6 +94,12 @@ def pytest_generate_tests(metafunc):
     ids = [d.name for d in drivers]
     if "driver" in metafunc.fixturenames:
         metafunc.parametrize("driver", drivers, ids=ids)
+    # A cross-client scenario of a feature few clients have pairs only those: its n/a cells
+    # would repeat the single-client row's.
+    marker = metafunc.definition.get_closest_marker("pairs_of")
+    if marker is not None:
+        drivers = [d for d in drivers if not any(f in d.lacks for f in marker.args)]
+        ids = [d.name for d in drivers]
     if "producer" in metafunc.fixturenames:
         metafunc.parametrize("producer", drivers, ids=[f"{i}-to" for i in ids])
     if "consumer" in metafunc.fixturenames:
