@@ -304,10 +304,14 @@ def render(results: dict) -> str:
     if cross:
         out += ["", "## Cross-client: producer (row) → consumer (column)", ""]
         for scenario in sorted(dict.fromkeys(c["scenario"] for c in cross), key=order):
-            out += [f"**{scenario}**", "", "| producer \\ consumer | " + " | ".join(columns)
-                    + " |", "| --- |" + " :-: |" * len(columns)]
-            for p in columns:
-                row = [cell_text(by_key.get((scenario, f"{p} → {c}"))) for c in columns]
+            # only the clients paired in this scenario (a feature few have pairs only those)
+            paired = {n for c in cross if c["scenario"] == scenario
+                      for n in c["client"].split(" → ")}
+            who = [d for d in columns if d in paired]
+            out += [f"**{scenario}**", "", "| producer \\ consumer | " + " | ".join(who)
+                    + " |", "| --- |" + " :-: |" * len(who)]
+            for p in who:
+                row = [cell_text(by_key.get((scenario, f"{p} → {c}"))) for c in who]
                 out.append(f"| {p} | " + " | ".join(row) + " |")
             out.append("")
 
