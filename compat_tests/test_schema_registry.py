@@ -78,10 +78,12 @@ FORMATS = {"avro": ("schema-registry.avro", AVRO_V1, AVRO_V2, AVRO_INCOMPATIBLE)
 
 # What each driver's sr-* commands use (the report's notes).
 SERDES = {
-    "confluent": "confluent-kafka's SchemaRegistryClient, AvroSerializer (auto-registers) and "
-                 "AvroDeserializer",
-    "go": "franz-go's sr.Client and sr.Serde, Avro by hamba/avro",
-    "kafkajs": "@kafkajs/confluent-schema-registry (register, encode, decode; avsc)",
+    "confluent": "confluent-kafka's SchemaRegistryClient with its Avro, JSON and Protobuf "
+                 "serializers (which auto-register) and deserializers; Protobuf message classes "
+                 "compiled from the .proto by grpcio-tools' protoc",
+    "go": "franz-go's sr.Client and sr.Serde; Avro by hamba/avro, JSON by encoding/json, "
+          "Protobuf by protocompile's dynamic messages",
+    "kafkajs": "@kafkajs/confluent-schema-registry (register, encode, decode; avsc, ajv)",
     "java": "Spring Cloud Stream's ConfluentSchemaRegistryClient 4.2.0 (register, fetch by id) "
             "with Apache Avro's generic datum writer and reader; Confluent's own Java serializers "
             "are not on Maven Central",
