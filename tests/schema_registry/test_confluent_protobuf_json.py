@@ -161,3 +161,38 @@ def test_json_evolution_is_checked(registry):
     status, answer = registry.call("POST", "/subjects/bad-json-value/versions",
                                    {"schemaType": "JSON", "schema": '{"type": "strin"}'})
     assert status == 422 and answer["error_code"] == 42201
+
+
+def test_protobuf_serializer_with_normalized_schemas(registry, tmp_path):
+    module = generated_module(tmp_path, ORDER.replace("package shop.orders;", "package shop.normal;"),
+                              {"shop/common/money.proto": MONEY})
+    client = SchemaRegistryClient({"url": registry.url})
+    conf = {"use.deprecated.format": False, "normalize.schemas": True}
+    serializer = ProtobufSerializer(module.Order, client, conf)
+    topic = "normalized-orders"
+    context = SerializationContext(topic, MessageField.VALUE)
+    order = module.Order(id="n-1", items=["x"], voucher="v")
+    order.total.units = 7
+    _produce(registry.broker.bootstrap, topic, [serializer(order, context)])
+    [message] = _consume(registry.broker.bootstrap, topic, 1)
+    stored = client.get_latest_version(f"{topic}-value").schema.schema_str
+    assert ".shop.common.Money total = 2;" in stored  # the normalized text: names fully qualified
+    deserializer = ProtobufDeserializer(module.Order, {"use.deprecated.format": False},
+                                        SchemaRegistryClient({"url": registry.url}))
+    assert deserializer(message.value(), context) == order
+
+
+def test_json_serializer_registers_a_2020_12_schema_itself(registry):
+    event = json.dumps({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+                        "properties": {"kind": {"enum": ["click", "view"]}, "at": {"type": "integer"}},
+                        "required": ["kind"]})
+    client = SchemaRegistryClient({"url": registry.url})
+    serializer = JSONSerializer(event, client)  # auto-registers events-value on first use
+    topic = "events"
+    context = SerializationContext(topic, MessageField.VALUE)
+    values = [{"kind": "click", "at": 1}, {"kind": "view", "at": 2}]
+    _produce(registry.broker.bootstrap, topic, [serializer(v, context) for v in values])
+    messages = _consume(registry.broker.bootstrap, topic, len(values))
+    deserializer = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": registry.url}))
+    assert [deserializer(m.value(), context) for m in messages] == values
+    assert client.get_latest_version("events-value").schema.schema_type == "JSON"

@@ -295,3 +295,32 @@ def test_canonical_is_a_fixed_point(annotations, core):
     assert schema(first.canonical()).canonical() == first.canonical()
     assert schema(first.normalized().canonical()).normalized().canonical() == first.normalized().canonical()
     assert first.is_backward_compatible(schema(first.canonical())) == []
+
+
+schemas = st.recursive(
+    st.sampled_from([{}, True, False, {"type": "string"}, {"type": "integer", "minimum": 0}, {"type": "null"},
+                     {"enum": ["a", 1]}, {"const": 3}, {"type": "number", "multipleOf": 0.5},
+                     {"type": "string", "maxLength": 4, "pattern": "^a"}]),
+    lambda children: st.one_of(
+        st.builds(lambda props, closed, required: {
+            "type": "object", "properties": props, "required": sorted(props)[:required],
+            **({"additionalProperties": closed} if closed is not None else {})},
+            st.dictionaries(st.sampled_from(["a", "b", "c"]), children, max_size=3),
+            st.one_of(st.none(), st.booleans(), children), st.integers(0, 2)),
+        st.builds(lambda items, unique: {"type": "array", "items": items, "uniqueItems": unique}, children,
+                  st.booleans()),
+        st.builds(lambda key, members: {key: members}, st.sampled_from(["oneOf", "anyOf", "allOf"]),
+                  st.lists(children, min_size=1, max_size=3)),
+        st.builds(lambda inner: {"not": inner}, children),
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(schemas, schemas)
+def test_every_schema_is_compatible_with_itself_and_any_pair_compares(first, second):
+    a, b = schema(first), schema(second)
+    assert a.is_backward_compatible(schema(json.dumps(first))) == []
+    for message in b.is_backward_compatible(a) + a.is_backward_compatible(b):
+        assert message.startswith('{errorType:"')

@@ -125,6 +125,12 @@ def test_canonical_text_round_trips(text):
     canonical = round_trips(text)
     assert canonical.startswith('syntax = "proto')
     assert "//" not in canonical  # comments are not part of the schema
+    # every line inside a block is indented by two spaces per level
+    depth = 0
+    for line in canonical.splitlines():
+        depth -= line.strip().startswith(("}", "]"))
+        assert not line or line.startswith("  " * depth) and not line.startswith("  " * depth + " "), line
+        depth += line.endswith(("{", "["))
 
 
 def test_canonical_layout_is_confluents():
@@ -566,3 +572,11 @@ def test_canonical_is_a_fixed_point(text):
     assert proto(canonical).is_backward_compatible(proto(text)) == []
     assert proto(proto(canonical).normalized().canonical()).normalized().canonical() == proto(
         text).normalized().canonical()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(proto3_files(), proto3_files())
+def test_any_two_schemas_compare(first, second):
+    a, b = proto(first), proto(second)
+    for message in b.is_backward_compatible(a) + a.is_backward_compatible(b):
+        assert message.startswith('{errorType:"') and "%s" not in message

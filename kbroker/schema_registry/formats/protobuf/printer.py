@@ -137,7 +137,7 @@ class Printer:
         options = self._options(message.options, skip={"map_entry"})
         if options:
             body.append("\n")
-            body += [f"option {o};\n" for o in options]
+            body += [_indent(f"option {o};\n") for o in options]
         # Fields in declaration order, a oneof where its first member stands: the text compiles
         # back to the same descriptor (Confluent prints all oneofs after the plain fields).
         real_oneofs = _real_oneofs(message)
@@ -155,7 +155,7 @@ class Printer:
                 lines.append(_indent(self._field(field, inner_scope, nested_by_name, maps)))
             elif index not in printed_oneofs:
                 printed_oneofs.add(index)
-                members = [f for i, f in ((e[0], e[1]) for e in entries) if i == index and f is not None]
+                members = [f for i, f in entries if i == index and f is not None]
                 if self.normalize or not members:
                     members = sorted((f for f in message.field if f.HasField("oneof_index")
                                       and f.oneof_index == index), key=lambda f: f.number)
