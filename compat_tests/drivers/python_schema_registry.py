@@ -93,24 +93,26 @@ def message_class(proto: str):
 
 
 def add_parsers(sub, common) -> None:
+    """``common`` has --bootstrap, --client-id, --property and --timeout-ms; sr-register talks
+    to the registry only."""
     registry = argparse.ArgumentParser(add_help=False)
     registry.add_argument("--registry", required=True, help="the registry's URL")
     registry.add_argument("--format", default="avro", choices=sorted(FORMATS))
-    registry.add_argument("--timeout-ms", type=int, default=30000)
 
-    prod = sub.add_parser("sr-produce", parents=[common, registry], conflict_handler="resolve")
+    prod = sub.add_parser("sr-produce", parents=[common, registry])
     prod.add_argument("--topic", required=True)
     prod.add_argument("--schema-file", required=True)
     prod.add_argument("--values-file", required=True, help="one JSON object per line")
     prod.add_argument("--key-prefix", default="key-")
 
-    cons = sub.add_parser("sr-consume", parents=[common, registry], conflict_handler="resolve")
+    cons = sub.add_parser("sr-consume", parents=[common, registry])
     cons.add_argument("--topic", required=True)
     cons.add_argument("--count", type=int, default=10)
 
     reg = sub.add_parser("sr-register", parents=[registry])
     reg.add_argument("--subject", required=True)
     reg.add_argument("--schema-file", required=True)
+    reg.add_argument("--timeout-ms", type=int, default=30000)
 
 
 def confluent_only(command):
