@@ -15,7 +15,9 @@ reported, never restarted: tests restart it with the exact ``restart_command`` f
 The brokers form one cluster through ZooKeeper: shared topics placed over the brokers with their
 replication factor, one controller electing leaders when a broker goes, and the internal topics
 at ``min(3, N)`` replicas (``offsets.topic.replication.factor``,
-``transaction.state.log.replication.factor``). docker-compose.yml runs the same brokers (a test
+``transaction.state.log.replication.factor``, ``schema.registry.topic.replication.factor``). Each
+broker serves the schema registry (dev mode: 8081 for the first, free ports for the others); the
+JSON names each broker's ``schema_registry`` URL. docker-compose.yml runs the same brokers (a test
 checks they agree). ``--set KEY=VALUE`` (repeatable) adds a setting to every broker.
 
 A port plan puts proxies the caller owns on every link, for network faults
@@ -80,7 +82,8 @@ def broker_settings(zk_connect: str, broker_id: int, host: str, port: int, data_
                 "zookeeper.session.timeout.ms": str(session_timeout_ms),
                 "listeners": f"PLAINTEXT://{host}:{port}", "log.dirs": data_dir,
                 "offsets.topic.replication.factor": internal_rf,
-                "transaction.state.log.replication.factor": internal_rf}
+                "transaction.state.log.replication.factor": internal_rf,
+                "schema.registry.topic.replication.factor": internal_rf}
     if internal is not None:
         settings["listeners"] += f",INTERNAL://{host}:{internal}"
         settings["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"
@@ -185,6 +188,12 @@ def run(args) -> int:
                               zookeeper_port=zk_via[i] or zookeeper.port)
             brokers.append(broker)
         _wait_ready(brokers, processes, stopping)
+        for b in brokers:  # what each broker's ready file says of its registry
+            try:
+                ready = json.loads(Path(b["data_dir"], "ready.json").read_text())
+                b["schema_registry"] = ready.get("schema_registry")
+            except (OSError, ValueError):
+                b["schema_registry"] = None
         bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in brokers)
         info = {"zookeeper": {"connect": zk_connect, "pid": zookeeper.pid, "port": zookeeper.port,
                               "data_dir": str(zookeeper.data_dir)},

@@ -68,7 +68,11 @@ def test_cluster_up_starts_registers_and_stops_everything(cluster):
         assert zk.get("/controller_epoch")[0] == b"1"
         for broker in info["brokers"]:
             registration = json.loads(zk.get(f"/brokers/ids/{broker['id']}")[0])
-            assert registration["endpoints"] == [f"PLAINTEXT://127.0.0.1:{broker['port']}"]
+            # the Kafka listener, then the schema registry's (its URL, for forwarding)
+            registry_port = broker["schema_registry"].rsplit(":", 1)[1]
+            assert registration["endpoints"] == [
+                f"PLAINTEXT://127.0.0.1:{broker['port']}",
+                f"SCHEMA_REGISTRY://127.0.0.1:{registry_port}"]
         cluster_id = json.loads(zk.get("/cluster/id")[0])["id"]
     finally:
         zk.stop()
