@@ -3,14 +3,17 @@
 #   - a virtualenv in .venv with kbroker (editable) and the Python clients under test;
 #   - kcat from Debian's packages; MIT Kerberos (KDC, admin and client tools, libkrb5-dev for the
 #     gssapi package, Cyrus SASL's GSSAPI plugin) for the GSSAPI tests;
-#   - the Java driver (Apache Kafka's kafka-clients from Maven Central), built with Maven;
-#   - Spark's Kafka connector jars for compat_tests/spark (Maven Central, copied by Maven).
+#   - the Java driver (Apache Kafka's kafka-clients, Spring Cloud Stream's Confluent registry
+#     client and Apache Avro from Maven Central), built with Maven;
+#   - Spark's Kafka connector and spark-avro jars for compat_tests/spark (Maven Central, copied by
+#     Maven).
 #   - Apache Kafka's own jars (DumpLogSegments for tests/log, the reference broker for tools/bench),
 #     and the ones holding its message schemas (schemas/pin.json) for the generated-code test.
 #   - Apache ZooKeeper's server jars for `kbroker cluster up` and tests/cluster (Maven Central).
 #   - Apache Kafka 3.9 (ZooKeeper mode) for the reference cluster of tools/kafka_ref/zk_cluster.py.
-#   - the franz-go driver (go build, modules from the Go module proxy) and the KafkaJS driver
-#     (npm ci, native lz4/zstd codecs built by node-gyp).
+#   - the franz-go driver (go build, modules from the Go module proxy: franz-go with its sr
+#     package, hamba/avro, protocompile) and the KafkaJS driver (npm ci, native lz4/zstd codecs
+#     built by node-gyp, @kafkajs/confluent-schema-registry).
 #   - the pipeline around the broker (compat_tests/pipeline): Kafka Connect with the FileStream and
 #     MirrorMaker 2 connectors and Debezium's PostgreSQL connector (Maven Central), PostgreSQL
 #     (Debian) for Debezium, Quix Streams and Faust (PyPI, in .venv-processors).

@@ -31,7 +31,10 @@ def once(tree: str) -> tuple[float, float, float]:
     process = subprocess.Popen(
         [sys.executable, "-m", "kbroker", "serve", "--set", f"log.dirs={data}",
          "--set", "listeners=PLAINTEXT://127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": tree})
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": tree},
+        # ``-m`` puts the working directory first on sys.path: run in the tree, or every tree
+        # would be the checkout the command was started from
+        cwd=tree)
     elapsed = inside = float("nan")
     for line in process.stdout:
         match = BANNER.search(line)

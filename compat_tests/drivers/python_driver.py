@@ -7,6 +7,7 @@ JSON-lines output, plus the extensions listed there)::
     python_driver.py --client C produce --bootstrap H:P --topic T --count N [--compression X] ...
     python_driver.py --client C consume --bootstrap H:P --topic T --count N [--group G] ...
     python_driver.py --client C admin --bootstrap H:P create-topic|delete-topic|... --topic T ...
+    python_driver.py --client confluent sr-produce|sr-consume|sr-register --registry URL ...
 
 One JSON object per line on stdout; exit codes 0 ok, 1 error, 2 consume timed out, 64 usage.
 Each client is driven through its own public API only: this is what a user of that client does.
@@ -27,6 +28,7 @@ from contract import (EXIT_ERROR, EXIT_OK, EXIT_USAGE, Usage, contract_records, 
                       done_consuming, emit, error_fields, rebalance_event, record_event,
                       report_produced, text)
 
+import python_schema_registry  # noqa: E402
 from compat_tests.clients import adapter  # noqa: E402
 from compat_tests.clients.aio import refresh_metadata  # noqa: E402
 
@@ -511,7 +513,7 @@ ACK_TYPES = {"accept": "ACCEPT", "release": "RELEASE", "reject": "REJECT"}
 ADMIN = {"confluent": Confluent.admin, "kafka-python": KafkaPython.admin,
          "aiokafka": AioKafka.admin}
 COMMANDS = {"produce": produce, "consume": consume, "share-consume": share_consume,
-            "admin": lambda a: ADMIN[a.client](a)}
+            "admin": lambda a: ADMIN[a.client](a), **python_schema_registry.COMMANDS}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -573,6 +575,8 @@ def parser() -> argparse.ArgumentParser:
     adm.add_argument("--timestamp", type=int)
     adm.add_argument("--broker", type=int)
     adm.add_argument("--log-dir")
+
+    python_schema_registry.add_parsers(sub, common)
     return p
 
 

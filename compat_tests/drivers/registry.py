@@ -59,11 +59,26 @@ FEATURES = {
     "groups.share": "share-consume --group G [--ack implicit|accept|release|reject|hold] "
                     "(a share group member, KIP-932)",
     "telemetry": "the client pushes its own metrics to the broker (KIP-714)",
+    "schema-registry.avro": "sr-produce/sr-consume/sr-register --registry URL: Avro values in "
+                            "Confluent's wire format through the client's schema-registry "
+                            "serializers (compat_tests/test_schema_registry.py)",
+    "schema-registry.json": "the same with --format json: JSON Schema, values as JSON text",
+    "schema-registry.protobuf": "the same with --format protobuf: a .proto schema, values in "
+                                "Protobuf's canonical JSON mapping",
 }
 NO_LOG_DIR_MOVES = "{client}'s admin client has no AlterReplicaLogDirs (alterReplicaLogDirs)"
 NO_KIP_714 = "the client does not implement KIP-714 (GetTelemetrySubscriptions/PushTelemetry)"
 NO_TOKENAUTH = ("{client}'s SCRAM client sends no extensions: it cannot send tokenauth=true, so it "
                 "cannot authenticate with a delegation token (KIP-48)")
+REGISTRY_FEATURES = ("schema-registry.avro", "schema-registry.json", "schema-registry.protobuf")
+
+
+def no_registry(client: str) -> dict[str, str]:
+    why = (f"{client} has no schema-registry client or serializers; applications pair it with "
+           "another library's")
+    return dict.fromkeys(REGISTRY_FEATURES, why)
+
+
 NO_CYRUS = ("confluent-kafka's wheels bundle a librdkafka built without Cyrus SASL (\"No provider "
             "for SASL mechanism GSSAPI\"); librdkafka's GSSAPI is the kcat column")
 
@@ -182,6 +197,7 @@ DRIVERS: list[Driver] = [
                   ": its consumer speaks the classic JoinGroup/SyncGroup protocol only",
                   "telemetry": NO_KIP_714,
                   "groups.share": NO_SHARE.format(client="aiokafka 0.14.0"),
+                  **no_registry("aiokafka"),
                   "admin.move-log-dir": NO_LOG_DIR_MOVES.format(client="aiokafka 0.14.0"),
                   "security.delegation-token": NO_TOKENAUTH.format(client="aiokafka 0.14.0")}),
     Driver("kafka-python", "kafka-python", (*PYTHON, "kafka-python"), config_style="python",
@@ -189,6 +205,7 @@ DRIVERS: list[Driver] = [
                   ": its KafkaConsumer has no group.protocol setting",
                   "telemetry": NO_KIP_714,
                   "groups.share": NO_SHARE.format(client="kafka-python 3.0.12"),
+                  **no_registry("kafka-python"),
                   "security.delegation-token": NO_TOKENAUTH.format(
                       client="kafka-python 3.0.12")}),
     Driver("kcat", "kcat (librdkafka)", (sys.executable, str(HERE / "kcat_driver.py")),
@@ -205,10 +222,19 @@ DRIVERS: list[Driver] = [
                   "security.delegation-token": NO_TOKENAUTH.format(client="librdkafka"),
                   "groups.share": "kcat has no share consumer mode, and the system librdkafka "
                   "it links (2.0.2 on Debian) predates librdkafka's ShareConsumer",
+                  **dict.fromkeys(REGISTRY_FEATURES, "kcat only deserializes Avro (-s "
+                                  "value=avro, through libserdes), never serializes or "
+                                  "registers, and Debian's kcat is built without libserdes (no "
+                                  "Avro in kcat -V)"),
                   **_kcat_scram_lack(), **_kcat_telemetry_lack()},
            unavailable=_needs_program("kcat", INSTALL), config_style="librdkafka"),
     Driver("java", "Apache Kafka kafka-clients", JAVA,
            unavailable=_needs_file(JAVA_JAR, INSTALL), launch_options=_java_archive,
+           lacks=dict.fromkeys(("schema-registry.json", "schema-registry.protobuf"),
+                               "the Java driver's registry client (Spring Cloud Stream's "
+                               "ConfluentSchemaRegistryClient, the one on Maven Central) "
+                               "registers Avro only (\"Only Avro is supported\"); Confluent's "
+                               "JSON Schema and Protobuf serializers are not on Maven Central"),
            timeout_args=lambda ms: ["--property", f"max.block.ms={ms}",
                                     "--property", f"request.timeout.ms={ms // 2}",
                                     "--property", f"delivery.timeout.ms={ms}"]),
@@ -225,7 +251,12 @@ DRIVERS: list[Driver] = [
                   "telemetry": NO_KIP_714,
                   "groups.share": NO_SHARE.format(client="KafkaJS 2.2.4"),
                   "admin.move-log-dir": NO_LOG_DIR_MOVES.format(client="KafkaJS 2.2.4"),
-                  "security.delegation-token": NO_TOKENAUTH.format(client="KafkaJS 2.2.4")},
+                  "security.delegation-token": NO_TOKENAUTH.format(client="KafkaJS 2.2.4"),
+                  "schema-registry.protobuf": "@kafkajs/confluent-schema-registry 3.9.0 writes "
+                  "Protobuf values without Confluent's message indexes (magic byte, id, then "
+                  "the message: wireEncoder.js), and its decoder skips leading zero bytes "
+                  "instead of reading them, so Confluent's deserializers cannot read its records "
+                  "(checked: the wire-format check of this scenario fails)"},
            unavailable=_needs_file("compat_tests/js/node_modules/kafkajs/package.json", INSTALL)),
     # Spark registers here the same way.
 ]

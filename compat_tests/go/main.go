@@ -13,6 +13,7 @@
 //	     [--client-id ID] [--property k=v ...]
 //	kbroker-go-driver admin --bootstrap H:P ACTION ...
 //	kbroker-go-driver eos-copy --bootstrap H:P --input IN --output OUT --group G --transactional-id ID
+//	kbroker-go-driver sr-produce|sr-consume|sr-register --registry URL ... (registry.go)
 //
 // Exit codes: 0 ok, 1 error (an {"event":"error"} line is printed), 2 consume timed out, 64 usage.
 package main
@@ -54,6 +55,12 @@ func main() {
 		rc, err = withArgs(os.Args[2:], nil, func(a *args) (int, error) { return shareConsume(ctx, a) })
 	case "eos-copy":
 		rc, err = withArgs(os.Args[2:], nil, func(a *args) (int, error) { return eosCopy(ctx, a) })
+	case "sr-produce":
+		rc, err = withArgs(os.Args[2:], nil, func(a *args) (int, error) { return srProduce(ctx, a) })
+	case "sr-consume":
+		rc, err = withArgs(os.Args[2:], nil, func(a *args) (int, error) { return srConsume(ctx, a) })
+	case "sr-register":
+		rc, err = withArgs(os.Args[2:], nil, func(a *args) (int, error) { return srRegister(ctx, a) })
 	case "version":
 		emit(versionEvent())
 	default:
@@ -82,7 +89,7 @@ func withArgs(argv, flags []string, fn func(*args) (int, error)) (int, error) {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kbroker-go-driver produce|consume|share-consume|admin|eos-copy|version ... (see compat_tests/go/README.md)")
+	fmt.Fprintln(os.Stderr, "usage: kbroker-go-driver produce|consume|share-consume|admin|eos-copy|sr-produce|sr-consume|sr-register|version ... (see compat_tests/go/README.md)")
 }
 
 // errorEvent describes an error as the Java driver does: "error" names the failure (for a Kafka
@@ -141,6 +148,8 @@ func versionEvent() obj {
 		"client", "go",
 		"version", strings.TrimPrefix(moduleVersion("github.com/twmb/franz-go"), "v"),
 		"kadm", strings.TrimPrefix(moduleVersion("github.com/twmb/franz-go/pkg/kadm"), "v"),
+		"sr", strings.TrimPrefix(moduleVersion("github.com/twmb/franz-go/pkg/sr"), "v"),
+		"hamba/avro", strings.TrimPrefix(moduleVersion("github.com/hamba/avro/v2"), "v"),
 		"go", runtime.Version(),
 	}
 }

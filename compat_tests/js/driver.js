@@ -15,6 +15,7 @@
  *   node driver.js consume --bootstrap H:P --topic T --count N [--group G] [--from-beginning]
  *        [--timeout-ms MS] [--isolation read_committed|read_uncommitted] [--client-id ID]
  *   node driver.js admin --bootstrap H:P ACTION [--topic T] ...
+ *   node driver.js sr-produce|sr-consume|sr-register --registry URL ...  (registry.js)
  *
  * Exit codes: 0 ok, 1 error (an {"event":"error"} line is printed), 2 consume timed out, 64 usage.
  */
@@ -738,7 +739,8 @@ function version () {
     ...(Object.keys(unsupportedCodecs).length && { unsupportedCodecs }),
     'kafkajs-snappy': packageVersion('kafkajs-snappy'),
     'kafkajs-lz4': packageVersion('kafkajs-lz4'),
-    '@kafkajs/zstd': packageVersion('@kafkajs/zstd')
+    '@kafkajs/zstd': packageVersion('@kafkajs/zstd'),
+    '@kafkajs/confluent-schema-registry': packageVersion('@kafkajs/confluent-schema-registry')
   })
   return EXIT_OK
 }
@@ -748,11 +750,12 @@ async function main (argv) {
     version: [[], () => version()],
     produce: [['headers'], produce],
     consume: [['from-beginning'], consume],
-    admin: [['internal'], admin]
+    admin: [['internal'], admin],
+    ...require('./registry')({ emit, client, properties, errorEvent, withTimeout, Usage, kafkajs })
   }
   const command = commands[argv[0]]
   if (!command) {
-    process.stderr.write('usage: driver.js produce|consume|admin|version ... (see compat_tests/js/README.md)\n')
+    process.stderr.write('usage: driver.js produce|consume|admin|sr-produce|sr-consume|sr-register|version ... (see compat_tests/js/README.md)\n')
     return EXIT_USAGE
   }
   try {

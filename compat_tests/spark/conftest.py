@@ -61,6 +61,13 @@ SCENARIOS = {
     "spark: batch write":
         "df.write.format('kafka') with keys, null keys, headers and explicit partitions, gzip, "
         "read back with confluent-kafka; on disk gzip batches of an idempotent producer",
+    "spark: from_avro of Confluent wire-format records, schemas from the registry":
+        "confluent-kafka's AvroSerializer registers two versions of a schema in kbroker's "
+        "registry (the second adds a field with a default) and writes 16 records to a "
+        "2-partition topic; Spark's Kafka source reads them, takes each value's schema id from "
+        "its 5-byte header (magic byte 0 checked), fetches that schema from the registry, and "
+        "decodes the rest with spark-avro's from_avro (FAILFAST): every row equals the value "
+        "written (a long past 32 bits, non-ASCII text, an array, a nullable union)",
     "spark: streaming count, restart from checkpoint":
         "a Structured Streaming query counts records per key (availableNow, several "
         "micro-batches) and writes the counts to a topic with a checkpoint; it is restarted "
@@ -113,6 +120,7 @@ def spark_versions() -> dict:
     jars = sorted(p.name for p in (HERE / "target" / "jars").glob("*.jar"))
     details = []
     for pattern, label in ((r"spark-sql-kafka-0-10_([\d.]+)-(.+)\.jar", "spark-sql-kafka-0-10_{}"),
+                           (r"spark-avro_([\d.]+)-(.+)\.jar", "spark-avro_{}"),
                            (r"kafka-clients-(.+)\.jar", "kafka-clients")):
         for name in jars:
             match = re.fullmatch(pattern, name)

@@ -36,12 +36,14 @@ import os
 import re
 import time
 import types
+import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 
 from compat_tests import security
+from kbroker.cluster.processes import free_port
 from tests.integration.clients import (CODEC_IDS, Rec, Wire, confluent_consumer, consume_confluent,
                                        ensure_topic, produce_confluent, running_broker,
                                        segment_batches, segment_files)
@@ -80,9 +82,13 @@ def broker(tmp_path_factory):
     # Topics are created explicitly; auto-creation stays off so a connector that relied on it
     # would show up as a failure rather than silently work. Groups (the deprecated offset
     # fetching) rebalance at once: one member per group, nobody to wait for.
+    # The schema registry is on for the from_avro cell (issue 37).
+    registry = f"http://127.0.0.1:{free_port()}"
     with running_broker(tmp_path_factory.mktemp("spark-broker") / "data",
                         {"auto.create.topics.enable": "false",
-                         "group.initial.rebalance.delay.ms": "0"}) as process:
+                         "group.initial.rebalance.delay.ms": "0",
+                         "schema.registry.listeners": registry}) as process:
+        process.registry = registry
         yield process
 
 
@@ -606,3 +612,85 @@ def test_cluster_read_committed_across_brokers(spark, cluster, on_cluster, cell)
     write_then_read_transactions(spark, on_cluster, topic, transactional_id, partitions=1)
     cell.note(f"read side only (Spark writes no transactions): coordinator broker {coordinator}, "
               f"partition leader broker {leader}")
+
+
+# --- from_avro with the schema registry (issue 37) ------------------------------------------------
+# Spark reads Avro records in Confluent's wire format with ``from_avro`` (spark-avro), using the
+# writers' schemas from kbroker's schema registry (issue 37).
+#
+# confluent-kafka's ``AvroSerializer`` registers two versions of a schema (the second adds a field
+# with a default) under ``<topic>-value`` and writes records with each to a 2-partition topic of a
+# broker whose registry is on. Spark reads the topic with its Kafka source, takes the schema id
+# from each value's 5-byte header (magic byte 0, big-endian id), fetches that id's schema from the
+# registry over HTTP, strips the header and decodes the rest with ``from_avro``, as a Spark job
+# reading CDC or Confluent-serialized topics does. Every decoded row must equal the value written,
+# under the id it was written with.
+
+FIELDS_V1 = [{"name": "index", "type": "long"},
+             {"name": "name", "type": "string"},
+             {"name": "tags", "type": {"type": "array", "items": "string"}},
+             {"name": "note", "type": ["null", "string"], "default": None}]
+V1 = {"type": "record", "name": "Reading", "namespace": "dev.kbroker.spark",
+      "fields": FIELDS_V1}
+V2 = {**V1, "fields": [*FIELDS_V1, {"name": "unit", "type": "string", "default": "none"}]}
+PER_VERSION = 8
+
+
+def values(version: int) -> list[dict]:
+    out = []
+    for i in range(PER_VERSION):
+        value = {"index": 1_700_000_000_000 + 1000 * version + i,
+                 "name": f"reading-{version}-{i}-é", "tags": [f"t{j}" for j in range(i % 3)],
+                 "note": None if i % 2 else f"note {i}"}
+        if version == 2:
+            value["unit"] = f"unit-{i}"
+        out.append(value)
+    return out
+
+
+def schema_by_id(registry: str, ident: int) -> str:
+    with urllib.request.urlopen(f"{registry}/schemas/ids/{ident}", timeout=10) as response:
+        return json.load(response)["schema"]
+
+
+@pytest.mark.compat("spark: from_avro of Confluent wire-format records, schemas from the registry")
+def test_from_avro_with_registry_schemas(spark, broker):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from pyspark.sql.avro.functions import from_avro
+    from pyspark.sql.functions import col, expr
+
+    topic = new_topic(broker, "spark-avro", 2)
+    client = SchemaRegistryClient({"url": broker.registry})
+    context = SerializationContext(topic, MessageField.VALUE)
+    written = {}  # key -> (schema id, value)
+    records = []
+    for version, schema in ((1, V1), (2, V2)):
+        serializer = AvroSerializer(client, json.dumps(schema))
+        for i, value in enumerate(values(version)):
+            wire = serializer(value, context)
+            key = f"v{version}-{i}"
+            written[key] = (int.from_bytes(wire[1:5], "big"), value)
+            records.append(Rec(value=wire, key=key.encode(), partition=i % 2))
+    produce_confluent(broker.bootstrap, topic, records)
+    ids = sorted({ident for ident, _ in written.values()})
+    assert len(ids) == 2, f"two schema versions, ids {ids}"
+
+    raw = (spark.read.format("kafka").options(**kafka_options(broker))
+           .option("subscribe", topic).load()
+           .select(col("key").cast("string").alias("key"),
+                   expr("substring(value, 1, 1)").alias("magic"),
+                   expr("conv(hex(substring(value, 2, 4)), 16, 10)").cast("int").alias("id"),
+                   expr("substring(value, 6, length(value) - 5)").alias("payload")))
+    assert {bytes(r.magic) for r in raw.select("magic").distinct().collect()} == {b"\0"}
+    assert sorted(r.id for r in raw.select("id").distinct().collect()) == ids
+    got = {}
+    for ident in ids:
+        decoded = (raw.where(col("id") == ident)
+                   .select("key", from_avro(col("payload"), schema_by_id(broker.registry, ident),
+                                            {"mode": "FAILFAST"}).alias("value")))
+        for row in decoded.collect():
+            assert row.key not in got, f"{row.key} read twice"
+            got[row.key] = (ident, row.value.asDict(recursive=True))
+    assert got == written

@@ -5,16 +5,17 @@ A handler names exactly what it uses through this context and nothing else of th
 - ``partitions`` — the replica manager, the only door to partition logs (:mod:`kbroker.replica`);
 - ``metadata`` — the current, immutable view of topics and the cluster id (reads);
 - ``controller`` — the only writer of topics, partitions and configs;
-- ``groups`` — the group coordinator; ``txn`` — the transaction coordinator; ``producer_ids`` —
-  producer id blocks;
+- ``groups`` — the group coordinator; ``txn`` — the transaction coordinator (both built by the
+  first request that reads them, with the share coordinator: kbroker.server.coordinators);
+  ``producer_ids`` — producer id blocks;
 - ``config`` — the broker configuration; ``cluster`` — this node's id, rack and advertised
   endpoints;
 - the request's own facts: api key and version, correlation id, client id, the client's host,
   the listener it came in on and the authenticated principal;
 - ``session`` — what handlers keep per client connection (:mod:`kbroker.handlers.session`), None
   for a request that came from no connection;
-- ``share`` — the share-partition manager (:mod:`kbroker.share`), None when the broker has no
-  share-group persister;
+- ``share`` — the share-partition manager (:mod:`kbroker.share`); ``share_coordinator`` and
+  ``share_persister`` — the share-group state's shards and what reaches them;
 - ``client_metrics`` — client telemetry (KIP-714, :mod:`kbroker.telemetry`); ``connection`` — the
   client's connection as an opaque object (telemetry keys its client instances by it and reads
   its ``port`` and ``client_software``), None without one.
@@ -66,25 +67,22 @@ class BrokerServices:
     config: "BrokerConfig"
     partitions: "ReplicaManager"
     controller: "Controller"
-    groups: "GroupCoordinator"
+    # The group, transaction and share coordinators with the share-partition manager, built on
+    # first use (kbroker.server.coordinators.Coordinators: ``ensure()`` builds them, then
+    # ``group``, ``txn``, ``share``, ``share_persister``, ``share_partitions``).
+    coordinators: object
     producer_ids: "ProducerIdManager"
     cluster: ClusterView
-    txn: "TransactionCoordinator | None" = None
     client_metrics: "ClientMetricsManager | None" = None
-    # Share groups (KIP-932): the share coordinator's shards, and the persister every share
-    # partition's state goes through (local shard or the coordinator broker).
-    share_coordinator: "ShareCoordinator | None" = None
-    share_persister: "Persister | None" = None
-    share: "SharePartitionManager | None" = None
     # Replica fetches' incremental fetch sessions (KIP-227).
     fetch_sessions: "FetchSessionCache | None" = None
 
 
 class RequestContext:
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "client_host",
-                 "listener", "principal", "config", "partitions", "controller", "groups",
-                 "producer_ids", "cluster", "txn", "session", "client_metrics", "connection",
-                 "share_coordinator", "share_persister", "share", "fetch_sessions")
+                 "listener", "principal", "config", "partitions", "controller", "_coordinators",
+                 "producer_ids", "cluster", "session", "client_metrics", "connection",
+                 "fetch_sessions")
 
     def __init__(self, services: BrokerServices | None, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, client_host: str = "?",
@@ -103,15 +101,34 @@ class RequestContext:
             self.config = services.config
             self.partitions = services.partitions
             self.controller = services.controller
-            self.groups = services.groups
+            self._coordinators = services.coordinators
             self.producer_ids = services.producer_ids
             self.cluster = services.cluster
-            self.txn = services.txn
             self.client_metrics = services.client_metrics
-            self.share_coordinator = services.share_coordinator
-            self.share_persister = services.share_persister
-            self.share = services.share
             self.fetch_sessions = services.fetch_sessions
+
+    # The coordinators: the first request that reaches one builds them all.
+    @property
+    def groups(self) -> "GroupCoordinator":
+        return self._coordinators.ensure().group
+
+    @property
+    def txn(self) -> "TransactionCoordinator":
+        return self._coordinators.ensure().txn
+
+    @property
+    def share_coordinator(self) -> "ShareCoordinator":
+        return self._coordinators.ensure().share
+
+    @property
+    def share_persister(self) -> "Persister":
+        """What every share partition's state goes through (local shard or the coordinator
+        broker)."""
+        return self._coordinators.ensure().share_persister
+
+    @property
+    def share(self) -> "SharePartitionManager":
+        return self._coordinators.ensure().share_partitions
 
     @property
     def node_id(self) -> int:

@@ -188,18 +188,23 @@ def _schema_string(call: Call, entry: SchemaValue) -> dict:
     out: dict = {}
     if entry.schema_type != "AVRO":
         out["schemaType"] = entry.schema_type
-    fmt = call.request.query.get("format")
-    text = entry.schema
-    if fmt:
-        formatted = ops.parsed_of(call.shard, entry).formatted(fmt)
-        if formatted is not None:
-            text = formatted
-    out["schema"] = text
+    out["schema"] = _formatted_text(call, entry)
     if entry.references:
         out["references"] = [r.as_json() for r in entry.references]
     if call.flag("fetchMaxId"):
         out["maxId"] = call.shard.max_id.get()
     return out
+
+
+def _formatted_text(call: Call, entry: SchemaValue) -> str:
+    """The schema in the ``?format=`` asked for (Protobuf's "serialized": the base64 descriptor
+    confluent-kafka's deserializers ask for); the stored text when the format does not know it."""
+    fmt = call.request.query.get("format")
+    if fmt:
+        formatted = ops.parsed_of(call.shard, entry).formatted(fmt)
+        if formatted is not None:
+            return formatted
+    return entry.schema
 
 
 @route("GET", "/schemas/ids/{id}/schema", access="id:READ")
@@ -301,8 +306,10 @@ async def register(call: Call):
 
 @route("GET", "/subjects/{subject}/versions/{version}", access="subject:READ")
 async def get_version(call: Call):
-    return schema_json(ops.find_version(call.shard, call.params["subject"],
-                                        call.params["version"], call.flag("deleted")))
+    entry = ops.find_version(call.shard, call.params["subject"], call.params["version"],
+                             call.flag("deleted"))
+    # confluent-kafka's Protobuf serdes fetch references and the latest version ?format=serialized
+    return {**schema_json(entry), "schema": _formatted_text(call, entry)}
 
 
 @route("GET", "/subjects/{subject}/versions/{version}/schema", access="subject:READ")

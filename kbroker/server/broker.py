@@ -21,6 +21,7 @@ from kbroker.server import listener_security
 from kbroker.server.acceptor import listen
 from kbroker.server.authenticator import FailureLog, ListenerSecurity, SaslAuthenticator
 from kbroker.server.connection import KafkaConnection
+from kbroker.server.coordinators import Coordinators
 from kbroker.server.limits import ConnectionLimits
 from kbroker.startup import EXIT_LISTENER, EXIT_LOG_DIR, EXIT_METADATA, StartupError
 from kbroker.server.dispatch import Dispatcher
@@ -41,13 +42,10 @@ class Broker:
         self.producer_ids = None
         self.controller = None
         self.dispatcher: Dispatcher | None = None
-        self.group_coordinator = None
-        self.txn_coordinator = None
-        self.share_coordinator = None  # kbroker.coordinator.share: __share_group_state shards
-        self.share_persister = None  # what share partitions and share groups persist through
+        # the group, transaction and share coordinators, built on first use (the properties
+        # below build them; the metrics and the console read ``coordinators.group`` ...)
+        self.coordinators = Coordinators(self)
         self.client_metrics = None  # kbroker.telemetry.manager.ClientMetricsManager (KIP-714)
-        self.share_partitions = None  # kbroker.share.manager.SharePartitionManager
-        self.dlq_channel = None  # share-group DLQ produces to other brokers (kbroker.share.dlq)
         self.log_cleaner = None
         self.http = None  # kbroker.server.http.HttpServer when the HTTP port is on
         self.schema_registry = None  # kbroker.schema_registry.service.SchemaRegistry when on
@@ -90,37 +88,12 @@ class Broker:
         self.controller.subscribe(DynamicConfigFollower(self.config))
         self.controller.subscribe(self.replicas)
         self.producer_ids = ProducerIdManager(self.controller)
-        from kbroker.coordinator.share.coordinator import BrokerPersister, ShareCoordinator
-        # Loads the shards of __share_group_state (when it exists) by replaying them, once
-        # started; share partitions and share groups keep their state through its persister.
-        self.share_coordinator = ShareCoordinator(self.config, self.controller, self.replicas)
-        self.share_persister = BrokerPersister(self.share_coordinator, self.config)
-        from kbroker.coordinator.group.coordinator import GroupCoordinator
-        from kbroker.coordinator.group.share.end_offsets import PartitionEndOffsets
-        # Loads the shards of __consumer_offsets (when it exists) by replaying them. Share groups
-        # initialize and delete share-partition state through the persister, and read each
-        # partition's latest offset from its leader for DescribeShareGroupOffsets' lag.
-        self.group_coordinator = GroupCoordinator(
-            self.config, self.controller, self.replicas, share_persister=self.share_persister,
-            share_end_offsets=PartitionEndOffsets(
-                self.node_id, self.replicas, lambda: self.controller.image,
-                self.config.inter_broker_listener_name,
-                self.config.get("request.timeout.ms") / 1000,
-                lambda: getattr(self.replicas, "inter_broker_security", None)))
-        self.group_coordinator.start()
-        from kbroker.coordinator.txn.coordinator import TransactionCoordinator
-        # Loads the shards of __transaction_state (when it exists); resumes markers, timeouts.
-        self.txn_coordinator = TransactionCoordinator(self.config, self.controller, self.replicas,
-                                                      self.producer_ids, self.group_coordinator)
-        self.txn_coordinator.start()
-        self.share_coordinator.start()
-        # Coordinator shards follow leadership of their internal-topic partition (on a single
-        # node: the topic's creation); listeners run in order, so the partition has its new
-        # role before its shard loads.
-        self.controller.subscribe(self.group_coordinator.runtime)
-        self.controller.subscribe(self.txn_coordinator.runtime)
-        self.controller.subscribe(self.share_coordinator.runtime)
-        self.controller.subscribe(self.share_coordinator)  # drops states of deleted topics
+        # The group, transaction and share coordinators: now when the image holds state for them
+        # (or in a cluster), else on first use (kbroker.server.coordinators).
+        if self.coordinators.needed_at_start(image):
+            self.coordinators.ensure()
+        else:
+            self.coordinators.follow_internal_topics(self.controller)
         from kbroker.telemetry.stored import ClientMetricsFollower
         from kbroker.telemetry.manager import ClientMetricsManager
         self.client_metrics = ClientMetricsManager(
@@ -129,24 +102,6 @@ class Broker:
         follower = ClientMetricsFollower(self.client_metrics)
         follower.apply(None, self.controller.image)  # the subscriptions stored so far
         self.controller.subscribe(follower)
-        from kbroker.share.manager import SharePartitionManager
-        from kbroker.share.dlq import DeadLetterWriter
-        from kbroker.coordinator.interbroker import InterBrokerChannel
-        # Share groups' dead-letter queues (KIP-1191): the DLQ partition may be led by another
-        # broker, reached over the inter-broker listener on a channel of its own.
-        self.dlq_channel = InterBrokerChannel(
-            self.node_id, self.config.get("request.timeout.ms") / 1000, "share-dlq",
-            lambda: getattr(self.replicas, "inter_broker_security", None))
-        dead_letters = DeadLetterWriter(self.node_id, self.config, lambda: self.controller.image,
-                                        self.replicas, self.controller, self.dlq_channel,
-                                        self.config.inter_broker_listener_name)
-        # Share partitions (ShareFetch/ShareAcknowledge) keep their state through the persister
-        # and read their group's share.* configs from the group coordinator.
-        self.share_partitions = SharePartitionManager(
-            self.share_persister, self.group_coordinator.share_group_settings,
-            self.config.get("group.share.max.share.sessions"), self.replicas.wait_for_news,
-            self.node_id, dead_letters)
-        self.controller.subscribe(self.share_partitions)
         self.dispatcher = Dispatcher(self._services(), handlers.load())
         self.connection_limits.image = lambda: self.controller.image  # ip quotas (KIP-612)
         failures = FailureLog()
@@ -247,20 +202,8 @@ class Broker:
                 pass
         for _, server in self.servers:
             await server.wait_closed()
-        if self.share_partitions is not None:
-            self.share_partitions.close()
-        if self.dlq_channel is not None:
-            self.dlq_channel.close()
-        if self.share_persister is not None:
-            self.share_persister.close()  # cancels calls waiting on other brokers
-        if self.group_coordinator is not None and self.group_coordinator.share_end_offsets:
-            self.group_coordinator.share_end_offsets.close()
-        if self.share_coordinator is not None:
-            await self.share_coordinator.stop()
-        if self.txn_coordinator is not None:
-            await self.txn_coordinator.stop()
-        if self.group_coordinator is not None:
-            await self.group_coordinator.stop()
+        self.coordinators.close_channels()
+        await self.coordinators.stop()
         if self.producer_ids is not None:
             await self.producer_ids.close()
         if self.controller is not None:
@@ -297,6 +240,27 @@ class Broker:
             raise StartupError(str(exc).split("; ")[0], "give each broker its own broker.id",
                                EXIT_METADATA) from None
 
+    # The coordinators, built by the first use (kbroker.server.coordinators).
+    @property
+    def group_coordinator(self):
+        return self.coordinators.ensure().group
+
+    @property
+    def txn_coordinator(self):
+        return self.coordinators.ensure().txn
+
+    @property
+    def share_coordinator(self):
+        return self.coordinators.ensure().share
+
+    @property
+    def share_persister(self):
+        return self.coordinators.ensure().share_persister
+
+    @property
+    def share_partitions(self):
+        return self.coordinators.ensure().share_partitions
+
     @property
     def metadata(self):
         """The current metadata image (the CLI's ready banner reads its cluster id)."""
@@ -316,11 +280,9 @@ class Broker:
         rack = self.config.get("broker.rack") or None
         return BrokerServices(
             config=self.config, partitions=self.replicas, controller=self.controller,
-            groups=self.group_coordinator, producer_ids=self.producer_ids,
+            coordinators=self.coordinators, producer_ids=self.producer_ids,
             cluster=ClusterView(self.node_id, rack, self.advertised_endpoint),
-            txn=self.txn_coordinator, client_metrics=self.client_metrics,
-            share_coordinator=self.share_coordinator, share_persister=self.share_persister,
-            share=self.share_partitions, fetch_sessions=FetchSessionCache(
+            client_metrics=self.client_metrics, fetch_sessions=FetchSessionCache(
                 self.config.get("max.incremental.fetch.session.cache.slots")))
 
     # --- what connections call -----------------------------------------------------------------

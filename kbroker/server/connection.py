@@ -198,7 +198,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         telemetry = getattr(self._server, "client_metrics", None)
         if telemetry is not None:  # its client instance goes with it, as in Kafka
             telemetry.disconnected(self)
-        share = getattr(self._server, "share_partitions", None)
+        # (built or not: a connection that never reached a share group builds nothing)
+        share = getattr(getattr(self._server, "coordinators", None), "share_partitions", None)
         if share is not None:  # Kafka drops the connection's share sessions and their locks
             share.connection_closed(self)
         for item, size in self._pending:

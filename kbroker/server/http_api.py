@@ -216,7 +216,7 @@ class ConsoleApi:
     # --- groups ------------------------------------------------------------------------------------
 
     def _group_objects(self) -> dict:
-        coordinator = self.broker.group_coordinator
+        coordinator = self.broker.coordinators.group  # None until built
         found = {}
         for shard in list(coordinator.shards()) if coordinator is not None else ():
             if not getattr(shard, "loading", False):

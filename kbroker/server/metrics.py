@@ -320,7 +320,7 @@ class BrokerCollector:
 
 
     def _dead_letter_queues(self):
-        manager = getattr(self.broker, "share_partitions", None)
+        manager = _built_share_partitions(self.broker)
         writer = getattr(manager, "dead_letters", None)
         if writer is None:
             return
@@ -343,9 +343,14 @@ class BrokerCollector:
         yield from families.values()
 
 
+def _built_share_partitions(broker):
+    """The share-partition manager if the coordinators are built (a scrape builds nothing)."""
+    return getattr(getattr(broker, "coordinators", None), "share_partitions", None)
+
+
 def share_groups(broker):
     """(group id, ShareGroup) for every share group of the loaded group coordinator shards."""
-    coordinator = broker.group_coordinator
+    coordinator = broker.coordinators.group  # None until built: a scrape builds nothing
     if coordinator is None:
         return
     for shard in list(coordinator.shards()):
@@ -357,7 +362,7 @@ def share_partitions(broker) -> list[dict]:
     """The share partitions this broker leads and has loaded: group, topic, partition, start
     offset, in-flight, acquired and lag (as KIP-1226 defines it for DescribeShareGroupOffsets:
     high watermark - start offset - records already acknowledged or archived past it)."""
-    manager = getattr(broker, "share_partitions", None)
+    manager = _built_share_partitions(broker)
     if manager is None:
         return []
     out = []
@@ -373,7 +378,7 @@ def share_partitions(broker) -> list[dict]:
 
 def group_offsets(broker):
     """(group, topic, partition, committed offset, lag or None) for every committed offset."""
-    coordinator = broker.group_coordinator
+    coordinator = broker.coordinators.group  # None until built: a scrape builds nothing
     if coordinator is None:
         return
     for shard in list(coordinator.shards()):

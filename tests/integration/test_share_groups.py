@@ -34,6 +34,8 @@ BROKER = {"group.share.heartbeat.interval.ms": 200,
 def share_broker():
     with KafkaBroker(BROKER) as kafka:
         persister = InMemoryPersister()
+        # built on the broker's loop (the coordinators are built on first use)
+        kafka.call(_on_loop(lambda: kafka.broker.coordinators.ensure()))
         kafka.broker.group_coordinator.share_persister = persister
         yield kafka, persister
 
@@ -357,3 +359,7 @@ def test_deleting_a_topic_forgets_its_share_state_metadata(share_broker):
     admin.delete_topics(["gone"])["gone"].result(20)
     wait_until(lambda: not share_group(kafka, "dg").initialized,
                message="the deleted topic leaves ShareGroupStatePartitionMetadata")
+
+
+async def _on_loop(work):
+    return work()

@@ -55,6 +55,8 @@ def kafka():
     with KafkaBroker({"group.share.heartbeat.interval.ms": 500,
                       "group.share.min.heartbeat.interval.ms": 100,
                       "offsets.topic.num.partitions": 1}) as broker:
+        # built on the broker's loop (the coordinators are built on first use)
+        broker.call(_on_loop(lambda: broker.broker.coordinators.ensure()))
         broker.broker.group_coordinator.share_persister = InMemoryPersister()
         yield broker
 
@@ -155,3 +157,7 @@ def test_reset_delete_offsets_and_delete(kafka):
     assert "Error: Deletion of some share groups failed:" in failed
     assert "Group 'nope' is not a share group." in failed
     assert tool(bootstrap, "--list") == ""
+
+
+async def _on_loop(work):
+    return work()

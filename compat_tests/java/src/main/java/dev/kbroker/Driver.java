@@ -77,6 +77,8 @@ import org.apache.kafka.common.utils.internals.AppInfoParser;
  *      --transactional-id TID [--max-per-txn N]  (exactly-once copier, see Eos.java; runs until killed)
  * java -jar kbroker-java-driver.jar eos-member --bootstrap H:P --input IN --output OUT --group G
  *      --transactional-id TID [--transactions N] [--max-ms MS]  (a chain member in a group, see EosMember.java)
+ * java -jar kbroker-java-driver.jar sr-produce|sr-consume|sr-register --registry URL ...
+ *      (Avro in Confluent's wire format through a Confluent-API registry client, see SchemaRegistry.java)
  * java -jar kbroker-java-driver.jar streams-count --bootstrap H:P --input IN --output OUT
  *      --application-id ID --expect N  (Kafka Streams count with exactly_once_v2, see StreamsCount.java)
  * </pre>
@@ -103,6 +105,9 @@ public final class Driver {
                 case "txn-produce" -> TxnBench.produce(new Args(argv, 1));
                 case "txn-consume" -> TxnBench.consume(new Args(argv, 1));
                 case "share-consume" -> ShareConsume.run(new Args(argv, 1));
+                case "sr-produce" -> SchemaRegistry.produce(new Args(argv, 1));
+                case "sr-consume" -> SchemaRegistry.consume(new Args(argv, 1));
+                case "sr-register" -> SchemaRegistry.register(new Args(argv, 1));
                 case "version" -> {
                     emit(Json.obj("event", "version", "client", "java",
                             "kafkaClients", AppInfoParser.getVersion(), "commitId", AppInfoParser.getCommitId()));
