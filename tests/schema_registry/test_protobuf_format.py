@@ -525,6 +525,12 @@ SCALARS = ["double", "float", "int32", "int64", "uint32", "uint64", "sint32", "s
 names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
 
 
+def _protoc_key(name: str) -> str:
+    """What protoc compares names by: proto3 refuses two fields whose JSON names agree and two
+    enum values that agree once underscores and case are ignored (SIZE_A and SIZE_A_)."""
+    return name.replace("_", "").lower()
+
+
 @st.composite
 def proto3_files(draw):
     """A proto3 file: top-level and nested messages and enums, fields of every kind whose types are
@@ -542,7 +548,7 @@ def proto3_files(draw):
 
     def fields(prefix: str) -> str:
         out = []
-        for number, name in enumerate(draw(st.lists(names, unique=True, max_size=5)), start=1):
+        for number, name in enumerate(draw(st.lists(names, unique_by=_protoc_key, max_size=5)), start=1):
             kind = draw(st.sampled_from(["plain", "repeated", "optional", "map", "oneof"]))
             type_ = draw(st.sampled_from(spelled))
             if kind == "map":
@@ -560,7 +566,8 @@ def proto3_files(draw):
         inner = f"message Inner {{ {fields('i')} }} enum Kind {{ KIND_{message}_ZERO = 0; }}" if nested[message] else ""
         lines.append(f"message {message} {{ {fields('')} {inner} }}")
     for enum in enum_names:
-        values = draw(st.lists(names.map(str.upper), unique=True, min_size=1, max_size=4))
+        values = draw(st.lists(names.map(str.upper), unique_by=_protoc_key, min_size=1,
+                                max_size=4))
         lines.append(f"enum {enum} {{ " + " ".join(f"{enum.upper()}_{v} = {i};" for i, v in enumerate(values)) + " }")
     return "\n".join(lines)
 
