@@ -23,9 +23,20 @@ Transitions (one table, :data:`ACK_TO_STATE`, plus :meth:`_release`):
 
 The start offset moves past every leading ACKNOWLEDGED/ARCHIVED offset (and past the log start
 offset when retention deletes records). Offsets below it are finished: an acknowledgement
-naming them skips them and succeeds, as Kafka's does. The state is kept per offset rather than per batch as
-Kafka does: simpler, and bounded by ``group.share.partition.max.record.locks`` (no new offset is
-acquired while that many are in flight).
+naming them skips them and succeeds, as Kafka's does.
+
+The state is kept per batch, as Kafka's ``InFlightBatch``: a *run* is a range of consecutive
+offsets sharing one state, delivery count, member and lock deadline, and an acquisition of a
+fetched log batch makes one run. An acknowledgement, a release, a renewal, a lock expiry or an
+archiving that covers part of a run cuts it into the part it covers and the rest (Kafka builds a
+per-offset map for such a batch instead; cutting keeps a partial acknowledgement of 500 records
+at three runs, and an offset with its own state costs one run). Runs are never merged back. So
+that no operation pays for the whole window: the runs are a list ordered by offset (found with
+bisect), the lock deadlines and the AVAILABLE runs are two heaps with lazy deletion (an entry is
+dropped when found stale: the run changed state, deadline or first offset, or left the window),
+and the counts per state are kept as runs change. The window is bounded by
+``group.share.partition.max.record.locks`` (no new offset is acquired while that many are in
+flight).
 
 This module does no I/O and keeps no clock: callers pass ``now_ms``. Every mutating method returns
 the offsets it changed so :mod:`kbroker.share.partition` can persist them
@@ -34,7 +45,11 @@ the offsets it changed so :mod:`kbroker.share.partition` can persist them
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
+from operator import attrgetter
 
 from kbroker.coordinator.share.persister import (ACKNOWLEDGED, ARCHIVED, ARCHIVING, AVAILABLE,
                                                  ReadResult, StateBatch)
@@ -56,6 +71,7 @@ MAX_LOADED_OFFSETS = 1_000_000
 
 
 class InFlight:
+    """One offset's fields, as :attr:`SharePartitionState.records` shows them (a copy)."""
     __slots__ = ("state", "delivery_count", "member", "deadline_ms")
 
     def __init__(self, state: int, delivery_count: int = 0, member: str | None = None,
@@ -94,12 +110,50 @@ class Limits:
     dead_letter: bool = False  # the group has a dead-letter queue (and share.version >= 2)
 
 
+REMOVED = -1  # the state of a run no longer in the window: its heap entries are stale
+
+
+class _Run:
+    """Offsets [first, last], consecutive, all in one state with one delivery count, member
+    and lock deadline (Kafka's InFlightBatch, or one entry of its per-offset map)."""
+    __slots__ = ("first", "last", "state", "delivery_count", "member", "deadline_ms")
+
+    def __init__(self, first: int, last: int, state: int, delivery_count: int = 0,
+                 member: str | None = None, deadline_ms: int = 0):
+        self.first = first
+        self.last = last
+        self.state = state
+        self.delivery_count = delivery_count
+        self.member = member
+        self.deadline_ms = deadline_ms
+
+    def __lt__(self, other: "_Run") -> bool:
+        return False  # heap entries with equal keys: any order will do
+
+    def __len__(self) -> int:
+        return self.last - self.first + 1
+
+    def fields(self) -> tuple:
+        return self.state, self.delivery_count, self.member, self.deadline_ms
+
+    def __repr__(self) -> str:
+        return f"_Run({self.first}-{self.last}, {self.state}, {self.delivery_count}, " \
+               f"{self.member!r})"
+
+
+_last_of = attrgetter("last")
+_first_of = attrgetter("first")
+
+
 class SharePartitionState:
     def __init__(self, start_offset: int, state_epoch: int = 0):
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.state_epoch = state_epoch
-        self.records: dict[int, InFlight] = {}
+        self._runs: list[_Run] = []  # ordered by offset, never overlapping; holes allowed
+        self._counts = [0] * (ARCHIVED + 1)  # offsets in flight per state
+        self._available: list[tuple[int, _Run]] = []  # (first, run) of AVAILABLE runs
+        self._deadlines: list[tuple[int, _Run]] = []  # (deadline_ms, run) of ACQUIRED runs
         # offset -> why it is ARCHIVING (CLIENT_REJECT or DELIVERY_COUNT_EXCEEDED), for its
         # dead-letter record; an offset loaded in ARCHIVING gets it from its delivery count.
         self.archiving_cause: dict[int, str] = {}
@@ -122,11 +176,15 @@ class SharePartitionState:
         for batch in batches:
             if batch.last_offset < batch.first_offset or batch.first_offset < start_offset:
                 raise ValueError(f"invalid persisted state batch {batch} (start {start_offset})")
-            for offset in range(state.end_offset, batch.first_offset):
-                state.records[offset] = InFlight(AVAILABLE)
-            for offset in range(batch.first_offset, batch.last_offset + 1):
-                state.records[offset] = InFlight(batch.delivery_state, batch.delivery_count)
-            state.end_offset = batch.last_offset + 1
+            if batch.first_offset > state.end_offset:
+                state._add(_Run(state.end_offset, batch.first_offset - 1, AVAILABLE))
+            elif batch.first_offset < state.end_offset:
+                # The share coordinator's combiner never stores overlapping ranges; should one
+                # come, the later range wins where they overlap.
+                state._remove_range(batch.first_offset, batch.last_offset)
+            state._add(_Run(batch.first_offset, batch.last_offset, batch.delivery_state,
+                            batch.delivery_count))
+            state.end_offset = max(state.end_offset, batch.last_offset + 1)
         state.advance_start()
         return state
 
@@ -134,30 +192,50 @@ class SharePartitionState:
 
     def next_fetch_offset(self) -> int:
         """The first offset worth reading from the log: the lowest AVAILABLE one, else the end."""
-        for offset, record in self.records.items():  # in offset order (see advance_start)
-            if record.state == AVAILABLE:
-                return offset
+        heap = self._available
+        while heap:
+            first, run = heap[0]
+            if run.state == AVAILABLE and run.first == first:
+                return first
+            heappop(heap)  # stale: acquired, archived or cut at the front since
         return self.end_offset
 
     def has_available(self) -> bool:
         return self.next_fetch_offset() < self.end_offset
 
     def in_flight_count(self) -> int:
-        return len(self.records)
+        return sum(self._counts)
 
     def acquired_count(self) -> int:
-        return sum(1 for r in self.records.values() if r.state == ACQUIRED)
+        return self._counts[ACQUIRED]
 
     def unfinished_count(self) -> int:
         """In-flight records still to be delivered or acknowledged (AVAILABLE or ACQUIRED)."""
-        return sum(1 for r in self.records.values() if r.state not in TERMINAL)
+        counts = self._counts
+        return counts[AVAILABLE] + counts[ACQUIRED] + counts[ARCHIVING]
+
+    def delivery_complete_count(self) -> int:
+        return self._counts[ACKNOWLEDGED] + self._counts[ARCHIVED]
 
     def acquired_by(self, member: str) -> list[int]:
-        return [o for o, r in self.records.items() if r.state == ACQUIRED and r.member == member]
+        """The offsets ``member`` holds (a pass over the runs: a session closing, not a fetch)."""
+        return [offset for run in self._runs if run.state == ACQUIRED and run.member == member
+                for offset in range(run.first, run.last + 1)]
 
     def next_deadline_ms(self) -> int | None:
-        deadlines = [r.deadline_ms for r in self.records.values() if r.state == ACQUIRED]
-        return min(deadlines) if deadlines else None
+        heap = self._deadlines
+        while heap:
+            deadline, run = heap[0]
+            if run.state == ACQUIRED and run.deadline_ms == deadline:
+                return deadline
+            heappop(heap)  # stale: acknowledged, released or renewed since
+        return None
+
+    @property
+    def records(self) -> Mapping[int, InFlight]:
+        """Every in-flight offset's fields, in offset order: a view for tests and debugging,
+        building one object per offset it is asked for."""
+        return _RecordsView(self)
 
     # --- acquisition ---------------------------------------------------------------------------
 
@@ -176,7 +254,8 @@ class SharePartitionState:
         half the limit (at least 2) on, a fetch stops before such a record's batch unless nothing
         was taken yet, and then takes only a shrinking part of it (halved at each further
         delivery)."""
-        acquired: list[int] = []
+        pieces: list[tuple[int, int, int]] = []  # (first, last, delivery count) acquired
+        taken_count = 0
         changed: set[int] = set()
         deadline = now_ms + limits.lock_duration_ms
         cursor = self.next_fetch_offset()
@@ -191,70 +270,88 @@ class SharePartitionState:
         room = limits.max_record_locks - self.in_flight_count()
         taken_new = 0
         stop = False
+        runs = self._runs
         for batch in batches:
-            if len(acquired) >= max_records or stop:
+            if taken_count >= max_records or stop:
                 break
             if batch.last_offset < self.start_offset:
                 continue
             # Offsets between the batches the log returned no longer exist (compaction,
             # a deleted segment): available ones there are archived, new ones skipped.
-            changed |= self._archive_missing(cursor, batch.base_offset)
+            self._archive_missing(cursor, batch.base_offset, changed)
             cursor = batch.last_offset + 1
             self.end_offset = max(self.end_offset, batch.base_offset)
-            taken_before = bool(acquired)  # from earlier batches of this fetch
+            taken_before = taken_count > 0  # from earlier batches of this fetch
             first = max(batch.base_offset, self.start_offset)
-            known = self._offsets_in(first, min(batch.last_offset, self.end_offset - 1))
+            known_last = min(batch.last_offset, self.end_offset - 1)
+            i = self._index(first)
+            has_known = known_last >= first and i < len(runs) and runs[i].first <= known_last
             new = range(max(first, self.end_offset), batch.last_offset + 1)
             if new and taken_new >= room:
                 # Only the released records this window already holds, and then stop: a later
                 # batch would move the end past this batch's offsets never taken, losing them.
                 new, stop = range(0), True
-                if not known:
+                if not has_known:
                     break
-            for offset in known:
-                if record_limit_mode and len(acquired) >= max_records:
+            while has_known and i < len(runs) and runs[i].first <= known_last:
+                if record_limit_mode and taken_count >= max_records:
                     break
-                record = self.records[offset]
-                if record.state != AVAILABLE:
+                if runs[i].state != AVAILABLE:
+                    i += 1
                     continue
+                i = self._carve(i, first, known_last)
+                run = runs[i]
                 if not batch.deliverable:
-                    record.state = ARCHIVED
-                    changed.add(offset)
+                    self._set(run, ARCHIVED)
+                    changed.update(range(run.first, run.last + 1))
+                    i += 1
                     continue
-                count = record.delivery_count
-                if (count >= throttle_from and taken_before) \
-                        or (limit > 2 and count == limit - 1 and acquired):
+                count = run.delivery_count
+                last_attempt = limit > 2 and count == limit - 1
+                if (count >= throttle_from and taken_before) or (last_attempt and taken_count):
                     stop = True  # it goes first in a later fetch
                     break
                 if count >= throttle_from and cap is None:
                     size = batch.last_offset - batch.base_offset + 1
                     cap = max(1, size >> (count - throttle_from + 1))
-                record.state = ACQUIRED
-                record.delivery_count += 1
-                record.member = member
-                record.deadline_ms = deadline
-                acquired.append(offset)
-                if cap is not None and len(acquired) >= cap:
+                length = take = len(run)
+                if record_limit_mode:
+                    take = min(take, max_records - taken_count)
+                if last_attempt:
+                    take = 1  # alone: the next record of its run would stop the fetch
+                if cap is not None:
+                    take = min(take, max(1, cap - taken_count))
+                if take < length:
+                    self._cut(i, run.first + take)
+                self._set(run, ACQUIRED, member, deadline)
+                run.delivery_count += 1
+                pieces.append((run.first, run.last, run.delivery_count))
+                taken_count += take
+                if cap is not None and taken_count >= cap:
                     stop = True
                     break
+                if take < length:
+                    if not (record_limit_mode and taken_count >= max_records):
+                        stop = True  # a record at its last attempt, taken alone
+                    break
+                i += 1
             if stop or not new:
                 continue
-            # Offsets never delivered: nothing to throttle, one pass (every record goes here).
-            records = self.records
+            # Offsets never delivered: nothing to throttle, one run (every record goes here).
             if not batch.deliverable:
-                for offset in new:
-                    records[offset] = InFlight(ARCHIVED)
+                self._add(_Run(new.start, new.stop - 1, ARCHIVED))
                 changed.update(new)
                 taken = new
             else:
                 taken = new
                 if record_limit_mode:
-                    taken = taken[:max(0, max_records - len(acquired))]
+                    taken = taken[:max(0, max_records - taken_count)]
                 if cap is not None:
-                    taken = taken[:max(0, cap - len(acquired))]
-                for offset in taken:
-                    records[offset] = InFlight(ACQUIRED, 1, member, deadline)
-                acquired.extend(taken)
+                    taken = taken[:max(0, cap - taken_count)]
+                if taken:
+                    self._add(_Run(taken.start, taken.stop - 1, ACQUIRED, 1, member, deadline))
+                    pieces.append((taken.start, taken.stop - 1, 1))
+                    taken_count += len(taken)
                 if len(taken) < len(new):
                     stop = True  # the record limit or the throttling cap: the rest waits
             if taken:
@@ -265,48 +362,19 @@ class SharePartitionState:
         cuts = set()
         if batch_size > 0 and not record_limit_mode:
             cuts = {b.base_offset for b in batches}
-        return self._ranges(acquired, cuts, batch_size), changed
+        return _ranges(pieces, cuts, batch_size), changed
 
-    def _offsets_in(self, first: int, last: int) -> list[int]:
-        """The offsets in flight within [first, last], in order; the cost is bounded by what is
-        in flight, not by the range (holes in a compacted log can be huge)."""
-        if last < first:
-            return []
-        if last - first < len(self.records):
-            return [o for o in range(first, last + 1) if o in self.records]
-        return [o for o in self.records if first <= o <= last]
-
-    def _archive_missing(self, first: int, end: int) -> set[int]:
+    def _archive_missing(self, first: int, end: int, changed: set[int]) -> None:
         """AVAILABLE records in [first, end) the log no longer has, archived."""
-        changed = set()
-        for offset in self._offsets_in(first, end - 1):
-            record = self.records[offset]
-            if record.state == AVAILABLE:
-                record.state = ARCHIVED
-                changed.add(offset)
-        return changed
-
-    def _ranges(self, offsets: list[int], cuts: set[int] = frozenset(),
-                batch_size: int = 0) -> list[Acquired]:
-        """Runs of consecutive ``offsets`` with one delivery count, cut at ``cuts`` once a run
-        holds ``batch_size`` offsets. One object per run, not per offset: this runs for every
-        record delivered."""
-        ranges: list[Acquired] = []
-        records = self.records
-        first = last = count = None
-        for offset in offsets:
-            record_count = records[offset].delivery_count
-            if first is not None and last + 1 == offset and count == record_count \
-                    and not (offset in cuts and offset - first >= batch_size):
-                last = offset
-                continue
-            if first is not None:
-                ranges.append(Acquired(first, last, count))
-            first = last = offset
-            count = record_count
-        if first is not None:
-            ranges.append(Acquired(first, last, count))
-        return ranges
+        runs = self._runs
+        i = self._index(first)
+        while i < len(runs) and runs[i].first < end:
+            if runs[i].state == AVAILABLE:
+                i = self._carve(i, first, end - 1)
+                run = runs[i]
+                self._set(run, ARCHIVED)
+                changed.update(range(run.first, run.last + 1))
+            i += 1
 
     # --- acknowledgement -----------------------------------------------------------------------
 
@@ -319,14 +387,14 @@ class SharePartitionState:
         offset are finished already and ignored (a batch wholly below it succeeds). ``before``,
         when given, receives the fields every record it changes had before, for :meth:`undo`
         (only those: copying the whole window would cost as much as the window is wide)."""
-        plan: list[tuple[int, InFlight, int]] = []
+        plan: list[tuple[int, int, int]] = []  # (first, last, acknowledge type), all checked
         # Batches may touch (the handler's order check allows it): an offset named twice is no
         # longer acquired the second time unless the first only renewed it. Only then is a
         # record of what each offset got needed.
         planned: dict[int, int] | None = None
         if any(b[0] <= a[1] for a, b in zip(batches, batches[1:])):
             planned = {}
-        records = self.records
+        runs = self._runs
         for first, last, types in batches:
             if first >= self.end_offset or last >= self.end_offset:
                 raise KafkaError(Errors.INVALID_REQUEST, f"offsets {first}-{last} reach past "
@@ -334,72 +402,94 @@ class SharePartitionState:
             if last < self.start_offset:
                 continue  # all done already (acknowledged, archived or expired): Kafka skips it
             # offsets not in flight are finished (below the start offset, or holes in the log)
-            single = types[0] if len(types) == 1 else None
-            for offset in self._offsets_in(max(first, self.start_offset), last):
-                record = records[offset]
-                ack = single if single is not None else types[offset - first]
-                if record.state != ACQUIRED or (planned is not None
-                                                and planned.get(offset, RENEW) != RENEW):
-                    raise KafkaError(Errors.INVALID_RECORD_STATE,
-                                     f"offset {offset} is not acquired")
-                if record.member != member:
-                    raise KafkaError(Errors.INVALID_RECORD_STATE,
-                                     f"offset {offset} is acquired by another member")
-                if ack == RENEW and not limits.renew_enabled:
-                    raise KafkaError(Errors.INVALID_RECORD_STATE, "the group's "
-                                     "share.renew.acknowledge.enable is false")
-                plan.append((offset, record, ack))
+            for low, high, ack in _segments(max(first, self.start_offset), last, first, types):
+                i = self._index(low)
+                while i < len(runs) and runs[i].first <= high:
+                    run = runs[i]
+                    lo, hi = max(low, run.first), min(high, run.last)
+                    if run.state != ACQUIRED:
+                        raise KafkaError(Errors.INVALID_RECORD_STATE,
+                                         f"offset {lo} is not acquired")
+                    if planned is not None:
+                        for offset in range(lo, hi + 1):
+                            if planned.get(offset, RENEW) != RENEW:
+                                raise KafkaError(Errors.INVALID_RECORD_STATE,
+                                                 f"offset {offset} is not acquired")
+                            if offset == lo:
+                                self._check_holder(run, lo, member, ack, limits)
+                    else:
+                        self._check_holder(run, lo, member, ack, limits)
+                    i += 1
+                plan.append((low, high, ack))
                 if planned is not None:
-                    planned[offset] = ack
-        if before is not None:
-            for offset, record, _ in plan:
-                if offset not in before:
-                    before[offset] = (record.state, record.delivery_count, record.member,
-                                      record.deadline_ms)
+                    planned.update(dict.fromkeys(range(low, high + 1), ack))
         changed: set[int] = set()
-        for offset, record, ack in plan:
-            if ack == RENEW:
-                record.deadline_ms = now_ms + limits.lock_duration_ms
-                continue
-            if ack == RELEASE:
-                self._release(record, limits, offset)
-            elif ack == REJECT and limits.dead_letter:
-                record.state = ARCHIVING
-                record.member = None
-                self.archiving_cause[offset] = CLIENT_REJECT
-            else:
-                record.state = ACK_TO_STATE[ack]
-                record.member = None
-            changed.add(offset)
+        cause_of = self.archiving_cause
+        for low, high, ack in plan:
+            i = self._index(low)
+            while i < len(runs) and runs[i].first <= high:
+                i = self._carve(i, low, high)
+                run = runs[i]
+                if before is not None:
+                    fields = run.fields()
+                    for offset in range(run.first, run.last + 1):
+                        before.setdefault(offset, fields)
+                if ack == RENEW:
+                    run.deadline_ms = now_ms + limits.lock_duration_ms
+                    self._push_deadline(run)
+                else:
+                    if ack == RELEASE:
+                        self._release(run, limits)
+                    elif ack == REJECT and limits.dead_letter:
+                        self._set(run, ARCHIVING)
+                        cause_of.update(dict.fromkeys(range(run.first, run.last + 1),
+                                                      CLIENT_REJECT))
+                    else:
+                        self._set(run, ACK_TO_STATE[ack])
+                    changed.update(range(run.first, run.last + 1))
+                i += 1
         self.advance_start()
         return changed
 
-    def _release(self, record: InFlight, limits: Limits, offset: int) -> None:
-        record.member = None
-        if record.delivery_count < limits.delivery_count_limit:
-            record.state = AVAILABLE
+    @staticmethod
+    def _check_holder(run: _Run, offset: int, member: str, ack: int, limits: Limits) -> None:
+        if run.member != member:
+            raise KafkaError(Errors.INVALID_RECORD_STATE,
+                             f"offset {offset} is acquired by another member")
+        if ack == RENEW and not limits.renew_enabled:
+            raise KafkaError(Errors.INVALID_RECORD_STATE, "the group's "
+                             "share.renew.acknowledge.enable is false")
+
+    def _release(self, run: _Run, limits: Limits) -> None:
+        if run.delivery_count < limits.delivery_count_limit:
+            self._set(run, AVAILABLE)
         elif limits.dead_letter:
-            record.state = ARCHIVING
-            self.archiving_cause[offset] = DELIVERY_COUNT_EXCEEDED
+            self._set(run, ARCHIVING)
+            self.archiving_cause.update(dict.fromkeys(range(run.first, run.last + 1),
+                                                      DELIVERY_COUNT_EXCEEDED))
         else:
-            record.state = ARCHIVED
+            self._set(run, ARCHIVED)
 
     def release_member(self, member: str, limits: Limits) -> set[int]:
         """A member's share session closed: its acquired records go back (or are archived)."""
         changed = set()
-        for offset in self.acquired_by(member):
-            self._release(self.records[offset], limits, offset)
-            changed.add(offset)
+        for run in self._runs:
+            if run.state == ACQUIRED and run.member == member:
+                self._release(run, limits)
+                changed.update(range(run.first, run.last + 1))
         self.advance_start()
         return changed
 
     def expire_locks(self, now_ms: int, limits: Limits) -> set[int]:
-        """Release every record whose acquisition lock has run out."""
+        """Release every record whose acquisition lock has run out (those only: the deadlines
+        are a heap)."""
         changed = set()
-        for offset, record in self.records.items():
-            if record.state == ACQUIRED and record.deadline_ms <= now_ms:
-                self._release(record, limits, offset)
-                changed.add(offset)
+        heap = self._deadlines
+        while heap and heap[0][0] <= now_ms:
+            deadline, run = heappop(heap)
+            if run.state == ACQUIRED and run.deadline_ms == deadline:
+                self._release(run, limits)
+                changed.update(range(run.first, run.last + 1))
         self.advance_start()
         return changed
 
@@ -410,21 +500,31 @@ class SharePartitionState:
         them when None), in offset order. A record loaded in ARCHIVING has no cause remembered:
         as Kafka, the delivery limit when its count reached ``limit``, else a client reject
         (the caller passes the limit through :meth:`cause_of`)."""
-        records = self.records
-        wanted = records if offsets is None else sorted(o for o in offsets if o in records)
-        return [(o, records[o].delivery_count, self.archiving_cause.get(o, ""))
-                for o in wanted if records[o].state == ARCHIVING]
+        cause_of = self.archiving_cause
+        if offsets is None:
+            return [(offset, run.delivery_count, cause_of.get(offset, ""))
+                    for run in self._runs if run.state == ARCHIVING
+                    for offset in range(run.first, run.last + 1)]
+        return [(offset, run.delivery_count, cause_of.get(offset, ""))
+                for offset, run in self._lookup(sorted(offsets)) if run.state == ARCHIVING]
 
     def finish_archiving(self, offsets) -> set[int]:
         """The dead-letter write of ``offsets`` is over (written or given up): those still
         ARCHIVING become ARCHIVED; returns them (to persist)."""
         changed = set()
+        offsets = sorted(set(offsets))
         for offset in offsets:
-            record = self.records.get(offset)
             self.archiving_cause.pop(offset, None)
-            if record is not None and record.state == ARCHIVING:
-                record.state = ARCHIVED
-                changed.add(offset)
+        runs = self._runs
+        for low, high in _consecutive(offsets):
+            i = self._index(low)
+            while i < len(runs) and runs[i].first <= high:
+                if runs[i].state == ARCHIVING:
+                    i = self._carve(i, low, high)
+                    run = runs[i]
+                    self._set(run, ARCHIVED)
+                    changed.update(range(run.first, run.last + 1))
+                i += 1
         if changed:
             self.advance_start()
         return changed
@@ -433,44 +533,68 @@ class SharePartitionState:
 
     def fields(self, offsets) -> dict[int, tuple | None]:
         """What ``offsets`` hold now (None for those no longer in flight), for :meth:`undo`."""
-        return {offset: _fields(self.records.get(offset)) for offset in offsets}
+        found = dict.fromkeys(offsets)
+        for offset, run in self._lookup(sorted(found)):
+            found[offset] = run.fields()
+        return found
 
     def undo(self, before: dict[int, tuple], changed: set[int], after: dict[int, tuple | None]
              ) -> None:
         """Put the ``changed`` offsets back as ``before`` had them, except those something else
         changed since (``after`` holds what the undone operation left): a released record that
         another member acquired meanwhile stays with that member."""
-        reinserted = []
-        for offset in changed:
+        now = self.fields(changed)
+        # (first, last, fields before, whether in flight now): consecutive offsets to restore
+        spans: list[list] = []
+        for offset in sorted(changed):
             old = before.get(offset)
-            record = self.records.get(offset)
-            if old is None or _fields(record) != after[offset]:
+            if old is None or now[offset] != after[offset]:
                 continue
-            if record is None:
-                record = self.records[offset] = InFlight(AVAILABLE)
-                reinserted.append(offset)
-            record.state, record.delivery_count, record.member, record.deadline_ms = old
-            if record.state != ARCHIVING:
-                self.archiving_cause.pop(offset, None)
+            present = now[offset] is not None
+            span = spans[-1] if spans else None
+            if span and span[1] + 1 == offset and span[2] == old and span[3] == present:
+                span[1] = offset
+            else:
+                spans.append([offset, offset, old, present])
+        runs = self._runs
+        reinserted = []
+        for first, last, old, present in spans:
+            if present:
+                i = self._index(first)
+                while i < len(runs) and runs[i].first <= last:
+                    i = self._carve(i, first, last)
+                    self._restore(runs[i], old)
+                    i += 1
+            else:  # below the start offset by now: back in the window
+                run = _Run(first, last, AVAILABLE)
+                self._counts[AVAILABLE] += len(run)
+                insort(runs, run, key=_first_of)
+                self._restore(run, old)
+                reinserted.append(first)
+            if old[0] != ARCHIVING:
+                for offset in range(first, last + 1):
+                    self.archiving_cause.pop(offset, None)
         if reinserted:
             self.start_offset = min(self.start_offset, min(reinserted))
-            self.records = dict(sorted(self.records.items()))  # keep offset order
+
+    def _restore(self, run: _Run, fields: tuple) -> None:
+        state, run.delivery_count, member, run.deadline_ms = fields
+        self._set(run, state, member, run.deadline_ms)
 
     # --- start offset --------------------------------------------------------------------------
 
     def advance_start(self) -> bool:
         """Move the start offset past leading finished records; whether it moved."""
         before = self.start_offset
-        records = self.records
-        while self.start_offset < self.end_offset:
-            record = records.get(self.start_offset)
-            if record is None:  # a hole: jump to the lowest offset still in flight
-                self.start_offset = next(iter(records), self.end_offset)
-                continue
-            if record.state not in TERMINAL:
-                break
-            del records[self.start_offset]
-            self.start_offset += 1
+        runs = self._runs
+        done = 0
+        while done < len(runs) and runs[done].state in TERMINAL:
+            self._drop(runs[done])
+            done += 1
+        if done:
+            del runs[:done]
+        if self.start_offset < self.end_offset:
+            self.start_offset = runs[0].first if runs else self.end_offset
         return self.start_offset != before
 
     def move_start_to(self, log_start_offset: int) -> bool:
@@ -478,13 +602,28 @@ class SharePartitionState:
         longer be delivered, whatever their state (Kafka archives them too)."""
         if log_start_offset <= self.start_offset:
             return False
-        for offset in [o for o in self.records if o < log_start_offset]:
-            del self.records[offset]
-            self.archiving_cause.pop(offset, None)
+        runs = self._runs
+        gone = 0
+        while gone < len(runs) and runs[gone].last < log_start_offset:
+            self._forget_causes(runs[gone], runs[gone].last)
+            self._drop(runs[gone])
+            gone += 1
+        del runs[:gone]
+        if runs and runs[0].first < log_start_offset:
+            run = runs[0]
+            self._forget_causes(run, log_start_offset - 1)
+            self._counts[run.state] -= log_start_offset - run.first
+            run.first = log_start_offset
+            self._track(run)  # a new first offset: its AVAILABLE heap entry is stale
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self.advance_start()
         return True
+
+    def _forget_causes(self, run: _Run, last: int) -> None:
+        if run.state == ARCHIVING:
+            for offset in range(run.first, last + 1):
+                self.archiving_cause.pop(offset, None)
 
     # --- persistence ---------------------------------------------------------------------------
 
@@ -492,27 +631,193 @@ class SharePartitionState:
         """The changed offsets still in flight, as runs of one state and delivery count. An
         ACQUIRED record is written as AVAILABLE: its lock does not survive a restart."""
         batches: list[StateBatch] = []
-        records = self.records
-        first = last = run = None
-        for offset in sorted(o for o in offsets if o in records):
-            record = records[offset]
-            key = (AVAILABLE if record.state == ACQUIRED else record.state, record.delivery_count)
-            if first is not None and last + 1 == offset and key == run:
-                last = offset
+        first = last = key = None
+        for low, high, run in self._spans(sorted(offsets)):
+            run_key = (AVAILABLE if run.state == ACQUIRED else run.state, run.delivery_count)
+            if first is not None and last + 1 == low and run_key == key:
+                last = high
                 continue
             if first is not None:
-                batches.append(StateBatch(first, last, *run))
-            first = last = offset
-            run = key
+                batches.append(StateBatch(first, last, *key))
+            first, last, key = low, high, run_key
         if first is not None:
-            batches.append(StateBatch(first, last, *run))
+            batches.append(StateBatch(first, last, *key))
         return batches
 
-    def delivery_complete_count(self) -> int:
-        return sum(1 for r in self.records.values() if r.state in TERMINAL)
+    # --- the runs ------------------------------------------------------------------------------
 
+    def _index(self, offset: int) -> int:
+        """The index of the first run ending at or after ``offset``."""
+        return bisect_left(self._runs, offset, key=_last_of)
 
-def _fields(record: InFlight | None) -> tuple | None:
-    if record is None:
+    def _run_at(self, offset: int) -> _Run | None:
+        runs = self._runs
+        i = self._index(offset)
+        if i < len(runs) and runs[i].first <= offset:
+            return runs[i]
         return None
-    return record.state, record.delivery_count, record.member, record.deadline_ms
+
+    def _lookup(self, offsets: list[int]) -> Iterator[tuple[int, _Run]]:
+        """(offset, its run) for the sorted ``offsets`` in flight: one bisect per run touched."""
+        runs = self._runs
+        i = 0
+        for offset in offsets:
+            if i < len(runs) and runs[i].last < offset:
+                i = bisect_left(runs, offset, lo=i, key=_last_of)
+            if i < len(runs) and runs[i].first <= offset:
+                yield offset, runs[i]
+
+    def _spans(self, offsets: list[int]) -> Iterator[tuple[int, int, _Run]]:
+        """The sorted ``offsets`` in flight as (first, last, run): consecutive offsets of one
+        run together."""
+        low = high = current = None
+        for offset, run in self._lookup(offsets):
+            if current is run and high + 1 == offset:
+                high = offset
+                continue
+            if current is not None:
+                yield low, high, current
+            low = high = offset
+            current = run
+        if current is not None:
+            yield low, high, current
+
+    def _cut(self, i: int, offset: int) -> None:
+        """Split ``runs[i]`` before ``offset`` (inside it): the part from ``offset`` on becomes
+        a new run after it."""
+        run = self._runs[i]
+        right = _Run(offset, run.last, run.state, run.delivery_count, run.member,
+                     run.deadline_ms)
+        run.last = offset - 1
+        self._runs.insert(i + 1, right)
+        self._track(right)
+
+    def _carve(self, i: int, low: int, high: int) -> int:
+        """Cut ``runs[i]``, which overlaps [low, high], to the part inside; its index."""
+        run = self._runs[i]
+        if run.last > high:
+            self._cut(i, high + 1)
+        if run.first < low:
+            self._cut(i, low)
+            i += 1
+        return i
+
+    def _add(self, run: _Run) -> None:
+        """A run past every other, or in a place :meth:`_remove_range` cleared."""
+        runs = self._runs
+        if runs and runs[-1].first > run.first:
+            insort(runs, run, key=_first_of)
+        else:
+            runs.append(run)
+        self._counts[run.state] += len(run)
+        self._track(run)
+
+    def _remove_range(self, first: int, last: int) -> None:
+        runs = self._runs
+        i = self._index(first)
+        while i < len(runs) and runs[i].first <= last:
+            i = self._carve(i, first, last)
+            self._drop(runs.pop(i))
+
+    def _drop(self, run: _Run) -> None:
+        self._counts[run.state] -= len(run)
+        run.state = REMOVED
+
+    def _set(self, run: _Run, state: int, member: str | None = None, deadline_ms: int = 0
+             ) -> None:
+        """Move ``run`` to ``state`` (its lock deadline changes only when it is acquired)."""
+        size = len(run)
+        self._counts[run.state] -= size
+        self._counts[state] += size
+        run.state = state
+        run.member = member
+        if state == ACQUIRED:
+            run.deadline_ms = deadline_ms
+        self._track(run)
+
+    def _track(self, run: _Run) -> None:
+        """Give ``run`` the heap entry its state needs."""
+        if run.state == AVAILABLE:
+            self._push(self._available, (run.first, run), "first")
+        elif run.state == ACQUIRED:
+            self._push_deadline(run)
+
+    def _push_deadline(self, run: _Run) -> None:
+        self._push(self._deadlines, (run.deadline_ms, run), "deadline_ms")
+
+    def _push(self, heap: list, entry: tuple, key: str) -> None:
+        heappush(heap, entry)
+        if len(heap) > 2 * len(self._runs) + 64:
+            # mostly stale entries: rebuild from the runs (amortized over the pushes)
+            state = AVAILABLE if heap is self._available else ACQUIRED
+            heap[:] = [(getattr(run, key), run) for run in self._runs if run.state == state]
+            heapify(heap)
+
+
+class _RecordsView(Mapping):
+    """:attr:`SharePartitionState.records`: offset -> :class:`InFlight`, a copy per lookup."""
+
+    def __init__(self, state: SharePartitionState):
+        self._state = state
+
+    def __getitem__(self, offset: int) -> InFlight:
+        run = self._state._run_at(offset)
+        if run is None:
+            raise KeyError(offset)
+        return InFlight(*run.fields())
+
+    def __iter__(self) -> Iterator[int]:
+        for run in self._state._runs:
+            yield from range(run.first, run.last + 1)
+
+    def __len__(self) -> int:
+        return self._state.in_flight_count()
+
+
+def _segments(low: int, last: int, first: int, types: list[int]
+              ) -> Iterator[tuple[int, int, int]]:
+    """[low, last] of an acknowledgement batch starting at ``first`` as (first, last, type)
+    spans of one acknowledge type (``types`` has one per offset, or one for all)."""
+    if len(types) == 1:
+        yield low, last, types[0]
+        return
+    start = low
+    for offset in range(low + 1, last + 1):
+        if types[offset - first] != types[start - first]:
+            yield start, offset - 1, types[start - first]
+            start = offset
+    yield start, last, types[start - first]
+
+
+def _consecutive(offsets: list[int]) -> Iterator[tuple[int, int]]:
+    """Sorted distinct ``offsets`` as (first, last) ranges of consecutive ones."""
+    low = high = None
+    for offset in offsets:
+        if high is not None and high + 1 == offset:
+            high = offset
+            continue
+        if low is not None:
+            yield low, high
+        low = high = offset
+    if low is not None:
+        yield low, high
+
+
+def _ranges(pieces: Iterable[tuple[int, int, int]], cuts: set[int] = frozenset(),
+            batch_size: int = 0) -> list[Acquired]:
+    """Acquired ``pieces`` (in offset order, each inside one log batch) joined into runs of
+    consecutive offsets with one delivery count, cut at ``cuts`` once a run holds
+    ``batch_size`` offsets."""
+    ranges: list[Acquired] = []
+    first = last = count = None
+    for low, high, piece_count in pieces:
+        if first is not None and last + 1 == low and count == piece_count \
+                and not (low in cuts and low - first >= batch_size):
+            last = high
+            continue
+        if first is not None:
+            ranges.append(Acquired(first, last, count))
+        first, last, count = low, high, piece_count
+    if first is not None:
+        ranges.append(Acquired(first, last, count))
+    return ranges
