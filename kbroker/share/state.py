@@ -614,7 +614,8 @@ class SharePartitionState:
             self._forget_causes(run, log_start_offset - 1)
             self._counts[run.state] -= log_start_offset - run.first
             run.first = log_start_offset
-            self._track(run)  # a new first offset: its AVAILABLE heap entry is stale
+            if run.state == AVAILABLE:
+                self._track(run)  # its entry holds its old first offset
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self.advance_start()
@@ -693,13 +694,27 @@ class SharePartitionState:
         self._track(right)
 
     def _carve(self, i: int, low: int, high: int) -> int:
-        """Cut ``runs[i]``, which overlaps [low, high], to the part inside; its index."""
-        run = self._runs[i]
-        if run.last > high:
-            self._cut(i, high + 1)
-        if run.first < low:
-            self._cut(i, low)
-            i += 1
+        """Cut ``runs[i]``, which overlaps [low, high], so that its part inside is a run of its
+        own; that run's index. The part inside gets no heap entry, as every caller gives it a
+        state at once, and the old run object stays as a part outside, keeping its entries:
+        an acknowledgement going offset by offset through a batch leaves no stale ones."""
+        runs = self._runs
+        run = runs[i]
+        if low <= run.first and run.last <= high:
+            return i
+        first, last = max(run.first, low), min(run.last, high)
+        inside = _Run(first, first if first == last else last, run.state, run.delivery_count,
+                      run.member, run.deadline_ms)
+        if run.first < low:  # the old run keeps the part before
+            if run.last > high:
+                self._cut(i, high + 1)
+            run.last = low - 1
+            runs.insert(i + 1, inside)
+            return i + 1
+        run.first = high + 1  # the old run keeps the part after
+        runs.insert(i, inside)
+        if run.state == AVAILABLE:
+            self._track(run)  # its entry holds its old first offset
         return i
 
     def _add(self, run: _Run) -> None:

@@ -474,6 +474,6 @@ class SharePartitionMachine(RuleBasedStateMachine):
 
 
 SharePartitionMachine.TestCase.settings = settings(
-    max_examples=300, stateful_step_count=40, deadline=None,
+    max_examples=150, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_state_against_a_per_offset_model = SharePartitionMachine.TestCase
