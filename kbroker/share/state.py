@@ -45,7 +45,7 @@ the offsets it changed so :mod:`kbroker.share.partition` can persist them
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
@@ -425,12 +425,16 @@ class SharePartitionState:
                     planned.update(dict.fromkeys(range(low, high + 1), ack))
         changed: set[int] = set()
         cause_of = self.archiving_cause
+        # no offset twice in this call and none remembered yet: no check per offset needed
+        remember_all = before is not None and not before and planned is None
         for low, high, ack in plan:
             i = self._index(low)
             while i < len(runs) and runs[i].first <= high:
                 i = self._carve(i, low, high)
                 run = runs[i]
-                if before is not None:
+                if remember_all:
+                    before.update(dict.fromkeys(range(run.first, run.last + 1), run.fields()))
+                elif before is not None:
                     fields = run.fields()
                     for offset in range(run.first, run.last + 1):
                         before.setdefault(offset, fields)
@@ -505,8 +509,10 @@ class SharePartitionState:
             return [(offset, run.delivery_count, cause_of.get(offset, ""))
                     for run in self._runs if run.state == ARCHIVING
                     for offset in range(run.first, run.last + 1)]
+        ordered = sorted(offsets)
         return [(offset, run.delivery_count, cause_of.get(offset, ""))
-                for offset, run in self._lookup(sorted(offsets)) if run.state == ARCHIVING]
+                for i, k, run in self._slices(ordered) if run.state == ARCHIVING
+                for offset in ordered[i:k]]
 
     def finish_archiving(self, offsets) -> set[int]:
         """The dead-letter write of ``offsets`` is over (written or given up): those still
@@ -534,8 +540,9 @@ class SharePartitionState:
     def fields(self, offsets) -> dict[int, tuple | None]:
         """What ``offsets`` hold now (None for those no longer in flight), for :meth:`undo`."""
         found = dict.fromkeys(offsets)
-        for offset, run in self._lookup(sorted(found)):
-            found[offset] = run.fields()
+        ordered = sorted(found)
+        for i, k, run in self._slices(ordered):
+            found.update(dict.fromkeys(ordered[i:k], run.fields()))
         return found
 
     def undo(self, before: dict[int, tuple], changed: set[int], after: dict[int, tuple | None]
@@ -658,30 +665,33 @@ class SharePartitionState:
             return runs[i]
         return None
 
-    def _lookup(self, offsets: list[int]) -> Iterator[tuple[int, _Run]]:
-        """(offset, its run) for the sorted ``offsets`` in flight: one bisect per run touched."""
+    def _slices(self, offsets: list[int]) -> Iterator[tuple[int, int, _Run]]:
+        """(i, k, run): ``offsets[i:k]`` (sorted) are in ``run``; those not in flight are left
+        out. Two bisects per run touched, none per offset."""
         runs = self._runs
-        i = 0
-        for offset in offsets:
-            if i < len(runs) and runs[i].last < offset:
-                i = bisect_left(runs, offset, lo=i, key=_last_of)
-            if i < len(runs) and runs[i].first <= offset:
-                yield offset, runs[i]
+        i = r = 0
+        while i < len(offsets):
+            r = bisect_left(runs, offsets[i], lo=r, key=_last_of)
+            if r == len(runs):
+                return
+            run = runs[r]
+            if run.first > offsets[i]:  # below the window or in a hole
+                i = bisect_left(offsets, run.first, lo=i)
+                continue
+            k = bisect_right(offsets, run.last, lo=i)
+            yield i, k, run
+            i = k
+            r += 1
 
     def _spans(self, offsets: list[int]) -> Iterator[tuple[int, int, _Run]]:
         """The sorted ``offsets`` in flight as (first, last, run): consecutive offsets of one
         run together."""
-        low = high = current = None
-        for offset, run in self._lookup(offsets):
-            if current is run and high + 1 == offset:
-                high = offset
-                continue
-            if current is not None:
-                yield low, high, current
-            low = high = offset
-            current = run
-        if current is not None:
-            yield low, high, current
+        for i, k, run in self._slices(offsets):
+            if offsets[k - 1] - offsets[i] == k - 1 - i:  # all of them, the usual case
+                yield offsets[i], offsets[k - 1], run
+            else:
+                for low, high in _consecutive(offsets[i:k]):
+                    yield low, high, run
 
     def _cut(self, i: int, offset: int) -> None:
         """Split ``runs[i]`` before ``offset`` (inside it): the part from ``offset`` on becomes

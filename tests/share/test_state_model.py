@@ -471,6 +471,10 @@ class SharePartitionMachine(RuleBasedStateMachine):
         assert real.archiving_cause == model.cause
         everything = set(range(model.start - 1, model.end + 1))
         assert real.persisted_batches(everything) == model.persisted(everything)
+        every_other = set(range(model.start - 1, model.end + 1, 2))  # runs taken in part
+        assert real.persisted_batches(every_other) == model.persisted(every_other)
+        assert real.fields(every_other) == model.fields(every_other)
+        assert real.archiving(every_other) == model.archiving(every_other)
 
 
 SharePartitionMachine.TestCase.settings = settings(
