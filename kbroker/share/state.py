@@ -25,16 +25,14 @@ The start offset moves past every leading ACKNOWLEDGED/ARCHIVED offset (and past
 offset when retention deletes records). Offsets below it are finished: an acknowledgement
 naming them skips them and succeeds, as Kafka's does.
 
-The state is kept per batch, as Kafka's ``InFlightBatch``: a *run* is a range of consecutive
-offsets sharing one state, delivery count, member and lock deadline, and an acquisition of a
-fetched log batch makes one run. An acknowledgement, a release, a renewal, a lock expiry or an
-archiving that covers part of a run cuts it into the part it covers and the rest (Kafka builds a
-per-offset map for such a batch instead; cutting keeps a partial acknowledgement of 500 records
-at three runs, and an offset with its own state costs one run). Runs are never merged back. So
-that no operation pays for the whole window: the runs are a list ordered by offset (found with
-bisect), the lock deadlines and the AVAILABLE runs are two heaps with lazy deletion (an entry is
-dropped when found stale: the run changed state, deadline or first offset, or left the window),
-and the counts per state are kept as runs change. The window is bounded by
+The state is kept per batch, as Kafka's ``InFlightBatch``: an acquisition of a fetched log batch
+makes one run of offsets (:mod:`kbroker.share.runs`) with one state, delivery count, member and
+lock deadline. An acknowledgement, a release, a renewal, a lock expiry or an archiving that
+covers part of a run cuts it into the part it covers and the rest (Kafka builds a per-offset map
+for such a batch instead; cutting keeps a partial acknowledgement of 500 records at three runs,
+and an offset with a state of its own costs one run). Runs are never merged back. No operation
+pays for the whole window: the runs are found by bisect, lock deadlines and AVAILABLE runs sit
+in heaps, and counts per state follow every change. The window is bounded by
 ``group.share.partition.max.record.locks`` (no new offset is acquired while that many are in
 flight).
 
@@ -45,17 +43,14 @@ the offsets it changed so :mod:`kbroker.share.partition` can persist them
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
-from operator import attrgetter
 
 from kbroker.coordinator.share.persister import (ACKNOWLEDGED, ARCHIVED, ARCHIVING, AVAILABLE,
                                                  ReadResult, StateBatch)
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.share.runs import ACQUIRED, InFlightRuns, Run, consecutive
 
-ACQUIRED = 1  # never persisted: a restart makes acquired records available again
 
 # Acknowledge types of ShareFetch/ShareAcknowledge (AcknowledgeType in kafka-clients).
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
@@ -110,50 +105,12 @@ class Limits:
     dead_letter: bool = False  # the group has a dead-letter queue (and share.version >= 2)
 
 
-REMOVED = -1  # the state of a run no longer in the window: its heap entries are stale
-
-
-class _Run:
-    """Offsets [first, last], consecutive, all in one state with one delivery count, member
-    and lock deadline (Kafka's InFlightBatch, or one entry of its per-offset map)."""
-    __slots__ = ("first", "last", "state", "delivery_count", "member", "deadline_ms")
-
-    def __init__(self, first: int, last: int, state: int, delivery_count: int = 0,
-                 member: str | None = None, deadline_ms: int = 0):
-        self.first = first
-        self.last = last
-        self.state = state
-        self.delivery_count = delivery_count
-        self.member = member
-        self.deadline_ms = deadline_ms
-
-    def __lt__(self, other: "_Run") -> bool:
-        return False  # heap entries with equal keys: any order will do
-
-    def __len__(self) -> int:
-        return self.last - self.first + 1
-
-    def fields(self) -> tuple:
-        return self.state, self.delivery_count, self.member, self.deadline_ms
-
-    def __repr__(self) -> str:
-        return f"_Run({self.first}-{self.last}, {self.state}, {self.delivery_count}, " \
-               f"{self.member!r})"
-
-
-_last_of = attrgetter("last")
-_first_of = attrgetter("first")
-
-
 class SharePartitionState:
     def __init__(self, start_offset: int, state_epoch: int = 0):
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.state_epoch = state_epoch
-        self._runs: list[_Run] = []  # ordered by offset, never overlapping; holes allowed
-        self._counts = [0] * (ARCHIVED + 1)  # offsets in flight per state
-        self._available: list[tuple[int, _Run]] = []  # (first, run) of AVAILABLE runs
-        self._deadlines: list[tuple[int, _Run]] = []  # (deadline_ms, run) of ACQUIRED runs
+        self.window = InFlightRuns()
         # offset -> why it is ARCHIVING (CLIENT_REJECT or DELIVERY_COUNT_EXCEEDED), for its
         # dead-letter record; an offset loaded in ARCHIVING gets it from its delivery count.
         self.archiving_cause: dict[int, str] = {}
@@ -177,13 +134,13 @@ class SharePartitionState:
             if batch.last_offset < batch.first_offset or batch.first_offset < start_offset:
                 raise ValueError(f"invalid persisted state batch {batch} (start {start_offset})")
             if batch.first_offset > state.end_offset:
-                state._add(_Run(state.end_offset, batch.first_offset - 1, AVAILABLE))
+                state.window.add(Run(state.end_offset, batch.first_offset - 1, AVAILABLE))
             elif batch.first_offset < state.end_offset:
                 # The share coordinator's combiner never stores overlapping ranges; should one
                 # come, the later range wins where they overlap.
-                state._remove_range(batch.first_offset, batch.last_offset)
-            state._add(_Run(batch.first_offset, batch.last_offset, batch.delivery_state,
-                            batch.delivery_count))
+                state.window.remove_range(batch.first_offset, batch.last_offset)
+            state.window.add(Run(batch.first_offset, batch.last_offset, batch.delivery_state,
+                                 batch.delivery_count))
             state.end_offset = max(state.end_offset, batch.last_offset + 1)
         state.advance_start()
         return state
@@ -192,44 +149,33 @@ class SharePartitionState:
 
     def next_fetch_offset(self) -> int:
         """The first offset worth reading from the log: the lowest AVAILABLE one, else the end."""
-        heap = self._available
-        while heap:
-            first, run = heap[0]
-            if run.state == AVAILABLE and run.first == first:
-                return first
-            heappop(heap)  # stale: acquired, archived or cut at the front since
-        return self.end_offset
+        first = self.window.first_available()
+        return self.end_offset if first is None else first
 
     def has_available(self) -> bool:
         return self.next_fetch_offset() < self.end_offset
 
     def in_flight_count(self) -> int:
-        return sum(self._counts)
+        return sum(self.window.counts)
 
     def acquired_count(self) -> int:
-        return self._counts[ACQUIRED]
+        return self.window.counts[ACQUIRED]
 
     def unfinished_count(self) -> int:
         """In-flight records still to be delivered or acknowledged (AVAILABLE or ACQUIRED)."""
-        counts = self._counts
+        counts = self.window.counts
         return counts[AVAILABLE] + counts[ACQUIRED] + counts[ARCHIVING]
 
     def delivery_complete_count(self) -> int:
-        return self._counts[ACKNOWLEDGED] + self._counts[ARCHIVED]
+        return self.window.counts[ACKNOWLEDGED] + self.window.counts[ARCHIVED]
 
     def acquired_by(self, member: str) -> list[int]:
         """The offsets ``member`` holds (a pass over the runs: a session closing, not a fetch)."""
-        return [offset for run in self._runs if run.state == ACQUIRED and run.member == member
+        return [offset for run in self.window.runs if run.state == ACQUIRED and run.member == member
                 for offset in range(run.first, run.last + 1)]
 
     def next_deadline_ms(self) -> int | None:
-        heap = self._deadlines
-        while heap:
-            deadline, run = heap[0]
-            if run.state == ACQUIRED and run.deadline_ms == deadline:
-                return deadline
-            heappop(heap)  # stale: acknowledged, released or renewed since
-        return None
+        return self.window.earliest_deadline()
 
     @property
     def records(self) -> Mapping[int, InFlight]:
@@ -270,7 +216,7 @@ class SharePartitionState:
         room = limits.max_record_locks - self.in_flight_count()
         taken_new = 0
         stop = False
-        runs = self._runs
+        runs = self.window.runs
         for batch in batches:
             if taken_count >= max_records or stop:
                 break
@@ -284,7 +230,7 @@ class SharePartitionState:
             taken_before = taken_count > 0  # from earlier batches of this fetch
             first = max(batch.base_offset, self.start_offset)
             known_last = min(batch.last_offset, self.end_offset - 1)
-            i = self._index(first)
+            i = self.window.index(first)
             has_known = known_last >= first and i < len(runs) and runs[i].first <= known_last
             new = range(max(first, self.end_offset), batch.last_offset + 1)
             if new and taken_new >= room:
@@ -299,10 +245,10 @@ class SharePartitionState:
                 if runs[i].state != AVAILABLE:
                     i += 1
                     continue
-                i = self._carve(i, first, known_last)
+                i = self.window.carve(i, first, known_last)
                 run = runs[i]
                 if not batch.deliverable:
-                    self._set(run, ARCHIVED)
+                    self.window.set(run, ARCHIVED)
                     changed.update(range(run.first, run.last + 1))
                     i += 1
                     continue
@@ -322,8 +268,8 @@ class SharePartitionState:
                 if cap is not None:
                     take = min(take, max(1, cap - taken_count))
                 if take < length:
-                    self._cut(i, run.first + take)
-                self._set(run, ACQUIRED, member, deadline)
+                    self.window.cut(i, run.first + take)
+                self.window.set(run, ACQUIRED, member, deadline)
                 run.delivery_count += 1
                 pieces.append((run.first, run.last, run.delivery_count))
                 taken_count += take
@@ -339,7 +285,7 @@ class SharePartitionState:
                 continue
             # Offsets never delivered: nothing to throttle, one run (every record goes here).
             if not batch.deliverable:
-                self._add(_Run(new.start, new.stop - 1, ARCHIVED))
+                self.window.add(Run(new.start, new.stop - 1, ARCHIVED))
                 changed.update(new)
                 taken = new
             else:
@@ -349,7 +295,7 @@ class SharePartitionState:
                 if cap is not None:
                     taken = taken[:max(0, cap - taken_count)]
                 if taken:
-                    self._add(_Run(taken.start, taken.stop - 1, ACQUIRED, 1, member, deadline))
+                    self.window.add(Run(taken.start, taken.stop - 1, ACQUIRED, 1, member, deadline))
                     pieces.append((taken.start, taken.stop - 1, 1))
                     taken_count += len(taken)
                 if len(taken) < len(new):
@@ -366,13 +312,13 @@ class SharePartitionState:
 
     def _archive_missing(self, first: int, end: int, changed: set[int]) -> None:
         """AVAILABLE records in [first, end) the log no longer has, archived."""
-        runs = self._runs
-        i = self._index(first)
+        runs = self.window.runs
+        i = self.window.index(first)
         while i < len(runs) and runs[i].first < end:
             if runs[i].state == AVAILABLE:
-                i = self._carve(i, first, end - 1)
+                i = self.window.carve(i, first, end - 1)
                 run = runs[i]
-                self._set(run, ARCHIVED)
+                self.window.set(run, ARCHIVED)
                 changed.update(range(run.first, run.last + 1))
             i += 1
 
@@ -394,7 +340,7 @@ class SharePartitionState:
         planned: dict[int, int] | None = None
         if any(b[0] <= a[1] for a, b in zip(batches, batches[1:])):
             planned = {}
-        runs = self._runs
+        runs = self.window.runs
         for first, last, types in batches:
             if first >= self.end_offset or last >= self.end_offset:
                 raise KafkaError(Errors.INVALID_REQUEST, f"offsets {first}-{last} reach past "
@@ -403,7 +349,7 @@ class SharePartitionState:
                 continue  # all done already (acknowledged, archived or expired): Kafka skips it
             # offsets not in flight are finished (below the start offset, or holes in the log)
             for low, high, ack in _segments(max(first, self.start_offset), last, first, types):
-                i = self._index(low)
+                i = self.window.index(low)
                 while i < len(runs) and runs[i].first <= high:
                     run = runs[i]
                     lo, hi = max(low, run.first), min(high, run.last)
@@ -428,9 +374,9 @@ class SharePartitionState:
         # no offset twice in this call and none remembered yet: no check per offset needed
         remember_all = before is not None and not before and planned is None
         for low, high, ack in plan:
-            i = self._index(low)
+            i = self.window.index(low)
             while i < len(runs) and runs[i].first <= high:
-                i = self._carve(i, low, high)
+                i = self.window.carve(i, low, high)
                 run = runs[i]
                 if remember_all:
                     before.update(dict.fromkeys(range(run.first, run.last + 1), run.fields()))
@@ -439,24 +385,23 @@ class SharePartitionState:
                     for offset in range(run.first, run.last + 1):
                         before.setdefault(offset, fields)
                 if ack == RENEW:
-                    run.deadline_ms = now_ms + limits.lock_duration_ms
-                    self._push_deadline(run)
+                    self.window.renew(run, now_ms + limits.lock_duration_ms)
                 else:
                     if ack == RELEASE:
                         self._release(run, limits)
                     elif ack == REJECT and limits.dead_letter:
-                        self._set(run, ARCHIVING)
+                        self.window.set(run, ARCHIVING)
                         cause_of.update(dict.fromkeys(range(run.first, run.last + 1),
                                                       CLIENT_REJECT))
                     else:
-                        self._set(run, ACK_TO_STATE[ack])
+                        self.window.set(run, ACK_TO_STATE[ack])
                     changed.update(range(run.first, run.last + 1))
                 i += 1
         self.advance_start()
         return changed
 
     @staticmethod
-    def _check_holder(run: _Run, offset: int, member: str, ack: int, limits: Limits) -> None:
+    def _check_holder(run: Run, offset: int, member: str, ack: int, limits: Limits) -> None:
         if run.member != member:
             raise KafkaError(Errors.INVALID_RECORD_STATE,
                              f"offset {offset} is acquired by another member")
@@ -464,20 +409,20 @@ class SharePartitionState:
             raise KafkaError(Errors.INVALID_RECORD_STATE, "the group's "
                              "share.renew.acknowledge.enable is false")
 
-    def _release(self, run: _Run, limits: Limits) -> None:
+    def _release(self, run: Run, limits: Limits) -> None:
         if run.delivery_count < limits.delivery_count_limit:
-            self._set(run, AVAILABLE)
+            self.window.set(run, AVAILABLE)
         elif limits.dead_letter:
-            self._set(run, ARCHIVING)
+            self.window.set(run, ARCHIVING)
             self.archiving_cause.update(dict.fromkeys(range(run.first, run.last + 1),
                                                       DELIVERY_COUNT_EXCEEDED))
         else:
-            self._set(run, ARCHIVED)
+            self.window.set(run, ARCHIVED)
 
     def release_member(self, member: str, limits: Limits) -> set[int]:
         """A member's share session closed: its acquired records go back (or are archived)."""
         changed = set()
-        for run in self._runs:
+        for run in self.window.runs:
             if run.state == ACQUIRED and run.member == member:
                 self._release(run, limits)
                 changed.update(range(run.first, run.last + 1))
@@ -488,12 +433,9 @@ class SharePartitionState:
         """Release every record whose acquisition lock has run out (those only: the deadlines
         are a heap)."""
         changed = set()
-        heap = self._deadlines
-        while heap and heap[0][0] <= now_ms:
-            deadline, run = heappop(heap)
-            if run.state == ACQUIRED and run.deadline_ms == deadline:
-                self._release(run, limits)
-                changed.update(range(run.first, run.last + 1))
+        for run in self.window.pop_expired(now_ms):
+            self._release(run, limits)
+            changed.update(range(run.first, run.last + 1))
         self.advance_start()
         return changed
 
@@ -507,11 +449,11 @@ class SharePartitionState:
         cause_of = self.archiving_cause
         if offsets is None:
             return [(offset, run.delivery_count, cause_of.get(offset, ""))
-                    for run in self._runs if run.state == ARCHIVING
+                    for run in self.window.runs if run.state == ARCHIVING
                     for offset in range(run.first, run.last + 1)]
         ordered = sorted(offsets)
         return [(offset, run.delivery_count, cause_of.get(offset, ""))
-                for i, k, run in self._slices(ordered) if run.state == ARCHIVING
+                for i, k, run in self.window.slices(ordered) if run.state == ARCHIVING
                 for offset in ordered[i:k]]
 
     def finish_archiving(self, offsets) -> set[int]:
@@ -521,14 +463,14 @@ class SharePartitionState:
         offsets = sorted(set(offsets))
         for offset in offsets:
             self.archiving_cause.pop(offset, None)
-        runs = self._runs
-        for low, high in _consecutive(offsets):
-            i = self._index(low)
+        runs = self.window.runs
+        for low, high in consecutive(offsets):
+            i = self.window.index(low)
             while i < len(runs) and runs[i].first <= high:
                 if runs[i].state == ARCHIVING:
-                    i = self._carve(i, low, high)
+                    i = self.window.carve(i, low, high)
                     run = runs[i]
-                    self._set(run, ARCHIVED)
+                    self.window.set(run, ARCHIVED)
                     changed.update(range(run.first, run.last + 1))
                 i += 1
         if changed:
@@ -541,7 +483,7 @@ class SharePartitionState:
         """What ``offsets`` hold now (None for those no longer in flight), for :meth:`undo`."""
         found = dict.fromkeys(offsets)
         ordered = sorted(found)
-        for i, k, run in self._slices(ordered):
+        for i, k, run in self.window.slices(ordered):
             found.update(dict.fromkeys(ordered[i:k], run.fields()))
         return found
 
@@ -563,20 +505,17 @@ class SharePartitionState:
                 span[1] = offset
             else:
                 spans.append([offset, offset, old, present])
-        runs = self._runs
+        runs = self.window.runs
         reinserted = []
         for first, last, old, present in spans:
             if present:
-                i = self._index(first)
+                i = self.window.index(first)
                 while i < len(runs) and runs[i].first <= last:
-                    i = self._carve(i, first, last)
+                    i = self.window.carve(i, first, last)
                     self._restore(runs[i], old)
                     i += 1
             else:  # below the start offset by now: back in the window
-                run = _Run(first, last, AVAILABLE)
-                self._counts[AVAILABLE] += len(run)
-                insort(runs, run, key=_first_of)
-                self._restore(run, old)
+                self.window.add(Run(first, last, *old))
                 reinserted.append(first)
             if old[0] != ARCHIVING:
                 for offset in range(first, last + 1):
@@ -584,19 +523,19 @@ class SharePartitionState:
         if reinserted:
             self.start_offset = min(self.start_offset, min(reinserted))
 
-    def _restore(self, run: _Run, fields: tuple) -> None:
+    def _restore(self, run: Run, fields: tuple) -> None:
         state, run.delivery_count, member, run.deadline_ms = fields
-        self._set(run, state, member, run.deadline_ms)
+        self.window.set(run, state, member, run.deadline_ms)
 
     # --- start offset --------------------------------------------------------------------------
 
     def advance_start(self) -> bool:
         """Move the start offset past leading finished records; whether it moved."""
         before = self.start_offset
-        runs = self._runs
+        runs = self.window.runs
         done = 0
         while done < len(runs) and runs[done].state in TERMINAL:
-            self._drop(runs[done])
+            self.window.drop(runs[done])
             done += 1
         if done:
             del runs[:done]
@@ -609,26 +548,26 @@ class SharePartitionState:
         longer be delivered, whatever their state (Kafka archives them too)."""
         if log_start_offset <= self.start_offset:
             return False
-        runs = self._runs
+        runs = self.window.runs
         gone = 0
         while gone < len(runs) and runs[gone].last < log_start_offset:
             self._forget_causes(runs[gone], runs[gone].last)
-            self._drop(runs[gone])
+            self.window.drop(runs[gone])
             gone += 1
         del runs[:gone]
         if runs and runs[0].first < log_start_offset:
             run = runs[0]
             self._forget_causes(run, log_start_offset - 1)
-            self._counts[run.state] -= log_start_offset - run.first
+            self.window.counts[run.state] -= log_start_offset - run.first
             run.first = log_start_offset
             if run.state == AVAILABLE:
-                self._track(run)  # its entry holds its old first offset
+                self.window.track(run)  # its entry holds its old first offset
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self.advance_start()
         return True
 
-    def _forget_causes(self, run: _Run, last: int) -> None:
+    def _forget_causes(self, run: Run, last: int) -> None:
         if run.state == ARCHIVING:
             for offset in range(run.first, last + 1):
                 self.archiving_cause.pop(offset, None)
@@ -640,7 +579,7 @@ class SharePartitionState:
         ACQUIRED record is written as AVAILABLE: its lock does not survive a restart."""
         batches: list[StateBatch] = []
         first = last = key = None
-        for low, high, run in self._spans(sorted(offsets)):
+        for low, high, run in self.window.spans(sorted(offsets)):
             run_key = (AVAILABLE if run.state == ACQUIRED else run.state, run.delivery_count)
             if first is not None and last + 1 == low and run_key == key:
                 last = high
@@ -652,133 +591,6 @@ class SharePartitionState:
             batches.append(StateBatch(first, last, *key))
         return batches
 
-    # --- the runs ------------------------------------------------------------------------------
-
-    def _index(self, offset: int) -> int:
-        """The index of the first run ending at or after ``offset``."""
-        return bisect_left(self._runs, offset, key=_last_of)
-
-    def _run_at(self, offset: int) -> _Run | None:
-        runs = self._runs
-        i = self._index(offset)
-        if i < len(runs) and runs[i].first <= offset:
-            return runs[i]
-        return None
-
-    def _slices(self, offsets: list[int]) -> Iterator[tuple[int, int, _Run]]:
-        """(i, k, run): ``offsets[i:k]`` (sorted) are in ``run``; those not in flight are left
-        out. Two bisects per run touched, none per offset."""
-        runs = self._runs
-        i = r = 0
-        while i < len(offsets):
-            r = bisect_left(runs, offsets[i], lo=r, key=_last_of)
-            if r == len(runs):
-                return
-            run = runs[r]
-            if run.first > offsets[i]:  # below the window or in a hole
-                i = bisect_left(offsets, run.first, lo=i)
-                continue
-            k = bisect_right(offsets, run.last, lo=i)
-            yield i, k, run
-            i = k
-            r += 1
-
-    def _spans(self, offsets: list[int]) -> Iterator[tuple[int, int, _Run]]:
-        """The sorted ``offsets`` in flight as (first, last, run): consecutive offsets of one
-        run together."""
-        for i, k, run in self._slices(offsets):
-            if offsets[k - 1] - offsets[i] == k - 1 - i:  # all of them, the usual case
-                yield offsets[i], offsets[k - 1], run
-            else:
-                for low, high in _consecutive(offsets[i:k]):
-                    yield low, high, run
-
-    def _cut(self, i: int, offset: int) -> None:
-        """Split ``runs[i]`` before ``offset`` (inside it): the part from ``offset`` on becomes
-        a new run after it."""
-        run = self._runs[i]
-        right = _Run(offset, run.last, run.state, run.delivery_count, run.member,
-                     run.deadline_ms)
-        run.last = offset - 1
-        self._runs.insert(i + 1, right)
-        self._track(right)
-
-    def _carve(self, i: int, low: int, high: int) -> int:
-        """Cut ``runs[i]``, which overlaps [low, high], so that its part inside is a run of its
-        own; that run's index. The part inside gets no heap entry, as every caller gives it a
-        state at once, and the old run object stays as a part outside, keeping its entries:
-        an acknowledgement going offset by offset through a batch leaves no stale ones."""
-        runs = self._runs
-        run = runs[i]
-        if low <= run.first and run.last <= high:
-            return i
-        first, last = max(run.first, low), min(run.last, high)
-        inside = _Run(first, first if first == last else last, run.state, run.delivery_count,
-                      run.member, run.deadline_ms)
-        if run.first < low:  # the old run keeps the part before
-            if run.last > high:
-                self._cut(i, high + 1)
-            run.last = low - 1
-            runs.insert(i + 1, inside)
-            return i + 1
-        run.first = high + 1  # the old run keeps the part after
-        runs.insert(i, inside)
-        if run.state == AVAILABLE:
-            self._track(run)  # its entry holds its old first offset
-        return i
-
-    def _add(self, run: _Run) -> None:
-        """A run past every other, or in a place :meth:`_remove_range` cleared."""
-        runs = self._runs
-        if runs and runs[-1].first > run.first:
-            insort(runs, run, key=_first_of)
-        else:
-            runs.append(run)
-        self._counts[run.state] += len(run)
-        self._track(run)
-
-    def _remove_range(self, first: int, last: int) -> None:
-        runs = self._runs
-        i = self._index(first)
-        while i < len(runs) and runs[i].first <= last:
-            i = self._carve(i, first, last)
-            self._drop(runs.pop(i))
-
-    def _drop(self, run: _Run) -> None:
-        self._counts[run.state] -= len(run)
-        run.state = REMOVED
-
-    def _set(self, run: _Run, state: int, member: str | None = None, deadline_ms: int = 0
-             ) -> None:
-        """Move ``run`` to ``state`` (its lock deadline changes only when it is acquired)."""
-        size = len(run)
-        self._counts[run.state] -= size
-        self._counts[state] += size
-        run.state = state
-        run.member = member
-        if state == ACQUIRED:
-            run.deadline_ms = deadline_ms
-        self._track(run)
-
-    def _track(self, run: _Run) -> None:
-        """Give ``run`` the heap entry its state needs."""
-        if run.state == AVAILABLE:
-            self._push(self._available, (run.first, run), "first")
-        elif run.state == ACQUIRED:
-            self._push_deadline(run)
-
-    def _push_deadline(self, run: _Run) -> None:
-        self._push(self._deadlines, (run.deadline_ms, run), "deadline_ms")
-
-    def _push(self, heap: list, entry: tuple, key: str) -> None:
-        heappush(heap, entry)
-        if len(heap) > 2 * len(self._runs) + 64:
-            # mostly stale entries: rebuild from the runs (amortized over the pushes)
-            state = AVAILABLE if heap is self._available else ACQUIRED
-            heap[:] = [(getattr(run, key), run) for run in self._runs if run.state == state]
-            heapify(heap)
-
-
 class _RecordsView(Mapping):
     """:attr:`SharePartitionState.records`: offset -> :class:`InFlight`, a copy per lookup."""
 
@@ -786,13 +598,13 @@ class _RecordsView(Mapping):
         self._state = state
 
     def __getitem__(self, offset: int) -> InFlight:
-        run = self._state._run_at(offset)
+        run = self._state.window.run_at(offset)
         if run is None:
             raise KeyError(offset)
         return InFlight(*run.fields())
 
     def __iter__(self) -> Iterator[int]:
-        for run in self._state._runs:
+        for run in self._state.window.runs:
             yield from range(run.first, run.last + 1)
 
     def __len__(self) -> int:
@@ -812,20 +624,6 @@ def _segments(low: int, last: int, first: int, types: list[int]
             yield start, offset - 1, types[start - first]
             start = offset
     yield start, last, types[start - first]
-
-
-def _consecutive(offsets: list[int]) -> Iterator[tuple[int, int]]:
-    """Sorted distinct ``offsets`` as (first, last) ranges of consecutive ones."""
-    low = high = None
-    for offset in offsets:
-        if high is not None and high + 1 == offset:
-            high = offset
-            continue
-        if low is not None:
-            yield low, high
-        low = high = offset
-    if low is not None:
-        yield low, high
 
 
 def _ranges(pieces: Iterable[tuple[int, int, int]], cuts: set[int] = frozenset(),
