@@ -19,7 +19,8 @@ of hundreds).
   ``expire`` runs the lock expiry when one batch's lock has run out; ``deadline`` finds the
   earliest lock deadline (the manager's timer).
 
-Run: ``python tools/bench_share_state.py`` (about a minute). ``--code DIR`` imports kbroker
+Run: ``python tools/bench_share_state.py`` (about 3 minutes on a busy 2-core machine);
+``--time-only --window 100000`` shows how the times grow with the window. ``--code DIR`` imports kbroker
 from another checkout (``git worktree add /tmp/share-before main``) for a before/after table;
 ``--json FILE`` writes the figures.
 """
@@ -131,14 +132,18 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--time-only", action="store_true",
+                        help="no memory figures (a large --window on the old code would hold "
+                        "one object per offset in every partition)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     s = load(args.code)
-    mem = memory(s, args.partitions, args.window, args.batch)
+    mem = {} if args.time_only else memory(s, args.partitions, args.window, args.batch)
     times = timings(s, args.window, args.batch, args.rounds)
     print(f"kbroker from {args.code}")
-    print(f"memory, {args.partitions} partitions x {args.window} in flight, "
-          f"{args.batch}-record batches:")
+    if mem:
+        print(f"memory, {args.partitions} partitions x {args.window} in flight, "
+              f"{args.batch}-record batches:")
     for shape, m in mem.items():
         print(f"  {shape:10} {m['mb']:8.1f} MB  {m['bytes_per_record']:7.1f} B/record")
     print(f"time at a full window of {args.window} (median of {args.rounds}, microseconds):")
