@@ -20,9 +20,9 @@ of hundreds).
   earliest lock deadline (the manager's timer).
 
 Run: ``python tools/bench_share_state.py`` (about 3 minutes on a busy 2-core machine);
-``--time-only --window 100000`` shows how the times grow with the window. ``--code DIR`` imports kbroker
-from another checkout (``git worktree add /tmp/share-before main``) for a before/after table;
-``--json FILE`` writes the figures.
+``--time-only --window 100000`` shows how the times grow with the window. ``--code DIR``
+imports kbroker from another checkout (``git worktree add /tmp/share-before main``) for a
+before/after table; ``--json FILE`` writes the figures.
 """
 
 from __future__ import annotations

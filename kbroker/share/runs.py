@@ -184,6 +184,20 @@ class InFlightRuns:
         self.counts[run.state] += len(run)
         self.track(run)
 
+    def drop_leading(self, count: int) -> None:
+        """The first ``count`` runs leave the window."""
+        for run in self.runs[:count]:
+            self.drop(run)
+        del self.runs[:count]
+
+    def trim_front(self, first: int) -> None:
+        """The first run starts at ``first`` now: the offsets before it left the window."""
+        run = self.runs[0]
+        self.counts[run.state] -= first - run.first
+        run.first = first
+        if run.state == AVAILABLE:
+            self.track(run)  # its entry holds its old first offset
+
     def remove_range(self, first: int, last: int) -> None:
         runs = self.runs
         i = self.index(first)

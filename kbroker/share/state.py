@@ -535,10 +535,8 @@ class SharePartitionState:
         runs = self.window.runs
         done = 0
         while done < len(runs) and runs[done].state in TERMINAL:
-            self.window.drop(runs[done])
             done += 1
-        if done:
-            del runs[:done]
+        self.window.drop_leading(done)
         if self.start_offset < self.end_offset:
             self.start_offset = runs[0].first if runs else self.end_offset
         return self.start_offset != before
@@ -552,16 +550,11 @@ class SharePartitionState:
         gone = 0
         while gone < len(runs) and runs[gone].last < log_start_offset:
             self._forget_causes(runs[gone], runs[gone].last)
-            self.window.drop(runs[gone])
             gone += 1
-        del runs[:gone]
+        self.window.drop_leading(gone)
         if runs and runs[0].first < log_start_offset:
-            run = runs[0]
-            self._forget_causes(run, log_start_offset - 1)
-            self.window.counts[run.state] -= log_start_offset - run.first
-            run.first = log_start_offset
-            if run.state == AVAILABLE:
-                self.window.track(run)  # its entry holds its old first offset
+            self._forget_causes(runs[0], log_start_offset - 1)
+            self.window.trim_front(log_start_offset)
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self.advance_start()
@@ -590,6 +583,7 @@ class SharePartitionState:
         if first is not None:
             batches.append(StateBatch(first, last, *key))
         return batches
+
 
 class _RecordsView(Mapping):
     """:attr:`SharePartitionState.records`: offset -> :class:`InFlight`, a copy per lookup."""
