@@ -4,6 +4,8 @@ Key files:
 - ``state.py`` — one share partition's in-flight records, a pure state machine (AVAILABLE,
   ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED; delivery counts, acquisition-lock deadlines, the
   start offset);
+- ``runs.py`` — the in-flight offsets as runs (one per fetched batch until an operation cuts
+  it), with heaps of lock deadlines and AVAILABLE runs and counts per state;
 - ``partition.py`` — that state with its I/O: loaded with ``persister.read``, written with
   ``persister.write``, records read from the replica's log;
 - ``sessions.py`` — share sessions (epochs, limits, forgotten partitions);

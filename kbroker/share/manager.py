@@ -322,8 +322,8 @@ class SharePartitionManager:
     def _schedule_expiry(self, partition: SharePartition, settings,
                          new_deadline_ms: int | None = None) -> None:
         """Set the partition's timer to its earliest lock deadline. With ``new_deadline_ms``
-        (records were just acquired until then) a timer due no later stays as it is: finding the
-        earliest deadline means a pass over every record in flight, too much for every fetch."""
+        (records were just acquired until then) a timer due no later stays as it is: a fetch
+        then costs no timer handle of its own."""
         if partition.timer is not None:
             if new_deadline_ms is not None and partition.timer_due_ms <= new_deadline_ms:
                 return

@@ -23,9 +23,18 @@ Transitions (one table, :data:`ACK_TO_STATE`, plus :meth:`_release`):
 
 The start offset moves past every leading ACKNOWLEDGED/ARCHIVED offset (and past the log start
 offset when retention deletes records). Offsets below it are finished: an acknowledgement
-naming them skips them and succeeds, as Kafka's does. The state is kept per offset rather than per batch as
-Kafka does: simpler, and bounded by ``group.share.partition.max.record.locks`` (no new offset is
-acquired while that many are in flight).
+naming them skips them and succeeds, as Kafka's does.
+
+The state is kept per batch, as Kafka's ``InFlightBatch``: an acquisition of a fetched log batch
+makes one run of offsets (:mod:`kbroker.share.runs`) with one state, delivery count, member and
+lock deadline. An acknowledgement, a release, a renewal, a lock expiry or an archiving that
+covers part of a run cuts it into the part it covers and the rest (Kafka builds a per-offset map
+for such a batch instead; cutting keeps a partial acknowledgement of 500 records at three runs,
+and an offset with a state of its own costs one run). Runs are never merged back. No operation
+pays for the whole window: the runs are found by bisect, lock deadlines and AVAILABLE runs sit
+in heaps, and counts per state follow every change. The window is bounded by
+``group.share.partition.max.record.locks`` (no new offset is acquired while that many are in
+flight).
 
 This module does no I/O and keeps no clock: callers pass ``now_ms``. Every mutating method returns
 the offsets it changed so :mod:`kbroker.share.partition` can persist them
@@ -34,13 +43,14 @@ the offsets it changed so :mod:`kbroker.share.partition` can persist them
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from kbroker.coordinator.share.persister import (ACKNOWLEDGED, ARCHIVED, ARCHIVING, AVAILABLE,
                                                  ReadResult, StateBatch)
 from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.share.runs import ACQUIRED, InFlightRuns, Run, consecutive
 
-ACQUIRED = 1  # never persisted: a restart makes acquired records available again
 
 # Acknowledge types of ShareFetch/ShareAcknowledge (AcknowledgeType in kafka-clients).
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
@@ -56,6 +66,7 @@ MAX_LOADED_OFFSETS = 1_000_000
 
 
 class InFlight:
+    """One offset's fields, as :attr:`SharePartitionState.records` shows them (a copy)."""
     __slots__ = ("state", "delivery_count", "member", "deadline_ms")
 
     def __init__(self, state: int, delivery_count: int = 0, member: str | None = None,
@@ -99,7 +110,7 @@ class SharePartitionState:
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.state_epoch = state_epoch
-        self.records: dict[int, InFlight] = {}
+        self.window = InFlightRuns()
         # offset -> why it is ARCHIVING (CLIENT_REJECT or DELIVERY_COUNT_EXCEEDED), for its
         # dead-letter record; an offset loaded in ARCHIVING gets it from its delivery count.
         self.archiving_cause: dict[int, str] = {}
@@ -122,11 +133,15 @@ class SharePartitionState:
         for batch in batches:
             if batch.last_offset < batch.first_offset or batch.first_offset < start_offset:
                 raise ValueError(f"invalid persisted state batch {batch} (start {start_offset})")
-            for offset in range(state.end_offset, batch.first_offset):
-                state.records[offset] = InFlight(AVAILABLE)
-            for offset in range(batch.first_offset, batch.last_offset + 1):
-                state.records[offset] = InFlight(batch.delivery_state, batch.delivery_count)
-            state.end_offset = batch.last_offset + 1
+            if batch.first_offset > state.end_offset:
+                state.window.add(Run(state.end_offset, batch.first_offset - 1, AVAILABLE))
+            elif batch.first_offset < state.end_offset:
+                # The share coordinator's combiner never stores overlapping ranges; should one
+                # come, the later range wins where they overlap.
+                state.window.remove_range(batch.first_offset, batch.last_offset)
+            state.window.add(Run(batch.first_offset, batch.last_offset, batch.delivery_state,
+                                 batch.delivery_count))
+            state.end_offset = max(state.end_offset, batch.last_offset + 1)
         state.advance_start()
         return state
 
@@ -134,30 +149,39 @@ class SharePartitionState:
 
     def next_fetch_offset(self) -> int:
         """The first offset worth reading from the log: the lowest AVAILABLE one, else the end."""
-        for offset, record in self.records.items():  # in offset order (see advance_start)
-            if record.state == AVAILABLE:
-                return offset
-        return self.end_offset
+        first = self.window.first_available()
+        return self.end_offset if first is None else first
 
     def has_available(self) -> bool:
         return self.next_fetch_offset() < self.end_offset
 
     def in_flight_count(self) -> int:
-        return len(self.records)
+        return sum(self.window.counts)
 
     def acquired_count(self) -> int:
-        return sum(1 for r in self.records.values() if r.state == ACQUIRED)
+        return self.window.counts[ACQUIRED]
 
     def unfinished_count(self) -> int:
         """In-flight records still to be delivered or acknowledged (AVAILABLE or ACQUIRED)."""
-        return sum(1 for r in self.records.values() if r.state not in TERMINAL)
+        counts = self.window.counts
+        return counts[AVAILABLE] + counts[ACQUIRED] + counts[ARCHIVING]
+
+    def delivery_complete_count(self) -> int:
+        return self.window.counts[ACKNOWLEDGED] + self.window.counts[ARCHIVED]
 
     def acquired_by(self, member: str) -> list[int]:
-        return [o for o, r in self.records.items() if r.state == ACQUIRED and r.member == member]
+        """The offsets ``member`` holds (a pass over the runs: a session closing, not a fetch)."""
+        return [offset for run in self.window.runs if run.state == ACQUIRED and run.member == member
+                for offset in range(run.first, run.last + 1)]
 
     def next_deadline_ms(self) -> int | None:
-        deadlines = [r.deadline_ms for r in self.records.values() if r.state == ACQUIRED]
-        return min(deadlines) if deadlines else None
+        return self.window.earliest_deadline()
+
+    @property
+    def records(self) -> Mapping[int, InFlight]:
+        """Every in-flight offset's fields, in offset order: a view for tests and debugging,
+        building one object per offset it is asked for."""
+        return _RecordsView(self)
 
     # --- acquisition ---------------------------------------------------------------------------
 
@@ -176,7 +200,8 @@ class SharePartitionState:
         half the limit (at least 2) on, a fetch stops before such a record's batch unless nothing
         was taken yet, and then takes only a shrinking part of it (halved at each further
         delivery)."""
-        acquired: list[int] = []
+        pieces: list[tuple[int, int, int]] = []  # (first, last, delivery count) acquired
+        taken_count = 0
         changed: set[int] = set()
         deadline = now_ms + limits.lock_duration_ms
         cursor = self.next_fetch_offset()
@@ -191,70 +216,88 @@ class SharePartitionState:
         room = limits.max_record_locks - self.in_flight_count()
         taken_new = 0
         stop = False
+        runs = self.window.runs
         for batch in batches:
-            if len(acquired) >= max_records or stop:
+            if taken_count >= max_records or stop:
                 break
             if batch.last_offset < self.start_offset:
                 continue
             # Offsets between the batches the log returned no longer exist (compaction,
             # a deleted segment): available ones there are archived, new ones skipped.
-            changed |= self._archive_missing(cursor, batch.base_offset)
+            self._archive_missing(cursor, batch.base_offset, changed)
             cursor = batch.last_offset + 1
             self.end_offset = max(self.end_offset, batch.base_offset)
-            taken_before = bool(acquired)  # from earlier batches of this fetch
+            taken_before = taken_count > 0  # from earlier batches of this fetch
             first = max(batch.base_offset, self.start_offset)
-            known = self._offsets_in(first, min(batch.last_offset, self.end_offset - 1))
+            known_last = min(batch.last_offset, self.end_offset - 1)
+            i = self.window.index(first)
+            has_known = known_last >= first and i < len(runs) and runs[i].first <= known_last
             new = range(max(first, self.end_offset), batch.last_offset + 1)
             if new and taken_new >= room:
                 # Only the released records this window already holds, and then stop: a later
                 # batch would move the end past this batch's offsets never taken, losing them.
                 new, stop = range(0), True
-                if not known:
+                if not has_known:
                     break
-            for offset in known:
-                if record_limit_mode and len(acquired) >= max_records:
+            while has_known and i < len(runs) and runs[i].first <= known_last:
+                if record_limit_mode and taken_count >= max_records:
                     break
-                record = self.records[offset]
-                if record.state != AVAILABLE:
+                if runs[i].state != AVAILABLE:
+                    i += 1
                     continue
+                i = self.window.carve(i, first, known_last)
+                run = runs[i]
                 if not batch.deliverable:
-                    record.state = ARCHIVED
-                    changed.add(offset)
+                    self.window.set(run, ARCHIVED)
+                    changed.update(range(run.first, run.last + 1))
+                    i += 1
                     continue
-                count = record.delivery_count
-                if (count >= throttle_from and taken_before) \
-                        or (limit > 2 and count == limit - 1 and acquired):
+                count = run.delivery_count
+                last_attempt = limit > 2 and count == limit - 1
+                if (count >= throttle_from and taken_before) or (last_attempt and taken_count):
                     stop = True  # it goes first in a later fetch
                     break
                 if count >= throttle_from and cap is None:
                     size = batch.last_offset - batch.base_offset + 1
                     cap = max(1, size >> (count - throttle_from + 1))
-                record.state = ACQUIRED
-                record.delivery_count += 1
-                record.member = member
-                record.deadline_ms = deadline
-                acquired.append(offset)
-                if cap is not None and len(acquired) >= cap:
+                length = take = len(run)
+                if record_limit_mode:
+                    take = min(take, max_records - taken_count)
+                if last_attempt:
+                    take = 1  # alone: the next record of its run would stop the fetch
+                if cap is not None:
+                    take = min(take, max(1, cap - taken_count))
+                if take < length:
+                    self.window.cut(i, run.first + take)
+                self.window.set(run, ACQUIRED, member, deadline)
+                run.delivery_count += 1
+                pieces.append((run.first, run.last, run.delivery_count))
+                taken_count += take
+                if cap is not None and taken_count >= cap:
                     stop = True
                     break
+                if take < length:
+                    if not (record_limit_mode and taken_count >= max_records):
+                        stop = True  # a record at its last attempt, taken alone
+                    break
+                i += 1
             if stop or not new:
                 continue
-            # Offsets never delivered: nothing to throttle, one pass (every record goes here).
-            records = self.records
+            # Offsets never delivered: nothing to throttle, one run (every record goes here).
             if not batch.deliverable:
-                for offset in new:
-                    records[offset] = InFlight(ARCHIVED)
+                self.window.add(Run(new.start, new.stop - 1, ARCHIVED))
                 changed.update(new)
                 taken = new
             else:
                 taken = new
                 if record_limit_mode:
-                    taken = taken[:max(0, max_records - len(acquired))]
+                    taken = taken[:max(0, max_records - taken_count)]
                 if cap is not None:
-                    taken = taken[:max(0, cap - len(acquired))]
-                for offset in taken:
-                    records[offset] = InFlight(ACQUIRED, 1, member, deadline)
-                acquired.extend(taken)
+                    taken = taken[:max(0, cap - taken_count)]
+                if taken:
+                    self.window.add(Run(taken.start, taken.stop - 1, ACQUIRED, 1, member, deadline))
+                    pieces.append((taken.start, taken.stop - 1, 1))
+                    taken_count += len(taken)
                 if len(taken) < len(new):
                     stop = True  # the record limit or the throttling cap: the rest waits
             if taken:
@@ -265,48 +308,19 @@ class SharePartitionState:
         cuts = set()
         if batch_size > 0 and not record_limit_mode:
             cuts = {b.base_offset for b in batches}
-        return self._ranges(acquired, cuts, batch_size), changed
+        return _ranges(pieces, cuts, batch_size), changed
 
-    def _offsets_in(self, first: int, last: int) -> list[int]:
-        """The offsets in flight within [first, last], in order; the cost is bounded by what is
-        in flight, not by the range (holes in a compacted log can be huge)."""
-        if last < first:
-            return []
-        if last - first < len(self.records):
-            return [o for o in range(first, last + 1) if o in self.records]
-        return [o for o in self.records if first <= o <= last]
-
-    def _archive_missing(self, first: int, end: int) -> set[int]:
+    def _archive_missing(self, first: int, end: int, changed: set[int]) -> None:
         """AVAILABLE records in [first, end) the log no longer has, archived."""
-        changed = set()
-        for offset in self._offsets_in(first, end - 1):
-            record = self.records[offset]
-            if record.state == AVAILABLE:
-                record.state = ARCHIVED
-                changed.add(offset)
-        return changed
-
-    def _ranges(self, offsets: list[int], cuts: set[int] = frozenset(),
-                batch_size: int = 0) -> list[Acquired]:
-        """Runs of consecutive ``offsets`` with one delivery count, cut at ``cuts`` once a run
-        holds ``batch_size`` offsets. One object per run, not per offset: this runs for every
-        record delivered."""
-        ranges: list[Acquired] = []
-        records = self.records
-        first = last = count = None
-        for offset in offsets:
-            record_count = records[offset].delivery_count
-            if first is not None and last + 1 == offset and count == record_count \
-                    and not (offset in cuts and offset - first >= batch_size):
-                last = offset
-                continue
-            if first is not None:
-                ranges.append(Acquired(first, last, count))
-            first = last = offset
-            count = record_count
-        if first is not None:
-            ranges.append(Acquired(first, last, count))
-        return ranges
+        runs = self.window.runs
+        i = self.window.index(first)
+        while i < len(runs) and runs[i].first < end:
+            if runs[i].state == AVAILABLE:
+                i = self.window.carve(i, first, end - 1)
+                run = runs[i]
+                self.window.set(run, ARCHIVED)
+                changed.update(range(run.first, run.last + 1))
+            i += 1
 
     # --- acknowledgement -----------------------------------------------------------------------
 
@@ -319,14 +333,14 @@ class SharePartitionState:
         offset are finished already and ignored (a batch wholly below it succeeds). ``before``,
         when given, receives the fields every record it changes had before, for :meth:`undo`
         (only those: copying the whole window would cost as much as the window is wide)."""
-        plan: list[tuple[int, InFlight, int]] = []
+        plan: list[tuple[int, int, int]] = []  # (first, last, acknowledge type), all checked
         # Batches may touch (the handler's order check allows it): an offset named twice is no
         # longer acquired the second time unless the first only renewed it. Only then is a
         # record of what each offset got needed.
         planned: dict[int, int] | None = None
         if any(b[0] <= a[1] for a, b in zip(batches, batches[1:])):
             planned = {}
-        records = self.records
+        runs = self.window.runs
         for first, last, types in batches:
             if first >= self.end_offset or last >= self.end_offset:
                 raise KafkaError(Errors.INVALID_REQUEST, f"offsets {first}-{last} reach past "
@@ -334,72 +348,94 @@ class SharePartitionState:
             if last < self.start_offset:
                 continue  # all done already (acknowledged, archived or expired): Kafka skips it
             # offsets not in flight are finished (below the start offset, or holes in the log)
-            single = types[0] if len(types) == 1 else None
-            for offset in self._offsets_in(max(first, self.start_offset), last):
-                record = records[offset]
-                ack = single if single is not None else types[offset - first]
-                if record.state != ACQUIRED or (planned is not None
-                                                and planned.get(offset, RENEW) != RENEW):
-                    raise KafkaError(Errors.INVALID_RECORD_STATE,
-                                     f"offset {offset} is not acquired")
-                if record.member != member:
-                    raise KafkaError(Errors.INVALID_RECORD_STATE,
-                                     f"offset {offset} is acquired by another member")
-                if ack == RENEW and not limits.renew_enabled:
-                    raise KafkaError(Errors.INVALID_RECORD_STATE, "the group's "
-                                     "share.renew.acknowledge.enable is false")
-                plan.append((offset, record, ack))
+            for low, high, ack in _segments(max(first, self.start_offset), last, first, types):
+                i = self.window.index(low)
+                while i < len(runs) and runs[i].first <= high:
+                    run = runs[i]
+                    lo, hi = max(low, run.first), min(high, run.last)
+                    if run.state != ACQUIRED:
+                        raise KafkaError(Errors.INVALID_RECORD_STATE,
+                                         f"offset {lo} is not acquired")
+                    if planned is not None:
+                        for offset in range(lo, hi + 1):
+                            if planned.get(offset, RENEW) != RENEW:
+                                raise KafkaError(Errors.INVALID_RECORD_STATE,
+                                                 f"offset {offset} is not acquired")
+                            if offset == lo:
+                                self._check_holder(run, lo, member, ack, limits)
+                    else:
+                        self._check_holder(run, lo, member, ack, limits)
+                    i += 1
+                plan.append((low, high, ack))
                 if planned is not None:
-                    planned[offset] = ack
-        if before is not None:
-            for offset, record, _ in plan:
-                if offset not in before:
-                    before[offset] = (record.state, record.delivery_count, record.member,
-                                      record.deadline_ms)
+                    planned.update(dict.fromkeys(range(low, high + 1), ack))
         changed: set[int] = set()
-        for offset, record, ack in plan:
-            if ack == RENEW:
-                record.deadline_ms = now_ms + limits.lock_duration_ms
-                continue
-            if ack == RELEASE:
-                self._release(record, limits, offset)
-            elif ack == REJECT and limits.dead_letter:
-                record.state = ARCHIVING
-                record.member = None
-                self.archiving_cause[offset] = CLIENT_REJECT
-            else:
-                record.state = ACK_TO_STATE[ack]
-                record.member = None
-            changed.add(offset)
+        cause_of = self.archiving_cause
+        # no offset twice in this call and none remembered yet: no check per offset needed
+        remember_all = before is not None and not before and planned is None
+        for low, high, ack in plan:
+            i = self.window.index(low)
+            while i < len(runs) and runs[i].first <= high:
+                i = self.window.carve(i, low, high)
+                run = runs[i]
+                if remember_all:
+                    before.update(dict.fromkeys(range(run.first, run.last + 1), run.fields()))
+                elif before is not None:
+                    fields = run.fields()
+                    for offset in range(run.first, run.last + 1):
+                        before.setdefault(offset, fields)
+                if ack == RENEW:
+                    self.window.renew(run, now_ms + limits.lock_duration_ms)
+                else:
+                    if ack == RELEASE:
+                        self._release(run, limits)
+                    elif ack == REJECT and limits.dead_letter:
+                        self.window.set(run, ARCHIVING)
+                        cause_of.update(dict.fromkeys(range(run.first, run.last + 1),
+                                                      CLIENT_REJECT))
+                    else:
+                        self.window.set(run, ACK_TO_STATE[ack])
+                    changed.update(range(run.first, run.last + 1))
+                i += 1
         self.advance_start()
         return changed
 
-    def _release(self, record: InFlight, limits: Limits, offset: int) -> None:
-        record.member = None
-        if record.delivery_count < limits.delivery_count_limit:
-            record.state = AVAILABLE
+    @staticmethod
+    def _check_holder(run: Run, offset: int, member: str, ack: int, limits: Limits) -> None:
+        if run.member != member:
+            raise KafkaError(Errors.INVALID_RECORD_STATE,
+                             f"offset {offset} is acquired by another member")
+        if ack == RENEW and not limits.renew_enabled:
+            raise KafkaError(Errors.INVALID_RECORD_STATE, "the group's "
+                             "share.renew.acknowledge.enable is false")
+
+    def _release(self, run: Run, limits: Limits) -> None:
+        if run.delivery_count < limits.delivery_count_limit:
+            self.window.set(run, AVAILABLE)
         elif limits.dead_letter:
-            record.state = ARCHIVING
-            self.archiving_cause[offset] = DELIVERY_COUNT_EXCEEDED
+            self.window.set(run, ARCHIVING)
+            self.archiving_cause.update(dict.fromkeys(range(run.first, run.last + 1),
+                                                      DELIVERY_COUNT_EXCEEDED))
         else:
-            record.state = ARCHIVED
+            self.window.set(run, ARCHIVED)
 
     def release_member(self, member: str, limits: Limits) -> set[int]:
         """A member's share session closed: its acquired records go back (or are archived)."""
         changed = set()
-        for offset in self.acquired_by(member):
-            self._release(self.records[offset], limits, offset)
-            changed.add(offset)
+        for run in self.window.runs:
+            if run.state == ACQUIRED and run.member == member:
+                self._release(run, limits)
+                changed.update(range(run.first, run.last + 1))
         self.advance_start()
         return changed
 
     def expire_locks(self, now_ms: int, limits: Limits) -> set[int]:
-        """Release every record whose acquisition lock has run out."""
+        """Release every record whose acquisition lock has run out (those only: the deadlines
+        are a heap)."""
         changed = set()
-        for offset, record in self.records.items():
-            if record.state == ACQUIRED and record.deadline_ms <= now_ms:
-                self._release(record, limits, offset)
-                changed.add(offset)
+        for run in self.window.pop_expired(now_ms):
+            self._release(run, limits)
+            changed.update(range(run.first, run.last + 1))
         self.advance_start()
         return changed
 
@@ -410,21 +446,33 @@ class SharePartitionState:
         them when None), in offset order. A record loaded in ARCHIVING has no cause remembered:
         as Kafka, the delivery limit when its count reached ``limit``, else a client reject
         (the caller passes the limit through :meth:`cause_of`)."""
-        records = self.records
-        wanted = records if offsets is None else sorted(o for o in offsets if o in records)
-        return [(o, records[o].delivery_count, self.archiving_cause.get(o, ""))
-                for o in wanted if records[o].state == ARCHIVING]
+        cause_of = self.archiving_cause
+        if offsets is None:
+            return [(offset, run.delivery_count, cause_of.get(offset, ""))
+                    for run in self.window.runs if run.state == ARCHIVING
+                    for offset in range(run.first, run.last + 1)]
+        ordered = sorted(offsets)
+        return [(offset, run.delivery_count, cause_of.get(offset, ""))
+                for i, k, run in self.window.slices(ordered) if run.state == ARCHIVING
+                for offset in ordered[i:k]]
 
     def finish_archiving(self, offsets) -> set[int]:
         """The dead-letter write of ``offsets`` is over (written or given up): those still
         ARCHIVING become ARCHIVED; returns them (to persist)."""
         changed = set()
+        offsets = sorted(set(offsets))
         for offset in offsets:
-            record = self.records.get(offset)
             self.archiving_cause.pop(offset, None)
-            if record is not None and record.state == ARCHIVING:
-                record.state = ARCHIVED
-                changed.add(offset)
+        runs = self.window.runs
+        for low, high in consecutive(offsets):
+            i = self.window.index(low)
+            while i < len(runs) and runs[i].first <= high:
+                if runs[i].state == ARCHIVING:
+                    i = self.window.carve(i, low, high)
+                    run = runs[i]
+                    self.window.set(run, ARCHIVED)
+                    changed.update(range(run.first, run.last + 1))
+                i += 1
         if changed:
             self.advance_start()
         return changed
@@ -433,44 +481,64 @@ class SharePartitionState:
 
     def fields(self, offsets) -> dict[int, tuple | None]:
         """What ``offsets`` hold now (None for those no longer in flight), for :meth:`undo`."""
-        return {offset: _fields(self.records.get(offset)) for offset in offsets}
+        found = dict.fromkeys(offsets)
+        ordered = sorted(found)
+        for i, k, run in self.window.slices(ordered):
+            found.update(dict.fromkeys(ordered[i:k], run.fields()))
+        return found
 
     def undo(self, before: dict[int, tuple], changed: set[int], after: dict[int, tuple | None]
              ) -> None:
         """Put the ``changed`` offsets back as ``before`` had them, except those something else
         changed since (``after`` holds what the undone operation left): a released record that
         another member acquired meanwhile stays with that member."""
-        reinserted = []
-        for offset in changed:
+        now = self.fields(changed)
+        # (first, last, fields before, whether in flight now): consecutive offsets to restore
+        spans: list[list] = []
+        for offset in sorted(changed):
             old = before.get(offset)
-            record = self.records.get(offset)
-            if old is None or _fields(record) != after[offset]:
+            if old is None or now[offset] != after[offset]:
                 continue
-            if record is None:
-                record = self.records[offset] = InFlight(AVAILABLE)
-                reinserted.append(offset)
-            record.state, record.delivery_count, record.member, record.deadline_ms = old
-            if record.state != ARCHIVING:
-                self.archiving_cause.pop(offset, None)
+            present = now[offset] is not None
+            span = spans[-1] if spans else None
+            if span and span[1] + 1 == offset and span[2] == old and span[3] == present:
+                span[1] = offset
+            else:
+                spans.append([offset, offset, old, present])
+        runs = self.window.runs
+        reinserted = []
+        for first, last, old, present in spans:
+            if present:
+                i = self.window.index(first)
+                while i < len(runs) and runs[i].first <= last:
+                    i = self.window.carve(i, first, last)
+                    self._restore(runs[i], old)
+                    i += 1
+            else:  # below the start offset by now: back in the window
+                self.window.add(Run(first, last, *old))
+                reinserted.append(first)
+            if old[0] != ARCHIVING:
+                for offset in range(first, last + 1):
+                    self.archiving_cause.pop(offset, None)
         if reinserted:
             self.start_offset = min(self.start_offset, min(reinserted))
-            self.records = dict(sorted(self.records.items()))  # keep offset order
+
+    def _restore(self, run: Run, fields: tuple) -> None:
+        state, run.delivery_count, member, run.deadline_ms = fields
+        self.window.set(run, state, member, run.deadline_ms)
 
     # --- start offset --------------------------------------------------------------------------
 
     def advance_start(self) -> bool:
         """Move the start offset past leading finished records; whether it moved."""
         before = self.start_offset
-        records = self.records
-        while self.start_offset < self.end_offset:
-            record = records.get(self.start_offset)
-            if record is None:  # a hole: jump to the lowest offset still in flight
-                self.start_offset = next(iter(records), self.end_offset)
-                continue
-            if record.state not in TERMINAL:
-                break
-            del records[self.start_offset]
-            self.start_offset += 1
+        runs = self.window.runs
+        done = 0
+        while done < len(runs) and runs[done].state in TERMINAL:
+            done += 1
+        self.window.drop_leading(done)
+        if self.start_offset < self.end_offset:
+            self.start_offset = runs[0].first if runs else self.end_offset
         return self.start_offset != before
 
     def move_start_to(self, log_start_offset: int) -> bool:
@@ -478,13 +546,24 @@ class SharePartitionState:
         longer be delivered, whatever their state (Kafka archives them too)."""
         if log_start_offset <= self.start_offset:
             return False
-        for offset in [o for o in self.records if o < log_start_offset]:
-            del self.records[offset]
-            self.archiving_cause.pop(offset, None)
+        runs = self.window.runs
+        gone = 0
+        while gone < len(runs) and runs[gone].last < log_start_offset:
+            self._forget_causes(runs[gone], runs[gone].last)
+            gone += 1
+        self.window.drop_leading(gone)
+        if runs and runs[0].first < log_start_offset:
+            self._forget_causes(runs[0], log_start_offset - 1)
+            self.window.trim_front(log_start_offset)
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self.advance_start()
         return True
+
+    def _forget_causes(self, run: Run, last: int) -> None:
+        if run.state == ARCHIVING:
+            for offset in range(run.first, last + 1):
+                self.archiving_cause.pop(offset, None)
 
     # --- persistence ---------------------------------------------------------------------------
 
@@ -492,27 +571,70 @@ class SharePartitionState:
         """The changed offsets still in flight, as runs of one state and delivery count. An
         ACQUIRED record is written as AVAILABLE: its lock does not survive a restart."""
         batches: list[StateBatch] = []
-        records = self.records
-        first = last = run = None
-        for offset in sorted(o for o in offsets if o in records):
-            record = records[offset]
-            key = (AVAILABLE if record.state == ACQUIRED else record.state, record.delivery_count)
-            if first is not None and last + 1 == offset and key == run:
-                last = offset
+        first = last = key = None
+        for low, high, run in self.window.spans(sorted(offsets)):
+            run_key = (AVAILABLE if run.state == ACQUIRED else run.state, run.delivery_count)
+            if first is not None and last + 1 == low and run_key == key:
+                last = high
                 continue
             if first is not None:
-                batches.append(StateBatch(first, last, *run))
-            first = last = offset
-            run = key
+                batches.append(StateBatch(first, last, *key))
+            first, last, key = low, high, run_key
         if first is not None:
-            batches.append(StateBatch(first, last, *run))
+            batches.append(StateBatch(first, last, *key))
         return batches
 
-    def delivery_complete_count(self) -> int:
-        return sum(1 for r in self.records.values() if r.state in TERMINAL)
+
+class _RecordsView(Mapping):
+    """:attr:`SharePartitionState.records`: offset -> :class:`InFlight`, a copy per lookup."""
+
+    def __init__(self, state: SharePartitionState):
+        self._state = state
+
+    def __getitem__(self, offset: int) -> InFlight:
+        run = self._state.window.run_at(offset)
+        if run is None:
+            raise KeyError(offset)
+        return InFlight(*run.fields())
+
+    def __iter__(self) -> Iterator[int]:
+        for run in self._state.window.runs:
+            yield from range(run.first, run.last + 1)
+
+    def __len__(self) -> int:
+        return self._state.in_flight_count()
 
 
-def _fields(record: InFlight | None) -> tuple | None:
-    if record is None:
-        return None
-    return record.state, record.delivery_count, record.member, record.deadline_ms
+def _segments(low: int, last: int, first: int, types: list[int]
+              ) -> Iterator[tuple[int, int, int]]:
+    """[low, last] of an acknowledgement batch starting at ``first`` as (first, last, type)
+    spans of one acknowledge type (``types`` has one per offset, or one for all)."""
+    if len(types) == 1:
+        yield low, last, types[0]
+        return
+    start = low
+    for offset in range(low + 1, last + 1):
+        if types[offset - first] != types[start - first]:
+            yield start, offset - 1, types[start - first]
+            start = offset
+    yield start, last, types[start - first]
+
+
+def _ranges(pieces: Iterable[tuple[int, int, int]], cuts: set[int] = frozenset(),
+            batch_size: int = 0) -> list[Acquired]:
+    """Acquired ``pieces`` (in offset order, each inside one log batch) joined into runs of
+    consecutive offsets with one delivery count, cut at ``cuts`` once a run holds
+    ``batch_size`` offsets."""
+    ranges: list[Acquired] = []
+    first = last = count = None
+    for low, high, piece_count in pieces:
+        if first is not None and last + 1 == low and count == piece_count \
+                and not (low in cuts and low - first >= batch_size):
+            last = high
+            continue
+        if first is not None:
+            ranges.append(Acquired(first, last, count))
+        first, last, count = low, high, piece_count
+    if first is not None:
+        ranges.append(Acquired(first, last, count))
+    return ranges
