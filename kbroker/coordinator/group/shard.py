@@ -26,7 +26,7 @@ from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group import txn_offsets
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
 from kbroker.coordinator.runtime import CoordinatorResult, Shard, now_ms
-from kbroker.protocol.errors import Errors
+from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.messages.group_metadata_value import GroupMetadataValue
 
 log = logging.getLogger("kbroker.coordinator.group")
@@ -193,6 +193,24 @@ class GroupShard(Shard):
             return None
         group = self.groups.get(group_id)
         return group if group is not None and group.state is not S.DEAD else None
+
+    def group_of_type(self, group_id: str, group_type: str):
+        """The group of this id if it is a ``group_type`` group ("classic", "consumer",
+        "streams", "share"); None when no group has the id. When a group of another type has
+        it: GROUP_ID_NOT_FOUND "Group X is not a <type> group." (Kafka's message). This is the
+        one place the rule "a group id names one group, of one type" is checked."""
+        for type_name, groups in (("consumer", self.consumer_groups),
+                                  ("streams", self.streams_groups),
+                                  ("share", self.share_groups)):
+            group = groups.get(group_id)
+            if group is not None:
+                break
+        else:
+            type_name, group = "classic", self.group(group_id)
+        if group is None or type_name == group_type:
+            return group
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND,
+                         f"Group {group_id} is not a {group_type} group.")
 
     def is_modern_group(self, group_id: str) -> bool:
         """Whether the id is a consumer, streams or share group (not a classic one)."""

@@ -76,11 +76,9 @@ def share_group_or_error(shard, group_id: str, create: bool = False):
     ``create``: a new, empty, unrecorded one) or of another type."""
     from kbroker.coordinator.group.share.group import ShareGroup
     from kbroker.protocol.errors import KafkaError
-    group = shard.share_groups.get(group_id)
+    group = shard.group_of_type(group_id, "share")
     if group is not None:
         return group
-    if shard.is_modern_group(group_id) or shard.group(group_id) is not None:
-        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
     if create:
         return ShareGroup(group_id)
     raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")

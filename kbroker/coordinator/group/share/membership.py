@@ -21,11 +21,8 @@ SESSION = "share-session"
 
 
 def share_group(shard, group_id: str):
-    group = shard.share_groups.get(group_id)
+    group = shard.group_of_type(group_id, "share")
     if group is None:
-        if group_id in shard.consumer_groups or group_id in shard.streams_groups or \
-                shard.group(group_id) is not None:
-            raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
     return group
 

@@ -263,22 +263,17 @@ def _set_endpoint_epoch(shard, gid: str, epoch: int) -> None:
 # --- the group, the member, the topology -----------------------------------------------------------
 
 def _group(shard, gid: str, joining: bool, records: list, committed: list) -> StreamsGroup:
-    group = shard.streams_groups.get(gid)
-    if group is not None:
-        return group
     if not joining:
-        return membership.streams_group(shard, gid)  # raises
-    if gid in shard.consumer_groups or gid in shard.share_groups:
-        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} is not a streams group.")
+        return membership.streams_group(shard, gid)
     classic = shard.group(gid)
-    if classic is not None:
-        if not classic.is_empty():
-            raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} is not a streams group.")
+    if classic is not None and classic.is_empty():
         from kbroker.coordinator.group.consumer import migration
         records.append(migration.classic_tombstone(gid))
         committed.append(lambda: shard.forget_classic_group(gid))
         log.info("group %s: converted the empty classic group to a streams group", gid)
-    return StreamsGroup(gid)
+        return StreamsGroup(gid)
+    group = shard.group_of_type(gid, "streams")
+    return group if group is not None else StreamsGroup(gid)
 
 
 def _throw_if_full(shard, group: StreamsGroup) -> None:

@@ -25,11 +25,8 @@ SESSION, REBALANCE = "streams-session", "streams-rebalance"
 
 
 def streams_group(shard, group_id: str):
-    group = shard.streams_groups.get(group_id)
+    group = shard.group_of_type(group_id, "streams")
     if group is None:
-        if group_id in shard.consumer_groups or group_id in shard.share_groups or \
-                shard.group(group_id) is not None:
-            raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
         raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
     return group
 
