@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from kbroker.coordinator.group import admin, heartbeat, leave, sync
 from kbroker.coordinator.group.join import JoinRequest, join
-from kbroker.coordinator.group.shard import JoinResult, SyncResult
+from kbroker.coordinator.group.parked import JoinResult, SyncResult
 from kbroker.coordinator.group.state import GroupState
 from kbroker.handlers import handles, share_group_offsets
 from kbroker.protocol.errors import Errors, KafkaError

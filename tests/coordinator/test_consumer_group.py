@@ -210,7 +210,7 @@ def _subscription(topics, owned=()):
 
 
 def _assignment(parts):
-    from kbroker.coordinator.group.consumer.migration import decode_assignment
+    from kbroker.coordinator.group.consumer.classic_protocol import decode_assignment
     a = decode_assignment(parts)
     return {tp.topic: sorted(tp.partitions) for tp in a.assigned_partitions}
 
@@ -240,7 +240,7 @@ def test_rolling_upgrade_and_downgrade():
         j1 = await _resolve(await _classic_join(shard, "", version=3))
         assert j1.error is Errors.NONE
         classic = shard.groups["g"]
-        from kbroker.coordinator.group.consumer.migration import encode_assignment
+        from kbroker.coordinator.group.consumer.classic_protocol import encode_assignment
         plan = {j1.member_id: encode_assignment({t: {0, 1, 2, 3}}, shard.image, 3)}
         synced = await _resolve(await shard.runtime.write(0, lambda s: sync.sync(
             s, "g", classic.generation, j1.member_id, None, None, None, plan)))

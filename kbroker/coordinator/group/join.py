@@ -14,7 +14,8 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from kbroker.coordinator.group.shard import GroupShard, JoinResult, SyncResult
+from kbroker.coordinator.group.parked import JoinResult, SyncResult
+from kbroker.coordinator.group.shard import GroupShard
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
 from kbroker.coordinator.runtime import CoordinatorResult, respond
 from kbroker.protocol.errors import Errors, KafkaError
@@ -59,9 +60,9 @@ def join(shard: GroupShard, req: JoinRequest) -> CoordinatorResult:
     consumer_group = shard.consumer_groups.get(req.group_id)
     if consumer_group is not None and not consumer_group.is_empty:
         # A classic member joining a consumer group (online migration, KIP-848).
-        from kbroker.coordinator.group.consumer import migration
+        from kbroker.coordinator.group.consumer import classic_members
         try:
-            return migration.join(shard, consumer_group, req)
+            return classic_members.join(shard, consumer_group, req)
         except KafkaError as exc:
             log.info("JoinGroup of member %r to consumer group %s: %s (%s)", req.member_id,
                      req.group_id, exc.error.name, exc.message)

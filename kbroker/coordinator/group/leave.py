@@ -20,8 +20,8 @@ def leave(shard: GroupShard, group_id: str, identities: list) -> CoordinatorResu
     error and one error per identity, in order."""
     consumer_group = shard.consumer_groups.get(group_id)
     if consumer_group is not None:
-        from kbroker.coordinator.group.consumer import migration
-        return migration.leave(shard, consumer_group, identities)
+        from kbroker.coordinator.group.consumer import classic_members
+        return classic_members.leave(shard, consumer_group, identities)
     if group_id in shard.share_groups:  # Kafka: no such member, per member
         return respond((Errors.NONE, [Errors.UNKNOWN_MEMBER_ID] * len(identities)))
     group = shard.group(group_id)

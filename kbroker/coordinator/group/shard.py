@@ -19,11 +19,11 @@ rebalance leaves a group empty); its callers put them into their CoordinatorResu
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 from kbroker.coordinator.group import modern
 from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group import txn_offsets
+from kbroker.coordinator.group.parked import JoinResult, SyncResult, answer_parked
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
 from kbroker.coordinator.runtime import CoordinatorResult, Shard, now_ms
 from kbroker.protocol.errors import Errors, KafkaError
@@ -31,26 +31,6 @@ from kbroker.protocol.messages.group_metadata_value import GroupMetadataValue
 
 log = logging.getLogger("kbroker.coordinator.group")
 S = GroupState
-
-
-@dataclass
-class JoinResult:
-    error: Errors
-    member_id: str = ""
-    generation: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    skip_assignment: bool = False
-    members: list = field(default_factory=list)  # [(member_id, instance id, metadata)], leader only
-
-
-@dataclass
-class SyncResult:
-    error: Errors
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
 
 
 class TopicChanges:
@@ -181,8 +161,7 @@ class GroupShard(Shard):
         """Members parked in JoinGroup/SyncGroup learn to find the new coordinator."""
         for group in self.groups.values():
             for member in group.members.values():
-                _answer_join(member, JoinResult(Errors.NOT_COORDINATOR, member.member_id))
-                _answer_sync(member, SyncResult(Errors.NOT_COORDINATOR))
+                answer_parked(member, Errors.NOT_COORDINATOR)
         self.groups.clear()
 
     # --- groups --------------------------------------------------------------------------------
@@ -251,6 +230,10 @@ class GroupShard(Shard):
         if group is not None:
             self._cancel_group_timers(group)
             del self.groups[group_id]
+
+    def install_classic_group(self, group: ClassicGroup) -> None:
+        """A consumer group became this classic group (its GroupMetadata record is on the log)."""
+        self.groups[group.group_id] = group
 
     def add_group(self, group_id: str) -> ClassicGroup | None:
         """The live group of a group the log now has (created by a join or a commit); none for
@@ -326,8 +309,7 @@ class GroupShard(Shard):
     def remove_member_and_update(self, group: ClassicGroup, member: Member, reason: str) -> list:
         group.remove(member.member_id)
         self.cancel(("session", group.group_id, member.member_id))
-        _answer_join(member, JoinResult(Errors.UNKNOWN_MEMBER_ID, member.member_id))
-        _answer_sync(member, SyncResult(Errors.UNKNOWN_MEMBER_ID))
+        answer_parked(member, Errors.UNKNOWN_MEMBER_ID)
         if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
             return self.prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
         if group.is_in(S.PREPARING_REBALANCE):
@@ -467,15 +449,3 @@ class GroupShard(Shard):
 def _timer(work):
     """A timer operation: ``work()`` changes membership and returns the records to write."""
     return lambda _shard: CoordinatorResult(work())
-
-
-def _answer_join(member: Member, result: JoinResult) -> None:
-    future, member.join_future = member.join_future, None
-    if future is not None and not future.done():
-        future.set_result(result)
-
-
-def _answer_sync(member: Member, result: SyncResult) -> None:
-    future, member.sync_future = member.sync_future, None
-    if future is not None and not future.done():
-        future.set_result(result)

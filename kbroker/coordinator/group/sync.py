@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kbroker.coordinator.group.shard import GroupShard, SyncResult
+from kbroker.coordinator.group.parked import SyncResult
+from kbroker.coordinator.group.shard import GroupShard
 from kbroker.coordinator.group.state import GroupState
 from kbroker.coordinator.runtime import CoordinatorResult, respond
 from kbroker.protocol.errors import Errors, KafkaError
@@ -36,9 +37,9 @@ def _sync(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
     if consumer_group is not None:
         if consumer_group.is_empty:
             return SyncResult(Errors.UNKNOWN_MEMBER_ID)
-        from kbroker.coordinator.group.consumer import migration
+        from kbroker.coordinator.group.consumer import classic_members
         try:
-            return migration.sync(shard, consumer_group, member_id, group_instance_id,
+            return classic_members.sync(shard, consumer_group, member_id, group_instance_id,
                                   generation_id, protocol_type, protocol_name)
         except KafkaError as exc:
             return SyncResult(exc.error)

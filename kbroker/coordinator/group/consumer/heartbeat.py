@@ -25,6 +25,7 @@ import logging
 import uuid
 from dataclasses import dataclass, replace
 
+from kbroker.coordinator.group import records as group_records
 from kbroker.coordinator.group.consumer import membership, migration
 from kbroker.coordinator.group.consumer import records as rec
 from kbroker.coordinator.group.consumer import settings, subscription, target
@@ -135,7 +136,7 @@ def group_for_heartbeat(shard, group_id: str, create: bool, records: list,
     if classic is not None and classic.is_empty():
         # An empty classic group (or one that only holds offsets) becomes a consumer group;
         # its offsets stay.
-        records.append(migration.classic_tombstone(group_id))
+        records.append(group_records.group_metadata_tombstone(group_id))
         committed.append(lambda: shard.forget_classic_group(group_id))
         log.info("group %s: converted the empty classic group to a consumer group", group_id)
         return ConsumerGroup(group_id)

@@ -27,6 +27,7 @@ import logging
 from dataclasses import dataclass, field, replace
 
 from kbroker.coordinator.group import modern
+from kbroker.coordinator.group import records as group_records
 from kbroker.coordinator.group.streams import membership
 from kbroker.coordinator.group.streams import records as rec
 from kbroker.coordinator.group.streams import settings, target
@@ -267,8 +268,7 @@ def _group(shard, gid: str, joining: bool, records: list, committed: list) -> St
         return membership.streams_group(shard, gid)
     classic = shard.group(gid)
     if classic is not None and classic.is_empty():
-        from kbroker.coordinator.group.consumer import migration
-        records.append(migration.classic_tombstone(gid))
+        records.append(group_records.group_metadata_tombstone(gid))
         committed.append(lambda: shard.forget_classic_group(gid))
         log.info("group %s: converted the empty classic group to a streams group", gid)
         return StreamsGroup(gid)
