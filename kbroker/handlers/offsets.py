@@ -114,10 +114,10 @@ def _fetch_group(ctx, group_id: str, topics, by_id: bool, require_stable: bool =
     try:
         check(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id)
         shard = ctx.groups.shard_for(group_id)
-        consumer_group = shard.consumer_groups.get(group_id)
+        consumer_group = shard.find_group(group_id, "consumer")
         if consumer_group is not None:  # v9+: a member fetches with its epoch (KIP-848)
             consumer_offsets.validate_fetch(consumer_group, member_id, member_epoch)
-        streams_group = shard.streams_groups.get(group_id)
+        streams_group = shard.find_group(group_id, "streams")
         if streams_group is not None:  # KIP-1071 members fetch with their epoch too
             streams_offsets.validate_fetch(streams_group, member_id, member_epoch)
     except KafkaError as exc:

@@ -33,7 +33,7 @@ def sync(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
 def _sync(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
           group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
           assignments: dict[str, bytes]):
-    consumer_group = shard.consumer_groups.get(group_id)
+    consumer_group = shard.find_group(group_id, "consumer")
     if consumer_group is not None:
         if consumer_group.is_empty:
             return SyncResult(Errors.UNKNOWN_MEMBER_ID)

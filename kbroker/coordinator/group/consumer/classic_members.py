@@ -103,9 +103,9 @@ def join(shard, group: ConsumerGroup, req):
             rebalance = False
         else:
             rebalance = True
-        result = membership.downgrade(shard, group, [], updated, None, f"Downgrade group {gid} from "
-                           f"consumer to classic with stale assignment." if rebalance else None,
-                           records, rebalance)
+        reason = f"Downgrade group {gid} from consumer to classic with stale assignment." \
+            if rebalance else None
+        result = membership.downgrade(shard, group, [], updated, None, reason, records, rebalance)
         result.response = JoinResult(Errors.NONE, updated.member_id, updated.member_epoch,
                                      CONSUMER, updated.classic.protocols[0][0], "", False, [])
         return result
@@ -120,7 +120,7 @@ def join(shard, group: ConsumerGroup, req):
 
     def joined():
         shard.cancel((membership.JOIN, gid, mid))
-        if gid in shard.consumer_groups:
+        if shard.find_group(gid, "consumer") is not None:
             membership.schedule_session(shard, gid, mid, session_ms)
             membership.schedule_sync(shard, gid, mid, rebalance_ms)
     return CoordinatorResult(records, response, on_committed=joined)

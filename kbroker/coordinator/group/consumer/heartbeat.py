@@ -137,7 +137,7 @@ def group_for_heartbeat(shard, group_id: str, create: bool, records: list,
         # An empty classic group (or one that only holds offsets) becomes a consumer group;
         # its offsets stay.
         records.append(group_records.group_metadata_tombstone(group_id))
-        committed.append(lambda: shard.forget_classic_group(group_id))
+        committed.append(lambda: shard.forget_classic_group(classic))
         log.info("group %s: converted the empty classic group to a consumer group", group_id)
         return ConsumerGroup(group_id)
     if classic is not None:

@@ -37,7 +37,7 @@ SESSION, REBALANCE, JOIN, SYNC = ("consumer-session", "consumer-rebalance", "con
 
 
 def consumer_group(shard, group_id: str) -> ConsumerGroup:
-    group = shard.consumer_groups.get(group_id)
+    group = shard.find_group(group_id, "consumer")
     if group is None:
         raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
     return group
@@ -154,7 +154,7 @@ def schedule_session(shard, group_id: str, member_id: str, timeout_ms: int | Non
 
 def schedule_rebalance(shard, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
     def expired(s):
-        group = s.consumer_groups.get(group_id)
+        group = s.find_group(group_id, "consumer")
         member = group.members.get(member_id) if group is not None else None
         if member is None or member.member_epoch != epoch:
             return CoordinatorResult()
@@ -185,7 +185,7 @@ def cancel_timers(shard, group_id: str, member_id: str) -> None:
 
 
 def fence_op(shard, group_id: str, member_id: str, reason: str) -> CoordinatorResult:
-    group = shard.consumer_groups.get(group_id)
+    group = shard.find_group(group_id, "consumer")
     member = group.members.get(member_id) if group is not None else None
     if member is None:
         return CoordinatorResult()
@@ -257,8 +257,8 @@ def downgrade(shard, group: ConsumerGroup, leaving, joining, response, reason,
     for member in classic.members.values():
         source = replaced.member_id if replaced is not None and joining is not None and \
             member.member_id == joining.member_id else member.member_id
-        member.assignment = encode_assignment(group.target_of(source), image,
-                                              protocol_version(member.metadata(classic.protocol_name)))
+        version = protocol_version(member.metadata(classic.protocol_name))
+        member.assignment = encode_assignment(group.target_of(source), image, version)
     records.append(shard.group_record(classic))
     for m in group.members.values():
         cancel_timers(shard, gid, m.member_id)
@@ -273,3 +273,7 @@ def downgrade(shard, group: ConsumerGroup, leaving, joining, response, reason,
                 shard.runtime.run(shard.partition_index, lambda s: CoordinatorResult(extra))
         log.info("group %s: converted the consumer group to a classic group", gid)
     return CoordinatorResult(records, response, on_committed=converted)
+
+
+def on_unloaded(shard, group) -> None:
+    """Nothing: its timers die with the shard (the runtime holds them), and no request waits."""

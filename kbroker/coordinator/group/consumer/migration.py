@@ -61,7 +61,7 @@ def upgrade(shard, classic: ClassicGroup, records: list, committed: list) -> Con
         answer_parked(member, Errors.REBALANCE_IN_PROGRESS)
 
     def converted():
-        shard.forget_classic_group(gid)
+        shard.forget_classic_group(classic)
         for m in group.members.values():
             membership.schedule_session(shard, gid, m.member_id, m.classic.session_timeout_ms)
     committed.append(converted)

@@ -72,7 +72,7 @@ def cancel_session(shard, group_id: str, member_id: str) -> None:
 
 
 def _expire(shard, group_id: str, member_id: str) -> CoordinatorResult:
-    group = shard.share_groups.get(group_id)
+    group = shard.find_group(group_id, "share")
     if group is None or member_id not in group.members:
         return CoordinatorResult()
     log.info("group %s: member %s of the share group expired after its session timeout",
@@ -86,3 +86,7 @@ def on_loaded(shard, group) -> None:
              len(group.members), group.group_epoch)
     for member in group.members.values():
         schedule_session(shard, group.group_id, member.member_id)
+
+
+def on_unloaded(shard, group) -> None:
+    """Nothing: its timers die with the shard (the runtime holds them), and no request waits."""

@@ -15,17 +15,20 @@ from dataclasses import replace
 from kbroker.coordinator.group.share import records as rec
 from kbroker.coordinator.group.share.group import INITIAL_EPOCH, ShareGroup, TopicInit
 from kbroker.coordinator.group.share.member import ShareGroupMember, partitions
-from kbroker.coordinator.timeline import TimelineDict
 
 TYPES = frozenset(rec.KEYS)
 
 
-def replay(groups: TimelineDict, record_type: int, key_view: memoryview,
-           value: bytes | None, replay_time_ms: int = 0) -> str:
+def replay(shard, record_type: int, key_view: memoryview, value: bytes | None) -> str:
+    """Apply one record to the shard's groups; returns the group id."""
     key = rec.decode_key(record_type, key_view)
     group_id = key.group_id
-    groups.touch(group_id)  # changed in place below: journaled first (a timeline map)
+    groups = shard.groups
     group = groups.get(group_id)
+    if not isinstance(group, ShareGroup):
+        group = None  # a record of a new group (a classic group of the id makes way: migration)
+    else:
+        groups.touch(group_id)  # changed in place below: journaled first (a timeline map)
     if value is None and group is None:
         return group_id
     v = rec.decode_value(record_type, value) if value is not None else None
@@ -69,7 +72,7 @@ def replay(groups: TimelineDict, record_type: int, key_view: memoryview,
                 old, member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
                 state=v.state, assigned=partitions(rec.partitions_of(v.assigned_partitions)))
     elif record_type == rec.STATE_PARTITION_METADATA:
-        now = replay_time_ms
+        now = shard.replay_time_ms
         if v is None:
             group.initializing, group.initialized, group.deleting = {}, {}, {}
             group.has_state_metadata = False

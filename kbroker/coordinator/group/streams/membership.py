@@ -84,14 +84,14 @@ def fence(shard, group, member, response) -> CoordinatorResult:
 
     def emptied() -> None:
         # Kafka forgets an application's shutdown request once its last member is gone.
-        now = shard.streams_groups.get(gid)
+        now = shard.find_group(gid, "streams")
         if now is not None and not now.members:
             now.shutdown_request_member_id = None
     return CoordinatorResult(records, response, on_committed=emptied)
 
 
 def fence_op(shard, group_id: str, member_id: str, reason: str) -> CoordinatorResult:
-    group = shard.streams_groups.get(group_id)
+    group = shard.find_group(group_id, "streams")
     member = group.members.get(member_id) if group is not None else None
     if member is None:
         return CoordinatorResult()
@@ -109,7 +109,7 @@ def schedule_session(shard, group_id: str, member_id: str) -> None:
 
 def schedule_rebalance(shard, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
     def expired(s):
-        group = s.streams_groups.get(group_id)
+        group = s.find_group(group_id, "streams")
         member = group.members.get(member_id) if group is not None else None
         if member is None or member.member_epoch != epoch:
             return CoordinatorResult()
@@ -135,3 +135,7 @@ def on_loaded(shard, group) -> None:
         if member.state is MemberState.UNREVOKED_TASKS:
             schedule_rebalance(shard, group.group_id, member.member_id, member.member_epoch,
                                member.rebalance_timeout_ms)
+
+
+def on_unloaded(shard, group) -> None:
+    """Nothing: its timers die with the shard (the runtime holds them), and no request waits."""

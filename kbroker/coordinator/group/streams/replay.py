@@ -15,17 +15,20 @@ from kbroker.coordinator.group.streams.member import (NO_TASKS, AssignedTasks, E
                                                       MemberState, StreamsGroupMember, TaskTuple,
                                                       tasks, tasks_with_epochs)
 from kbroker.coordinator.group.streams.topology import StreamsTopology
-from kbroker.coordinator.timeline import TimelineDict
 
 TYPES = frozenset(rec.KEYS)
 
 
-def replay(groups: TimelineDict, record_type: int, key_view: memoryview,
-           value: bytes | None, replay_time_ms: int = 0) -> str:
+def replay(shard, record_type: int, key_view: memoryview, value: bytes | None) -> str:
+    """Apply one record to the shard's groups; returns the group id."""
     key = rec.decode_key(record_type, key_view)
     group_id = key.group_id
-    groups.touch(group_id)  # changed in place below: journaled first (a timeline map)
+    groups = shard.groups
     group = groups.get(group_id)
+    if not isinstance(group, StreamsGroup):
+        group = None  # a record of a new group (a classic group of the id makes way: migration)
+    else:
+        groups.touch(group_id)  # changed in place below: journaled first (a timeline map)
     if value is None and group is None:
         return group_id
     v = rec.decode_value(record_type, value) if value is not None else None
