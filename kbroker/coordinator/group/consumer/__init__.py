@@ -18,9 +18,10 @@ Key files, one job each:
   Heartbeat, LeaveGroup); ``classic_protocol`` — the consumer embedded protocol they speak;
 - ``settings`` — group configs over the broker's ``group.consumer.*`` defaults.
 
-State and concurrency: a shard's consumer groups (``GroupShard.consumer_groups``) are wholly
-durable — an operation computes the next members and target, returns their records with the
-response, and the runtime's replay installs them; nothing else writes to a group. Timers live in
+State and concurrency: a shard's consumer groups (in ``GroupShard.groups`` with the other types:
+:mod:`kbroker.coordinator.group.types`) are wholly durable — an operation computes the next
+members and target, returns their records with the response, and the runtime's replay installs
+them; nothing else writes to a group. Timers live in
 the runtime, keyed per shard, and die with it. The design is shared with streams groups
 (KIP-1071): the same epochs, target assignment and reconciliation apply to tasks instead of
 partitions, with their own records and assignor.
