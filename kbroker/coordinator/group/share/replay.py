@@ -12,31 +12,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kbroker.coordinator.group.modern import group_to_replay
 from kbroker.coordinator.group.share import records as rec
 from kbroker.coordinator.group.share.group import INITIAL_EPOCH, ShareGroup, TopicInit
 from kbroker.coordinator.group.share.member import ShareGroupMember, partitions
-
-TYPES = frozenset(rec.KEYS)
 
 
 def replay(shard, record_type: int, key_view: memoryview, value: bytes | None) -> str:
     """Apply one record to the shard's groups; returns the group id."""
     key = rec.decode_key(record_type, key_view)
     group_id = key.group_id
-    groups = shard.groups
-    group = groups.get(group_id)
-    if not isinstance(group, ShareGroup):
-        group = None  # a record of a new group (a classic group of the id makes way: migration)
-    else:
-        groups.touch(group_id)  # changed in place below: journaled first (a timeline map)
-    if value is None and group is None:
+    group = group_to_replay(shard, ShareGroup, group_id, value)
+    if group is None:
         return group_id
     v = rec.decode_value(record_type, value) if value is not None else None
-    if group is None:
-        group = groups[group_id] = ShareGroup(group_id)
     if record_type == rec.GROUP_METADATA:
         if v is None:
-            del groups[group_id]
+            del shard.groups[group_id]
         else:
             group.group_epoch, group.metadata_hash = v.epoch, v.metadata_hash
     elif record_type == rec.MEMBER_METADATA:
