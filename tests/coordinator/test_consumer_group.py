@@ -322,3 +322,37 @@ def test_an_uncommitted_heartbeat_is_reverted_at_the_cost_of_its_group():
         assert list(shard.groups["g"].members) == ["m1"] and len(shard.timeline) == 0
         shard.runtime.unload(0)
     run(main())
+
+
+def test_an_upgrade_that_fails_to_commit_gives_the_classic_group_back():
+    """One map holds every group: the upgrade's consumer group replaces the live classic group
+    through the journal, so a failed commit puts the same classic object (members, generation)
+    back, and the classic protocol goes on as before."""
+    async def main():
+        from kbroker.coordinator.group import heartbeat as classic_heartbeat, sync
+        from kbroker.coordinator.group.consumer.classic_protocol import encode_assignment
+        shard = make_consumer_shard(**{"group.initial.rebalance.delay.ms": 0})
+        t = shard.controller.add_topic("t", 2)
+        j1 = await _resolve(await _classic_join(shard, "", version=3))
+        classic = shard.groups["g"]
+        plan = {j1.member_id: encode_assignment({t: {0, 1}}, shard.image, 3)}
+        synced = await _resolve(await shard.runtime.write(0, lambda s: sync.sync(
+            s, "g", classic.generation, j1.member_id, None, None, None, plan)))
+        assert synced.error is Errors.NONE
+        before = shard.durable_state()
+        shard.partition.hold_commits = True
+        pending = asyncio.ensure_future(hb(shard, member="c1"))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert shard.groups["g"].group_type == "consumer"  # replayed, not committed
+        shard.partition.fail(KafkaError(Errors.NOT_LEADER_OR_FOLLOWER))
+        with pytest.raises(KafkaError):
+            await pending
+        assert shard.groups["g"] is classic and list(classic.members) == [j1.member_id]
+        assert shard.durable_state() == before and len(shard.timeline) == 0
+        shard.partition.hold_commits = False
+        err = await shard.runtime.write(0, lambda s: classic_heartbeat.heartbeat(
+            s, "g", classic.generation, j1.member_id, None))
+        assert err is Errors.NONE
+        shard.runtime.unload(0)
+    run(main())
