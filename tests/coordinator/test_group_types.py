@@ -14,7 +14,8 @@ from kbroker.coordinator.group.consumer.group import ConsumerGroup
 from kbroker.coordinator.group.share.group import ShareGroup
 from kbroker.coordinator.group.state import ClassicGroup
 from kbroker.coordinator.group.streams.group import StreamsGroup
-from kbroker.coordinator.group.types import BY_NAME, BY_RECORD_TYPE, GROUP_TYPES, Group
+from kbroker.coordinator.group.registry import BY_NAME, BY_RECORD_TYPE, GROUP_TYPES
+from kbroker.coordinator.group.types import Group
 from kbroker.protocol.errors import Errors, KafkaError
 from tests.coordinator.consumer_fakes import make_consumer_shard
 

@@ -4,19 +4,20 @@ groups in ``consumer/``, KIP-1071 streams groups in ``streams/``, KIP-932 share 
 
 Key files: ``coordinator`` (the facade the handlers call: group -> shard routing, offset expiry
 task), ``shard`` (one partition's groups and offsets, replay, the classic rebalance core and
-timers), ``types`` (the Group interface every group type implements, and the registry of group
-types), ``state`` (ClassicGroup, Member, and the transitions table), ``classic`` (classic groups
-as a registered type: their record's replay, load and unload), ``parked`` (the answers to a
-classic member's parked JoinGroup/SyncGroup), one module per sub-protocol (``join``, ``sync``,
-``heartbeat``, ``leave``, ``offsets``, ``admin``), ``records`` (Kafka's record formats), ``modern``
-(what the consumer, streams and share groups share).
+timers), ``types`` (the Group interface every group type implements), ``registry`` (the group
+types: the records each owns, its replay and membership modules), ``state`` (ClassicGroup, Member,
+and the transitions table), ``classic`` (classic groups as a registered type: their record's
+replay, load and unload), ``parked`` (the answers to a classic member's parked
+JoinGroup/SyncGroup), one module per sub-protocol (``join``, ``sync``, ``heartbeat``, ``leave``,
+``offsets``, ``admin``), ``records`` (Kafka's record formats), ``modern`` (what the consumer,
+streams and share groups share).
 
 The group interface: a shard keeps one map of groups (``GroupShard.groups``: group id -> a
 ClassicGroup, ConsumerGroup, StreamsGroup or ShareGroup, each implementing
 :class:`types.Group`) and dispatches by the object: listing, deletion, OffsetDelete, offset
 expiry, the durable view. ``GroupShard.group_of_type`` is the one place the id-collision rule
 lives ("the group of this id if it is of type T, else Kafka's GROUP_ID_NOT_FOUND"). Replay finds
-the type that owns a record type in ``types.GROUP_TYPES``. Adding a group type: a package (the
+the type that owns a record type in ``registry.GROUP_TYPES``. Adding a group type: a package (the
 group class implementing ``Group``, its records, ``replay`` and ``membership`` modules and its
 operations) and one line in ``GROUP_TYPES``.
 

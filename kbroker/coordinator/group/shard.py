@@ -3,8 +3,8 @@
 Every group, whatever its type, is one object in one map, ``groups`` (group id -> a
 :class:`kbroker.coordinator.group.types.Group`). The shard dispatches by the object (listing,
 deletion, expiry, OffsetDelete, its durable view: :mod:`kbroker.coordinator.group.types`), replays
-each record type into the type that owns it through the registry there, and owns the rule that a
-group id names one group of one type (:meth:`GroupShard.group_of_type`).
+each record type into the type that owns it (:mod:`kbroker.coordinator.group.registry`), and owns
+the rule that a group id names one group of one type (:meth:`GroupShard.group_of_type`).
 
 Two kinds of state, kept apart:
 - durable (``offsets``, ``persisted``, the consumer, streams and share groups of ``groups``,
@@ -35,7 +35,8 @@ from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group import txn_offsets
 from kbroker.coordinator.group.parked import JoinResult, SyncResult, answer_parked
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
-from kbroker.coordinator.group.types import BY_NAME, BY_RECORD_TYPE, Group
+from kbroker.coordinator.group.registry import BY_NAME, BY_RECORD_TYPE
+from kbroker.coordinator.group.types import Group
 from kbroker.coordinator.runtime import CoordinatorResult, Shard, now_ms
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.messages.group_metadata_value import GroupMetadataValue

@@ -1,4 +1,4 @@
-"""The group interface: what the shard asks of a group of any type, and the registry of types.
+"""The group interface: what the shard asks of a group of any type.
 
 Every group of a shard, whatever its type, is one object in one map (``GroupShard.groups``,
 group id -> group): a :class:`ClassicGroup`, ``ConsumerGroup``, ``StreamsGroup`` or ``ShareGroup``,
@@ -10,7 +10,8 @@ their records replay into the map. A classic group's durable part is its last Gr
 JoinGroup/SyncGroup requests), in memory as in Kafka, installed once its record is committed.
 
 Each type is a package (classic groups live in the group package itself, ``classic.py``),
-registered in :data:`GROUP_TYPES` with the record types it owns and two of its modules:
+registered in :data:`kbroker.coordinator.group.registry.GROUP_TYPES` with the record types it
+owns and two of its modules:
 
 - its replay module: ``replay(shard, record_type, key_view, value)`` applies one of its records
   to the shard's durable maps (pure: no clock, timers or futures);
@@ -19,9 +20,9 @@ registered in :data:`GROUP_TYPES` with the record types it owns and two of its m
   moves to another broker (parked requests told NOT_COORDINATOR).
 
 Adding a group type: write its package (the group class implementing :class:`Group`, its records,
-replay, membership and operations), then add one line to :data:`GROUP_TYPES`. Its modules are
-imported on the first record of the type, so a shard holding only classic groups and offsets never
-imports the others.
+replay, membership and operations), then add one line to ``registry.GROUP_TYPES``. Its modules
+are imported on the first record of the type, so a shard holding only classic groups and offsets
+never imports the others.
 
 A type's Describe API (DescribeGroups, ConsumerGroupDescribe, StreamsGroupDescribe,
 ShareGroupDescribe) reads its own type's object through ``group_of_type``; what it reports is the
@@ -30,17 +31,14 @@ type's own, so describing is not part of the shared interface.
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
-from types import ModuleType
 from typing import ClassVar, Protocol
 
-from kbroker.coordinator.group.records import GROUP_METADATA_TYPE, CommittedOffset
+from kbroker.coordinator.group.records import CommittedOffset
 from kbroker.protocol.errors import Errors
 
 
 class Group(Protocol):
-    group_type: ClassVar[str]  # as ListGroups reports it: "classic", "consumer", "streams", "share"
+    group_type: ClassVar[str]  # as ListGroups names it: "classic", "consumer", "streams", "share"
     group_id: str
     members: dict
 
@@ -104,37 +102,3 @@ class ModernGroup:
         copy = self.copy()
         names = getattr(copy, "__slots__", None) or vars(copy)
         return {name: getattr(copy, name) for name in names}
-
-
-@dataclass(frozen=True)
-class GroupType:
-    name: str
-    record_types: frozenset[int]
-    replay_module: str
-    membership_module: str
-
-    def replay(self) -> ModuleType:
-        return importlib.import_module(self.replay_module)
-
-    def membership(self) -> ModuleType:
-        return importlib.import_module(self.membership_module)
-
-
-_G = "kbroker.coordinator.group"
-
-# The group types, one line each: name, the record types it owns (Kafka's numbers), its replay
-# and membership modules.
-GROUP_TYPES = (
-    GroupType("classic", frozenset({GROUP_METADATA_TYPE}), f"{_G}.classic", f"{_G}.classic"),
-    GroupType("consumer", frozenset({3, 4, 5, 6, 7, 8, 16}), f"{_G}.consumer.replay",
-              f"{_G}.consumer.membership"),
-    GroupType("share", frozenset({10, 11, 12, 13, 14, 15}), f"{_G}.share.replay",
-              f"{_G}.share.membership"),
-    GroupType("streams", frozenset({17, 19, 20, 21, 22, 23}), f"{_G}.streams.replay",
-              f"{_G}.streams.membership"),
-)
-BY_NAME = {t.name: t for t in GROUP_TYPES}
-BY_RECORD_TYPE = {record_type: t for t in GROUP_TYPES for record_type in t.record_types}
-if len(BY_NAME) != len(GROUP_TYPES) or \
-        len(BY_RECORD_TYPE) != sum(len(t.record_types) for t in GROUP_TYPES):
-    raise ImportError("two group types share a name or a record type")
