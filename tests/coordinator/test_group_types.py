@@ -43,7 +43,8 @@ def test_every_type_has_its_modules_and_a_class_implementing_group(group_type):
     cls = CLASSES[group_type.name]
     assert cls.group_type == group_type.name
     for name in ("list_entry", "delete_error", "tombstones", "guarded_topics",
-                 "expired_offsets", "expires_with_offsets", "durable_view"):
+                 "expired_offsets", "expires_with_offsets", "durable_view",
+                 "validate_offset_fetch"):
         assert callable(getattr(cls, name)), (cls, name)
     assert {"state", "list_entry", "durable_view"} <= set(dir(Group))
 

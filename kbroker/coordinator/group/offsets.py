@@ -26,7 +26,7 @@ import logging
 
 from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group.shard import GroupShard
-from kbroker.coordinator.group.state import GroupState, classic_expired_offsets
+from kbroker.coordinator.group.state import ClassicGroup, GroupState, classic_expired_offsets
 from kbroker.coordinator.group.sync import validate_member
 from kbroker.coordinator.runtime import CoordinatorResult, now_ms, respond
 from kbroker.protocol.errors import Errors, KafkaError
@@ -46,20 +46,12 @@ def validate_commit(shard: GroupShard, group_id: str, generation_id: int, member
     rebalance. A consumer-protocol group has its own rules
     (:func:`kbroker.coordinator.group.consumer.offsets.validate_commit`), which may return a
     per-partition validator for :func:`commit`; a classic group returns None."""
-    if shard.find_group(group_id, "share") is not None:
-        # Kafka: a share group keeps no committed offsets (its share partitions do).
-        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-    streams_group = shard.find_group(group_id, "streams")
-    if streams_group is not None:
-        from kbroker.coordinator.group.streams import offsets as streams_offsets
-        return streams_offsets.validate_commit(streams_group, member_id, group_instance_id,
-                                               generation_id, transactional, api_version)
-    consumer_group = shard.find_group(group_id, "consumer")
-    if consumer_group is not None:
-        from kbroker.coordinator.group.consumer import offsets as consumer_offsets
-        return consumer_offsets.validate_commit(consumer_group, member_id, group_instance_id,
-                                                generation_id, transactional, api_version)
-    group = shard.group(group_id)
+    group = shard.find_group(group_id)
+    if group is not None and group.group_type != ClassicGroup.group_type:
+        # Each type's own rules; a share group keeps no committed offsets (its share partitions
+        # do): "not a consumer group", as Kafka.
+        return group.validate_offset_commit(member_id, group_instance_id, generation_id,
+                                            transactional, api_version)
     if group is None:
         if generation_id < 0:
             return

@@ -234,6 +234,9 @@ class ClassicGroup:
     def durable_view(self):
         return None  # its record is GroupShard.persisted's
 
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        pass  # classic members fetch without an epoch
+
     # --- persistence ---------------------------------------------------------------------------
 
     def to_record(self, assignments: dict[str, bytes] | None = None) -> GroupMetadataValue:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import ClassVar, Protocol
 
 from kbroker.coordinator.group.records import CommittedOffset
-from kbroker.protocol.errors import Errors
+from kbroker.protocol.errors import Errors, KafkaError
 
 
 class Group(Protocol):
@@ -72,6 +72,9 @@ class Group(Protocol):
         """What the log says of the group, comparable with ``==`` (None: nothing, as for a
         classic group, whose record is kept apart)."""
 
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        """OffsetFetch v9+ with a member: raises KafkaError when the member may not fetch."""
+
 
 class ModernGroup:
     """What the consumer, streams and share groups share: their state follows from their
@@ -97,6 +100,17 @@ class ModernGroup:
 
     def expires_with_offsets(self, expired: int, committed: int) -> bool:
         return self.is_empty and expired == committed and expired > 0
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        pass  # a share group keeps no offsets; the consumer and streams groups check epochs
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, epoch: int,
+                               transactional: bool, api_version: int):
+        """OffsetCommit or TxnOffsetCommit: None (every partition may be committed) or a
+        validator ``(topic, topic_id, partition)``; raises KafkaError for the whole request.
+        (A classic group's rules need its shard: ``offsets.validate_commit``.)"""
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND,
+                         f"Group {self.group_id} is not a consumer group.")
 
     def durable_view(self):
         copy = self.copy()

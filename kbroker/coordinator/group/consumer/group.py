@@ -27,7 +27,7 @@ import enum
 import uuid
 from dataclasses import dataclass
 
-from kbroker.coordinator.group.consumer import records
+from kbroker.coordinator.group.consumer import offsets, records
 from kbroker.coordinator.group.consumer.member import ConsumerGroupMember, MemberState
 from kbroker.coordinator.group.modern import group_hash, topic_hash  # noqa: F401 (re-exported)
 from kbroker.coordinator.group.types import ModernGroup
@@ -122,6 +122,14 @@ class ConsumerGroup(ModernGroup):
 
     def guarded_topics(self) -> set[str]:
         return set(self.subscribed)  # by name or by regex
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, epoch: int,
+                               transactional: bool, api_version: int):
+        return offsets.validate_commit(self, member_id, instance_id, epoch, transactional,
+                                       api_version)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        offsets.validate_fetch(self, member_id, member_epoch)  # v9+ with its epoch (KIP-848)
 
     # --- members -------------------------------------------------------------------------------
 

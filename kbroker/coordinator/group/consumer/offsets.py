@@ -12,7 +12,6 @@ without member, epoch and instance is accepted whatever the group's state.
 
 from __future__ import annotations
 
-from kbroker.coordinator.group.consumer.group import ConsumerGroup
 from kbroker.protocol.errors import Errors, KafkaError
 
 CONSUMER_PROTOCOL_COMMIT_VERSION = 9
@@ -23,7 +22,7 @@ def _stale(classic: bool, message: str) -> KafkaError:
                       message)
 
 
-def validate_commit(group: ConsumerGroup, member_id: str, instance_id: str | None, epoch: int,
+def validate_commit(group, member_id: str, instance_id: str | None, epoch: int,
                     transactional: bool, api_version: int):
     """None (accept every partition) or a validator ``(topic, topic_id, partition)`` that
     raises KafkaError. Raises KafkaError for the whole request."""
@@ -59,7 +58,7 @@ def validate_commit(group: ConsumerGroup, member_id: str, instance_id: str | Non
     return validate
 
 
-def validate_fetch(group: ConsumerGroup, member_id: str | None, epoch: int) -> None:
+def validate_fetch(group, member_id: str | None, epoch: int) -> None:
     if member_id is None and epoch < 0:
         return
     member = group.members.get(member_id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 
-from kbroker.coordinator.group.streams import records
+from kbroker.coordinator.group.streams import offsets, records
 from kbroker.coordinator.group.streams.member import StreamsGroupMember, TaskTuple
 from kbroker.coordinator.group.types import ModernGroup
 
@@ -80,6 +80,14 @@ class StreamsGroup(ModernGroup):
         if self.is_empty or self.topology is None:
             return set()
         return set(self.topology.source_topic_subtopologies())
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, epoch: int,
+                               transactional: bool, api_version: int):
+        return offsets.validate_commit(self, member_id, instance_id, epoch, transactional,
+                                       api_version)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        offsets.validate_fetch(self, member_id, member_epoch)  # KIP-1071 members: their epoch
 
     @property
     def state(self) -> StreamsGroupState:
