@@ -86,6 +86,15 @@ class ModernGroup:
     def list_entry(self) -> tuple[str, str, str, str]:
         return self.group_id, self.group_type, self.state.value, self.group_type
 
+    def member(self, member_id: str):
+        """The member; UNKNOWN_MEMBER_ID with Kafka's message when the group has none of that
+        id."""
+        member = self.members.get(member_id)
+        if member is None:
+            raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
+                             f"Member {member_id} is not a member of group {self.group_id}.")
+        return member
+
     def delete_error(self) -> Errors:
         return Errors.NONE if self.is_empty else Errors.NON_EMPTY_GROUP
 

@@ -128,7 +128,7 @@ def join(shard, group: ConsumerGroup, req):
 
 def _classic_member(group: ConsumerGroup, member_id: str, instance_id: str | None):
     if instance_id is None:
-        member = membership.member_of(group, member_id)
+        member = group.member(member_id)
     else:
         member = group.static_member(instance_id)
         if member is None:
@@ -208,7 +208,7 @@ def leave(shard, group: ConsumerGroup, identities: list) -> CoordinatorResult:
     for member_id, instance_id, reason in identities:
         try:
             if instance_id is None:
-                member = membership.member_of(group, member_id)
+                member = group.member(member_id)
             else:
                 member = group.static_member(instance_id)
                 if member is None:

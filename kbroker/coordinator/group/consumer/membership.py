@@ -43,14 +43,6 @@ def consumer_group(shard, group_id: str) -> ConsumerGroup:
     return group
 
 
-def member_of(group: ConsumerGroup, member_id: str):
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
-    return member
-
-
 def static_member_of(group: ConsumerGroup, instance_id: str, member_id: str):
     member = group.static_member(instance_id)
     if member is None:
@@ -69,7 +61,7 @@ def static_member_of(group: ConsumerGroup, instance_id: str, member_id: str):
 def leave(shard, group_id: str, member_id: str, instance_id: str | None, epoch: int, response):
     group = consumer_group(shard, group_id)
     if instance_id is None:
-        member = member_of(group, member_id)
+        member = group.member(member_id)
         log.info("group %s: member %s left the consumer group", group_id, member_id)
         return fence(shard, group, [member], response)
     member = static_member_of(group, instance_id, member_id)

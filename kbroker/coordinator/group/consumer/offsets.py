@@ -30,10 +30,7 @@ def validate_commit(group, member_id: str, instance_id: str | None, epoch: int,
         return None
     if transactional and epoch == -1 and member_id == "" and instance_id is None:
         return None
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
+    member = group.member(member_id)
     classic = member.uses_classic_protocol
     if not transactional and not classic and api_version < CONSUMER_PROTOCOL_COMMIT_VERSION:
         raise KafkaError(Errors.UNSUPPORTED_VERSION, "OffsetCommit version 9 or above must be "
@@ -61,10 +58,7 @@ def validate_commit(group, member_id: str, instance_id: str | None, epoch: int,
 def validate_fetch(group, member_id: str | None, epoch: int) -> None:
     if member_id is None and epoch < 0:
         return
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
+    member = group.member(member_id)
     if epoch != member.member_epoch:
         if member.uses_classic_protocol:
             raise KafkaError(Errors.ILLEGAL_GENERATION,

@@ -27,17 +27,9 @@ def share_group(shard, group_id: str):
     return group
 
 
-def member_of(group, member_id: str):
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
-    return member
-
-
 def leave(shard, group_id: str, member_id: str, response) -> CoordinatorResult:
     group = share_group(shard, group_id)
-    member = member_of(group, member_id)
+    member = group.member(member_id)
     log.info("group %s: member %s left the share group", group_id, member_id)
     return CoordinatorResult(fence_records(shard, group, member.member_id), response,
                              on_committed=lambda: cancel_session(shard, group_id, member_id))

@@ -31,14 +31,6 @@ def streams_group(shard, group_id: str):
     return group
 
 
-def member_of(group, member_id: str):
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
-    return member
-
-
 def static_member_of(group, instance_id: str, member_id: str):
     member = group.static_member(instance_id)
     if member is None:
@@ -54,7 +46,7 @@ def leave(shard, group_id: str, member_id: str, instance_id: str | None, epoch: 
           response) -> CoordinatorResult:
     group = streams_group(shard, group_id)
     if instance_id is None:
-        member = member_of(group, member_id)
+        member = group.member(member_id)
         log.info("group %s: member %s left the streams group", group_id, member_id)
         return fence(shard, group, member, response)
     member = static_member_of(group, instance_id, member_id)
