@@ -253,6 +253,11 @@ class GroupShard(Shard):
 
     def _session_expired(self, group: ClassicGroup, member_id: str) -> list:
         if self.groups.get(group.group_id) is not group:
+            member = group.members.get(member_id)
+            if member is not None and group.state is not S.DEAD and self.timeline.recording:
+                # A write that replaced the group (an upgrade) waits for its commit: look again
+                # a session later. Its commit cancels this timer; its failure puts the group back.
+                self.schedule_session_expiry(group, member)
             return []
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
