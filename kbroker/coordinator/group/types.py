@@ -83,6 +83,10 @@ class ModernGroup:
     group_type: ClassVar[str]
     __slots__ = ()
 
+    @property
+    def is_empty(self) -> bool:
+        return not self.members
+
     def list_entry(self) -> tuple[str, str, str, str]:
         return self.group_id, self.group_type, self.state.value, self.group_type
 

@@ -113,10 +113,6 @@ class ConsumerGroup(ModernGroup):
             return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.members
-
     def tombstones(self) -> list:
         return records.group_tombstones(self)
 

@@ -60,10 +60,6 @@ class ShareGroup(ModernGroup):
         other.deleting = dict(self.deleting)
         return other
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.members
-
     def delete_error(self) -> Errors:
         # Its share partitions' state goes first (the share coordinator): DeleteGroups of a share
         # group takes kbroker.coordinator.group.share.admin's two steps, never this one.

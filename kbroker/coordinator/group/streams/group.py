@@ -67,10 +67,6 @@ class StreamsGroup(ModernGroup):
 
     # --- state -------------------------------------------------------------------------------
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.members
-
     def tombstones(self) -> list:
         return records.group_tombstones(self)
 
