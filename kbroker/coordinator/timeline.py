@@ -155,6 +155,16 @@ class TimelineDict(dict):
     def __reduce__(self):  # copy/pickle as a plain dict: a copy is outside the timeline
         return (dict, (dict(self),))
 
+    def put_untracked(self, key, value) -> None:
+        """Store a value whose lifetime is not the log's, outside the journal: a classic group's
+        live object, installed once its record is committed, must not go when a later write
+        that did not touch it is reverted."""
+        dict.__setitem__(self, key, value)
+
+    def pop_untracked(self, key) -> None:
+        """Remove such a value, outside the journal."""
+        dict.pop(self, key, None)
+
     def touch(self, key) -> None:
         """The value under ``key`` is about to change in place: journal a copy of it (once per
         mark), which a revert puts back in its stead."""

@@ -38,7 +38,7 @@ def _topic_partitions(R, image, *assignments):
 
 
 def describe(ctx, R, group_id: str):
-    out, shard, group = find_group(ctx, R, group_id, lambda s: s.consumer_groups, "consumer")
+    out, shard, group = find_group(ctx, R, group_id, "consumer")
     if group is None:
         return out
     image = ctx.metadata

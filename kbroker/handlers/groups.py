@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from kbroker.coordinator.group import admin, heartbeat, leave, sync
 from kbroker.coordinator.group.join import JoinRequest, join
-from kbroker.coordinator.group.shard import JoinResult, SyncResult
+from kbroker.coordinator.group.parked import JoinResult, SyncResult
 from kbroker.coordinator.group.state import GroupState
 from kbroker.handlers import handles, share_group_offsets
 from kbroker.protocol.errors import Errors, KafkaError
@@ -182,10 +182,11 @@ def handle_describe_groups(ctx, request):
             if v >= 6:
                 out.error_code = Errors.GROUP_ID_NOT_FOUND.code
                 # A consumer-protocol group is described by ConsumerGroupDescribe (Kafka).
-                shard = _shard(ctx, group_id)
-                consumer = shard.is_modern_group(group_id)
-                out.error_message = (f"Group {group_id} is not a classic group." if consumer
-                                     else f"Group {group_id} not found.")
+                out.error_message = f"Group {group_id} not found."
+                try:
+                    _shard(ctx, group_id).group_of_type(group_id, "classic")
+                except KafkaError as exc:
+                    out.error_message = exc.message
             described.append(out)
             continue
         stable = group.is_in(GroupState.STABLE)

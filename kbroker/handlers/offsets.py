@@ -24,8 +24,6 @@ Version quirks:
 from __future__ import annotations
 
 from kbroker.coordinator.group import offsets, txn_offsets
-from kbroker.coordinator.group.consumer import offsets as consumer_offsets
-from kbroker.coordinator.group.streams import offsets as streams_offsets
 from kbroker.coordinator.runtime import now_ms
 from kbroker.handlers import handles
 from kbroker.protocol.errors import ErrorCode, Errors, KafkaError
@@ -114,12 +112,9 @@ def _fetch_group(ctx, group_id: str, topics, by_id: bool, require_stable: bool =
     try:
         check(ctx, Op.DESCRIBE, ResourceType.GROUP, group_id)
         shard = ctx.groups.shard_for(group_id)
-        consumer_group = shard.consumer_groups.get(group_id)
-        if consumer_group is not None:  # v9+: a member fetches with its epoch (KIP-848)
-            consumer_offsets.validate_fetch(consumer_group, member_id, member_epoch)
-        streams_group = shard.streams_groups.get(group_id)
-        if streams_group is not None:  # KIP-1071 members fetch with their epoch too
-            streams_offsets.validate_fetch(streams_group, member_id, member_epoch)
+        group = shard.find_group(group_id)
+        if group is not None:
+            group.validate_offset_fetch(member_id, member_epoch)
     except KafkaError as exc:
         return [], exc.error
     found, error = _fetch_from_shard(ctx, shard, group_id, topics, by_id)

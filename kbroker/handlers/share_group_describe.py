@@ -21,7 +21,7 @@ ASSIGNOR = "simple"
 
 
 def describe(ctx, R, group_id: str):
-    out, _, group = find_group(ctx, R, group_id, lambda s: s.share_groups, "share")
+    out, _, group = find_group(ctx, R, group_id, "share")
     if group is None:
         return out
     denied = sorted(t for t in group.subscribed_topics()

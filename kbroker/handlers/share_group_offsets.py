@@ -24,7 +24,7 @@ log = logging.getLogger("kbroker.share_groups")
 
 def is_share_group(ctx, group_id: str) -> bool:
     try:
-        return group_id in ctx.groups.shard_for(group_id).share_groups
+        return ctx.groups.shard_for(group_id).find_group(group_id, "share") is not None
     except KafkaError:
         return False
 

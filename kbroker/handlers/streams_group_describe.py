@@ -69,7 +69,7 @@ def _topology(R, group):
 
 
 def describe(ctx, R, group_id: str):
-    out, _, group = find_group(ctx, R, group_id, lambda s: s.streams_groups, "streams")
+    out, _, group = find_group(ctx, R, group_id, "streams")
     if group is None:
         return out
     if group.topology is not None:

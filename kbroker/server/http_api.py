@@ -220,7 +220,7 @@ class ConsoleApi:
         found = {}
         for shard in list(coordinator.shards()) if coordinator is not None else ():
             if not getattr(shard, "loading", False):
-                found.update(shard.groups)
+                found.update((group.group_id, group) for group in shard.groups_of_type("classic"))
         return found
 
     def _lags(self) -> dict:

@@ -355,7 +355,7 @@ def share_groups(broker):
         return
     for shard in list(coordinator.shards()):
         if not getattr(shard, "loading", False):
-            yield from sorted(shard.share_groups.items())
+            yield from sorted((group.group_id, group) for group in shard.groups_of_type("share"))
 
 
 def share_partitions(broker) -> list[dict]:

@@ -47,7 +47,7 @@ def test_first_member_gets_every_partition():
         assert r.member_epoch == 2  # a group starts at epoch 1, its first member bumps it
         assert parts(r, t) == [0, 1, 2, 3]
         assert r.heartbeat_interval_ms == 5000
-        group = shard.consumer_groups["g"]
+        group = shard.groups["g"]
         assert group.state is G.STABLE and group.group_epoch == 2 == group.assignment_epoch
         # A plain heartbeat changes nothing and carries no assignment.
         r2 = await hb(shard, epoch=2, topics=None, owned=None)
@@ -64,7 +64,7 @@ def test_second_member_revokes_before_assignment():
         b = await hb(shard, member="b")
         # b is at the new epoch but gets nothing a still owns: UNRELEASED.
         assert b.member_epoch == 3 and parts(b, t) == []
-        group = shard.consumer_groups["g"]
+        group = shard.groups["g"]
         assert group.members["b"].state is MemberState.UNRELEASED_PARTITIONS
         assert group.state is G.RECONCILING
         # a must revoke two partitions: it stays at epoch 2 until it reports them gone.
@@ -110,7 +110,7 @@ def test_leave_bumps_the_epoch_and_frees_partitions():
         b = await hb(shard, member="b")
         left = await hb(shard, member="a", epoch=-1, topics=None)
         assert left.member_epoch == -1
-        group = shard.consumer_groups["g"]
+        group = shard.groups["g"]
         assert list(group.members) == ["b"] and group.group_epoch == 4
         b2 = await hb(shard, member="b", epoch=b.member_epoch, owned=[])
         assert parts(b2, t) == [0, 1, 2, 3] and b2.member_epoch == 4
@@ -127,8 +127,8 @@ def test_static_member_temporary_leave_and_rejoin_keeps_assignment():
         a = await hb(shard, member="a", epoch=a.member_epoch, owned=owned_of(a), instance_id="i1")
         a = await hb(shard, member="a", epoch=a.member_epoch, owned=owned_of(a), instance_id="i1")
         b = await hb(shard, member="b", epoch=b.member_epoch, owned=[], instance_id="i2")
-        epoch = shard.consumer_groups["g"].group_epoch
-        kept = sorted(shard.consumer_groups["g"].members["a"].assigned[t])
+        epoch = shard.groups["g"].group_epoch
+        kept = sorted(shard.groups["g"].members["a"].assigned[t])
         assert len(kept) == 2
         with pytest.raises(KafkaError) as err:  # the instance id is still in use
             await hb(shard, member="a2", instance_id="i1")
@@ -137,7 +137,7 @@ def test_static_member_temporary_leave_and_rejoin_keeps_assignment():
         assert left.member_epoch == -2
         back = await hb(shard, member="a2", instance_id="i1")
         assert parts(back, t) == kept
-        group = shard.consumer_groups["g"]
+        group = shard.groups["g"]
         assert group.group_epoch == epoch  # no rebalance
         assert "a" not in group.members and group.static_members["i1"] == "a2"
         shard.runtime.unload(0)
@@ -153,10 +153,10 @@ def test_regex_subscription_picks_up_new_topics():
         # order): the joining heartbeat assigns the literal topic only, a later one the rest.
         r = await hb(shard, member="a", topics=["other"], subscribed_topic_regex="orders-.*")
         assert owned_of(r) == [(t3, [0, 1])]
-        assert "orders-.*" not in shard.consumer_groups["g"].resolved
+        assert "orders-.*" not in shard.groups["g"].resolved
         for _ in range(20):  # the scheduled resolution runs
             await asyncio.sleep(0)
-        assert shard.consumer_groups["g"].resolved["orders-.*"].topics == {"orders-1"}
+        assert shard.groups["g"].resolved["orders-.*"].topics == {"orders-1"}
         r = await hb(shard, member="a", epoch=r.member_epoch, topics=None, owned=owned_of(r))
         assert parts(r, t1) == [0, 1] and len(r.assignment) == 2
         with pytest.raises(KafkaError) as err:
@@ -170,7 +170,7 @@ def test_regex_subscription_picks_up_new_topics():
         from kbroker.coordinator.runtime import CoordinatorResult, now_ms
         await shard.runtime.write(0, lambda s: CoordinatorResult(
             subscription.refresh_regexes(s, "g", now_ms() + 20_000)))
-        group = shard.consumer_groups["g"]
+        group = shard.groups["g"]
         assert group.resolved["orders-.*"].topics == {"orders-1", "orders-2"}
         r2 = await hb(shard, member="a", epoch=r.member_epoch, topics=None, owned=owned_of(r))
         assert parts(r2, t2) == [0, 1, 2]
@@ -186,7 +186,7 @@ def test_records_rebuild_the_group():
         b = await hb(shard, member="b", instance_id="i2")
         await hb(shard, member="a", epoch=a.member_epoch, owned=owned_of(a))
         fresh = reload_consumer_shard(shard)
-        before, after = shard.consumer_groups["g"], fresh.consumer_groups["g"]
+        before, after = shard.groups["g"], fresh.groups["g"]
         assert after.members == before.members
         assert after.target == before.target
         assert after.partition_epochs == before.partition_epochs
@@ -210,7 +210,7 @@ def _subscription(topics, owned=()):
 
 
 def _assignment(parts):
-    from kbroker.coordinator.group.consumer.migration import decode_assignment
+    from kbroker.coordinator.group.consumer.classic_protocol import decode_assignment
     a = decode_assignment(parts)
     return {tp.topic: sorted(tp.partitions) for tp in a.assigned_partitions}
 
@@ -240,7 +240,7 @@ def test_rolling_upgrade_and_downgrade():
         j1 = await _resolve(await _classic_join(shard, "", version=3))
         assert j1.error is Errors.NONE
         classic = shard.groups["g"]
-        from kbroker.coordinator.group.consumer.migration import encode_assignment
+        from kbroker.coordinator.group.consumer.classic_protocol import encode_assignment
         plan = {j1.member_id: encode_assignment({t: {0, 1, 2, 3}}, shard.image, 3)}
         synced = await _resolve(await shard.runtime.write(0, lambda s: sync.sync(
             s, "g", classic.generation, j1.member_id, None, None, None, plan)))
@@ -248,8 +248,8 @@ def test_rolling_upgrade_and_downgrade():
         generation = classic.generation
         # The first consumer-protocol member upgrades the group, keeping its generation.
         c = await hb(shard, member="c1")
-        group = shard.consumer_groups["g"]
-        assert "g" not in shard.groups
+        group = shard.groups["g"]
+        assert group.group_type == "consumer"  # it replaced the classic group
         assert group.members[j1.member_id].uses_classic_protocol
         assert group.group_epoch == generation + 1
         # The classic members learn they must rejoin once the target moved.
@@ -265,14 +265,14 @@ def test_rolling_upgrade_and_downgrade():
             top, errs = await shard.runtime.write(0, lambda s, m=mid: leave.leave(
                 s, "g", [(m, None, "test")]))
             assert errs == [Errors.NONE]
-        assert list(shard.consumer_groups["g"].members) == ["c1"]
+        assert list(shard.groups["g"].members) == ["c1"]
         # A classic member joins, then the consumer member leaves: back to a classic group.
         mr = await _resolve(await _classic_join(shard, "", version=9))
         assert mr.error is Errors.MEMBER_ID_REQUIRED
         cj = await _resolve(await _classic_join(shard, mr.member_id, version=9))
         assert cj.error is Errors.NONE
         await hb(shard, member="c1", epoch=-1, topics=None)
-        assert "g" not in shard.consumer_groups and shard.groups["g"].protocol_type == "consumer"
+        assert shard.groups["g"].group_type == "classic" and shard.groups["g"].protocol_type == "consumer"
         shard.runtime.unload(0)
     run(main())
 
@@ -308,7 +308,7 @@ def test_an_uncommitted_heartbeat_is_reverted_at_the_cost_of_its_group():
         pending = asyncio.ensure_future(hb(shard, member="m2"))  # a second member joins
         for _ in range(5):
             await asyncio.sleep(0)
-        assert len(shard.consumer_groups["g"].members) == 2  # replayed, not committed
+        assert len(shard.groups["g"].members) == 2  # replayed, not committed
         # Undo entries: one copy of group "g" (and nothing per other group).
         assert len(shard.timeline) == 1, shard.timeline._journal
         shard.partition.fail(KafkaError(Errors.NOT_LEADER_OR_FOLLOWER))
@@ -317,8 +317,42 @@ def test_an_uncommitted_heartbeat_is_reverted_at_the_cost_of_its_group():
         after = shard.durable_state()
         # metadata_refresh is in memory (when the group's topics were last read), not durable.
         for state in (before, after):
-            state[3]["g"].pop("metadata_refresh")
+            state[3]["g"][1].pop("metadata_refresh")  # (group type, durable view)
         assert after == before
-        assert list(shard.consumer_groups["g"].members) == ["m1"] and len(shard.timeline) == 0
+        assert list(shard.groups["g"].members) == ["m1"] and len(shard.timeline) == 0
+        shard.runtime.unload(0)
+    run(main())
+
+
+def test_an_upgrade_that_fails_to_commit_gives_the_classic_group_back():
+    """One map holds every group: the upgrade's consumer group replaces the live classic group
+    through the journal, so a failed commit puts the same classic object (members, generation)
+    back, and the classic protocol goes on as before."""
+    async def main():
+        from kbroker.coordinator.group import heartbeat as classic_heartbeat, sync
+        from kbroker.coordinator.group.consumer.classic_protocol import encode_assignment
+        shard = make_consumer_shard(**{"group.initial.rebalance.delay.ms": 0})
+        t = shard.controller.add_topic("t", 2)
+        j1 = await _resolve(await _classic_join(shard, "", version=3))
+        classic = shard.groups["g"]
+        plan = {j1.member_id: encode_assignment({t: {0, 1}}, shard.image, 3)}
+        synced = await _resolve(await shard.runtime.write(0, lambda s: sync.sync(
+            s, "g", classic.generation, j1.member_id, None, None, None, plan)))
+        assert synced.error is Errors.NONE
+        before = shard.durable_state()
+        shard.partition.hold_commits = True
+        pending = asyncio.ensure_future(hb(shard, member="c1"))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert shard.groups["g"].group_type == "consumer"  # replayed, not committed
+        shard.partition.fail(KafkaError(Errors.NOT_LEADER_OR_FOLLOWER))
+        with pytest.raises(KafkaError):
+            await pending
+        assert shard.groups["g"] is classic and list(classic.members) == [j1.member_id]
+        assert shard.durable_state() == before and len(shard.timeline) == 0
+        shard.partition.hold_commits = False
+        err = await shard.runtime.write(0, lambda s: classic_heartbeat.heartbeat(
+            s, "g", classic.generation, j1.member_id, None))
+        assert err is Errors.NONE
         shard.runtime.unload(0)
     run(main())

@@ -18,7 +18,8 @@ from kbroker.config import BrokerConfig
 from kbroker.coordinator.group import admin, heartbeat, leave, offsets, sync
 from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group.join import JoinRequest, join
-from kbroker.coordinator.group.shard import GroupShard, JoinResult
+from kbroker.coordinator.group.parked import JoinResult
+from kbroker.coordinator.group.shard import GroupShard
 from kbroker.coordinator.group.state import TRANSITIONS, ClassicGroup, GroupState
 from kbroker.protocol.errors import Errors, KafkaError
 from tests.coordinator.fakes import make_runtime

@@ -45,7 +45,7 @@ def test_join_initializes_then_assigns_every_partition():
         r = await hb(shard)
         assert r.member_epoch == 2 and parts(r) == {}      # epochs start at 1; nothing initialized
         assert r.initialize.topics == {tid: frozenset({0, 1, 2})}
-        group = shard.share_groups["sg"]
+        group = shard.groups["sg"]
         assert set(group.initializing) == {tid} and group.state is ShareGroupState.STABLE
         await init_all(shard, r)
         assert group.initializing == {} and group.initialized[tid].partitions == {0, 1, 2}
@@ -70,7 +70,7 @@ def test_more_members_than_partitions_share_them():
         a = await hb(shard, "a", a.member_epoch, None)
         assert a.assignment is None                          # unchanged: not sent again
         assert parts(b) == parts(c) == {tid: [0]}
-        members = shard.share_groups["sg"].members
+        members = shard.groups["sg"].members
         assert all(dict(m.assigned) == {tid: {0}} for m in members.values())
         assert members["a"].member_epoch == members["c"].member_epoch == c.member_epoch
         shard.runtime.unload(0)
@@ -157,17 +157,17 @@ def test_leave_and_reload():
         a = await hb(shard, "a", a.member_epoch, None)
         assert parts(a)[tid] != parts(b)[tid]
         fresh = reload_consumer_shard(shard)
-        group, again = shard.share_groups["sg"], fresh.share_groups["sg"]
+        group, again = shard.groups["sg"], fresh.groups["sg"]
         assert again.members == group.members and again.target == group.target
         assert again.group_epoch == group.group_epoch
         assert again.initialized[tid].partitions == {0, 1}
         left = await hb(shard, "b", -1, None)
         assert left.member_epoch == -1
-        assert set(shard.share_groups["sg"].members) == {"a"}
+        assert set(shard.groups["sg"].members) == {"a"}
         a = await hb(shard, "a", a.member_epoch, None)
         assert parts(a) == {tid: [0, 1]}
         await hb(shard, "a", -1, None)
-        assert shard.share_groups["sg"].state is ShareGroupState.EMPTY
+        assert shard.groups["sg"].state is ShareGroupState.EMPTY
         shard.runtime.unload(0)
     run(main())
 
@@ -181,7 +181,7 @@ def test_session_expiry_fences_the_member():
         shard.controller.add_topic("in", 1)
         await hb(shard, "a")
         await asyncio.sleep(0.5)
-        assert shard.share_groups["sg"].members == {}
+        assert shard.groups["sg"].members == {}
         shard.runtime.unload(0)
     run(main())
 
@@ -195,10 +195,10 @@ def test_deleted_topic_leaves_the_state_metadata():
         other = shard.controller.add_topic("keep", 1)
         r = await hb(shard, topics=("in", "keep"))
         await init_all(shard, r)
-        group = shard.share_groups["sg"]
+        group = shard.groups["sg"]
         assert set(group.initialized) == {tid, other}
         await shard.runtime.write(0, lambda s: CoordinatorResult(forget_deleted_topics(s, {tid})))
         assert set(group.initialized) == {other}
-        assert set(reload_consumer_shard(shard).share_groups["sg"].initialized) == {other}
+        assert set(reload_consumer_shard(shard).groups["sg"].initialized) == {other}
         shard.runtime.unload(0)
     run(main())

@@ -61,7 +61,7 @@ def test_missing_source_topics_then_internal_topics_then_tasks():
         assert [s for s, _ in r.status] == [Status.MISSING_SOURCE_TOPICS]
         assert r.status[0][1] == "Source topics in are missing."
         assert r.tasks is not None and r.tasks.is_empty
-        assert shard.streams_groups["app"].state is G.NOT_READY
+        assert shard.groups["app"].state is G.NOT_READY
         shard.controller.add_topic("in", 3)
         r = await hb(shard, epoch=r.member_epoch, owned=TaskTuple())
         assert [s for s, _ in r.status] == [Status.MISSING_INTERNAL_TOPICS]
@@ -72,7 +72,7 @@ def test_missing_source_topics_then_internal_topics_then_tasks():
         r = await hb(shard, epoch=r.member_epoch, owned=TaskTuple())
         assert r.status == [] and r.topics_to_create == {}
         assert active(r) == {"0": [0, 1, 2], "1": [0, 1, 2]}
-        group = shard.streams_groups["app"]
+        group = shard.groups["app"]
         assert group.state is G.STABLE
         assert group.validated_topology_epoch == 0
         shard.runtime.unload(0)
@@ -94,11 +94,11 @@ def test_second_member_gets_tasks_only_after_revocation():
         b = await hb(shard, member="b")
         # b's tasks are still a's: b waits for them.
         assert b.tasks.is_empty
-        assert shard.streams_groups["app"].members["b"].state is MemberState.UNRELEASED_TASKS
+        assert shard.groups["app"].members["b"].state is MemberState.UNRELEASED_TASKS
         # a learns it must give up half of its tasks, and stays at its epoch meanwhile.
         a2 = await hb(shard, member="a", epoch=a.member_epoch, owned=owned(a))
         assert a2.member_epoch == a.member_epoch
-        assert shard.streams_groups["app"].members["a"].state is MemberState.UNREVOKED_TASKS
+        assert shard.groups["app"].members["a"].state is MemberState.UNREVOKED_TASKS
         kept = a2.tasks
         assert sum(len(p) for p in kept.active.values()) == 4
         # a revokes: it moves to the new epoch; then b gets what a released.
@@ -109,7 +109,7 @@ def test_second_member_gets_tasks_only_after_revocation():
         mine = {(s, p) for s, ps in b2.tasks.active.items() for p in ps}
         theirs = {(s, p) for s, ps in kept.active.items() for p in ps}
         assert not mine & theirs
-        assert shard.streams_groups["app"].state is G.STABLE
+        assert shard.groups["app"].state is G.STABLE
         shard.runtime.unload(0)
     run(main())
 
@@ -127,10 +127,10 @@ def test_leave_and_fence_and_unknown_member():
         with pytest.raises(KafkaError) as e:
             await hb(shard, member="zz", epoch=1, group="nope", owned=TaskTuple())
         assert e.value.error is Errors.GROUP_ID_NOT_FOUND
-        epoch = shard.streams_groups["app"].group_epoch
+        epoch = shard.groups["app"].group_epoch
         left = await hb(shard, member="a", epoch=-1)
         assert left.member_epoch == -1
-        group = shard.streams_groups["app"]
+        group = shard.groups["app"]
         assert group.group_epoch == epoch + 1 and not group.members
         assert group.state is G.EMPTY
         shard.runtime.unload(0)
@@ -176,7 +176,7 @@ def test_records_rebuild_the_group():
         await hb(shard, member="a", epoch=a2.member_epoch, owned=owned(a2))
         await hb(shard, member="b", epoch=b.member_epoch, owned=TaskTuple())
         fresh = reload_consumer_shard(shard)
-        before, after = shard.streams_groups["app"], fresh.streams_groups["app"]
+        before, after = shard.groups["app"], fresh.groups["app"]
         assert after.members == before.members
         assert after.target == before.target
         assert after.topology == before.topology
@@ -199,7 +199,7 @@ def test_standby_replicas_from_the_group_config():
                 if a.tasks is not None else a
             b = await hb(shard, member="b", epoch=b.member_epoch, owned=owned(b)) \
                 if b.tasks is not None else b
-        group = shard.streams_groups["app"]
+        group = shard.groups["app"]
         assert group.last_assignment_configs == {"num.standby.replicas": "1"}
         standby = {m: t.standby for m, t in group.target.items()}
         assert standby["a"] and standby["b"]  # stateful subtopology 1 has standbys
@@ -219,19 +219,19 @@ def test_static_member_temporary_leave_and_rejoin_keeps_its_tasks():
             b = await hb(shard, member="b", epoch=b.member_epoch, owned=owned(b),
                          instance_id="i-b") if b.tasks is not None else \
                 await hb(shard, member="b", epoch=b.member_epoch, instance_id="i-b")
-        group = shard.streams_groups["app"]
+        group = shard.groups["app"]
         assert group.state is G.STABLE
         epoch, tasks_b = group.group_epoch, group.members["b"].assigned.active_ids()
         left = await hb(shard, member="b", epoch=-2, instance_id="i-b")
         assert left.member_epoch == -2
-        assert shard.streams_groups["app"].group_epoch == epoch  # no rebalance
+        assert shard.groups["app"].group_epoch == epoch  # no rebalance
         # Another instance may not take the instance id while it is held...
         with pytest.raises(KafkaError) as e:
             await hb(shard, member="a2", instance_id="i-a")
         assert e.value.error is Errors.UNRELEASED_INSTANCE_ID
         # ... the one that left comes back as a new member with the same tasks.
         b2 = await hb(shard, member="b2", instance_id="i-b", process="process-b")
-        group = shard.streams_groups["app"]
+        group = shard.groups["app"]
         assert "b" not in group.members and group.members["b2"].instance_id == "i-b"
         assert group.group_epoch == epoch
         assert {s: frozenset(p) for s, p in b2.tasks.active.items()} == dict(tasks_b)
@@ -247,7 +247,7 @@ def test_task_offsets_are_kept_and_checked():
     async def main():
         shard = await _ready_shard()
         a = await hb(shard, member="a", task_offsets=[("1", 0, 42)], task_end_offsets=[])
-        group = shard.streams_groups["app"]
+        group = shard.groups["app"]
         assert group.offsets_of("a") == ({"1": {0: 42}}, {})
         with pytest.raises(KafkaError) as e:
             await hb(shard, member="a", epoch=a.member_epoch, owned=owned(a),
@@ -257,7 +257,7 @@ def test_task_offsets_are_kept_and_checked():
                                    "and partition 0.")
         # A heartbeat without them keeps the last ones.
         await hb(shard, member="a", epoch=a.member_epoch, owned=owned(a))
-        assert shard.streams_groups["app"].offsets_of("a") == ({"1": {0: 42}}, {})
+        assert shard.groups["app"].offsets_of("a") == ({"1": {0: 42}}, {})
         shard.runtime.unload(0)
     run(main())
 
@@ -270,7 +270,7 @@ def test_missing_client_tags_status():
         assert (Status.MISSING_CLIENT_TAGS,
                 "Missing required client tags for rack-aware standby assignment: [zone]. "
                 "Configure them via 'client.tag.<tagKey>' in your Streams config.") in r.status
-        assert shard.streams_groups["app"].last_assignment_configs == {
+        assert shard.groups["app"].last_assignment_configs == {
             "num.standby.replicas": "0", "rack.aware.assignment.tags": "zone"}
         r = await hb(shard, member="b", client_tags={"zone": "z1"})
         assert all(s != Status.MISSING_CLIENT_TAGS for s, _ in r.status)
@@ -288,7 +288,7 @@ def test_shutdown_request_reaches_every_member_until_the_group_empties():
         r = await hb(shard, member="b", epoch=b.member_epoch, owned=TaskTuple())
         assert (Status.SHUTDOWN_APPLICATION, "Streams group member a encountered a fatal error "
                 "and requested a shutdown for the entire application.") in r.status
-        group = shard.streams_groups["app"]
+        group = shard.groups["app"]
         await hb(shard, member="a", epoch=-1)
         await hb(shard, member="b", epoch=-1)
         assert group.shutdown_request_member_id is None and not group.members
@@ -306,7 +306,7 @@ def test_initial_rebalance_delay_then_assignment():
                 "Assignment delayed due to the configured initial rebalance delay.") in a.status
         assert a.tasks.is_empty
         await asyncio.sleep(0.3)  # the delayed assignment is computed by its timer
-        group = shard.streams_groups["app"]
+        group = shard.groups["app"]
         assert group.assignment_epoch == group.group_epoch
         r = await hb(shard, member="a", epoch=a.member_epoch, owned=TaskTuple())
         assert r.status == [] and active(r) == {"0": [0, 1], "1": [0, 1]}

@@ -58,7 +58,7 @@ def share_group(kafka, group):
         shard = kafka.broker.group_coordinator.shard_for(group)
     except KafkaError:  # __consumer_offsets not created yet
         return None
-    return shard.share_groups.get(group)
+    return shard.find_group(group, "share")
 
 
 def test_heartbeat_initializes_then_assigns(share_broker):

@@ -101,7 +101,7 @@ def test_list_and_describe_a_live_group(kafka):
     try:
         def assigned():
             shard = kafka.broker.group_coordinator.shard_for("kg1")
-            return any(m.assigned for m in shard.share_groups["kg1"].members.values())
+            return any(m.assigned for m in shard.groups["kg1"].members.values())
         wait_until(assigned, timeout=30, message="the member gets its assignment")
         assert tool(bootstrap, "--list") == "kg1"
         assert table(tool(bootstrap, "--list", "--state")) == [["GROUP", "STATE"],

@@ -185,7 +185,7 @@ class _TopicListener:
         deleted = set(deleted_topic_ids(old, new, delta))
         if deleted:
             for shard in list(self.coordinator.runtime.shards.values()):
-                if not shard.loading and shard.share_groups:
+                if not shard.loading and shard.groups_of_type("share"):
                     share_topics_deleted(shard, deleted)
         yield from ()
 
@@ -203,7 +203,7 @@ def consumer_topics_changed(shard, changed: set, created: bool) -> None:
     from kbroker.coordinator.group.consumer.regex import REFRESH_MIN_INTERVAL_MS
     from kbroker.coordinator.runtime import now_ms
     now = now_ms()
-    for group in shard.consumer_groups.values():
+    for group in shard.groups_of_type("consumer"):
         if any(topic in group.subscribed for topic in changed):
             group.metadata_refresh = (0, 0)
         if created and group.regex_subscribers:

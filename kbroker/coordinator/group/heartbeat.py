@@ -22,11 +22,11 @@ def heartbeat(shard: GroupShard, group_id: str, generation_id: int, member_id: s
 
 def _heartbeat(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
                group_instance_id: str | None) -> Errors:
-    consumer_group = shard.consumer_groups.get(group_id)
+    consumer_group = shard.find_group(group_id, "consumer")
     if consumer_group is not None:
-        from kbroker.coordinator.group.consumer import migration
+        from kbroker.coordinator.group.consumer import classic_members
         try:
-            return migration.heartbeat(shard, consumer_group, member_id, group_instance_id,
+            return classic_members.heartbeat(shard, consumer_group, member_id, group_instance_id,
                                        generation_id)
         except KafkaError as exc:
             return exc.error

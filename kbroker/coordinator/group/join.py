@@ -14,7 +14,8 @@ import logging
 import uuid
 from dataclasses import dataclass
 
-from kbroker.coordinator.group.shard import GroupShard, JoinResult, SyncResult
+from kbroker.coordinator.group.parked import JoinResult, SyncResult
+from kbroker.coordinator.group.shard import GroupShard
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
 from kbroker.coordinator.runtime import CoordinatorResult, respond
 from kbroker.protocol.errors import Errors, KafkaError
@@ -45,46 +46,39 @@ def join(shard: GroupShard, req: JoinRequest) -> CoordinatorResult:
     if not (config.get("group.min.session.timeout.ms") <= req.session_timeout_ms
             <= config.get("group.max.session.timeout.ms")):
         return respond(JoinResult(Errors.INVALID_SESSION_TIMEOUT, req.member_id))
-    if req.group_id in shard.share_groups:
+    existing = shard.find_group(req.group_id)
+    if existing is not None and existing.group_type == "share":
         # Kafka: a share group never becomes a classic group.
         log.info("JoinGroup of member %r to share group %s: INCONSISTENT_GROUP_PROTOCOL",
                  req.member_id, req.group_id)
         return respond(JoinResult(Errors.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
-    streams_group = shard.streams_groups.get(req.group_id)
-    if streams_group is not None and not streams_group.is_empty:
+    if existing is not None and existing.group_type == "streams" and not existing.is_empty:
         # Kafka: a classic member cannot join a streams group that has members.
         log.info("JoinGroup of member %r to streams group %s: INCONSISTENT_GROUP_PROTOCOL",
                  req.member_id, req.group_id)
         return respond(JoinResult(Errors.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
-    consumer_group = shard.consumer_groups.get(req.group_id)
-    if consumer_group is not None and not consumer_group.is_empty:
+    if existing is not None and existing.group_type == "consumer" and not existing.is_empty:
         # A classic member joining a consumer group (online migration, KIP-848).
-        from kbroker.coordinator.group.consumer import migration
+        from kbroker.coordinator.group.consumer import classic_members
         try:
-            return migration.join(shard, consumer_group, req)
+            return classic_members.join(shard, existing, req)
         except KafkaError as exc:
             log.info("JoinGroup of member %r to consumer group %s: %s (%s)", req.member_id,
                      req.group_id, exc.error.name, exc.message)
             return respond(JoinResult(exc.error, req.member_id))
-    group = shard.group(req.group_id)
-    if group is None:
+    if existing is None or existing.group_type != ClassicGroup.group_type:
         if req.member_id:
             return respond(JoinResult(Errors.UNKNOWN_MEMBER_ID, req.member_id))
         group_id = req.group_id
-        # An empty consumer group of that id is deleted (its offsets stay) for the classic one.
-        tombstones = []
-        if consumer_group is not None:
-            from kbroker.coordinator.group.consumer import records as consumer_records
-            tombstones = consumer_records.group_tombstones(consumer_group)
-        elif streams_group is not None:  # an empty streams group makes way likewise
-            from kbroker.coordinator.group.streams import records as streams_records
-            tombstones = streams_records.group_tombstones(streams_group)
+        # An empty consumer or streams group of that id is deleted (its offsets stay) for the
+        # classic one.
+        tombstones = existing.tombstones() if existing is not None else []
         return CoordinatorResult(
             tombstones + [shard.group_record(ClassicGroup(group_id))],
             on_committed=lambda: shard.add_group(group_id),
             then=lambda s: _join(s, s.groups[group_id], req),
             on_failed=lambda exc: JoinResult(exc.error, req.member_id))
-    return _join(shard, group, req)
+    return _join(shard, existing, req)
 
 
 def _join(shard: GroupShard, group: ClassicGroup, req: JoinRequest) -> CoordinatorResult:

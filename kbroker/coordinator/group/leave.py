@@ -18,11 +18,11 @@ UNKNOWN_MEMBER_ID = ""
 def leave(shard: GroupShard, group_id: str, identities: list) -> CoordinatorResult:
     """``identities``: [(member_id, group_instance_id, reason)]. The response is the top-level
     error and one error per identity, in order."""
-    consumer_group = shard.consumer_groups.get(group_id)
+    consumer_group = shard.find_group(group_id, "consumer")
     if consumer_group is not None:
-        from kbroker.coordinator.group.consumer import migration
-        return migration.leave(shard, consumer_group, identities)
-    if group_id in shard.share_groups:  # Kafka: no such member, per member
+        from kbroker.coordinator.group.consumer import classic_members
+        return classic_members.leave(shard, consumer_group, identities)
+    if shard.find_group(group_id, "share") is not None:  # Kafka: no such member, per member
         return respond((Errors.NONE, [Errors.UNKNOWN_MEMBER_ID] * len(identities)))
     group = shard.group(group_id)
     if group is None:

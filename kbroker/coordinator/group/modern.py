@@ -32,6 +32,22 @@ def record_value(value, version: int = 0) -> bytes:
     return _INT16.pack(version) + value.to_bytes(version)
 
 
+def group_to_replay(shard, cls, group_id: str, value: bytes | None):
+    """The group of type ``cls`` a record changes, ready to be changed in place (journaled first:
+    the map is a timeline map): the one in the shard's map, else a new one, which a group of
+    another type of the id makes way for (a classic group in a migration). None for the
+    tombstone of a group that is not there, which changes nothing."""
+    groups = shard.groups
+    group = groups.get(group_id)
+    if isinstance(group, cls):
+        groups.touch(group_id)
+        return group
+    if value is None:
+        return None
+    group = groups[group_id] = cls(group_id)
+    return group
+
+
 def decode_record_value(cls, value: bytes):
     """A value written by this or a newer Kafka: read at the highest version we know (newer
     versions only add tagged fields)."""

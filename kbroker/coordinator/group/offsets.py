@@ -26,7 +26,7 @@ import logging
 
 from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group.shard import GroupShard
-from kbroker.coordinator.group.state import GroupState
+from kbroker.coordinator.group.state import ClassicGroup, GroupState, classic_expired_offsets
 from kbroker.coordinator.group.sync import validate_member
 from kbroker.coordinator.runtime import CoordinatorResult, now_ms, respond
 from kbroker.protocol.errors import Errors, KafkaError
@@ -46,20 +46,12 @@ def validate_commit(shard: GroupShard, group_id: str, generation_id: int, member
     rebalance. A consumer-protocol group has its own rules
     (:func:`kbroker.coordinator.group.consumer.offsets.validate_commit`), which may return a
     per-partition validator for :func:`commit`; a classic group returns None."""
-    if group_id in shard.share_groups:
-        # Kafka: a share group keeps no committed offsets (its share partitions do).
-        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-    streams_group = shard.streams_groups.get(group_id)
-    if streams_group is not None:
-        from kbroker.coordinator.group.streams import offsets as streams_offsets
-        return streams_offsets.validate_commit(streams_group, member_id, group_instance_id,
-                                               generation_id, transactional, api_version)
-    consumer_group = shard.consumer_groups.get(group_id)
-    if consumer_group is not None:
-        from kbroker.coordinator.group.consumer import offsets as consumer_offsets
-        return consumer_offsets.validate_commit(consumer_group, member_id, group_instance_id,
-                                                generation_id, transactional, api_version)
-    group = shard.group(group_id)
+    group = shard.find_group(group_id)
+    if group is not None and group.group_type != ClassicGroup.group_type:
+        # Each type's own rules; a share group keeps no committed offsets (its share partitions
+        # do): "not a consumer group", as Kafka.
+        return group.validate_offset_commit(member_id, group_instance_id, generation_id,
+                                            transactional, api_version)
     if group is None:
         if generation_id < 0:
             return
@@ -125,21 +117,15 @@ def delete(shard: GroupShard, group_id: str, wanted: list) -> CoordinatorResult:
     """OffsetDelete: ``wanted`` [(topic, partition)]; the response is (group error, per-entry
     errors). A consumer group's subscribed topics (by name or regex) answer
     GROUP_SUBSCRIBED_TO_TOPIC, whatever its state."""
-    group = shard.group(group_id)
-    consumer_group = shard.consumer_groups.get(group_id)
-    streams_group = shard.streams_groups.get(group_id)
-    if group is None and consumer_group is None and streams_group is None:
+    group = shard.find_group(group_id)
+    if group is None:
         return respond((Errors.GROUP_ID_NOT_FOUND, []))
-    subscribed: set[str] = set()
-    if streams_group is not None:
-        subscribed = streams_subscribed(streams_group)
-    elif consumer_group is not None:
-        subscribed = set(consumer_group.subscribed)
-    elif not group.is_in(S.EMPTY):
-        topics = group.subscribed_topics()
-        if topics is None:
-            return respond((Errors.NON_EMPTY_GROUP, []))
-        subscribed = topics
+    try:
+        subscribed = group.guarded_topics()
+    except KafkaError as exc:
+        return respond((exc.error, []))
+    if subscribed is None:
+        return respond((Errors.NON_EMPTY_GROUP, []))
     committed = shard.offsets.get(group_id, {})
     records, errors = [], []
     for topic, partition in wanted:
@@ -159,41 +145,16 @@ def expire(shard: GroupShard, retention_ms: int, now: int | None = None) -> Coor
     now = now_ms() if now is None else now
     all_records, dropped, logged = [], [], []
     for group_id in list(shard.offsets.keys() | shard.groups.keys()):
-        group = shard.group(group_id)
-        consumer_group = shard.consumer_groups.get(group_id)
-        streams_group = shard.streams_groups.get(group_id)
+        group = shard.find_group(group_id)
         committed = shard.offsets.get(group_id, {})
-        records = []
-        subscribed = None
-        if streams_group is not None:
-            subscribed = streams_subscribed(streams_group)
-        elif consumer_group is not None:
-            subscribed = consumer_group.subscribed
-        for (topic, partition), c in committed.items():
-            if subscribed is not None:
-                # A consumer or streams group: offsets of topics it does not subscribe to expire
-                # a retention after their commit (Kafka's condition on the commit timestamp).
-                if topic not in subscribed and (
-                        now >= c.expire_timestamp if c.expire_timestamp >= 0
-                        else now - c.commit_timestamp >= retention_ms):
-                    records.append((rec.offset_commit_key(group_id, topic, partition), None))
-            elif _expired(group, topic, c, retention_ms, now):
-                records.append((rec.offset_commit_key(group_id, topic, partition), None))
+        expired_offsets = classic_expired_offsets(None, committed, retention_ms, now) \
+            if group is None else group.expired_offsets(committed, retention_ms, now)
+        records = [(rec.offset_commit_key(group_id, topic, partition), None)
+                   for topic, partition in expired_offsets]
         expired = len(records)
-        if streams_group is not None:
-            if streams_group.is_empty and expired == len(committed) and expired:
-                from kbroker.coordinator.group.streams import records as streams_records
-                records += streams_records.group_tombstones(streams_group)
-            drop_group = False
-        elif consumer_group is not None:
-            if consumer_group.is_empty and expired == len(committed) and expired:
-                from kbroker.coordinator.group.consumer import records as consumer_records
-                records += consumer_records.group_tombstones(consumer_group)
-            drop_group = False
-        else:
-            drop_group = group is not None and group.is_in(S.EMPTY) and expired == len(committed)
+        drop_group = group is not None and group.expires_with_offsets(expired, len(committed))
         if drop_group:
-            records.append((rec.group_metadata_key(group_id), None))
+            records += group.tombstones()
         if not records:
             continue
         all_records += records
@@ -214,27 +175,3 @@ def expire(shard: GroupShard, retention_ms: int, now: int | None = None) -> Coor
 
     return CoordinatorResult(all_records, sum(expired for _, expired, _ in logged),
                              on_committed=expired_committed, on_failed=failed)
-
-
-def _expired(group, topic: str, c: rec.CommittedOffset, retention_ms: int, now: int) -> bool:
-    if c.expire_timestamp >= 0:
-        return now >= c.expire_timestamp
-    if group is None or group.is_in(S.EMPTY):
-        if group is None or group.protocol_type is None or group.state_timestamp < 0:
-            base = c.commit_timestamp
-        else:
-            base = group.state_timestamp
-        return now - base >= retention_ms
-    if group.is_in(S.STABLE):
-        topics = group.subscribed_topics()
-        if topics is not None and topic not in topics:
-            return now - c.commit_timestamp >= retention_ms
-    return False
-
-
-def streams_subscribed(group) -> set:
-    """The topics a streams group reads (Kafka's isSubscribedToTopic): its source and
-    repartition source topics, none while it is empty."""
-    if group.is_empty or group.topology is None:
-        return set()
-    return set(group.topology.source_topic_subtopologies())

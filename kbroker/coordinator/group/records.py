@@ -63,6 +63,11 @@ def offset_commit_value(committed: CommittedOffset) -> bytes:
     return _INT16.pack(version) + value.to_bytes(version)
 
 
+def group_metadata_tombstone(group: str) -> tuple[bytes, None]:
+    """The record that deletes a classic group (its offsets stay)."""
+    return group_metadata_key(group), None
+
+
 def group_metadata_key(group: str) -> bytes:
     return _INT16.pack(GROUP_METADATA_TYPE) + GroupMetadataKey(group=group).to_bytes(0)
 

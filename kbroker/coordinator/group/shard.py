@@ -1,15 +1,25 @@
 """GroupShard: the groups and committed offsets of one ``__consumer_offsets`` partition.
 
+Every group, whatever its type, is one object in one map, ``groups`` (group id -> a
+:class:`kbroker.coordinator.group.types.Group`). The shard dispatches by the object (listing,
+deletion, expiry, OffsetDelete, its durable view: :mod:`kbroker.coordinator.group.types`), replays
+each record type into the type that owns it (:mod:`kbroker.coordinator.group.registry`), and owns
+the rule that a group id names one group of one type (:meth:`GroupShard.group_of_type`).
+
 Two kinds of state, kept apart:
-- durable (``offsets``, ``persisted``, the consumer, streams and share groups, pending
-  transactional offsets): what the log says. It changes only in :meth:`GroupShard.replay`, which
-  is pure, and lives in timeline maps (:mod:`kbroker.coordinator.timeline`), so a write that is
-  not committed is reverted at the cost of what it changed: an offset commit's entries, one
-  group.
-- membership (``groups``): the live ClassicGroup objects — members, parked JoinGroup/SyncGroup
-  futures, the rebalance state. Session state, in memory as in Kafka: built from ``persisted`` when
-  the shard loads, changed by the operations, and where a change must follow the log (a new group,
-  the leader's assignment, a deletion) by the operation's ``on_committed``.
+- durable (``offsets``, ``persisted``, the consumer, streams and share groups of ``groups``,
+  pending transactional offsets): what the log says. It changes only in
+  :meth:`GroupShard.replay`, which is pure, and lives in timeline maps
+  (:mod:`kbroker.coordinator.timeline`), so a write that is not committed is reverted at the cost
+  of what it changed: an offset commit's entries, one group.
+- classic membership: a classic group's object in ``groups`` (members, parked JoinGroup/SyncGroup
+  futures, the rebalance state). Session state, in memory as in Kafka: built from ``persisted``
+  (its last GroupMetadata record) when the shard loads, changed by the operations, and where a
+  change must follow the log (a new group, the leader's assignment, a deletion) by the
+  operation's ``on_committed``, which puts it into the map or takes it out outside the journal
+  (a revert of another write does not undo it). A consumer or streams group that replaces a
+  classic group of the same id replaces its object in the map through the journal, so a revert
+  brings the classic group back as it was.
 
 The rebalance core below (Kafka's ``prepareRebalance`` / ``completeClassicGroupJoin`` / member
 removal and session expiry) returns the records it needs written (a GroupMetadata record when a
@@ -19,38 +29,20 @@ rebalance leaves a group empty); its callers put them into their CoordinatorResu
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 from kbroker.coordinator.group import modern
 from kbroker.coordinator.group import records as rec
 from kbroker.coordinator.group import txn_offsets
+from kbroker.coordinator.group.parked import JoinResult, SyncResult, answer_parked
 from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
+from kbroker.coordinator.group.registry import BY_NAME, BY_RECORD_TYPE
+from kbroker.coordinator.group.types import Group
 from kbroker.coordinator.runtime import CoordinatorResult, Shard, now_ms
-from kbroker.protocol.errors import Errors
+from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.messages.group_metadata_value import GroupMetadataValue
 
 log = logging.getLogger("kbroker.coordinator.group")
 S = GroupState
-
-
-@dataclass
-class JoinResult:
-    error: Errors
-    member_id: str = ""
-    generation: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    skip_assignment: bool = False
-    members: list = field(default_factory=list)  # [(member_id, instance id, metadata)], leader only
-
-
-@dataclass
-class SyncResult:
-    error: Errors
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
 
 
 class TopicChanges:
@@ -60,29 +52,6 @@ class TopicChanges:
     def __init__(self):
         self.version = 0
         self.created_version = 0
-
-
-_MODERN_REPLAYS: tuple = ()
-
-
-def _modern_replays() -> tuple:
-    """(replay module, the shard's map) of the consumer, streams and share group types, imported
-    on the first record of one: a broker that holds only classic groups and offsets, or none,
-    never loads those packages."""
-    global _MODERN_REPLAYS
-    if not _MODERN_REPLAYS:
-        from kbroker.coordinator.group.consumer import replay as consumer_replay
-        from kbroker.coordinator.group.share import replay as share_replay
-        from kbroker.coordinator.group.streams import replay as streams_replay
-
-        _MODERN_REPLAYS = ((consumer_replay, "consumer_groups"), (streams_replay, "streams_groups"),
-                           (share_replay, "share_groups"))
-    return _MODERN_REPLAYS
-
-
-def _fields(obj) -> dict:
-    names = getattr(obj, "__slots__", None) or vars(obj)
-    return {name: getattr(obj, name) for name in names}
 
 
 class GroupShard(Shard):
@@ -97,56 +66,45 @@ class GroupShard(Shard):
         self.offsets: dict[str, dict[tuple[str, int], rec.CommittedOffset]] = \
             self.timeline_dict()
         self.persisted: dict[str, GroupMetadataValue] = self.timeline_dict()
-        # consumer-protocol groups (KIP-848), wholly durable (kbroker.coordinator.group.consumer)
-        self.consumer_groups: dict = self.timeline_dict()
-        # streams groups (KIP-1071), durable likewise (kbroker.coordinator.group.streams)
-        self.streams_groups: dict = self.timeline_dict()
-        # share groups (KIP-932), durable likewise (kbroker.coordinator.group.share)
-        self.share_groups: dict = self.timeline_dict()
+        # every group: group id -> Group (the consumer, streams and share groups durable, the
+        # classic groups' live objects put in and taken out outside the journal)
+        self.groups: dict[str, Group] = self.timeline_dict()
         # session timer key -> (deadline, when its timer fires), monotonic ms; in memory
         self.session_deadlines: dict = {}
         # durable: transactional offsets waiting for their marker (producer id -> group -> tp,
         # timeline maps at every level)
         self.pending_txn_offsets: dict[int, dict[str, dict]] = self.timeline_dict()
-        # membership: in memory
-        self.groups: dict[str, ClassicGroup] = {}
 
     # --- replay (pure) -------------------------------------------------------------------------
 
     def replay(self, offset: int, key: bytes, value: bytes | None) -> None:
         record_type, k = rec.decode_key(key)
-        if k is None:
-            # Each group type's replay gets the replay time (share groups stamp their pending
-            # initializations with it); none reads a clock.
-            for replay, groups in _modern_replays():
-                if record_type in replay.TYPES:
-                    replay.replay(getattr(self, groups), record_type, memoryview(key)[2:], value,
-                                  self.replay_time_ms)
-                    break
-            return
         if record_type == rec.OFFSET_COMMIT_TYPE:
-            group_offsets = self.offsets.get(k.group)
-            if value is None:
-                if group_offsets is not None:
-                    group_offsets.pop((k.topic, k.partition), None)
-                    if not group_offsets:
-                        del self.offsets[k.group]
-                return
-            if group_offsets is None:
-                group_offsets = self.offsets[k.group] = self.timeline_dict()
-            group_offsets[(k.topic, k.partition)] = rec.decode_offset_commit_value(value, offset)
-        elif value is None:
-            self.persisted.pop(k.group, None)
-        else:
-            self.persisted[k.group] = rec.decode_group_metadata_value(value)
+            self._replay_offset_commit(offset, k, value)
+            return
+        group_type = BY_RECORD_TYPE.get(record_type)
+        if group_type is not None:  # other record types are not ours to replay
+            group_type.replay().replay(self, record_type, memoryview(key)[2:], value)
+
+    def _replay_offset_commit(self, offset: int, k, value: bytes | None) -> None:
+        group_offsets = self.offsets.get(k.group)
+        if value is None:
+            if group_offsets is not None:
+                group_offsets.pop((k.topic, k.partition), None)
+                if not group_offsets:
+                    del self.offsets[k.group]
+            return
+        if group_offsets is None:
+            group_offsets = self.offsets[k.group] = self.timeline_dict()
+        group_offsets[(k.topic, k.partition)] = rec.decode_offset_commit_value(value, offset)
 
     def durable_state(self):
         # CommittedOffset and GroupMetadataValue objects are never changed once replayed; a
-        # modern group compares by its fields.
+        # group's durable view compares by its fields.
+        views = {group_id: (group.group_type, view) for group_id, group in self.groups.items()
+                 if (view := group.durable_view()) is not None}
         return ({group: dict(committed) for group, committed in self.offsets.items()},
-                dict(self.persisted), txn_offsets.copy_pending(self.pending_txn_offsets),
-                *({gid: _fields(group.copy()) for gid, group in groups.items()}
-                  for groups in (self.consumer_groups, self.streams_groups, self.share_groups)))
+                dict(self.persisted), txn_offsets.copy_pending(self.pending_txn_offsets), views)
 
     # transactional offsets (kbroker.coordinator.group.txn_offsets)
     def replay_transactional(self, offset, producer_id, producer_epoch, key, value) -> None:
@@ -158,46 +116,49 @@ class GroupShard(Shard):
     # --- loading -------------------------------------------------------------------------------
 
     def on_loaded(self) -> None:
+        # Classic groups' live objects come from their records; a standalone commit (no group
+        # management) makes an Empty group (Kafka).
         for group_id, value in self.persisted.items():
-            group = ClassicGroup.from_record(group_id, value)
-            self.groups[group_id] = group
-            for member in group.members.values():
-                self.schedule_session_expiry(group, member)
+            if group_id not in self.groups:
+                self.groups.put_untracked(group_id, ClassicGroup.from_record(group_id, value))
         for group_id in self.offsets:
-            # A standalone commit (no group management) makes an Empty group (Kafka).
-            if not self.is_modern_group(group_id):
-                self.groups.setdefault(group_id, ClassicGroup(group_id, state_timestamp=-1))
-        from kbroker.coordinator.group.consumer import membership
-        for group in self.consumer_groups.values():
-            membership.on_loaded(self, group)
-        from kbroker.coordinator.group.streams import membership as streams_membership
-        for group in self.streams_groups.values():
-            streams_membership.on_loaded(self, group)
-        from kbroker.coordinator.group.share import membership as share_membership
-        for group in self.share_groups.values():
-            share_membership.on_loaded(self, group)
+            if group_id not in self.groups:
+                self.groups.put_untracked(group_id, ClassicGroup(group_id, state_timestamp=-1))
+        for group in list(self.groups.values()):
+            BY_NAME[group.group_type].membership().on_loaded(self, group)
 
     def on_unloaded(self) -> None:
-        """Members parked in JoinGroup/SyncGroup learn to find the new coordinator."""
-        for group in self.groups.values():
-            for member in group.members.values():
-                _answer_join(member, JoinResult(Errors.NOT_COORDINATOR, member.member_id))
-                _answer_sync(member, SyncResult(Errors.NOT_COORDINATOR))
-        self.groups.clear()
+        for group in list(self.groups.values()):
+            BY_NAME[group.group_type].membership().on_unloaded(self, group)
+        for group in self.groups_of_type(ClassicGroup.group_type):
+            self.groups.pop_untracked(group.group_id)  # live state goes with the shard
 
     # --- groups --------------------------------------------------------------------------------
 
-    def group(self, group_id: str) -> ClassicGroup | None:
-        """The classic group of that id (None for a consumer or streams group)."""
-        if self.is_modern_group(group_id):
-            return None
+    def find_group(self, group_id: str, group_type: str | None = None) -> Group | None:
+        """The group of this id (of ``group_type`` only, when given), or None."""
         group = self.groups.get(group_id)
-        return group if group is not None and group.state is not S.DEAD else None
+        if group is None or (group_type is not None and group.group_type != group_type):
+            return None
+        return group  # (a deleted classic group leaves the map as it becomes Dead)
 
-    def is_modern_group(self, group_id: str) -> bool:
-        """Whether the id is a consumer, streams or share group (not a classic one)."""
-        return group_id in self.consumer_groups or group_id in self.streams_groups or \
-            group_id in self.share_groups
+    def group_of_type(self, group_id: str, group_type: str) -> Group | None:
+        """The group of this id if it is a ``group_type`` group ("classic", "consumer",
+        "streams", "share"); None when no group has the id. When a group of another type has
+        it: GROUP_ID_NOT_FOUND "Group X is not a <type> group." (Kafka's message). This is the
+        one place the rule "a group id names one group, of one type" is checked."""
+        group = self.find_group(group_id)
+        if group is None or group.group_type == group_type:
+            return group
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND,
+                         f"Group {group_id} is not a {group_type} group.")
+
+    def groups_of_type(self, group_type: str) -> list[Group]:
+        return [group for group in self.groups.values() if group.group_type == group_type]
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """The classic group of that id (None for a group of another type)."""
+        return self.find_group(group_id, ClassicGroup.group_type)
 
     def group_record(self, group: ClassicGroup, assignments=None) -> tuple[bytes, bytes]:
         return (rec.group_metadata_key(group.group_id),
@@ -226,28 +187,33 @@ class GroupShard(Shard):
             return {}
         return self._group_configs(group_id)
 
-    def forget_classic_group(self, group_id: str) -> None:
-        """The classic group became a consumer group (its GroupMetadata tombstone is on the
-        log): drop its live state."""
-        group = self.groups.get(group_id)
-        if group is not None:
-            self._cancel_group_timers(group)
-            del self.groups[group_id]
+    # --- classic groups' live objects ------------------------------------------------------------
+
+    def forget_classic_group(self, group: ClassicGroup) -> None:
+        """The classic group became a group of another type (its GroupMetadata tombstone is on
+        the log, and the new group replaced it in the map): end its timers."""
+        self._cancel_group_timers(group)
+        if self.groups.get(group.group_id) is group:
+            self.groups.pop_untracked(group.group_id)
+
+    def install_classic_group(self, group: ClassicGroup) -> None:
+        """A consumer group became this classic group (its GroupMetadata record is on the log)."""
+        self.groups.put_untracked(group.group_id, group)
 
     def add_group(self, group_id: str) -> ClassicGroup | None:
-        """The live group of a group the log now has (created by a join or a commit); none for
-        a consumer or streams group."""
-        if self.is_modern_group(group_id):
-            return None
+        """The live group of a group the log now has (created by a join or a commit); none when
+        the id is a group of another type."""
         group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now_ms())
-        return group
+            group = ClassicGroup(group_id, state_timestamp=now_ms())
+            self.groups.put_untracked(group_id, group)
+        return group if group.group_type == ClassicGroup.group_type else None
 
     def drop_group(self, group_id: str) -> None:
-        """The log deleted the group: forget its members and timers."""
-        group = self.groups.pop(group_id, None)
-        if group is not None:
+        """The log deleted the classic group: forget its members and timers."""
+        group = self.groups.get(group_id)
+        if isinstance(group, ClassicGroup):
+            self.groups.pop_untracked(group_id)
             self._cancel_group_timers(group)
             group.state = S.DEAD
 
@@ -287,6 +253,11 @@ class GroupShard(Shard):
 
     def _session_expired(self, group: ClassicGroup, member_id: str) -> list:
         if self.groups.get(group.group_id) is not group:
+            member = group.members.get(member_id)
+            if member is not None and group.state is not S.DEAD and self.timeline.recording:
+                # A write that replaced the group (an upgrade) waits for its commit: look again
+                # a session later. Its commit cancels this timer; its failure puts the group back.
+                self.schedule_session_expiry(group, member)
             return []
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
@@ -308,8 +279,7 @@ class GroupShard(Shard):
     def remove_member_and_update(self, group: ClassicGroup, member: Member, reason: str) -> list:
         group.remove(member.member_id)
         self.cancel(("session", group.group_id, member.member_id))
-        _answer_join(member, JoinResult(Errors.UNKNOWN_MEMBER_ID, member.member_id))
-        _answer_sync(member, SyncResult(Errors.UNKNOWN_MEMBER_ID))
+        answer_parked(member, Errors.UNKNOWN_MEMBER_ID)
         if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
             return self.prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
         if group.is_in(S.PREPARING_REBALANCE):
@@ -449,15 +419,3 @@ class GroupShard(Shard):
 def _timer(work):
     """A timer operation: ``work()`` changes membership and returns the records to write."""
     return lambda _shard: CoordinatorResult(work())
-
-
-def _answer_join(member: Member, result: JoinResult) -> None:
-    future, member.join_future = member.join_future, None
-    if future is not None and not future.done():
-        future.set_result(result)
-
-
-def _answer_sync(member: Member, result: SyncResult) -> None:
-    future, member.sync_future = member.sync_future, None
-    if future is not None and not future.done():
-        future.set_result(result)

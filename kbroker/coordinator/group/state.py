@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import enum
 from dataclasses import dataclass, field
+from typing import ClassVar
 
+from kbroker.coordinator.group.records import CommittedOffset, group_metadata_tombstone
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
 from kbroker.protocol.messages.group_metadata_value import GroupMetadataValue
@@ -86,6 +88,10 @@ class Member:
 
 @dataclass(eq=False)
 class ClassicGroup:
+    """A classic group: its live membership and rebalance state (a :class:`Group` of
+    :mod:`kbroker.coordinator.group.types`; its durable part is its last GroupMetadata record)."""
+
+    group_type: ClassVar[str] = "classic"
     group_id: str
     state: GroupState = GroupState.EMPTY
     previous_state: GroupState | None = None
@@ -204,6 +210,33 @@ class ClassicGroup:
             topics.update(subscription.topics)
         return topics
 
+    # --- the Group interface (kbroker.coordinator.group.types) -----------------------------------
+
+    def list_entry(self) -> tuple[str, str, str, str]:
+        return self.group_id, self.protocol_type or "", self.state.value, self.group_type
+
+    def delete_error(self) -> Errors:
+        return Errors.NONE if self.is_in(GroupState.EMPTY) else Errors.NON_EMPTY_GROUP
+
+    def tombstones(self) -> list:
+        return [group_metadata_tombstone(self.group_id)]
+
+    def guarded_topics(self) -> set[str] | None:
+        return set() if self.is_in(GroupState.EMPTY) else self.subscribed_topics()
+
+    def expired_offsets(self, committed: dict[tuple[str, int], CommittedOffset],
+                        retention_ms: int, now: int) -> list[tuple[str, int]]:
+        return classic_expired_offsets(self, committed, retention_ms, now)
+
+    def expires_with_offsets(self, expired: int, committed: int) -> bool:
+        return self.is_in(GroupState.EMPTY) and expired == committed
+
+    def durable_view(self):
+        return None  # its record is GroupShard.persisted's
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        pass  # classic members fetch without an epoch
+
     # --- persistence ---------------------------------------------------------------------------
 
     def to_record(self, assignments: dict[str, bytes] | None = None) -> GroupMetadataValue:
@@ -237,3 +270,33 @@ class ClassicGroup:
         group.leader_id = value.leader if group.members else None
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
         return group
+
+
+def classic_expired_offsets(group: ClassicGroup | None,
+                            committed: dict[tuple[str, int], CommittedOffset], retention_ms: int,
+                            now: int) -> list[tuple[str, int]]:
+    """The expired ones of a classic group's offsets (``group`` None: offsets without a group;
+    :func:`_expired` has Kafka's rule)."""
+    return [(topic, partition) for (topic, partition), c in committed.items()
+            if _expired(group, topic, c, retention_ms, now)]
+
+
+def _expired(group: ClassicGroup | None, topic: str, c: CommittedOffset, retention_ms: int,
+             now: int) -> bool:
+    """Kafka's rule for a classic group's offsets. An explicit expire timestamp (OffsetCommit
+    v1) wins; an Empty group's offsets expire a retention after it became Empty (after their
+    commit when it never had a state); a Stable consumer group's offsets of topics it no longer
+    subscribes to, a retention after their commit."""
+    if c.expire_timestamp >= 0:
+        return now >= c.expire_timestamp
+    if group is None or group.is_in(GroupState.EMPTY):
+        if group is None or group.protocol_type is None or group.state_timestamp < 0:
+            base = c.commit_timestamp
+        else:
+            base = group.state_timestamp
+        return now - base >= retention_ms
+    if group.is_in(GroupState.STABLE):
+        topics = group.subscribed_topics()
+        if topics is not None and topic not in topics:
+            return now - c.commit_timestamp >= retention_ms
+    return False

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kbroker.coordinator.group.shard import GroupShard, SyncResult
+from kbroker.coordinator.group.parked import SyncResult
+from kbroker.coordinator.group.shard import GroupShard
 from kbroker.coordinator.group.state import GroupState
 from kbroker.coordinator.runtime import CoordinatorResult, respond
 from kbroker.protocol.errors import Errors, KafkaError
@@ -32,13 +33,13 @@ def sync(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
 def _sync(shard: GroupShard, group_id: str, generation_id: int, member_id: str,
           group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
           assignments: dict[str, bytes]):
-    consumer_group = shard.consumer_groups.get(group_id)
+    consumer_group = shard.find_group(group_id, "consumer")
     if consumer_group is not None:
         if consumer_group.is_empty:
             return SyncResult(Errors.UNKNOWN_MEMBER_ID)
-        from kbroker.coordinator.group.consumer import migration
+        from kbroker.coordinator.group.consumer import classic_members
         try:
-            return migration.sync(shard, consumer_group, member_id, group_instance_id,
+            return classic_members.sync(shard, consumer_group, member_id, group_instance_id,
                                   generation_id, protocol_type, protocol_name)
         except KafkaError as exc:
             return SyncResult(exc.error)

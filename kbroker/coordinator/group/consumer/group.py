@@ -27,8 +27,10 @@ import enum
 import uuid
 from dataclasses import dataclass
 
+from kbroker.coordinator.group.consumer import offsets, records
 from kbroker.coordinator.group.consumer.member import ConsumerGroupMember, MemberState
 from kbroker.coordinator.group.modern import group_hash, topic_hash  # noqa: F401 (re-exported)
+from kbroker.coordinator.group.types import ModernGroup
 
 INITIAL_EPOCH = 1  # Kafka starts a group and its target assignment at epoch 1
 
@@ -53,7 +55,8 @@ class ResolvedRegex:
     timestamp: int   # when (ms)
 
 
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup):
+    group_type = "consumer"
     __slots__ = ("group_id", "group_epoch", "metadata_hash", "assignment_epoch",
                  "assignment_timestamp", "members", "target", "inverted", "partition_epochs",
                  "subscribed", "regex_subscribers", "resolved", "static_members",
@@ -110,9 +113,19 @@ class ConsumerGroup:
             return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.members
+    def tombstones(self) -> list:
+        return records.group_tombstones(self)
+
+    def guarded_topics(self) -> set[str]:
+        return set(self.subscribed)  # by name or by regex
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, epoch: int,
+                               transactional: bool, api_version: int):
+        return offsets.validate_commit(self, member_id, instance_id, epoch, transactional,
+                                       api_version)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        offsets.validate_fetch(self, member_id, member_epoch)  # v9+ with its epoch (KIP-848)
 
     # --- members -------------------------------------------------------------------------------
 

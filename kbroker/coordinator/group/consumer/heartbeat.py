@@ -25,6 +25,7 @@ import logging
 import uuid
 from dataclasses import dataclass, replace
 
+from kbroker.coordinator.group import records as group_records
 from kbroker.coordinator.group.consumer import membership, migration
 from kbroker.coordinator.group.consumer import records as rec
 from kbroker.coordinator.group.consumer import settings, subscription, target
@@ -131,26 +132,22 @@ def _updated_member(member: ConsumerGroupMember, req: HeartbeatRequest) -> Consu
 
 def group_for_heartbeat(shard, group_id: str, create: bool, records: list,
                         committed: list) -> ConsumerGroup:
-    group = shard.consumer_groups.get(group_id)
-    if group is not None:
-        return group
-    if group_id in shard.streams_groups or group_id in shard.share_groups:
-        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-    classic = shard.group(group_id)
-    if classic is None:
-        if not create:
-            raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-        return ConsumerGroup(group_id)
-    if create and classic.is_empty():
+    classic = shard.group(group_id) if create else None
+    if classic is not None and classic.is_empty():
         # An empty classic group (or one that only holds offsets) becomes a consumer group;
         # its offsets stay.
-        records.append(migration.classic_tombstone(group_id))
-        committed.append(lambda: shard.forget_classic_group(group_id))
+        records.append(group_records.group_metadata_tombstone(group_id))
+        committed.append(lambda: shard.forget_classic_group(classic))
         log.info("group %s: converted the empty classic group to a consumer group", group_id)
         return ConsumerGroup(group_id)
-    if create:
+    if classic is not None:
         return migration.upgrade(shard, classic, records, committed)
-    raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+    group = shard.group_of_type(group_id, "consumer")
+    if group is not None:
+        return group
+    if not create:
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+    return ConsumerGroup(group_id)
 
 
 def throw_if_full(shard, group: ConsumerGroup, member_id: str, instance_id: str | None) -> None:

@@ -5,7 +5,8 @@ Removing members writes their tombstones (current assignment, target, subscripti
 tombstones of regexes nobody subscribes to any more, and a new group epoch: the remaining members
 get a new target assignment at their next heartbeat. When only classic-protocol members remain and
 the migration policy allows it, the group goes back to the classic protocol instead
-(:mod:`kbroker.coordinator.group.consumer.migration`).
+(:func:`downgrade`: Stable at generation = group epoch, each member's target assignment as its
+classic assignment, then a rebalance).
 
 Timers live in the runtime, keyed per shard, and die with it: ``("consumer-session", group,
 member)``, ``("consumer-rebalance", group, member)`` (a member that does not revoke within its
@@ -21,9 +22,12 @@ from dataclasses import replace
 from kbroker.coordinator.group import modern
 from kbroker.coordinator.group.consumer import records as rec
 from kbroker.coordinator.group.consumer import settings
+from kbroker.coordinator.group.consumer.classic_protocol import (CONSUMER, encode_assignment,
+                                                                 protocol_version)
 from kbroker.coordinator.group.consumer.group import ConsumerGroup
 from kbroker.coordinator.group.consumer.member import (EMPTY, STATIC_LEAVE_EPOCH, freeze)
-from kbroker.coordinator.runtime import CoordinatorResult
+from kbroker.coordinator.group.state import ClassicGroup, GroupState, Member
+from kbroker.coordinator.runtime import CoordinatorResult, now_ms
 from kbroker.protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.coordinator.group")
@@ -33,18 +37,10 @@ SESSION, REBALANCE, JOIN, SYNC = ("consumer-session", "consumer-rebalance", "con
 
 
 def consumer_group(shard, group_id: str) -> ConsumerGroup:
-    group = shard.consumer_groups.get(group_id)
+    group = shard.find_group(group_id, "consumer")
     if group is None:
         raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
     return group
-
-
-def member_of(group: ConsumerGroup, member_id: str):
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
-    return member
 
 
 def static_member_of(group: ConsumerGroup, instance_id: str, member_id: str):
@@ -65,7 +61,7 @@ def static_member_of(group: ConsumerGroup, instance_id: str, member_id: str):
 def leave(shard, group_id: str, member_id: str, instance_id: str | None, epoch: int, response):
     group = consumer_group(shard, group_id)
     if instance_id is None:
-        member = member_of(group, member_id)
+        member = group.member(member_id)
         log.info("group %s: member %s left the consumer group", group_id, member_id)
         return fence(shard, group, [member], response)
     member = static_member_of(group, instance_id, member_id)
@@ -90,9 +86,8 @@ def fence(shard, group: ConsumerGroup, members: list, response, reason: str = ""
     response itself."""
     if not members:
         return CoordinatorResult([], _answer(response, members))
-    from kbroker.coordinator.group.consumer import migration
-    if migration.can_downgrade(shard, group, members):
-        return migration.downgrade(shard, group, members, None, _answer(response, members),
+    if can_downgrade(shard, group, members):
+        return downgrade(shard, group, members, None, _answer(response, members),
                                    f"Downgrade group {group.group_id} from consumer to classic "
                                    f"for member leaving.")
     records = fence_records(shard, group, members)
@@ -151,7 +146,7 @@ def schedule_session(shard, group_id: str, member_id: str, timeout_ms: int | Non
 
 def schedule_rebalance(shard, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
     def expired(s):
-        group = s.consumer_groups.get(group_id)
+        group = s.find_group(group_id, "consumer")
         member = group.members.get(member_id) if group is not None else None
         if member is None or member.member_epoch != epoch:
             return CoordinatorResult()
@@ -182,7 +177,7 @@ def cancel_timers(shard, group_id: str, member_id: str) -> None:
 
 
 def fence_op(shard, group_id: str, member_id: str, reason: str) -> CoordinatorResult:
-    group = shard.consumer_groups.get(group_id)
+    group = shard.find_group(group_id, "consumer")
     member = group.members.get(member_id) if group is not None else None
     if member is None:
         return CoordinatorResult()
@@ -202,3 +197,75 @@ def on_loaded(shard, group: ConsumerGroup) -> None:
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             schedule_rebalance(shard, group.group_id, member.member_id, member.member_epoch,
                                member.rebalance_timeout_ms)
+
+
+# --- downgrade: only classic members are left -------------------------------------------------
+
+def can_downgrade(shard, group: ConsumerGroup, leaving) -> bool:
+    if not group.all_classic_except(leaving):
+        return False
+    if len(group.members) - len(leaving) <= 0:
+        return False
+    if not settings.downgrade_enabled(shard):
+        log.info("cannot downgrade consumer group %s to a classic group: online downgrade is "
+                 "disabled", group.group_id)
+        return False
+    if len(group.members) - len(leaving) > shard.config.get("group.max.size"):
+        log.info("cannot downgrade consumer group %s: it is larger than group.max.size",
+                 group.group_id)
+        return False
+    return True
+
+
+def can_downgrade_replacing(shard, group: ConsumerGroup, replaced) -> bool:
+    if not (group.classic_members == len(group.members) - 1 and not
+            replaced.uses_classic_protocol):
+        return False
+    return settings.downgrade_enabled(shard) and len(group.members) <= \
+        shard.config.get("group.max.size")
+
+
+def downgrade(shard, group: ConsumerGroup, leaving, joining, response, reason,
+              records: list | None = None, rebalance: bool = True) -> CoordinatorResult:
+    """The consumer group's tombstones and its classic group, installed once committed."""
+    records = [] if records is None else records
+    gid = group.group_id
+    replaced = group.static_member(joining.instance_id) if joining is not None else None
+    records += rec.group_tombstones(group, (replaced.member_id, joining.member_id)
+                                    if replaced is not None else None)
+    image = shard.image
+    classic = ClassicGroup(gid, state=GroupState.STABLE, protocol_type=CONSUMER,
+                           generation=group.group_epoch, state_timestamp=now_ms())
+    leaving_ids = {m.member_id for m in leaving}
+    members = [m for m in group.members.values() if m.member_id not in leaving_ids and not (
+        replaced is not None and m.member_id == replaced.member_id)]
+    if joining is not None:
+        members.append(joining)
+    for m in members:
+        classic.add(Member(m.member_id, m.instance_id, m.client_id, m.client_host,
+                           m.rebalance_timeout_ms, m.classic.session_timeout_ms, CONSUMER,
+                           list(m.classic.protocols)))
+    classic.protocol_name = classic.select_protocol()
+    for member in classic.members.values():
+        source = replaced.member_id if replaced is not None and joining is not None and \
+            member.member_id == joining.member_id else member.member_id
+        version = protocol_version(member.metadata(classic.protocol_name))
+        member.assignment = encode_assignment(group.target_of(source), image, version)
+    records.append(shard.group_record(classic))
+    for m in group.members.values():
+        cancel_timers(shard, gid, m.member_id)
+
+    def converted():
+        shard.install_classic_group(classic)
+        for member in classic.members.values():
+            shard.schedule_session_expiry(classic, member)
+        if rebalance:
+            extra = shard.prepare_rebalance(classic, reason or "downgrade")
+            if extra:
+                shard.runtime.run(shard.partition_index, lambda s: CoordinatorResult(extra))
+        log.info("group %s: converted the consumer group to a classic group", gid)
+    return CoordinatorResult(records, response, on_committed=converted)
+
+
+def on_unloaded(shard, group) -> None:
+    """Nothing: its timers die with the shard (the runtime holds them), and no request waits."""

@@ -12,7 +12,6 @@ without member, epoch and instance is accepted whatever the group's state.
 
 from __future__ import annotations
 
-from kbroker.coordinator.group.consumer.group import ConsumerGroup
 from kbroker.protocol.errors import Errors, KafkaError
 
 CONSUMER_PROTOCOL_COMMIT_VERSION = 9
@@ -23,7 +22,7 @@ def _stale(classic: bool, message: str) -> KafkaError:
                       message)
 
 
-def validate_commit(group: ConsumerGroup, member_id: str, instance_id: str | None, epoch: int,
+def validate_commit(group, member_id: str, instance_id: str | None, epoch: int,
                     transactional: bool, api_version: int):
     """None (accept every partition) or a validator ``(topic, topic_id, partition)`` that
     raises KafkaError. Raises KafkaError for the whole request."""
@@ -31,10 +30,7 @@ def validate_commit(group: ConsumerGroup, member_id: str, instance_id: str | Non
         return None
     if transactional and epoch == -1 and member_id == "" and instance_id is None:
         return None
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
+    member = group.member(member_id)
     classic = member.uses_classic_protocol
     if not transactional and not classic and api_version < CONSUMER_PROTOCOL_COMMIT_VERSION:
         raise KafkaError(Errors.UNSUPPORTED_VERSION, "OffsetCommit version 9 or above must be "
@@ -59,13 +55,10 @@ def validate_commit(group: ConsumerGroup, member_id: str, instance_id: str | Non
     return validate
 
 
-def validate_fetch(group: ConsumerGroup, member_id: str | None, epoch: int) -> None:
+def validate_fetch(group, member_id: str | None, epoch: int) -> None:
     if member_id is None and epoch < 0:
         return
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
+    member = group.member(member_id)
     if epoch != member.member_epoch:
         if member.uses_classic_protocol:
             raise KafkaError(Errors.ILLEGAL_GENERATION,

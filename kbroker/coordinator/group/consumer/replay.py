@@ -15,26 +15,20 @@ from kbroker.coordinator.group.consumer import records as rec
 from kbroker.coordinator.group.consumer.group import ConsumerGroup, ResolvedRegex
 from kbroker.coordinator.group.consumer.member import (EMPTY, LEAVE_EPOCH, ConsumerGroupMember,
                                                        MemberState, freeze)
-from kbroker.coordinator.timeline import TimelineDict
-
-TYPES = frozenset(rec.KEYS)
+from kbroker.coordinator.group.modern import group_to_replay
 
 
-def replay(groups: TimelineDict, record_type: int, key_view: memoryview,
-           value: bytes | None, replay_time_ms: int = 0) -> str:
-    """Apply one record to ``groups`` (group id -> ConsumerGroup); returns the group id."""
+def replay(shard, record_type: int, key_view: memoryview, value: bytes | None) -> str:
+    """Apply one record to the shard's groups; returns the group id."""
     key = rec.decode_key(record_type, key_view)
     group_id = key.group_id
-    groups.touch(group_id)  # changed in place below: journaled first (a timeline map)
-    group = groups.get(group_id)
-    if value is None and group is None:
+    group = group_to_replay(shard, ConsumerGroup, group_id, value)
+    if group is None:
         return group_id
     v = rec.decode_value(record_type, value) if value is not None else None
-    if group is None:
-        group = groups[group_id] = ConsumerGroup(group_id)
     if record_type == rec.GROUP_METADATA:
         if v is None:
-            del groups[group_id]
+            del shard.groups[group_id]
         else:
             group.group_epoch, group.metadata_hash = v.epoch, v.metadata_hash
     elif record_type == rec.PARTITION_METADATA:

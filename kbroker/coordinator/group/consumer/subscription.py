@@ -150,7 +150,7 @@ def refresh_regexes(shard, group_id: str, now: int) -> list:
     """The scheduled resolution (a heartbeat found it due, or topics were created): regex
     records, and an epoch bump when what they match changed (the target follows at the members'
     next heartbeat)."""
-    group = shard.consumer_groups.get(group_id)
+    group = shard.find_group(group_id, "consumer")
     if group is None or not group.regex_subscribers:
         return []
     if not refresh_due(shard, group, group.regex_subscribers, now):

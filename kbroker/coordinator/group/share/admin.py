@@ -38,7 +38,7 @@ def partitions_to_delete(shard, group) -> dict:
 def prepare_delete(shard, group_id: str) -> CoordinatorResult:
     """Response: Errors (NON_EMPTY_GROUP, or GROUP_ID_NOT_FOUND when it is no share group) or
     {topic id: partitions} to delete through the persister."""
-    group = shard.share_groups.get(group_id)
+    group = shard.find_group(group_id, "share")
     if group is None:
         return respond(Errors.GROUP_ID_NOT_FOUND)
     if not group.is_empty:
@@ -57,7 +57,7 @@ def prepare_delete(shard, group_id: str) -> CoordinatorResult:
 
 def delete(shard, group_id: str) -> CoordinatorResult:
     """The share state is gone: tombstone the group and its offsets."""
-    group = shard.share_groups.get(group_id)
+    group = shard.find_group(group_id, "share")
     if group is None:
         return respond(Errors.GROUP_ID_NOT_FOUND)
     if not group.is_empty:
@@ -76,11 +76,9 @@ def share_group_or_error(shard, group_id: str, create: bool = False):
     ``create``: a new, empty, unrecorded one) or of another type."""
     from kbroker.coordinator.group.share.group import ShareGroup
     from kbroker.protocol.errors import KafkaError
-    group = shard.share_groups.get(group_id)
+    group = shard.group_of_type(group_id, "share")
     if group is not None:
         return group
-    if shard.is_modern_group(group_id) or shard.group(group_id) is not None:
-        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
     if create:
         return ShareGroup(group_id)
     raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
@@ -88,7 +86,7 @@ def share_group_or_error(shard, group_id: str, create: bool = False):
 
 def initialized_partitions(shard, group_id: str) -> dict:
     """{topic id: set(partitions)} initialized for the group (none for an unknown group)."""
-    group = shard.share_groups.get(group_id)
+    group = shard.find_group(group_id, "share")
     if group is None:
         return {}
     return {t: set(e.partitions) for t, e in group.initialized.items()}
@@ -160,7 +158,7 @@ def start_delete_offsets(shard, group_id: str, names: list) -> CoordinatorResult
 
 def complete_delete_offsets(shard, group_id: str, topic_ids) -> CoordinatorResult:
     """The persister deleted these topics' state: they leave the deleting topics."""
-    group = shard.share_groups.get(group_id)
+    group = shard.find_group(group_id, "share")
     if group is None or not group.has_state_metadata:
         return respond(None)
     deleting = {t: n for t, n in group.deleting.items() if t not in set(topic_ids)}

@@ -10,6 +10,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from kbroker.coordinator.group.share import records
+from kbroker.coordinator.group.state import classic_expired_offsets
+from kbroker.coordinator.group.types import ModernGroup
+from kbroker.protocol.errors import Errors, KafkaError
+
 
 class ShareGroupState(enum.Enum):
     EMPTY = "Empty"
@@ -29,7 +34,9 @@ class TopicInit:
 INITIAL_EPOCH = 1  # Kafka 4.4 starts a share group and its target assignment at epoch 1
 
 
-class ShareGroup:
+class ShareGroup(ModernGroup):
+    group_type = "share"
+
     def __init__(self, group_id: str):
         self.group_id = group_id
         self.group_epoch = INITIAL_EPOCH
@@ -53,9 +60,24 @@ class ShareGroup:
         other.deleting = dict(self.deleting)
         return other
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.members
+    def delete_error(self) -> Errors:
+        # Its share partitions' state goes first (the share coordinator): DeleteGroups of a share
+        # group takes kbroker.coordinator.group.share.admin's two steps, never this one.
+        return Errors.GROUP_ID_NOT_FOUND
+
+    def tombstones(self) -> list:
+        return records.group_tombstones(self)
+
+    def guarded_topics(self) -> set[str]:
+        # Kafka: a share group keeps no committed offsets (its share partitions do).
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND)
+
+    def expired_offsets(self, committed: dict, retention_ms: int, now: int) -> list:
+        # It should have none; any it has expire as offsets without a group.
+        return classic_expired_offsets(None, committed, retention_ms, now)
+
+    def expires_with_offsets(self, expired: int, committed: int) -> bool:
+        return False
 
     @property
     def state(self) -> ShareGroupState:

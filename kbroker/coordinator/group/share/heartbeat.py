@@ -129,13 +129,10 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
 
 
 def _group(shard, gid: str, joining: bool) -> ShareGroup:
-    group = shard.share_groups.get(gid)
-    if group is not None:
-        return group
-    if not joining or gid in shard.consumer_groups or gid in shard.streams_groups or \
-            shard.group(gid) is not None:
-        return membership.share_group(shard, gid)  # raises
-    return ShareGroup(gid)
+    if not joining:
+        return membership.share_group(shard, gid)
+    group = shard.group_of_type(gid, "share")
+    return group if group is not None else ShareGroup(gid)
 
 
 def _member(group: ShareGroup, req: HeartbeatRequest, joining: bool) -> ShareGroupMember:

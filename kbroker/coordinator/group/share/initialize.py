@@ -77,7 +77,7 @@ def mark_initializing(group: ShareGroup, todo: dict) -> tuple:
 def initialized(shard, group_id: str, topics: dict) -> CoordinatorResult:
     """The persister initialized ``topics`` ({topic id: partitions}): move them from
     initializing to initialized."""
-    group = shard.share_groups.get(group_id)
+    group = shard.find_group(group_id, "share")
     if group is None:
         return CoordinatorResult()
     initializing = dict(group.initializing)
@@ -105,7 +105,7 @@ def forget_deleted_topics(shard, topic_ids: set) -> list:
     initializing, initialized and deleting topics (their share state is the share coordinator's
     to drop). Returns the state records to write."""
     records = []
-    for group in shard.share_groups.values():
+    for group in shard.groups_of_type("share"):
         hit = topic_ids & (set(group.initializing) | set(group.initialized) | set(group.deleting))
         if not hit:
             continue

@@ -21,26 +21,15 @@ SESSION = "share-session"
 
 
 def share_group(shard, group_id: str):
-    group = shard.share_groups.get(group_id)
+    group = shard.group_of_type(group_id, "share")
     if group is None:
-        if group_id in shard.consumer_groups or group_id in shard.streams_groups or \
-                shard.group(group_id) is not None:
-            raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
     return group
 
 
-def member_of(group, member_id: str):
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
-    return member
-
-
 def leave(shard, group_id: str, member_id: str, response) -> CoordinatorResult:
     group = share_group(shard, group_id)
-    member = member_of(group, member_id)
+    member = group.member(member_id)
     log.info("group %s: member %s left the share group", group_id, member_id)
     return CoordinatorResult(fence_records(shard, group, member.member_id), response,
                              on_committed=lambda: cancel_session(shard, group_id, member_id))
@@ -75,7 +64,7 @@ def cancel_session(shard, group_id: str, member_id: str) -> None:
 
 
 def _expire(shard, group_id: str, member_id: str) -> CoordinatorResult:
-    group = shard.share_groups.get(group_id)
+    group = shard.find_group(group_id, "share")
     if group is None or member_id not in group.members:
         return CoordinatorResult()
     log.info("group %s: member %s of the share group expired after its session timeout",
@@ -89,3 +78,7 @@ def on_loaded(shard, group) -> None:
              len(group.members), group.group_epoch)
     for member in group.members.values():
         schedule_session(shard, group.group_id, member.member_id)
+
+
+def on_unloaded(shard, group) -> None:
+    """Nothing: its timers die with the shard (the runtime holds them), and no request waits."""

@@ -12,28 +12,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kbroker.coordinator.group.modern import group_to_replay
 from kbroker.coordinator.group.share import records as rec
 from kbroker.coordinator.group.share.group import INITIAL_EPOCH, ShareGroup, TopicInit
 from kbroker.coordinator.group.share.member import ShareGroupMember, partitions
-from kbroker.coordinator.timeline import TimelineDict
-
-TYPES = frozenset(rec.KEYS)
 
 
-def replay(groups: TimelineDict, record_type: int, key_view: memoryview,
-           value: bytes | None, replay_time_ms: int = 0) -> str:
+def replay(shard, record_type: int, key_view: memoryview, value: bytes | None) -> str:
+    """Apply one record to the shard's groups; returns the group id."""
     key = rec.decode_key(record_type, key_view)
     group_id = key.group_id
-    groups.touch(group_id)  # changed in place below: journaled first (a timeline map)
-    group = groups.get(group_id)
-    if value is None and group is None:
+    group = group_to_replay(shard, ShareGroup, group_id, value)
+    if group is None:
         return group_id
     v = rec.decode_value(record_type, value) if value is not None else None
-    if group is None:
-        group = groups[group_id] = ShareGroup(group_id)
     if record_type == rec.GROUP_METADATA:
         if v is None:
-            del groups[group_id]
+            del shard.groups[group_id]
         else:
             group.group_epoch, group.metadata_hash = v.epoch, v.metadata_hash
     elif record_type == rec.MEMBER_METADATA:
@@ -69,7 +64,7 @@ def replay(groups: TimelineDict, record_type: int, key_view: memoryview,
                 old, member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
                 state=v.state, assigned=partitions(rec.partitions_of(v.assigned_partitions)))
     elif record_type == rec.STATE_PARTITION_METADATA:
-        now = replay_time_ms
+        now = shard.replay_time_ms
         if v is None:
             group.initializing, group.initialized, group.deleting = {}, {}, {}
             group.has_state_metadata = False

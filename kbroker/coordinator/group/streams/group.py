@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import enum
 
+from kbroker.coordinator.group.streams import offsets, records
 from kbroker.coordinator.group.streams.member import StreamsGroupMember, TaskTuple
+from kbroker.coordinator.group.types import ModernGroup
 
 EMPTY_TARGET = TaskTuple()
 INITIAL_EPOCH = 1  # Kafka 4.4 starts a streams group and its target assignment at epoch 1
@@ -29,7 +31,9 @@ class StreamsGroupState(enum.Enum):
     DEAD = "Dead"
 
 
-class StreamsGroup:
+class StreamsGroup(ModernGroup):
+    group_type = "streams"
+
     def __init__(self, group_id: str):
         self.group_id = group_id
         self.group_epoch = INITIAL_EPOCH
@@ -63,9 +67,23 @@ class StreamsGroup:
 
     # --- state -------------------------------------------------------------------------------
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.members
+    def tombstones(self) -> list:
+        return records.group_tombstones(self)
+
+    def guarded_topics(self) -> set[str]:
+        """The topics it reads (Kafka's isSubscribedToTopic): its source and repartition source
+        topics, none while it is empty."""
+        if self.is_empty or self.topology is None:
+            return set()
+        return set(self.topology.source_topic_subtopologies())
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, epoch: int,
+                               transactional: bool, api_version: int):
+        return offsets.validate_commit(self, member_id, instance_id, epoch, transactional,
+                                       api_version)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        offsets.validate_fetch(self, member_id, member_epoch)  # KIP-1071 members: their epoch
 
     @property
     def state(self) -> StreamsGroupState:

@@ -27,6 +27,7 @@ import logging
 from dataclasses import dataclass, field, replace
 
 from kbroker.coordinator.group import modern
+from kbroker.coordinator.group import records as group_records
 from kbroker.coordinator.group.streams import membership
 from kbroker.coordinator.group.streams import records as rec
 from kbroker.coordinator.group.streams import settings, target
@@ -191,7 +192,8 @@ def heartbeat(shard, req: HeartbeatRequest) -> CoordinatorResult:
         committed.append(lambda: _set_endpoint_epoch(shard, gid, endpoint_epoch))
     if endpoint_epoch != req.endpoint_information_epoch and configured.ready:
         result.endpoints = endpoints(group, updated, configured, shard.image, replaced)
-    result.endpoint_information_epoch = endpoint_epoch if gid in shard.streams_groups else 0
+    exists = shard.find_group(gid, "streams") is not None
+    result.endpoint_information_epoch = endpoint_epoch if exists else 0
     if configured.problem is not None:
         result.topics_to_create = configured.topics_to_create
         status.append((configured.problem.status, configured.problem.message))
@@ -234,7 +236,7 @@ def _task_offsets(group, member_id: str, req: HeartbeatRequest, replaced) -> tup
 
 
 def _set_task_offsets(shard, gid: str, member_id: str, offsets: tuple) -> None:
-    group = shard.streams_groups.get(gid)
+    group = shard.find_group(gid, "streams")
     if group is not None:
         if member_id in group.members:
             group.task_offsets[member_id] = offsets
@@ -243,19 +245,19 @@ def _set_task_offsets(shard, gid: str, member_id: str, offsets: tuple) -> None:
 
 
 def _install_configured(shard, gid: str, configured) -> None:
-    group = shard.streams_groups.get(gid)
+    group = shard.find_group(gid, "streams")
     if group is not None:
         group.configured = configured
 
 
 def _set_shutdown(shard, gid: str, member_id: str) -> None:
-    group = shard.streams_groups.get(gid)
+    group = shard.find_group(gid, "streams")
     if group is not None and group.shutdown_request_member_id is None:
         group.shutdown_request_member_id = member_id
 
 
 def _set_endpoint_epoch(shard, gid: str, epoch: int) -> None:
-    group = shard.streams_groups.get(gid)
+    group = shard.find_group(gid, "streams")
     if group is not None:
         group.endpoint_information_epoch = epoch
 
@@ -263,22 +265,16 @@ def _set_endpoint_epoch(shard, gid: str, epoch: int) -> None:
 # --- the group, the member, the topology -----------------------------------------------------------
 
 def _group(shard, gid: str, joining: bool, records: list, committed: list) -> StreamsGroup:
-    group = shard.streams_groups.get(gid)
-    if group is not None:
-        return group
     if not joining:
-        return membership.streams_group(shard, gid)  # raises
-    if gid in shard.consumer_groups or gid in shard.share_groups:
-        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} is not a streams group.")
+        return membership.streams_group(shard, gid)
     classic = shard.group(gid)
-    if classic is not None:
-        if not classic.is_empty():
-            raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} is not a streams group.")
-        from kbroker.coordinator.group.consumer import migration
-        records.append(migration.classic_tombstone(gid))
-        committed.append(lambda: shard.forget_classic_group(gid))
+    if classic is not None and classic.is_empty():
+        records.append(group_records.group_metadata_tombstone(gid))
+        committed.append(lambda: shard.forget_classic_group(classic))
         log.info("group %s: converted the empty classic group to a streams group", gid)
-    return StreamsGroup(gid)
+        return StreamsGroup(gid)
+    group = shard.group_of_type(gid, "streams")
+    return group if group is not None else StreamsGroup(gid)
 
 
 def _throw_if_full(shard, group: StreamsGroup) -> None:
@@ -454,7 +450,7 @@ def _update_target(shard, group, epoch: int, updated, configured, configs, now, 
 def assign_now(shard, gid: str, now: int) -> list:
     """A timer's target assignment for the whole group (after the initial delay or the
     assignment interval), when its epoch is ahead."""
-    group = shard.streams_groups.get(gid)
+    group = shard.find_group(gid, "streams")
     if group is None or not group.members or group.assignment_epoch >= group.group_epoch:
         return []
     interval = settings.assignment_interval_ms(shard, gid)

@@ -25,21 +25,10 @@ SESSION, REBALANCE = "streams-session", "streams-rebalance"
 
 
 def streams_group(shard, group_id: str):
-    group = shard.streams_groups.get(group_id)
+    group = shard.group_of_type(group_id, "streams")
     if group is None:
-        if group_id in shard.consumer_groups or group_id in shard.share_groups or \
-                shard.group(group_id) is not None:
-            raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
         raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
     return group
-
-
-def member_of(group, member_id: str):
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
-    return member
 
 
 def static_member_of(group, instance_id: str, member_id: str):
@@ -57,7 +46,7 @@ def leave(shard, group_id: str, member_id: str, instance_id: str | None, epoch: 
           response) -> CoordinatorResult:
     group = streams_group(shard, group_id)
     if instance_id is None:
-        member = member_of(group, member_id)
+        member = group.member(member_id)
         log.info("group %s: member %s left the streams group", group_id, member_id)
         return fence(shard, group, member, response)
     member = static_member_of(group, instance_id, member_id)
@@ -87,14 +76,14 @@ def fence(shard, group, member, response) -> CoordinatorResult:
 
     def emptied() -> None:
         # Kafka forgets an application's shutdown request once its last member is gone.
-        now = shard.streams_groups.get(gid)
+        now = shard.find_group(gid, "streams")
         if now is not None and not now.members:
             now.shutdown_request_member_id = None
     return CoordinatorResult(records, response, on_committed=emptied)
 
 
 def fence_op(shard, group_id: str, member_id: str, reason: str) -> CoordinatorResult:
-    group = shard.streams_groups.get(group_id)
+    group = shard.find_group(group_id, "streams")
     member = group.members.get(member_id) if group is not None else None
     if member is None:
         return CoordinatorResult()
@@ -112,7 +101,7 @@ def schedule_session(shard, group_id: str, member_id: str) -> None:
 
 def schedule_rebalance(shard, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
     def expired(s):
-        group = s.streams_groups.get(group_id)
+        group = s.find_group(group_id, "streams")
         member = group.members.get(member_id) if group is not None else None
         if member is None or member.member_epoch != epoch:
             return CoordinatorResult()
@@ -138,3 +127,7 @@ def on_loaded(shard, group) -> None:
         if member.state is MemberState.UNREVOKED_TASKS:
             schedule_rebalance(shard, group.group_id, member.member_id, member.member_epoch,
                                member.rebalance_timeout_ms)
+
+
+def on_unloaded(shard, group) -> None:
+    """Nothing: its timers die with the shard (the runtime holds them), and no request waits."""

@@ -24,10 +24,7 @@ def validate_commit(group, member_id: str, instance_id: str | None, epoch: int,
         return None
     if transactional and epoch == -1 and member_id == "" and instance_id is None:
         return None
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
+    member = group.member(member_id)
     if not transactional and api_version < 9:
         raise KafkaError(Errors.UNSUPPORTED_VERSION, "OffsetCommit version 9 or above must be "
                          "used by members using the streams group protocol")
@@ -58,10 +55,7 @@ def validate_commit(group, member_id: str, instance_id: str | None, epoch: int,
 def validate_fetch(group, member_id: str | None, epoch: int) -> None:
     if member_id is None and epoch < 0:
         return
-    member = group.members.get(member_id)
-    if member is None:
-        raise KafkaError(Errors.UNKNOWN_MEMBER_ID,
-                         f"Member {member_id} is not a member of group {group.group_id}.")
+    member = group.member(member_id)
     if epoch != member.member_epoch:
         raise _stale(f"The received member epoch {epoch} does not match the expected member "
                      f"epoch {member.member_epoch}.")
