@@ -340,20 +340,7 @@ def _compare_property(ctx, original: m.ObjectSchema, update: m.ObjectSchema, nam
     before, after = original.properties.get(name), update.properties.get(name)
     if after is None:
         # removing is safe only where the update still admits the property
-        if _is_open(update):
-            ctx.add("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL")
-            return
-        covering = _covering_schema(update, name)
-        if covering is not None:
-            sub = ctx.sub()
-            compare(sub, before, covering)
-            ctx.differences += sub.differences
-            ctx.add("PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible()
-                    else "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
-        elif isinstance(before, m.FalseSchema):
-            ctx.add("PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
-        else:
-            ctx.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+        _removed(ctx, "PROPERTY", before, _is_open(update), lambda: _covering_schema(update, name))
     elif before is None:
         # adding is safe only where the original did not let the property through unchecked
         required = name in update.required
@@ -514,20 +501,27 @@ def _compare_item_lists(ctx, original: m.ArraySchema, update: m.ArraySchema) -> 
 
 
 def _item_removed(ctx, item: m.Schema, update: m.ArraySchema) -> None:
-    if _is_open_array(update):
-        ctx.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL")
+    _removed(ctx, "ITEM", item, _is_open_array(update), lambda: _covering_item_schema(update))
+
+
+def _removed(ctx, kind: str, removed: m.Schema, update_is_open: bool, covering_of_update) -> None:
+    """A property or tuple item the update no longer names (``kind`` is Confluent's prefix,
+    PROPERTY or ITEM): compatible when the update's open or partially open content model still
+    admits what the original allowed there."""
+    if update_is_open:
+        ctx.add(f"{kind}_REMOVED_FROM_OPEN_CONTENT_MODEL")
         return
-    covering = _covering_item_schema(update)
+    covering = covering_of_update()
     if covering is not None:
         sub = ctx.sub()
-        compare(sub, item, covering)
+        compare(sub, removed, covering)
         ctx.differences += sub.differences
-        ctx.add("ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible()
-                else "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
-    elif isinstance(item, m.FalseSchema):
-        ctx.add("ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+        ctx.add(f"{kind}_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible()
+                else f"{kind}_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+    elif isinstance(removed, m.FalseSchema):
+        ctx.add(f"{kind}_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
     else:
-        ctx.add("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+        ctx.add(f"{kind}_REMOVED_FROM_CLOSED_CONTENT_MODEL")
 
 
 def _item_added(ctx, item: m.Schema, original: m.ArraySchema) -> None:
