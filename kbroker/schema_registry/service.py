@@ -12,6 +12,13 @@ reads too. Writes are always forwarded, as they came, to the leader's registry l
 topic exists (the first write creates it, so a broker whose registry is never written has no
 ``_schemas`` topic) reads see an empty registry.
 
+Built in two steps: the listeners bind when the broker starts (its ready banner and its cluster
+registration carry their URL); the state behind them (the ``_schemas`` runtime, the routes and the
+formats, most of the package's import time) is built on the first request, or at start when there
+is something to follow: a ``_schemas`` topic in the metadata, or a cluster, where this broker may
+come to lead ``_schemas-0`` at any time (kbroker.server.coordinators does the same for the
+coordinators).
+
 Dispatch: authenticate (kbroker.schema_registry.security), match the route
 (kbroker.schema_registry.api), authorize it, then run it here or forward it; count it in
 ``/metrics`` by endpoint and status.
@@ -26,13 +33,15 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from kbroker.coordinator.runtime import CoordinatorRuntime
+from typing import TYPE_CHECKING
+
 from kbroker.protocol.errors import Errors, KafkaError
-from kbroker.schema_registry import api, errors
+from kbroker.schema_registry import errors
 from kbroker.schema_registry.errors import RegistryError
 from kbroker.schema_registry.http import HttpServer, Request, Response
-from kbroker.schema_registry.replica_view import ReplicaView
-from kbroker.schema_registry.store import RegistryShard
+
+if TYPE_CHECKING:
+    from kbroker.schema_registry.store import RegistryShard
 
 log = logging.getLogger("kbroker.schema_registry")
 
@@ -65,14 +74,12 @@ class SchemaRegistry:
         self.topic = config.get("schema.registry.topic")
         self.group_id = "schema-registry"
         self.defaults = Defaults(config.get("schema.registry.compatibility.level"))
-        self.runtime = CoordinatorRuntime(
-            controller, partitions, self.topic, 1,
-            {"cleanup.policy": "compact"},
-            lambda runtime, index: RegistryShard(runtime, index, self.defaults),
-            config.get("schema.registry.topic.replication.factor"))
-        self._empty = RegistryShard(self.runtime, PARTITION, self.defaults)
-        self._empty.loading = False
-        self.view = ReplicaView(self.runtime, PARTITION, self.defaults)  # on a follower
+        self._partitions = partitions
+        # Built by ensure(): the runtime of the _schemas shard, an empty shard to read before the
+        # topic exists, and the view of a follower replica.
+        self.runtime = None  # kbroker.coordinator.runtime.CoordinatorRuntime
+        self._empty = None
+        self.view = None  # kbroker.schema_registry.replica_view.ReplicaView
         self.security = security  # kbroker.schema_registry.security.RegistrySecurity or None
         self.servers: list[tuple[str, HttpServer]] = []  # (url, server)
         self.bound: tuple[str, str, int] | None = None  # the first listener's (scheme, host, port)
@@ -81,9 +88,30 @@ class SchemaRegistry:
 
     # --- lifecycle -----------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        self.runtime.start()
-        self.controller.subscribe(self.runtime)
+    def ensure(self) -> "SchemaRegistry":
+        """Build the state behind the listeners if it is not yet (see the module docstring)."""
+        if self.runtime is None:
+            from kbroker.coordinator.runtime import CoordinatorRuntime
+            from kbroker.schema_registry.replica_view import ReplicaView
+            from kbroker.schema_registry.store import RegistryShard
+
+            runtime = CoordinatorRuntime(
+                self.controller, self._partitions, self.topic, 1,
+                {"cleanup.policy": "compact"},
+                lambda runtime, index: RegistryShard(runtime, index, self.defaults),
+                self.config.get("schema.registry.topic.replication.factor"))
+            self._empty = RegistryShard(runtime, PARTITION, self.defaults)
+            self._empty.loading = False
+            self.view = ReplicaView(runtime, PARTITION, self.defaults)  # on a follower
+            self.runtime = runtime
+            runtime.start()  # loads _schemas-0 from the current image when this broker leads it
+            self.controller.subscribe(runtime)
+        return self
+
+    async def start(self, build_now: bool) -> None:
+        """Bind the listeners; ``build_now``: build the state too (see the module docstring)."""
+        if build_now:
+            self.ensure()
         max_body = self.config.get("schema.registry.max.request.bytes")
         for url, ssl_context in listener_urls(self.config):
             parts = urlsplit(url)
@@ -111,7 +139,8 @@ class SchemaRegistry:
     async def stop(self) -> None:
         for _, server in self.servers:
             await server.stop()
-        await self.runtime.stop()
+        if self.runtime is not None:
+            await self.runtime.stop()
 
     @property
     def url(self) -> str | None:
@@ -131,6 +160,7 @@ class SchemaRegistry:
     def local_shard(self) -> RegistryShard:
         """The state to read here: the loaded shard (this broker leads _schemas-0), the view of
         a follower replica, an empty one before the topic exists; else NotHere (forward)."""
+        self.ensure()
         if not self.runtime.exists:
             return self._empty
         shard = self.runtime.shards.get(PARTITION)
@@ -210,6 +240,9 @@ class SchemaRegistry:
     # --- dispatch ------------------------------------------------------------------------------
 
     async def handle(self, request: Request) -> Response:
+        from kbroker.schema_registry import api  # with the state, on the first request
+
+        self.ensure()
         route, params, known = api.match(request.method, request.segments)
         endpoint = route.name if route is not None else "other"
         try:
@@ -230,6 +263,8 @@ class SchemaRegistry:
             principal = self.security.authenticate(request)
         if route is None:
             raise errors.method_not_allowed() if known else errors.not_found_path()
+        from kbroker.schema_registry import api
+
         call = api.Call(request, params, self)
         call.principal = principal
         if self.security is not None:
@@ -346,12 +381,13 @@ async def start_schema_registry(broker) -> SchemaRegistry | None:
     """The broker's registry when ``schema.registry.listeners`` is set (or in dev mode)."""
     if not listener_urls_configured(broker.config):
         return None
-    security = None
     from kbroker.schema_registry.security import build_security
     security = build_security(broker)
     registry = SchemaRegistry(broker.config, broker.controller, broker.replicas, broker.node_id,
                               security)
-    await registry.start()
+    topic = broker.config.get("schema.registry.topic")
+    await registry.start(build_now=broker.cluster is not None or
+                         broker.controller.image.topic(topic) is not None)
     return registry
 
 
