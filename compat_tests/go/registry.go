@@ -74,6 +74,28 @@ func formatOf(a *args) (valueFormat, error) {
 	return f, nil
 }
 
+// schemaToRegister reads what the registering commands share: --schema-file, --format and the
+// registry client; on an error, the exit code to return (64: usage, 1: the file).
+func schemaToRegister(a *args) ([]byte, valueFormat, *sr.Client, int, error) {
+	var format valueFormat
+	schemaFile, err := a.require("schema-file")
+	if err != nil {
+		return nil, format, nil, 64, err
+	}
+	text, err := os.ReadFile(schemaFile)
+	if err != nil {
+		return nil, format, nil, 1, err
+	}
+	if format, err = formatOf(a); err != nil {
+		return nil, format, nil, 64, err
+	}
+	rcl, err := registryClient(a)
+	if err != nil {
+		return nil, format, nil, 64, err
+	}
+	return text, format, rcl, 0, nil
+}
+
 // srProduce registers --schema-file under <topic>-value, encodes each JSON object of
 // --values-file with it, and produces record i keyed <key-prefix>i.
 func srProduce(ctx context.Context, a *args) (int, error) {
@@ -81,29 +103,17 @@ func srProduce(ctx context.Context, a *args) (int, error) {
 	if err != nil {
 		return 64, err
 	}
-	schemaFile, err := a.require("schema-file")
-	if err != nil {
-		return 64, err
-	}
 	valuesFile, err := a.require("values-file")
 	if err != nil {
 		return 64, err
-	}
-	text, err := os.ReadFile(schemaFile)
-	if err != nil {
-		return 1, err
 	}
 	values, err := readValues(valuesFile)
 	if err != nil {
 		return 1, err
 	}
-	format, err := formatOf(a)
+	text, format, rcl, code, err := schemaToRegister(a)
 	if err != nil {
-		return 64, err
-	}
-	rcl, err := registryClient(a)
-	if err != nil {
-		return 64, err
+		return code, err
 	}
 	subject := topic + "-value"
 	id, err := rcl.RegisterSchema(ctx, subject, sr.Schema{Schema: string(text), Type: format.schemaType}, -1, -1)
@@ -315,21 +325,9 @@ func srRegister(ctx context.Context, a *args) (int, error) {
 	if err != nil {
 		return 64, err
 	}
-	schemaFile, err := a.require("schema-file")
+	text, format, rcl, code, err := schemaToRegister(a)
 	if err != nil {
-		return 64, err
-	}
-	text, err := os.ReadFile(schemaFile)
-	if err != nil {
-		return 1, err
-	}
-	format, err := formatOf(a)
-	if err != nil {
-		return 64, err
-	}
-	rcl, err := registryClient(a)
-	if err != nil {
-		return 64, err
+		return code, err
 	}
 	id, err := rcl.RegisterSchema(ctx, subject, sr.Schema{Schema: string(text), Type: format.schemaType}, -1, -1)
 	var refused *sr.ResponseError

@@ -302,6 +302,23 @@ function withTimeout (promise, ms, what) {
 
 // ------------------------------------------------------------------------------------- produce
 
+
+// The default (Java-compatible murmur2) partitioner, remembering where each record went so that
+// its offset can be told from the partition's base offset: { placed: Map(message -> partition),
+// createPartitioner } for a producer's options.
+function recordingPartitioner () {
+  const placed = new Map()
+  const createPartitioner = () => {
+    const dflt = kafkajs.Partitioners.DefaultPartitioner()
+    return args => {
+      const p = dflt(args)
+      placed.set(args.message, p)
+      return p
+    }
+  }
+  return { placed, createPartitioner }
+}
+
 async function produce (a) {
   const topic = a.require('topic')
   const count = a.int('count', 10)
@@ -338,17 +355,7 @@ async function produce (a) {
   }
   const props = properties(a)
 
-  // The default (Java-compatible murmur2) partitioner, remembering where each record went so
-  // that its offset can be told from the partition's base offset.
-  const placed = new Map()
-  const createPartitioner = () => {
-    const dflt = kafkajs.Partitioners.DefaultPartitioner()
-    return args => {
-      const p = dflt(args)
-      placed.set(args.message, p)
-      return p
-    }
-  }
+  const { placed, createPartitioner } = recordingPartitioner()
   const kafka = client(a, props)
   const producer = kafka.producer({
     idempotent,
@@ -751,7 +758,7 @@ async function main (argv) {
     produce: [['headers'], produce],
     consume: [['from-beginning'], consume],
     admin: [['internal'], admin],
-    ...require('./registry')({ emit, client, properties, errorEvent, withTimeout, Usage, kafkajs })
+    ...require('./registry')({ emit, client, properties, errorEvent, withTimeout, Usage, recordingPartitioner })
   }
   const command = commands[argv[0]]
   if (!command) {

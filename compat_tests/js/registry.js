@@ -17,7 +17,7 @@ const crypto = require('crypto')
 const fs = require('fs')
 const { SchemaRegistry, SchemaType } = require('@kafkajs/confluent-schema-registry')
 
-module.exports = function registryCommands ({ emit, client, properties, errorEvent, withTimeout, Usage, kafkajs }) {
+module.exports = function registryCommands ({ emit, client, properties, errorEvent, withTimeout, Usage, recordingPartitioner }) {
   const EXIT_OK = 0
   const EXIT_ERROR = 1
   const EXIT_TIMEOUT = 2
@@ -46,17 +46,9 @@ module.exports = function registryCommands ({ emit, client, properties, errorEve
     const { id } = await sr.register(confluentSchema(a), { subject })
     emit({ event: 'registered', subject, id })
 
-    // The default partitioner, remembering where each record went: its offset is the
-    // partition's base offset plus its place among that partition's records.
-    const placed = new Map()
-    const createPartitioner = () => {
-      const dflt = kafkajs.Partitioners.DefaultPartitioner()
-      return args => {
-        const p = dflt(args)
-        placed.set(args.message, p)
-        return p
-      }
-    }
+    // Where each record went: its offset is the partition's base offset plus its place among
+    // that partition's records.
+    const { placed, createPartitioner } = recordingPartitioner()
     // Protobuf values come in Protobuf's JSON mapping (int64 as strings): fromObject makes the
     // message the library's encode() verifies.
     const schema = await sr.getSchema(id)
