@@ -129,10 +129,11 @@ class Broker:
             sock_port = server.sockets[0].getsockname()[1]
             self.bound[name] = (endpoint.bind_host or "0.0.0.0", sock_port)
             self.servers.append((name, server))
-        from kbroker.schema_registry.service import start_schema_registry
-        try:  # None unless schema.registry.listeners is set or in dev mode; before joining the
+        try:  # off unless schema.registry.listeners is set or in dev mode; before joining the
             # cluster, whose registration carries the registry's URL
-            self.schema_registry = await start_schema_registry(self)
+            if self.config.get("schema.registry.listeners") or self.config.get("dev.mode"):
+                from kbroker.schema_registry.service import start_schema_registry
+                self.schema_registry = await start_schema_registry(self)
         except OSError as exc:
             raise StartupError(str(exc), "stop the process using that port or change "
                                "schema.registry.listeners", EXIT_LISTENER) from None

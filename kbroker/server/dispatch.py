@@ -59,21 +59,24 @@ class Dispatcher:
 
             self.quotas = ClientQuotas(config, lambda: services.controller.image)
         if config is not None:
-            from kbroker.server.faults import FaultInjector
-
-            self.injector = FaultInjector(config, handlers)
             self.reconfigure()
             config.watch(lambda name: self.reconfigure()
                          if name.startswith("kbroker.") else None)
 
     def reconfigure(self) -> None:
         """Re-read the fault rules and the trace settings (after a dynamic config change)."""
-        for api_key in self._injected:
-            self.faults.pop(api_key, None)
-        hooks = self.injector.reload()
-        self.faults.update(hooks)
-        self._injected = set(hooks)
         config = self.services.config
+        if self.injector is None and config.fault_rule_names():
+            # built with the first rule: most brokers never have one
+            from kbroker.server.faults import FaultInjector
+
+            self.injector = FaultInjector(config, self.handlers)
+        if self.injector is not None:
+            for api_key in self._injected:
+                self.faults.pop(api_key, None)
+            hooks = self.injector.reload()
+            self.faults.update(hooks)
+            self._injected = set(hooks)
         fmt = config.get("kbroker.trace")
         if fmt == "off" and self.metrics is None and \
                 not logging.getLogger("kbroker.requests").isEnabledFor(logging.DEBUG):
