@@ -42,9 +42,8 @@ Concurrency rule: owned by the event loop, synchronous, no locks (fsync costs ar
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import fcntl
+import functools
 import logging
 import os
 import shutil
@@ -92,18 +91,26 @@ def future_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+@functools.cache
+def _libc():
+    """libc, loaded on the first sync rather than at import (most starts have nothing to sync).
+    The process's own symbols include libc's; ``ctypes.util.find_library`` would run ldconfig."""
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _syncfs(path: str) -> bool:
     """``syncfs(2)`` on the file system holding ``path``: one call makes every file and dir
     written there durable. False where libc has no syncfs (then the caller fsyncs each)."""
-    syncfs = getattr(_libc, "syncfs", None)
+    syncfs = getattr(_libc(), "syncfs", None)
     if syncfs is None:
         return False
     fd = os.open(path, os.O_RDONLY)
     try:
         if syncfs(fd) != 0:
+            import ctypes
+
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err), path)
     finally:
