@@ -85,16 +85,29 @@ class SharePartitionManager:
 
     def share_partition(self, key: SharePartitionKey, replica) -> SharePartition:
         partition = self._partitions.get(key)
-        # A new leader epoch means leadership moved away and back (or the partition was
-        # recreated): another broker may have changed the persisted state, so load it again,
-        # as Kafka drops its share partition when leadership changes.
-        if partition is None or partition.replica is not replica \
-                or partition.leader_epoch != replica.leader_epoch:
+        # A new replica object means the partition was recreated or this broker took it up
+        # again: load the state again. A new leader epoch alone does not (the ZooKeeper
+        # controller bumps it when the ISR shrinks, with the leader unchanged): Kafka keeps its
+        # share partition then, and so do we; dropping it would lose the records acquired under
+        # it, and an acknowledgement answered just before the reload would be read back stale.
+        # Leadership that moved away and back is seen by apply() or, if the images in between
+        # were merged, by the share coordinator fencing this copy's epoch (_fence).
+        if partition is None or partition.replica is not replica:
             if partition is not None and partition.timer is not None:
                 partition.timer.cancel()
-            partition = self._partitions[key] = SharePartition(key, replica, self.persister,
-                                                               self._resume_dead_letters)
+            partition = self._partitions[key] = SharePartition(
+                key, replica, self.persister, self._resume_dead_letters, self._fence)
         return partition
+
+    def _fence(self, partition: SharePartition) -> None:
+        """The share coordinator refused ``partition``'s epoch: drop it (the next fetch loads
+        the state again), as Kafka's fencedSharePartitionHandler does."""
+        if self._partitions.get(partition.key) is partition:
+            log.info("share partition %s was fenced by a newer epoch: loading it again",
+                     partition.display_name())
+            if partition.timer is not None:
+                partition.timer.cancel()
+            del self._partitions[partition.key]
 
     def apply(self, old, new, delta):
         """Image listener: drop the share partitions of deleted topics and of partitions this

@@ -49,14 +49,25 @@ def persister_error(error: Errors) -> Errors:
     return _LOAD_ERRORS.get(error, Errors.UNKNOWN_SERVER_ERROR)
 
 
+_FENCED = (Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH)
+
+
 class SharePartition:
-    def __init__(self, key: SharePartitionKey, replica, persister: Persister, on_load=None):
+    def __init__(self, key: SharePartitionKey, replica, persister: Persister, on_load=None,
+                 on_fenced=None):
         """``on_load(partition)``: called once its state is loaded (the manager resumes the
-        dead-letter writes of records loaded in ARCHIVING)."""
+        dead-letter writes of records loaded in ARCHIVING). ``on_fenced(partition)``: called when
+        the share coordinator refuses its epoch (the manager drops it; the next fetch loads the
+        state again)."""
         self.key = key
         self.on_load = on_load
+        self.on_fenced = on_fenced
         self.replica = replica  # kbroker.replica.partition.Partition (this broker leads it)
-        self.leader_epoch = replica.leader_epoch  # the epoch this state belongs to
+        # The leader epoch this state was loaded under, kept for every read and write as Kafka's
+        # SharePartition keeps its leaderEpoch: a later epoch of the same leadership (the ZooKeeper
+        # controller bumps it when the ISR shrinks) changes nothing here; another leader having
+        # read the state since fences our writes (FENCED_LEADER_EPOCH), and then we reload.
+        self.leader_epoch = replica.leader_epoch
         self.persister = persister
         self.state: SharePartitionState | None = None
         self._loading: asyncio.Future | None = None
@@ -83,11 +94,12 @@ class SharePartition:
         return self._loading
 
     async def _read(self, settings: ShareGroupSettings) -> None:
-        result = await self.persister.read(self.key, self.replica.leader_epoch)
+        result = await self.persister.read(self.key, self.leader_epoch)
         if result.error != Errors.NONE:
+            self._maybe_fenced(result.error)
             error = persister_error(result.error)
             log.warning("share partition %s could not load its state: %s (%s)",
-                        self._name(), result.error.name, result.error_message)
+                        self.display_name(), result.error.name, result.error_message)
             raise KafkaError(error, result.error_message)
         start = result.start_offset
         if start == NO_OFFSET:
@@ -95,7 +107,8 @@ class SharePartition:
         try:
             self.state = SharePartitionState.from_persisted(result, start)
         except ValueError as exc:
-            log.error("share partition %s has an invalid persisted state: %s", self._name(), exc)
+            log.error("share partition %s has an invalid persisted state: %s",
+                      self.display_name(), exc)
             raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, str(exc)) from None
         if self.on_load is not None:
             self.on_load(self)
@@ -111,7 +124,7 @@ class SharePartition:
                 return found[0]
         return self.replica.high_watermark
 
-    def _name(self) -> str:
+    def display_name(self) -> str:
         return f"{self.key.group_id}:{self.replica.topic}-{self.replica.index}"
 
     def read_batches(self, max_bytes: int, isolation_level: int) -> tuple[list[FetchedBatch], list]:
@@ -153,14 +166,21 @@ class SharePartition:
         if state is None or (not changed and not start_moved):
             return Errors.NONE
         batches = state.persisted_batches(changed)
-        result = await self.persister.write(self.key, state.state_epoch,
-                                            self.replica.leader_epoch, state.start_offset,
-                                            batches, state.delivery_complete_count())
+        result = await self.persister.write(self.key, state.state_epoch, self.leader_epoch,
+                                            state.start_offset, batches,
+                                            state.delivery_complete_count())
         if result.error != Errors.NONE:
             log.warning("share partition %s could not persist its state: %s (%s)",
-                        self._name(), result.error.name, result.error_message)
+                        self.display_name(), result.error.name, result.error_message)
+            self._maybe_fenced(result.error)
             return persister_error(result.error)
         return Errors.NONE
+
+    def _maybe_fenced(self, error: Errors) -> None:
+        """Another leader (or a newer state epoch) owns the persisted state now: this copy is
+        stale, as Kafka's fencedSharePartitionHandler drops it."""
+        if error in _FENCED and self.on_fenced is not None:
+            self.on_fenced(self)
 
 
 def _headers(regions):
