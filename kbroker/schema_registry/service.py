@@ -31,9 +31,8 @@ import logging
 import socket
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
-
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.schema_registry import errors
