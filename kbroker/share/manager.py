@@ -342,6 +342,8 @@ class SharePartitionManager:
                 return
             partition.timer.cancel()
             partition.timer = None
+        if self._partitions.get(partition.key) is not partition:
+            return  # dropped meanwhile (fenced, or no longer led): its locks are not ours to end
         deadline = new_deadline_ms
         if deadline is None:
             deadline = partition.state.next_deadline_ms()
@@ -354,7 +356,7 @@ class SharePartitionManager:
 
     def _expire(self, partition: SharePartition, group_id: str) -> None:
         partition.timer = None
-        if partition.state is None:
+        if partition.state is None or self._partitions.get(partition.key) is not partition:
             return
         settings = self.settings(group_id)
         changed = partition.state.expire_locks(_now_ms(), self._limits(settings))

@@ -493,10 +493,14 @@ def test_a_fenced_write_reloads_the_share_partition(kafka, topic, members):
     _, topic_id = topic
     a, b = members("member-a"), members("member-b")
     assert acquired(a.fetch(topic_id)) == [(0, 4, 1)]
+    key = SharePartitionKey(GROUP, topic_id, 0)
+    stale = kafka.share_partitions._partitions[key]
     kafka.persister.fail_writes = Errors.FENCED_LEADER_EPOCH
     try:
         refused = a.acknowledge(topic_id, [(0, 4, [ACCEPT])])
     finally:
         kafka.persister.fail_writes = None
     assert refused.responses[0].partitions[0].error_code == Errors.NOT_LEADER_OR_FOLLOWER.code
+    # dropped, and the undo of the refused acknowledgement set no lock timer on it
+    assert key not in kafka.share_partitions._partitions and stale.timer is None
     assert acquired(b.fetch(topic_id)) == [(0, 4, 1)]  # nothing was persisted for them
