@@ -41,6 +41,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DURATIONS = ROOT / "tests" / "durations.json"
 MEASURED = ROOT / "build" / "test-durations.json"
+# Each module's CPU: the worker's own and that of the processes it started and waited for (a
+# process started once per worker or per run is not counted: tools/suite_cpu.py sees those).
+MEASURED_CPU = ROOT / "build" / "test-cpu.json"
 UNKNOWN_MODULE_S = 30.0
 GIB_PER_WORKER = 3
 WORKERS_PER_CORE = 2
@@ -78,6 +81,7 @@ def pytest_configure(config):
                    "(timing-sensitive tests, fault and soak scenarios)")
     config._kbroker_busy = 0.0
     config._kbroker_modules = {}
+    config._kbroker_cpu = {}  # module: CPU seconds, on the worker that ran it
 
 
 @pytest.hookimpl(trylast=True)
@@ -181,8 +185,18 @@ def running(config, alone: bool):
 def pytest_runtest_protocol(item, nextitem):
     started = time.monotonic()
     with running(item.config, alone=item.get_closest_marker("alone") is not None):
+        cpu_before = _cpu_seconds()
         yield
+        cpu = _cpu_seconds() - cpu_before
     item.config._kbroker_busy += time.monotonic() - started
+    module = module_of(item.nodeid)
+    item.config._kbroker_cpu[module] = item.config._kbroker_cpu.get(module, 0.0) + cpu
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU and that of its children it has waited for (brokers, JVMs, drivers)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 # --------------------------------------------------------------------------- what CI is told
@@ -209,7 +223,15 @@ def pytest_sessionfinish(session, exitstatus):
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["kbroker_busy_s"] = config._kbroker_busy
+        workeroutput["kbroker_cpu_s"] = json.dumps(config._kbroker_cpu)
         return
+    cpu = dict(config._kbroker_cpu)
+    for worker_cpu in getattr(config, "_kbroker_worker_cpu", []):
+        cpu.update(worker_cpu)
+    if cpu:
+        MEASURED_CPU.parent.mkdir(parents=True, exist_ok=True)
+        MEASURED_CPU.write_text(json.dumps({module: round(seconds, 1) for module, seconds in sorted(
+            cpu.items(), key=lambda entry: -entry[1])}, indent=1) + "\n")
     if config._kbroker_modules:
         MEASURED.parent.mkdir(parents=True, exist_ok=True)
         MEASURED.write_text(json.dumps({module: round(seconds, 1) for module, seconds in sorted(
@@ -218,8 +240,12 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    busy = getattr(node, "workeroutput", {}).get("kbroker_busy_s")
+    output = getattr(node, "workeroutput", {})
+    busy = output.get("kbroker_busy_s")
     node.config.__dict__.setdefault("_kbroker_workers", {})[node.gateway.id] = busy
+    if "kbroker_cpu_s" in output:
+        node.config.__dict__.setdefault("_kbroker_worker_cpu", []).append(
+            json.loads(output["kbroker_cpu_s"]))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -29,3 +29,10 @@ Everything runs on the broker's event loop, one operation at a time, so ids and 
 assigned without locks. The layer sits beside ``server``: it uses the coordinator runtime,
 ``protocol`` and ``security``, and nothing of ``handlers`` or ``log``.
 """
+
+
+def enabled(config) -> bool:
+    """The registry serves: ``schema.registry.listeners`` is set, or the broker runs in dev mode
+    (which listens on 8081 by default). Here, not in ``service``, so that a broker without the
+    registry never imports it."""
+    return bool(config.get("schema.registry.listeners")) or bool(config.get("dev.mode"))

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from kbroker.protocol.errors import Errors, KafkaError
-from kbroker.schema_registry import errors
+from kbroker.schema_registry import enabled, errors
 from kbroker.schema_registry.errors import RegistryError
 from kbroker.schema_registry.http import HttpServer, Request, Response
 
@@ -245,7 +245,7 @@ class SchemaRegistry:
         route, params, known = api.match(request.method, request.segments)
         endpoint = route.name if route is not None else "other"
         try:
-            response = await self._dispatch(request, route, params, known)
+            response = await self._dispatch(api, request, route, params, known)
         except RegistryError as exc:
             response = Response.json(exc.body(), exc.status)
             if exc.status == 401:
@@ -256,14 +256,13 @@ class SchemaRegistry:
         self.metrics[key] = self.metrics.get(key, 0) + 1
         return response
 
-    async def _dispatch(self, request: Request, route, params, known) -> Response:
+    async def _dispatch(self, api, request: Request, route, params, known) -> Response:
+        """``api``: the routes' module, imported by :meth:`handle`."""
         principal = None
         if self.security is not None:
             principal = self.security.authenticate(request)
         if route is None:
             raise errors.method_not_allowed() if known else errors.not_found_path()
-        from kbroker.schema_registry import api
-
         call = api.Call(request, params, self)
         call.principal = principal
         if self.security is not None:
@@ -378,7 +377,7 @@ def _display_host(host: str) -> str:
 
 async def start_schema_registry(broker) -> SchemaRegistry | None:
     """The broker's registry when ``schema.registry.listeners`` is set (or in dev mode)."""
-    if not listener_urls_configured(broker.config):
+    if not enabled(broker.config):
         return None
     from kbroker.schema_registry.security import build_security
     security = build_security(broker)
@@ -388,8 +387,4 @@ async def start_schema_registry(broker) -> SchemaRegistry | None:
     await registry.start(build_now=broker.cluster is not None or
                          broker.controller.image.topic(topic) is not None)
     return registry
-
-
-def listener_urls_configured(config) -> bool:
-    return bool(config.get("schema.registry.listeners")) or bool(_dev_default(config))
 

@@ -17,6 +17,7 @@ import signal
 import time
 
 from kbroker import handlers
+from kbroker.schema_registry import enabled as schema_registry_enabled
 from kbroker.server import listener_security
 from kbroker.server.acceptor import listen
 from kbroker.server.authenticator import FailureLog, ListenerSecurity, SaslAuthenticator
@@ -131,7 +132,7 @@ class Broker:
             self.servers.append((name, server))
         try:  # off unless schema.registry.listeners is set or in dev mode; before joining the
             # cluster, whose registration carries the registry's URL
-            if self.config.get("schema.registry.listeners") or self.config.get("dev.mode"):
+            if schema_registry_enabled(self.config):
                 from kbroker.schema_registry.service import start_schema_registry
                 self.schema_registry = await start_schema_registry(self)
         except OSError as exc:

@@ -31,6 +31,7 @@ import asyncio
 import logging
 import random
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from kbroker.coordinator.share.persister import Persister, SharePartitionKey
@@ -78,6 +79,8 @@ class SharePartitionManager:
         self.settings = settings
         self.sessions = ShareSessionCache(max_sessions)
         self._partitions: dict[SharePartitionKey, SharePartition] = {}
+        # The same share partitions by topic id: a metadata change looks at its topics' only.
+        self._by_topic: dict[uuid.UUID, set[SharePartitionKey]] = {}
         self._waiters: set[asyncio.Future] = set()
         self._tasks: set[asyncio.Task] = set()
         # ReplicaManager.wait_for_news(partitions, timeout_s) -> bool: new data in the log.
@@ -93,21 +96,39 @@ class SharePartitionManager:
         # Leadership that moved away and back is seen by apply() or, if the images in between
         # were merged, by the share coordinator fencing this copy's epoch (_fence).
         if partition is None or partition.replica is not replica:
-            if partition is not None and partition.timer is not None:
-                partition.timer.cancel()
-            partition = self._partitions[key] = SharePartition(
+            if partition is not None:
+                self._drop(partition)
+            partition = SharePartition(
                 key, replica, self.persister, self._resume_dead_letters, self._fence)
+            self._partitions[key] = partition
+            self._by_topic.setdefault(key.topic_id, set()).add(key)
         return partition
+
+    def _is_current(self, partition: SharePartition) -> bool:
+        """``partition`` is still the copy this broker serves (not dropped while it waited)."""
+        return self._partitions.get(partition.key) is partition
+
+    def _drop(self, partition: SharePartition) -> None:
+        """Forget ``partition`` and end its lock timer."""
+        if partition.timer is not None:
+            partition.timer.cancel()
+            partition.timer = None
+        key = partition.key
+        if self._partitions.get(key) is partition:
+            del self._partitions[key]
+            keys = self._by_topic.get(key.topic_id)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_topic[key.topic_id]
 
     def _fence(self, partition: SharePartition) -> None:
         """The share coordinator refused ``partition``'s epoch: drop it (the next fetch loads
         the state again), as Kafka's fencedSharePartitionHandler does."""
-        if self._partitions.get(partition.key) is partition:
+        if self._is_current(partition):
             log.info("share partition %s was fenced by a newer epoch: loading it again",
                      partition.display_name())
-            if partition.timer is not None:
-                partition.timer.cancel()
-            del self._partitions[partition.key]
+            self._drop(partition)
 
     def apply(self, old, new, delta):
         """Image listener: drop the share partitions of deleted topics and of partitions this
@@ -115,15 +136,15 @@ class SharePartitionManager:
         a leadership change (the new leader loads the persisted state; a stale copy here would
         keep firing lock expiries against a fenced epoch, and deleted topics' copies would stay
         in memory for good)."""
-        if self.node_id is not None and self._partitions and delta.touches_topics:
-            for key, partition in list(self._partitions.items()):
-                topic = new.topic_by_id(key.topic_id)
+        if self.node_id is None or not self._by_topic or not delta.touches_topics:
+            return iter(())
+        for topic_id in _topic_ids(old, new, delta.topic_names()):
+            for key in list(self._by_topic.get(topic_id, ())):
+                topic = new.topic_by_id(topic_id)
                 if topic is not None and key.partition < topic.num_partitions and \
                         topic.state(key.partition).leader == self.node_id:
                     continue
-                if partition.timer is not None:
-                    partition.timer.cancel()
-                del self._partitions[key]
+                self._drop(self._partitions[key])
         return iter(())
 
     def loaded(self) -> list[SharePartition]:
@@ -342,7 +363,7 @@ class SharePartitionManager:
                 return
             partition.timer.cancel()
             partition.timer = None
-        if self._partitions.get(partition.key) is not partition:
+        if not self._is_current(partition):
             return  # dropped meanwhile (fenced, or no longer led): its locks are not ours to end
         deadline = new_deadline_ms
         if deadline is None:
@@ -356,7 +377,7 @@ class SharePartitionManager:
 
     def _expire(self, partition: SharePartition, group_id: str) -> None:
         partition.timer = None
-        if partition.state is None or self._partitions.get(partition.key) is not partition:
+        if partition.state is None or not self._is_current(partition):
             return
         settings = self.settings(group_id)
         changed = partition.state.expire_locks(_now_ms(), self._limits(settings))
@@ -440,6 +461,18 @@ class SharePartitionManager:
                 partition.timer.cancel()
         for task in self._tasks:
             task.cancel()
+
+
+def _topic_ids(old, new, names) -> set[uuid.UUID]:
+    """The ids the topics ``names`` had before a metadata change and have after it (a topic
+    deleted, or replaced by one of the same name, counts under both)."""
+    ids = set()
+    for name in names:
+        for image in (old, new):
+            topic = image.topic(name) if image is not None else None
+            if topic is not None:
+                ids.add(topic.topic_id)
+    return ids
 
 
 def _retrieve(future: asyncio.Future) -> None:

@@ -244,7 +244,10 @@ def test_a_dlq_name_starting_with_two_underscores_is_refused(kafka):
 def _reload(kafka, setup):
     """Forget the share partition as a new leader would, so the next fetch loads it again."""
     async def drop():
-        kafka.share_partitions._partitions.pop(setup.key, None)
+        manager = kafka.share_partitions
+        partition = manager._partitions.get(setup.key)
+        if partition is not None:
+            manager._drop(partition)
     asyncio.run_coroutine_threadsafe(drop(), kafka.loop).result(10)
 
 

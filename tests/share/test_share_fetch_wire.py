@@ -504,3 +504,36 @@ def test_a_fenced_write_reloads_the_share_partition(kafka, topic, members):
     # dropped, and the undo of the refused acknowledgement set no lock timer on it
     assert key not in kafka.share_partitions._partitions and stale.timer is None
     assert acquired(b.fetch(topic_id)) == [(0, 4, 1)]  # nothing was persisted for them
+
+
+def test_deleting_a_topic_drops_its_share_partitions_and_no_other(kafka, topic, members):
+    """A metadata change looks at the share partitions of the topics it names: the deleted
+    topic's go (with their lock timers), another topic's stay as they are."""
+    from confluent_kafka.admin import AdminClient
+
+    from tests.integration.clients import wait_until
+
+    doomed_name, doomed_id = topic
+    kept_name = f"{doomed_name}-kept"
+    ensure_topic(kafka.bootstrap, kept_name)
+    with Wire(kafka.bootstrap) as wire:
+        wire.api_versions()
+        assert wire.produce(kept_name, 0, build_batch([b"x"])).error_code == 0
+        kept_id = wire.metadata([kept_name]).topics[0].topic_id
+    kafka.persister.state[SharePartitionKey(GROUP, kept_id, 0)] = (0, 0, {})
+    a = members("member-a")
+    assert acquired(a.fetch(doomed_id)) == [(0, 4, 1)]
+    assert acquired(a.fetch(kept_id)) == [(0, 0, 1)]
+    loaded = kafka.share_partitions._partitions
+    doomed = loaded[SharePartitionKey(GROUP, doomed_id, 0)]
+    kept = loaded[SharePartitionKey(GROUP, kept_id, 0)]
+    assert doomed.timer is not None  # the lock of the acquired records
+
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.delete_topics([doomed_name])[doomed_name].result(10)
+    wait_until(lambda: SharePartitionKey(GROUP, doomed_id, 0) not in loaded,
+               message="the deleted topic's share partition is still loaded")
+    assert doomed.timer is None
+    assert loaded[SharePartitionKey(GROUP, kept_id, 0)] is kept and kept.timer is not None
+    assert doomed_id not in kafka.share_partitions._by_topic
+    assert kafka.share_partitions._by_topic[kept_id] == {SharePartitionKey(GROUP, kept_id, 0)}
