@@ -24,15 +24,20 @@ LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 SUBCOMMANDS = ("serve", "dev")
 
 
-def build_parser() -> argparse.ArgumentParser:
+SUBCOMMAND_HELP = {"dev": "run the broker with the dev profile (= serve --dev)",
+                   "serve": "run the broker (the default)"}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``kbroker serve`` and ``kbroker dev``; with ``only``, of that one alone
+    (a start parses one command line: the other's arguments cost it a few ms for nothing)."""
     from kbroker.cli import observability, serve_options
     from kbroker.cli.parser import Parser
 
     parser = Parser(prog="kbroker", description="A Kafka-compatible broker.")
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
-    dev = sub.add_parser("dev", help="run the broker with the dev profile (= serve --dev)")
-    serve = sub.add_parser("serve", help="run the broker (the default)")
-    for serve in (serve, dev):
+    commands = [name for name in SUBCOMMANDS if only in (None, name)]
+    for serve in [sub.add_parser(name, help=SUBCOMMAND_HELP[name]) for name in commands]:
         _add_serve_arguments(serve)
         serve_options.add_arguments(serve)
         observability.add_arguments(serve)  # after serve_options: --log-format is theirs
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             return commands.main(argv)
     if not argv or argv[0] not in SUBCOMMANDS + ("-h", "--help"):
         argv.insert(0, "serve")  # bare ``kbroker [options]`` means ``kbroker serve [options]``
-    args = build_parser().parse_args(argv)
+    args = build_parser(only=argv[0] if argv[0] in SUBCOMMANDS else None).parse_args(argv)
     args.dev = args.dev or args.command == "dev"
     return serve(args)
 

@@ -19,7 +19,6 @@ state, hosting or dropping a replica).
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import os
 
 from kbroker.startup import EXIT_CONFIG, StartupError
@@ -124,6 +123,8 @@ def open_file(config) -> logging.Handler | None:
     path = config.get("kbroker.state.change.log.file")
     if not path:
         return None
+    import logging.handlers  # only with a file of its own (with pickle, 5 ms of a start)
+
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)

@@ -23,16 +23,18 @@ import os
 import shutil
 import time
 import uuid
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from kbroker.metadata import state_change
 from kbroker.metadata.delta import MetadataDelta
 from kbroker.metadata.image import MetadataImage, TopicMetadata
 from kbroker.protocol.errors import Errors
-from kbroker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 from kbroker.replica.log_dir_mover import LogDirMover
 from kbroker.replica.partition import (CONSUMER_REPLICA_ID, FOLLOWER, LEADER, Partition,
                                        wait_for_news)
+
+if TYPE_CHECKING:  # replica fetchers are loaded by the first start_replication (a cluster)
+    from kbroker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
 
 log = logging.getLogger("kbroker.replicas")
 
@@ -188,6 +190,8 @@ class ReplicaManager:
         decides); followers fetch from their leaders on ``inter_broker_listener``, connecting
         with ``security`` (an InterBrokerSecurity, None for PLAINTEXT); leaders drop followers
         lagging more than ``replica.lag.time.max.ms``. Needs a running event loop."""
+        from kbroker.replica.fetcher import FetcherSettings, ReplicaFetcherManager
+
         config = self.broker_config
         if settings is None:
             settings = FetcherSettings.from_config(config)

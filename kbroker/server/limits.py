@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import ipaddress
 import logging
 import socket
 import time
@@ -130,6 +129,8 @@ class ConnectionLimits:
             name = entity[0][1]
             address = name
             if name is not None:
+                import ipaddress  # with the first ip quota, not at every start
+
                 try:
                     address = str(ipaddress.ip_address(name))
                 except ValueError:
