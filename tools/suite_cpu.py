@@ -66,10 +66,13 @@ def kind_of(args: list[str]) -> str:
     if program.startswith("java"):
         return _java_kind(args)
     if program.startswith("python"):
-        if "pytest" in text or "xdist" in text or "execnet" in text or "exec(eval(" in text:
-            return "python: pytest (worker or controller)"
+        # the broker first: its data dirs are often under pytest's temporary directory
         if "kbroker" in text and ("serve" in text or "kbroker.server" in text or "-m kbroker" in text):
             return "python: kbroker broker process"
+        if ("-m pytest" in text or "xdist" in text or "execnet" in text
+                or "exec(eval(" in text or os.path.basename(args[1] if len(args) > 1 else "")
+                in ("pytest", "py.test")):
+            return "python: pytest (worker or controller)"
         if "zookeeper" in text:
             return "python: zookeeper helper"
         script = next((a for a in args[1:] if not a.startswith("-")), "?")

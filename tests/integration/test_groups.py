@@ -1,8 +1,8 @@
 """Consumer groups with real clients: rebalances, committed offsets, static members, many groups,
 and the coordinator rebuilding everything from ``__consumer_offsets`` after ``kill -9``.
 
-Members that must leave or die run as subprocesses of this very module
-(``python -m tests.integration.test_groups member CLIENT ...``): SIGTERM makes them close (and
+Members that must leave or die run as subprocesses
+(``python -m tests.integration.group_member CLIENT ...``): SIGTERM makes them close (and
 leave the group), SIGKILL makes them vanish so that only the session timeout removes them. The
 group's view is read from the broker with DescribeGroups (decoding the consumer-protocol
 assignments), which also exercises that API.
@@ -14,7 +14,6 @@ leave, removal after the session timeout), never for fixed sleeps.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -26,10 +25,10 @@ import pytest
 
 from kbroker.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
 from tests.integration.clients import Rec, Wire, ensure_topic, produce_confluent, wait_until
+from tests.integration.group_member import SESSION_MS
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_JAR = ROOT / "compat_tests" / "java" / "target" / "kbroker-java-driver.jar"
-SESSION_MS = 3000
 BROKER = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000,
           "offsets.topic.num.partitions": 10}
 
@@ -100,7 +99,7 @@ class Member:
                     "--property", f"session.timeout.ms={SESSION_MS}",
                     "--property", "heartbeat.interval.ms=500"]
         else:
-            args = [sys.executable, "-m", "tests.integration.test_groups", "member", client,
+            args = [sys.executable, "-m", "tests.integration.group_member", client,
                     bootstrap, topic, group, ASSIGNORS[client][assignor], instance_id or ""]
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT)
@@ -123,66 +122,6 @@ class Member:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(20)
-
-
-def _member_main(client, bootstrap, topic, group, assignor, instance_id):
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if os.environ.get("KPDEBUG"):
-        import logging
-        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
-    instance_id = instance_id or None
-    if client == "confluent":
-        from confluent_kafka import Consumer
-
-        config = {"bootstrap.servers": bootstrap, "group.id": group,
-                  "partition.assignment.strategy": assignor, "session.timeout.ms": SESSION_MS,
-                  "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest"}
-        if instance_id:
-            config["group.instance.id"] = instance_id
-        consumer = Consumer(config)
-        consumer.subscribe([topic])
-        while not stop.is_set():
-            consumer.poll(0.2)
-        consumer.close()
-    elif client == "kafka-python":
-        import kafka.coordinator.assignors as assignors
-        from kafka import KafkaConsumer
-
-        module = {"RangePartitionAssignor": "range", "RoundRobinPartitionAssignor": "roundrobin",
-                  "CooperativeStickyAssignor": "cooperative_sticky"}[assignor]
-        cls = getattr(__import__(f"{assignors.__name__}.{module}", fromlist=[assignor]), assignor)
-        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                                 partition_assignment_strategy=[cls],
-                                 session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500,
-                                 auto_offset_reset="earliest", group_instance_id=instance_id)
-        # kafka-python 3.0.12 stops heartbeating when a poll times out just as its JoinGroup/
-        # SyncGroup round completes (join_group_async never re-enables the heartbeat), so poll
-        # with a timeout longer than any rebalance here.
-        while not stop.is_set():
-            consumer.poll(2000)
-        consumer.close()
-    elif client == "aiokafka":
-        import asyncio
-
-        import aiokafka.coordinator.assignors.range as range_
-        import aiokafka.coordinator.assignors.roundrobin as roundrobin
-        from aiokafka import AIOKafkaConsumer
-
-        cls = getattr(range_, assignor, None) or getattr(roundrobin, assignor)
-
-        async def run():
-            consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                                        partition_assignment_strategy=(cls,),
-                                        session_timeout_ms=SESSION_MS,
-                                        heartbeat_interval_ms=500,
-                                        auto_offset_reset="earliest")
-            await consumer.start()
-            while not stop.is_set():
-                await consumer.getmany(timeout_ms=200)
-            await consumer.stop()
-
-        asyncio.run(run())
 
 
 # --- fixtures ---------------------------------------------------------------------------------
@@ -455,11 +394,6 @@ def test_hundred_groups_then_kill9_rebuilds_them(group_broker):
     wait_until(loaded, 20, 0.1, "the coordinator to load")
     with Wire(bootstrap) as wire:
         check(wire)
-
-
-if __name__ == "__main__" and len(sys.argv) >= 2 and sys.argv[1] == "member":
-    _member_main(*sys.argv[2:7], sys.argv[7] if len(sys.argv) > 7 else "")
-    os._exit(0)
 
 
 def test_every_version_of_every_group_api(group_broker):
