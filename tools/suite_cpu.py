@@ -4,8 +4,9 @@
     python tools/suite_cpu.py --interval 1 -- .venv/bin/python -m pytest -n auto tests/cli
 
 Runs the command, reads /proc every ``--interval`` seconds, and at the end prints the CPU seconds
-of each kind of process (the pytest workers, kbroker broker processes, each JVM by its main class,
-Node, the Go driver, ...), its share of the whole, and the machine's busy fraction over the run.
+and the number of processes of each kind (the pytest workers, kbroker brokers and CLI commands,
+each JVM by its main class, Node, the Go driver, ...), its share of the whole, and the machine's
+busy fraction over the run.
 A process's last interval before it exits is not seen: with short-lived processes (a CLI tool's
 JVM) the figure for them is a lower bound.
 """
@@ -67,8 +68,13 @@ def kind_of(args: list[str]) -> str:
         return _java_kind(args)
     if program.startswith("python"):
         # the broker first: its data dirs are often under pytest's temporary directory
-        if "kbroker" in text and ("serve" in text or "kbroker.server" in text or "-m kbroker" in text):
-            return "python: kbroker broker process"
+        script = os.path.basename(args[1]) if len(args) > 1 else ""
+        if "kbroker" in text and ("serve" in text or "kbroker.server" in text
+                                  or "-m kbroker" in text or script == "kbroker"):
+            command = [a for a in args[1:] if not a.startswith("-") and "kbroker" not in a]
+            if command[:1] in (["serve"], ["dev"]) or "serve" in args or "kbroker.server" in text:
+                return "python: kbroker broker process"
+            return "python: kbroker CLI command"
         if ("-m pytest" in text or "xdist" in text or "execnet" in text
                 or "exec(eval(" in text or os.path.basename(args[1] if len(args) > 1 else "")
                 in ("pytest", "py.test")):
@@ -82,22 +88,31 @@ def kind_of(args: list[str]) -> str:
     return program[:40]
 
 
-def sample(seen: dict[str, tuple[str, int]], totals: collections.Counter) -> None:
+def _start_time(pid: str) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def sample(seen: dict[tuple[str, str], tuple[str, int]], totals: collections.Counter,
+           processes: dict[str, set]) -> None:
+    """One look at every process. A process is named by its command line at each look, not at
+    the first: a child seen between fork and exec still has its parent's, and a shell script
+    that execs java (Kafka's bin/*.sh) is bash first and java after."""
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
-        ticks = _cpu_ticks(pid)
-        if ticks is None:
+        ticks, started = _cpu_ticks(pid), _start_time(pid)
+        if ticks is None or started is None:
             continue
-        previous = seen.get(pid)
-        if previous is None:
-            kind = kind_of(_cmdline(pid))
-            seen[pid] = (kind, ticks)
-            totals[kind] += ticks  # what it used before it was first seen
-            continue
-        kind, before = previous
+        kind = kind_of(_cmdline(pid))
+        key = (pid, started)  # a pid used again is another process
+        before = seen[key][1] if key in seen else 0
         totals[kind] += ticks - before
-        seen[pid] = (kind, ticks)
+        seen[key] = (kind, ticks)
+        processes.setdefault(kind, set()).add(key)
 
 
 def machine_ticks() -> tuple[int, int]:
@@ -116,16 +131,18 @@ def main() -> int:
     command = options.command[1:] if options.command[:1] == ["--"] else options.command
     if not command:
         parser.error("give the command to run after --")
-    seen: dict[str, tuple[str, int]] = {}
+    seen: dict[tuple[str, str], tuple[str, int]] = {}
     totals: collections.Counter = collections.Counter()
-    sample(seen, totals)
-    totals.clear()  # what ran before the command is not the command's
+    processes: dict[str, set] = {}
+    sample(seen, totals, processes)
+    totals.clear()
+    processes.clear()  # what ran before the command is not the command's
     busy0, all0 = machine_ticks()
     started = time.monotonic()
     child = subprocess.Popen(command)
     while child.poll() is None:
         time.sleep(options.interval)
-        sample(seen, totals)
+        sample(seen, totals, processes)
     elapsed = time.monotonic() - started
     busy1, all1 = machine_ticks()
     whole = sum(totals.values()) / CLOCK
@@ -133,7 +150,9 @@ def main() -> int:
           f"{(busy1 - busy0) / max(1, all1 - all0):.0%}", file=sys.stderr)
     for kind, ticks in totals.most_common(options.top):
         seconds = ticks / CLOCK
-        print(f"{seconds:8.1f} s  {seconds / max(whole, 1e-9):5.1%}  {kind}", file=sys.stderr)
+        count = len(processes.get(kind, ()))
+        print(f"{seconds:8.1f} s  {seconds / max(whole, 1e-9):5.1%}  {count:5d}  {kind}",
+              file=sys.stderr)
     return child.returncode
 
 

@@ -10,7 +10,7 @@ import argparse
 import re
 import sys
 
-from kbroker.config.suggest import did_you_mean
+from kbroker.suggest import did_you_mean
 
 EXIT_USAGE = 2
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Mapping
 
-from kbroker.config.suggest import did_you_mean
+from kbroker.suggest import did_you_mean
 
 log = logging.getLogger("kbroker.config")
 

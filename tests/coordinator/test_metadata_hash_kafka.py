@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kbroker.coordinator.group.modern import group_hash, topic_hash
 from kbroker.metadata.image import BrokerInfo, MetadataImage, TopicMetadata
+from tests import java_source
 from tests.log.conftest import kafka_classpath
 
 DRIVER = Path(__file__).resolve().parent / "java" / "MetadataHash.java"
@@ -45,7 +46,7 @@ def kafka_hashes(brokers, topics, queries) -> list[int]:
             lines.append(f"H\t{_hex(arg)}")
         else:
             lines.append("G\t" + ",".join(_hex(name) for name in arg))
-    out = subprocess.run(["java", "-cp", kafka_classpath(), str(DRIVER)],
+    out = subprocess.run(java_source.command(DRIVER, kafka_classpath()),
                          input="\n".join(lines) + "\n", capture_output=True, text=True,
                          encoding="utf-8", timeout=180)
     assert out.returncode == 0, out.stderr

@@ -28,6 +28,7 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    ResourceType)
 
+from tests import java_source
 from tests.integration.clients import ensure_topic, wait_for_members
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -265,7 +266,7 @@ def java_share_consumer(kafka, group, topic, seconds, mode):
     if not JAVA_JAR.exists():
         pytest.fail(f"{JAVA_JAR} is missing: build it with mvn -f compat_tests/java/pom.xml "
                     "package (scripts/install-test-deps.sh does)")
-    return subprocess.Popen(["java", "-cp", str(JAVA_JAR), str(SHARE_CONSUME), kafka.bootstrap,
+    return subprocess.Popen([*java_source.command(SHARE_CONSUME, str(JAVA_JAR)), kafka.bootstrap,
                              group, topic, str(seconds), mode],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

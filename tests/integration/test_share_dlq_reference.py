@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
+from tests import java_source
 from tests.broker_process import BrokerProcess
 from tests.integration.clients import Wire, ensure_topic, wait_until
 from tests.recordbatch import parse_batches
@@ -131,7 +132,7 @@ def confluent_member(bootstrap, group, topic, ack, deliveries):
 
 
 def java_member(bootstrap, group, topic):
-    done = subprocess.run(["java", "-cp", str(JAVA_JAR), str(SHARE_CONSUME), bootstrap, group,
+    done = subprocess.run([*java_source.command(SHARE_CONSUME, str(JAVA_JAR)), bootstrap, group,
                            topic, "25", "explicit:release-mod3"],
                           capture_output=True, text=True, timeout=TIMEOUT + 30)
     assert "closed" in done.stdout and "ack-error" not in done.stdout, done.stdout + done.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kbroker.testing.inprocess import KafkaBroker
+from tests import java_source
 from tests.coordinator.share_persister_double import InMemoryPersister
 from tests.integration.clients import Wire, ensure_topic, wait_until
 
@@ -141,7 +142,7 @@ def test_java_share_consumer_joins_and_gets_its_assignment(share_broker):
     bootstrap = kafka.bootstrap_servers
     ensure_topic(bootstrap, "jq", 3)
     group = f"java-{uuid.uuid4().hex[:8]}"
-    process = subprocess.Popen(["java", "-cp", str(JAVA_JAR), str(SHARE_JOIN), bootstrap, group,
+    process = subprocess.Popen([*java_source.command(SHARE_JOIN, str(JAVA_JAR)), bootstrap, group,
                                 "jq", "15"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 
 from kbroker.protocol import messages
+from tests import java_source
 from tests.integration.clients import Wire, ensure_topic, wait_until
 
 BROKER = {"group.share.heartbeat.interval.ms": 200,
@@ -103,7 +104,7 @@ def test_java_share_consumer_over_the_share_coordinator(broker_factory, tmp_path
     broker = broker_factory(BROKER, data_dir=tmp_path / "data")
     ensure_topic(broker.bootstrap, "jq", 3)
     process = subprocess.Popen(
-        ["java", "-cp", str(jar), str(Path(__file__).parent / "share_java" / "ShareJoin.java"),
+        [*java_source.command(Path(__file__).parent / "share_java" / "ShareJoin.java", str(jar)),
          broker.bootstrap, "jg", "jq", "15"], stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
     try:

@@ -10,7 +10,7 @@ Through CreateAcls / DescribeAcls / DeleteAcls, so it works against any broker w
 from __future__ import annotations
 
 from kbroker.cli.commands.common import CommandError, admin, group_parser, leaf, table
-from kbroker.config.suggest import did_you_mean
+from kbroker.suggest import did_you_mean
 
 OPERATIONS = ("ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
               "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "CREATE_TOKENS",

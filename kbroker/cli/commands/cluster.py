@@ -51,7 +51,7 @@ def config_get(args) -> int:
     from kafka.admin import ConfigResource, ConfigResourceType
 
     from kbroker.cli.commands.common import CommandError
-    from kbroker.config.suggest import did_you_mean
+    from kbroker.suggest import did_you_mean
 
     client = admin(args)
     node = args.node or str(client.describe_cluster()["controller_id"])
@@ -81,7 +81,7 @@ def config_set(args) -> int:
     error = next(filter(None, (alter_error(result, "broker", node) for node in nodes)), None)
     if error:
         from kbroker.cli.commands.common import CommandError
-        from kbroker.config.suggest import did_you_mean
+        from kbroker.suggest import did_you_mean
         from kbroker.config import BROKER_CONFIGS
 
         hint = did_you_mean(args.key, BROKER_CONFIGS) if args.key not in BROKER_CONFIGS else ""

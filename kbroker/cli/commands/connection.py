@@ -14,7 +14,7 @@ import argparse
 import os
 from pathlib import Path
 
-from kbroker.config.suggest import did_you_mean
+from kbroker.suggest import did_you_mean
 
 DEFAULT_BROKERS = "localhost:9092"
 # How long to try the bootstrap servers before "cannot reach" (kafka-python waits 30 s); longer

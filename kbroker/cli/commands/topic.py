@@ -74,7 +74,7 @@ def _error(code: int, message: str | None, config_keys=()) -> str | None:
 def _with_hint(error: str, config_keys) -> str:
     """A broker refusing an unknown topic config: name the closest one kbroker knows (a hint
     only: another broker may know other configs)."""
-    from kbroker.config.suggest import did_you_mean
+    from kbroker.suggest import did_you_mean
     from kbroker.config import TOPIC_CONFIGS
 
     unknown = [key for key in config_keys if key not in TOPIC_CONFIGS and key in error]

@@ -8,7 +8,7 @@ not stored by the broker (they live in the listener's JAAS entry) and are not li
 from __future__ import annotations
 
 from kbroker.cli.commands.common import CommandError, admin, group_parser, leaf, table
-from kbroker.config.suggest import did_you_mean
+from kbroker.suggest import did_you_mean
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
