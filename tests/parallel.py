@@ -41,8 +41,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DURATIONS = ROOT / "tests" / "durations.json"
 MEASURED = ROOT / "build" / "test-durations.json"
-# Each module's CPU: the worker's own and that of the processes it started and waited for (a
-# process started once per worker or per run is not counted: tools/suite_cpu.py sees those).
+# Each module's CPU: the worker's own and that of the processes it started and waited for. It is a
+# guide, not an account: a child is counted when it is reaped, so a process started once per worker
+# counts for the module whose teardown ends it, and one a test left unwaited for the module whose
+# next Popen reaps it. tools/suite_cpu.py counts every process by kind.
 MEASURED_CPU = ROOT / "build" / "test-cpu.json"
 UNKNOWN_MODULE_S = 30.0
 GIB_PER_WORKER = 3
