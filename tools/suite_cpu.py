@@ -31,13 +31,14 @@ def _cmdline(pid: str) -> list[str]:
         return []
 
 
-def _cpu_ticks(pid: str) -> int | None:
+def _stat(pid: str) -> tuple[int, str] | None:
+    """(CPU ticks, start time) of a process, from one read of /proc/PID/stat."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
             fields = handle.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return int(fields[11]) + int(fields[12])  # utime, stime
+    return int(fields[11]) + int(fields[12]), fields[19]  # utime + stime, starttime
 
 
 def _java_kind(args: list[str]) -> str:
@@ -88,15 +89,7 @@ def kind_of(args: list[str]) -> str:
     return program[:40]
 
 
-def _start_time(pid: str) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def sample(seen: dict[tuple[str, str], tuple[str, int]], totals: collections.Counter,
+def sample(seen: dict[tuple[str, str], int], totals: collections.Counter,
            processes: dict[str, set]) -> None:
     """One look at every process. A process is named by its command line at each look, not at
     the first: a child seen between fork and exec still has its parent's, and a shell script
@@ -104,14 +97,14 @@ def sample(seen: dict[tuple[str, str], tuple[str, int]], totals: collections.Cou
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
-        ticks, started = _cpu_ticks(pid), _start_time(pid)
-        if ticks is None or started is None:
+        stat = _stat(pid)
+        if stat is None:
             continue
+        ticks, started = stat
         kind = kind_of(_cmdline(pid))
         key = (pid, started)  # a pid used again is another process
-        before = seen[key][1] if key in seen else 0
-        totals[kind] += ticks - before
-        seen[key] = (kind, ticks)
+        totals[kind] += ticks - seen.get(key, 0)
+        seen[key] = ticks
         processes.setdefault(kind, set()).add(key)
 
 
@@ -131,7 +124,7 @@ def main() -> int:
     command = options.command[1:] if options.command[:1] == ["--"] else options.command
     if not command:
         parser.error("give the command to run after --")
-    seen: dict[tuple[str, str], tuple[str, int]] = {}
+    seen: dict[tuple[str, str], int] = {}
     totals: collections.Counter = collections.Counter()
     processes: dict[str, set] = {}
     sample(seen, totals, processes)

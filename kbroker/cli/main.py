@@ -21,11 +21,9 @@ from typing import NoReturn
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s"
 LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
-SUBCOMMANDS = ("serve", "dev")
-
-
-SUBCOMMAND_HELP = {"dev": "run the broker with the dev profile (= serve --dev)",
-                   "serve": "run the broker (the default)"}
+SUBCOMMAND_HELP = {"serve": "run the broker (the default)",
+                   "dev": "run the broker with the dev profile (= serve --dev)"}
+SUBCOMMANDS = tuple(SUBCOMMAND_HELP)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -71,6 +71,18 @@ def deleted_topic_ids(old, new, delta: "MetadataDelta"):
             yield before.topic_id
 
 
+def touched_topic_ids(old, new, delta: "MetadataDelta") -> set:
+    """The ids, before and after, of every topic ``delta`` touches (a topic deleted, or replaced
+    by one of the same name, counts under both): for listeners that keep state by topic id."""
+    ids = set()
+    for name in delta.topic_names():
+        for image in (old, new):
+            topic = image.topic(name) if image is not None else None
+            if topic is not None:
+                ids.add(topic.topic_id)
+    return ids
+
+
 @dataclass(frozen=True)
 class MetadataDelta:
     created: Mapping[str, TopicMetadata] = field(default_factory=lambda: _EMPTY)

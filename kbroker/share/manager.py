@@ -35,6 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from kbroker.coordinator.share.persister import Persister, SharePartitionKey
+from kbroker.metadata.delta import touched_topic_ids
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.share.partition import SharePartition
 from kbroker.share.sessions import ShareSessionCache
@@ -138,9 +139,9 @@ class SharePartitionManager:
         in memory for good)."""
         if self.node_id is None or not self._by_topic or not delta.touches_topics:
             return iter(())
-        for topic_id in _topic_ids(old, new, delta.topic_names()):
+        for topic_id in touched_topic_ids(old, new, delta):
+            topic = new.topic_by_id(topic_id)
             for key in list(self._by_topic.get(topic_id, ())):
-                topic = new.topic_by_id(topic_id)
                 if topic is not None and key.partition < topic.num_partitions and \
                         topic.state(key.partition).leader == self.node_id:
                     continue
@@ -461,18 +462,6 @@ class SharePartitionManager:
                 partition.timer.cancel()
         for task in self._tasks:
             task.cancel()
-
-
-def _topic_ids(old, new, names) -> set[uuid.UUID]:
-    """The ids the topics ``names`` had before a metadata change and have after it (a topic
-    deleted, or replaced by one of the same name, counts under both)."""
-    ids = set()
-    for name in names:
-        for image in (old, new):
-            topic = image.topic(name) if image is not None else None
-            if topic is not None:
-                ids.add(topic.topic_id)
-    return ids
 
 
 def _retrieve(future: asyncio.Future) -> None:
